@@ -1,0 +1,36 @@
+# One command each for a fresh machine: `make test` and `make demo`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test lint typecheck layers pytest demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck layers pytest
+
+demo: $(STAMP)
+	$(BIN)/qrmd topology --topology synthetic:cpus=96,sockets=2,numas=4
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
