@@ -215,8 +215,7 @@ class NUMADistances:
             row = matrix[n]
             if sorted(row) != nodes:
                 raise TopologyError(
-                    f"NUMA distance row of node {n} covers nodes {sorted(row)}, "
-                    f"expected {nodes}"
+                    f"NUMA distance row of node {n} covers nodes {sorted(row)}, expected {nodes}"
                 )
             for m, d in row.items():
                 if d <= 0:
@@ -301,9 +300,7 @@ class CPUTopology:
         """
         numas = len(self._index.numa_cpus)
         if self.num_sockets == 0 or numas % self.num_sockets != 0:
-            raise TopologyError(
-                f"invalid numasCount: {numas} and socketsCount: {self.num_sockets}"
-            )
+            raise TopologyError(f"invalid numasCount: {numas} and socketsCount: {self.num_sockets}")
         return numas // self.num_sockets
 
     def check_numa_cross_sockets(self, numas: Iterable[int]) -> bool:

@@ -1,0 +1,58 @@
+"""The ``qrmd`` command line: one sub-command per module under ``qrmd/commands``.
+
+Every sub-command reports a failure as one line on stderr naming what is wrong (exit status
+2), never a traceback; ``QRMD_DEBUG=1`` shows the traceback for a bug report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+
+from qrmd.commands import topology
+
+# Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
+COMMANDS: tuple[ModuleType, ...] = (topology,)
+
+EXIT_USAGE_OR_INPUT = 2
+
+
+class CommandError(Exception):
+    """A failure a sub-command reports to the operator as one line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qrmd",
+        description=(
+            "CPU and NUMA-memory QoS resource manager for Kubernetes nodes "
+            "(Katalyst QRM 'dynamic' policy, wire-compatible with kubelet and sys-advisor)."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except (CommandError, ValueError, OSError, LookupError) as exc:
+        if os.environ.get("QRMD_DEBUG"):
+            traceback.print_exc()
+        print(f"qrmd {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE_OR_INPUT
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
