@@ -69,6 +69,12 @@ class _Index:
     socket_masks: Mapping[int, int]
     socket_cores: Mapping[int, tuple[int, ...]]  # socket id -> its core ids, ascending
     smallest_core: int  # CPUs of the smallest core (no whole core fits below it)
+    # Cores of cpus_per_core CPUs grouped by shape: (lowest CPUs of the group's cores, the
+    # offsets of their other CPUs from the lowest, whether each core's id is its lowest CPU).
+    # One group on a regular host (siblings k and k + N/2, core id k, as sysfs and the
+    # synthetic generator number them), so its free cores are a few whole-mask operations.
+    core_shapes: tuple[tuple[int, tuple[int, ...], bool], ...]
+    odd_cores: tuple[int, ...]  # cores of another size (hybrid parts), counted one by one
     cpus_per_core: int
     cpus_per_socket: int
 
@@ -85,6 +91,15 @@ def _index_of(topology: CPUTopology) -> _Index:
     socket_cores: dict[int, list[int]] = {s: [] for s in topology.socket_masks()}
     for core, socket in sorted(topology.core_socket().items()):
         socket_cores[socket].append(core)
+    shapes: dict[tuple[tuple[int, ...], bool], int] = {}
+    odd_cores: list[int] = []
+    for core, core_cpus in core_masks.items():
+        if core_cpus.bit_count() != topology.cpus_per_core:
+            odd_cores.append(core)
+            continue
+        ids = CPUSet.from_mask(core_cpus).ids()
+        shape = (tuple(cpu - ids[0] for cpu in ids[1:]), core == ids[0])
+        shapes[shape] = shapes.get(shape, 0) | (1 << ids[0])
     return _Index(
         all_cpus=topology.cpu_details.mask,
         numa_masks=tuple(numa_masks.values()),
@@ -95,6 +110,8 @@ def _index_of(topology: CPUTopology) -> _Index:
         socket_masks=topology.socket_masks(),
         socket_cores={s: tuple(cores) for s, cores in socket_cores.items()},
         smallest_core=min((m.bit_count() for m in core_masks.values()), default=0),
+        core_shapes=tuple((lows, offsets, by_low) for (offsets, by_low), lows in shapes.items()),
+        odd_cores=tuple(odd_cores),
         cpus_per_core=topology.cpus_per_core,
         cpus_per_socket=topology.cpus_per_socket,
     )
@@ -161,8 +178,18 @@ def _free_cores(idx: _Index, free: int) -> int:
     cores = 0
     if per_core < 1:
         return cores
-    for core, core_cpus in idx.core_masks.items():
-        if (core_cpus & free).bit_count() == per_core:
+    for lows, offsets, core_id_is_lowest_cpu in idx.core_shapes:
+        # a core of this shape is free iff its lowest CPU and each sibling are
+        free_lows = lows & free
+        for offset in offsets:
+            free_lows &= free >> offset
+        if core_id_is_lowest_cpu:
+            cores |= free_lows
+        else:
+            for low in CPUSet.from_mask(free_lows).ids():
+                cores |= 1 << idx.core_of_cpu[low]
+    for core in idx.odd_cores:
+        if (idx.core_masks[core] & free).bit_count() == per_core:
             cores |= 1 << core
     return cores
 

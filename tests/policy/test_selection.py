@@ -25,6 +25,7 @@ from policy.topology import CPUTopology
 from tests.topologies import (
     HYBRID_12_1_2,
     NO_HT_8_2_2,
+    REVERSED_CORES_16_2_4,
     SYNTH_6_1_2,
     SYNTH_16_2_4,
     SYNTH_256_2_8,
@@ -83,6 +84,9 @@ def test_take_ht_by_numa_balance(topo: CPUTopology, free: str, n: int, want: str
         pytest.param(SYNTH_6_1_2, "0-5", 2, "0,3", id="odd-CPU quirk topology: core 0 is 0,3"),
         pytest.param(HYBRID_12_1_2, "0-11", 2, "4,10", id="hybrid: single-thread cores are free"),
         pytest.param(
+            REVERSED_CORES_16_2_4, ALL_16, 2, "1,9", id="the node's smallest core id, not CPU"
+        ),
+        pytest.param(
             HYBRID_12_1_2,
             "0-3,6-9",
             2,
@@ -116,6 +120,7 @@ def test_take_by_numa_balance(topo: CPUTopology, free: str, n: int, want: str) -
             id="the used socket's core, then a CPU of the free socket",
         ),
         pytest.param(SYNTH_16_2_4, ALL_16, 0, "", id="nothing asked, nothing taken"),
+        pytest.param(REVERSED_CORES_16_2_4, ALL_16, 2, "3,11", id="cores in core id order"),
         pytest.param(
             NO_HT_8_2_2, "1-7", 3, "1-3", id="a free socket n does not cover is passed by"
         ),
@@ -295,7 +300,7 @@ def selection_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
                 st.integers(1, 3),
                 st.integers(1, 4),
             ),
-            st.sampled_from([NO_HT_8_2_2, SYNTH_6_1_2, HYBRID_12_1_2]),
+            st.sampled_from([NO_HT_8_2_2, SYNTH_6_1_2, HYBRID_12_1_2, REVERSED_CORES_16_2_4]),
         )
     )
     mask = draw(st.integers(0, (1 << (topo.num_cpus + 3)) - 1))
