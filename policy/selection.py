@@ -158,7 +158,8 @@ def take_ht_by_numa_balance(
     _check_enough(n, free)
     taken = 0
     needed = n
-    # 2. One CPU per NUMA node per round, the node's smallest free id.
+    # 2. Rounds (the "failed" check is _check_enough's, once): one CPU per NUMA node per
+    # round, the node's smallest free id.
     while True:
         for numa_cpus in idx.numa_masks:
             candidates = free & numa_cpus
@@ -198,11 +199,12 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
     """Take n CPUs spread over NUMA nodes, whole cores first (spec cpu-policy §2.2).
 
     1. If n < 1, take nothing.
-    2. Rounds over the machine's NUMA nodes, ascending; in each NUMA node:
-       a. if n still covers a core and a free core exists anywhere: take this node's free core
-          with the smallest id (none here: skip the node);
-       b. otherwise take this node's smallest available CPU.
-    3. Stop as soon as n CPUs are taken.
+    2. Rounds until n are taken:
+       a. fail if fewer CPUs are available than still needed;
+       b. for each NUMA node of the machine, ascending: if what is still needed covers a core
+          and a free core exists anywhere, take this node's free core with the smallest id
+          (none here: pass the node by); otherwise take this node's smallest available CPU.
+    3. Return what was taken and the rest.
 
     Args:
         topology: the node's topology.
@@ -222,6 +224,7 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
         return CPUSet(), available.clone()
     idx = _index_of(topology)
     free = idx.all_cpus & available.mask
+    # 2a. Checked once: every take removes as many CPUs from ``free`` as from ``needed``.
     _check_enough(n, free)
     per_core = idx.cpus_per_core
     # Free cores only matter while n covers a core; needed only shrinks, so skip the scan
@@ -230,10 +233,10 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
     free_cores = _free_cores(idx, free) if track_cores else 0
     taken = 0
     needed = n
-    # 2. Rounds over the NUMA nodes until satisfied.
+    # 2b. Rounds over the NUMA nodes until satisfied.
     while True:
         for numa_cpus, numa_cores in zip(idx.numa_masks, idx.numa_core_bits, strict=True):
-            # 2a. Whole cores: at most one per NUMA node per round.
+            # Whole cores: at most one per NUMA node per round.
             if needed >= per_core and free_cores:
                 candidates = free_cores & numa_cores
                 if candidates:
@@ -243,7 +246,7 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
                     taken |= cpus
                     needed -= cpus.bit_count()
                     free_cores &= ~core_bit
-            # 2b. Otherwise one CPU, the node's smallest.
+            # Otherwise one CPU, the node's smallest.
             else:
                 candidates = free & numa_cpus
                 if candidates:
@@ -279,15 +282,14 @@ def _sockets_by_use(idx: _Index, free: int) -> list[int]:
 def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet:
     """Take n CPUs by kubelet's best fit (spec cpu-policy §2.3).
 
-    Order of sockets: fewest free CPUs first, then id; of cores: by socket in that order,
-    then fewest free CPUs, then id; of CPUs: by core in that order, then id. Each order is
-    computed once, at the start of the step that uses it.
-
     1. n < 1 takes nothing; n above the available CPUs fails.
-    2. Whole free sockets, in socket order, each while n still covers it.
-    3. Whole free cores, in core order, each while n still covers it.
-    4. Single CPUs in CPU order until n are taken: partly used sockets and cores first.
-    5. Still short: fail.
+    2. Orders, each computed once at the start of the step that uses it: sockets by fewest
+       free CPUs, then id; cores by socket in that order, then fewest free CPUs, then id;
+       CPUs by core in that order, then id.
+    3. Whole free sockets, in socket order, each while what is still needed covers it.
+    4. Whole free cores, in core order, each while what is still needed covers it.
+    5. Single CPUs in CPU order until n are taken: partly used sockets and cores first.
+    6. Still short: fail.
 
     Args:
         topology: the node's topology.
@@ -310,9 +312,9 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     start_free = free
     needed = n
 
-    # 2. Whole free sockets. The reference takes every CPU of the socket in the topology;
-    # a free socket holds all of them on any regular topology, and on an irregular one we
-    # keep to the available ones (never a CPU outside ``available``).
+    # 3. Whole free sockets, in socket order (2). The reference takes every CPU the socket
+    # has in the topology: a free socket holds all of them on any regular topology, and on an
+    # irregular one we keep to the available ones (never a CPU outside ``available``).
     for socket in _sockets_by_use(idx, free):
         socket_cpus = idx.socket_masks[socket]
         if (socket_cpus & free).bit_count() != idx.cpus_per_socket:
@@ -324,7 +326,7 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     if needed < 1:
         return CPUSet.from_mask(start_free & ~free)
 
-    # 3. Whole free cores, in core order. Free cores of one socket all hold cpus_per_core
+    # 4. Whole free cores, in core order (2). Free cores of one socket all hold cpus_per_core
     # free CPUs, so among themselves they sort by id; taking one changes no other core's
     # count, so walking lazily equals listing them first.
     if idx.cpus_per_core > 0:
@@ -344,19 +346,19 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     if needed < 1:
         return CPUSet.from_mask(start_free & ~free)
 
-    # 4. Single CPUs, in CPU order, until satisfied.
+    # 5. Single CPUs, in CPU order (2), until satisfied.
     for cpu in _cpus_by_use(idx, free, needed):
         free &= ~cpu
         needed -= 1
         if needed < 1:
             return CPUSet.from_mask(start_free & ~free)
 
-    # 5. Unreachable while step 1 holds, kept so a broken invariant fails loudly.
+    # 6. Unreachable while step 1 holds, kept so a broken invariant fails loudly.
     raise SelectionError(FAILED_TO_ALLOCATE, requested=n, available=start_free.bit_count())
 
 
 def _cpus_by_use(idx: _Index, free: int, limit: int) -> list[int]:
-    """The first ``limit`` free CPUs (as one-bit masks) in §2.3's CPU order."""
+    """The first ``limit`` free CPUs (as one-bit masks) in §2.3's CPU order (step 2)."""
     out: list[int] = []
     for socket in _sockets_by_use(idx, free):
         # cores of the socket grouped by free CPU count; ascending id within a group
