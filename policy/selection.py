@@ -30,6 +30,8 @@ from policy.errors import PolicyError
 from policy.topology import CPUTopology
 
 __all__ = [
+    "FAILED_TO_ALLOCATE",
+    "NOT_ENOUGH_CPUS",
     "SelectionError",
     "take_by_numa_balance",
     "take_by_topology",

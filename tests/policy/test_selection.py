@@ -28,6 +28,7 @@ from tests.topologies import (
     REVERSED_CORES_16_2_4,
     SYNTH_6_1_2,
     SYNTH_16_2_4,
+    SYNTH_96_2_4,
     SYNTH_256_2_8,
     cpus,
 )
@@ -345,3 +346,19 @@ def test_rest_is_available_minus_taken(case) -> None:
         taken, rest = take(topo, available, n)
         assert rest == available.difference(taken)
         assert rest.union(taken).same_cpus(available)
+
+
+@st.composite
+def large_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
+    """The 96- and 256-CPU hosts with random free CPUs and a count up to 40."""
+    topo = draw(st.sampled_from([SYNTH_96_2_4, SYNTH_256_2_8]))
+    available = CPUSet.from_mask(draw(st.integers(0, (1 << topo.num_cpus) - 1)))
+    return topo, available, draw(st.integers(0, min(40, available.size())))
+
+
+@pytest.mark.parametrize(("take", "model_method"), MODEL_RUNS)
+@settings(max_examples=15, deadline=None)
+@given(case=large_cases())
+def test_agrees_with_the_model_on_large_hosts(take, model_method: str, case) -> None:
+    topo, available, n = case
+    assert take(topo, available, n) == getattr(SpecModel(topo, available, n), model_method)()
