@@ -111,7 +111,7 @@ def _run_protoc(args: list[str]) -> None:
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
     code = protoc.main(["grpc_tools.protoc", f"-I{well_known}", *args])
     if code != 0:
-        raise GenerationError(f"protoc exited with status {code} for: {' '.join(args)}")
+        raise GenerationError(f"protoc exited with status {code} (its messages are above)")
 
 
 def generate(out_dir: Path = GEN_DIR, proto_dir: Path = PROTO_DIR) -> list[Path]:
@@ -130,9 +130,12 @@ def generate(out_dir: Path = GEN_DIR, proto_dir: Path = PROTO_DIR) -> list[Path]
     Raises:
         GenerationError: protoc failed or its output did not look as expected.
     """
+    proto_dir = proto_dir.resolve()
     protos = proto_files(proto_dir)
-    names = [p.name for p in protos]
-    with_services = [p.name for p in protos if declares_service(p)]
+    # Absolute paths under the one -I directory: protoc names each file by its path
+    # relative to it ("resourceplugin.proto"), whatever the current directory holds.
+    names = [str(p) for p in protos]
+    with_services = [str(p) for p in protos if declares_service(p)]
     modules = {p.stem + "_pb2" for p in protos}
 
     with tempfile.TemporaryDirectory(prefix="wire-gen-") as scratch_name:
