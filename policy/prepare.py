@@ -22,16 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policy.qos import (
-    QoSConfig,
-    QoSError,
-    cpuset_pool,
-    is_debug_pod,
-    is_numa_binding,
-    is_numa_exclusive,
-    normalise,
-    resolve_qos_level,
-)
+from policy.enhancements import cpuset_pool, is_numa_binding, is_numa_exclusive
+from policy.qos import QoSConfig, QoSError, is_debug_pod, normalise, resolve_qos_level
 from policy.request import (
     ContainerType,
     Quantity,

@@ -15,13 +15,8 @@ the cpu, memory and network enhancement keys, or a configured alias of one; the 
 beats its alias), then configured defaults for missing enhancement keys; labels keep only
 selector keys. Both carry the resolved level under the QoS key.
 
-**Malformed enhancements.** The reference logs and ignores an enhancement that is not a JSON
-object (it contributes nothing) and drops pairs whose value is not a string. Issue 4 lists
-"malformed enhancement JSON" among the bad requests that must get a clear error, and a pod
-that asked for ``{"numa_binding": true}`` and silently got no binding is exactly the harm it
-means. So by default (``QoSConfig.strict_enhancements``) an enhancement annotation that is not
-a JSON object of string values is refused with a ``RequestError``; with it off, qrmd does what
-§4.5 says and hands back each ignored part as a warning for the caller to log.
+Enhancement decoding, and what a malformed enhancement does (refused by default, ignored
+with a warning in lenient mode), is ``policy.enhancements``.
 
 **Debug pods** (§4.6) are recognised by configured annotation keys in the *original*
 annotations, before normalisation drops them.
@@ -29,13 +24,21 @@ annotations, before normalisation drops them.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
+from policy.enhancements import (
+    CPU_ENHANCEMENT_KEY,
+    CPUSET_POOL_KEY,
+    ENHANCEMENT_KEYS,
+    MEMORY_ENHANCEMENT_KEY,
+    NETWORK_ENHANCEMENT_KEY,
+    NUMA_BINDING_KEY,
+    NUMA_EXCLUSIVE_KEY,
+    flatten_enhancements,
+)
 from policy.errors import PolicyError
 from policy.request import RequestError
 
@@ -59,10 +62,7 @@ __all__ = [
     "QoSConfigError",
     "QoSError",
     "check_handled_level",
-    "cpuset_pool",
     "is_debug_pod",
-    "is_numa_binding",
-    "is_numa_exclusive",
     "normalise",
     "resolve_qos_level",
 ]
@@ -80,19 +80,6 @@ QOS_LEVELS = (DEDICATED_CORES, RECLAIMED_CORES, SHARED_CORES, SYSTEM_CORES)
 #: Levels the CPU policy has Allocate and hint handlers for; system_cores resolves but is
 #: refused, as in the reference (§7.1 step 9).
 HANDLED_QOS_LEVELS = frozenset({SHARED_CORES, RECLAIMED_CORES, DEDICATED_CORES})
-
-CPU_ENHANCEMENT_KEY = "katalyst.kubewharf.io/cpu_enhancement"
-MEMORY_ENHANCEMENT_KEY = "katalyst.kubewharf.io/memory_enhancement"
-NETWORK_ENHANCEMENT_KEY = "katalyst.kubewharf.io/network_enhancement"
-
-#: The enhancement annotation keys in the order their pairs are merged (sorted; later wins).
-ENHANCEMENT_KEYS = (CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, NETWORK_ENHANCEMENT_KEY)
-
-NUMA_BINDING_KEY = "numa_binding"
-NUMA_EXCLUSIVE_KEY = "numa_exclusive"
-CPUSET_POOL_KEY = "cpuset_pool"
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class QoSError(RequestError):
@@ -289,90 +276,6 @@ def is_debug_pod(debug_keys: Iterable[str], annotations: Mapping[str, str] | Non
     return any(key in present for key in debug_keys)
 
 
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _reject_constant(name: str) -> object:
-    # Python's json accepts NaN and Infinity; Go's (the reference's) does not.
-    raise ValueError(f"{name} is not JSON")
-
-
-def _go_string(text: str) -> str:
-    # Go decodes an unpaired \\uD800-style escape as U+FFFD; Python keeps the lone surrogate,
-    # which could not even be encoded for the wire.
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _decode_enhancement(
-    source: str, text: str, strict: bool, warnings: list[str]
-) -> dict[str, str]:
-    """The string pairs of one enhancement annotation; refuses or warns about the rest."""
-
-    def problem(reason: str) -> None:
-        message = f"annotation {source}: {reason}"
-        if strict:
-            raise RequestError(message)
-        warnings.append(f"{message}; ignored")
-
-    try:
-        # Numbers are never kept, so do not build them (a 5000-digit int is legal JSON).
-        decoded = json.loads(
-            text, parse_constant=_reject_constant, parse_int=lambda _: 0, parse_float=lambda _: 0
-        )
-    except (ValueError, RecursionError) as err:
-        problem(f"{text[:80]!r} is not valid JSON ({err})")
-        return {}
-    if not isinstance(decoded, dict):
-        problem(f"holds a JSON {_json_kind(decoded)}, not an object")
-        return {}
-    pairs: dict[str, str] = {}
-    for key, value in decoded.items():
-        if isinstance(value, str):
-            pairs[_go_string(key)] = _go_string(value)
-        else:
-            problem(f"value of {key!r} is a JSON {_json_kind(value)}, not a string")
-    return pairs
-
-
-def _flatten_enhancements(
-    config: QoSConfig, annotations: Mapping[str, str], warnings: list[str]
-) -> dict[str, str]:
-    # Which annotation feeds each enhancement key: the key itself, else its alias.
-    sources = {key: key for key in ENHANCEMENT_KEYS if key in annotations}
-    for alias in sorted(config.enhancement_aliases):
-        key = config.enhancement_aliases[alias]
-        if alias in annotations and key not in sources:
-            sources[key] = alias
-    flattened: dict[str, str] = {}
-    for key in ENHANCEMENT_KEYS:
-        if key not in sources:
-            continue
-        source = sources[key] if sources[key] == key else f"{sources[key]} (alias of {key})"
-        pairs = _decode_enhancement(
-            source, annotations[sources[key]], config.strict_enhancements, warnings
-        )
-        for name, value in pairs.items():
-            if flattened.get(name):
-                warnings.append(
-                    f"annotation {source}: {name}={value!r} overrides {name}={flattened[name]!r}"
-                )
-            flattened[name] = value
-    for name, value in config.enhancement_defaults.items():
-        flattened.setdefault(name, value)
-    return flattened
-
-
 def normalise(
     config: QoSConfig,
     qos_level: str,
@@ -395,31 +298,20 @@ def normalise(
         RequestError: with ``strict_enhancements``, an enhancement annotation that is not a
             JSON object of string values (the message names the annotation and the fault).
     """
-    warnings: list[str] = []
-    source = dict(annotations or {})
-    source[QOS_LEVEL_KEY] = qos_level
+    source = {**(annotations or {}), QOS_LEVEL_KEY: qos_level}
     normalised = {key: value for key, value in source.items() if key in config.qos_keys}
+    flattened, warnings = flatten_enhancements(
+        source,
+        aliases=config.enhancement_aliases,
+        defaults=config.enhancement_defaults,
+        strict=config.strict_enhancements,
+    )
     # The enhancement side wins a clash, as the reference merges it last.
-    normalised.update(_flatten_enhancements(config, source, warnings))
+    normalised.update(flattened)
     stamped_labels = {**(labels or {}), QOS_LEVEL_KEY: qos_level}
     kept_labels = {key: value for key, value in stamped_labels.items() if key in config.qos_keys}
     return Normalised(
         labels=MappingProxyType(kept_labels),
         annotations=MappingProxyType(normalised),
-        warnings=tuple(warnings),
+        warnings=warnings,
     )
-
-
-def is_numa_binding(annotations: Mapping[str, str] | None) -> bool:
-    """Whether normalised annotations ask for NUMA binding (``numa_binding == "true"``)."""
-    return (annotations or {}).get(NUMA_BINDING_KEY) == "true"
-
-
-def is_numa_exclusive(annotations: Mapping[str, str] | None) -> bool:
-    """Whether normalised annotations ask for exclusive NUMA nodes (needs binding too)."""
-    return is_numa_binding(annotations) and (annotations or {}).get(NUMA_EXCLUSIVE_KEY) == "true"
-
-
-def cpuset_pool(annotations: Mapping[str, str] | None) -> str:
-    """The shared pool a pod names in its cpu enhancement (``cpuset_pool``), or ""."""
-    return (annotations or {}).get(CPUSET_POOL_KEY, "")

@@ -146,8 +146,9 @@ def format_qrm_datetime(when: datetime) -> str:
         + when.minute * 60
         + when.second
     )
-    utc_s = local_s - offset // timedelta(seconds=1)
-    return format_qrm_time_ns(utc_s * _NS_PER_S + when.microsecond * 1000)
+    # Python allows offsets with microseconds; count in microseconds to stay exact.
+    utc_us = local_s * 1_000_000 + when.microsecond - offset // timedelta(microseconds=1)
+    return format_qrm_time_ns(utc_us * 1000)
 
 
 def parse_qrm_time_ns(text: str) -> int | None:
