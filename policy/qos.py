@@ -170,8 +170,10 @@ class QoSConfig:
 
         Raises:
             QoSConfigError: a selector for an unknown level, an alias for a key that is not an
-                enhancement key, or one alias claimed by two enhancement keys. (The reference
-                ignores the first two silently; qrmd names them so a typo is seen at start.)
+                enhancement key, an alias that is itself an enhancement key, or one alias
+                claimed by two enhancement keys. (The reference ignores the first three
+                silently, and lets the last be decided by map order; qrmd names them so a
+                typo is seen at start.)
         """
         selectors = _default_selectors()
         for level, pairs in (extra_selectors or {}).items():

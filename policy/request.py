@@ -163,7 +163,11 @@ def _check_value(resource: str, value: object) -> float:
     """The request value of ``resource`` as a float, or RequestError saying why not."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RequestError(f"{resource} request {value!r} is not a number")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range; too long even to print safely
+        bits = value.bit_length() if isinstance(value, int) else 0
+        raise RequestError(f"{resource} request is absurd: a {bits}-bit integer") from None
     text = _number_text(number)
     if math.isnan(number):
         raise RequestError(f"{resource} request {text} is not a number")
