@@ -175,9 +175,7 @@ def _render(topology: CPUTopology, source: str, console: Console) -> None:
     console.print(_distance_table(topology))
     if _memory_only(topology):
         console.print(
-            Text(
-                "* memory-only NUMA node: memory and no CPUs, so no NUMA node of the CPU topology"
-            ),
+            Text("* memory-only NUMA node: memory, no CPUs; not a NUMA node of the CPU topology"),
             soft_wrap=True,
         )
 
