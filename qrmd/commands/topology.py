@@ -16,6 +16,7 @@ import sys
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 DOCUMENT_FORMAT = "qrmd-topology/1"
+
+_WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the distance table
 
 _SPREAD_NUMBERS = re.compile(r"\[\n\s*(\d+(?:,\n\s*\d+)*)\n\s*\]")
 
@@ -172,7 +175,12 @@ def _render(topology: CPUTopology, source: str, console: Console) -> None:
     console.print(_layout_tree(topology))
     console.print()
     console.print(Text("NUMA distances (row → column)", style="bold"))
-    console.print(_distance_table(topology))
+    table = _distance_table(topology)
+    # Never squeeze a wide matrix (many nodes) into the terminal: cut-off distances are
+    # worse than long lines.
+    unbounded = console.options.update_width(_WIDEST_TABLE)
+    console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
+    console.print(table)
     if _memory_only(topology):
         console.print(
             Text("* memory-only NUMA node: memory, no CPUs; not a NUMA node of the CPU topology"),
@@ -208,18 +216,20 @@ def _siblings(cpus: CPUSet) -> str:
 def _distance_table(topology: CPUTopology) -> Table:
     nodes = topology.distances.nodes()
     memory_only = set(_memory_only(topology))
-    table = Table(
-        box=box.SIMPLE_HEAD,
-    )
-    table.add_column("node", justify="left")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("node", no_wrap=True)
+    table.add_column("socket", no_wrap=True)
     for n in nodes:
-        table.add_column(f"{n}*" if n in memory_only else str(n), justify="right")
+        table.add_column(f"{n}*" if n in memory_only else str(n), justify="right", no_wrap=True)
     for n in nodes:
-        sockets = topology.cpu_details.sockets_in_numa_nodes(n)
-        label = f"{n}* memory-only" if n in memory_only else f"{n} socket {sockets}"
+        if n in memory_only:
+            label, sockets = f"{n}*", "memory-only"
+        else:
+            label, sockets = str(n), str(topology.cpu_details.sockets_in_numa_nodes(n))
         row = topology.distances.matrix[n]
         table.add_row(
             label,
+            sockets,
             *(Text(str(row[m]), style="bold" if m == n else "") for m in nodes),
         )
     return table

@@ -1,6 +1,7 @@
 """Reading machine files: YAML or JSON, the example files, one-line errors naming the file."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,19 @@ def test_not_utf8(tmp_path: Path) -> None:
     (tmp_path / "b.yaml").write_bytes(b"\xff\xfe sockets")
     with pytest.raises(MachineFileReadError, match="not UTF-8"):
         read_machine_file(tmp_path / "b.yaml")
+
+
+def readme_yaml_blocks() -> list[str]:
+    text = (EXAMPLES.parents[1] / "README.md").read_text()
+    return re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+
+
+def test_readme_machine_file_examples_load(tmp_path: Path) -> None:
+    full, compact = readme_yaml_blocks()
+    (tmp_path / "full.yaml").write_text(full)
+    (tmp_path / "compact.yaml").write_text(compact)
+    assert read_machine_file(tmp_path / "full.yaml") == read_machine_file(
+        EXAMPLES / "machine-2socket-cxl.yaml"
+    )
+    topo = read_machine_file(tmp_path / "compact.yaml")
+    assert topo.cpus_in_core(15).ids() == (15, 143)
