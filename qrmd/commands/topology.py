@@ -195,7 +195,8 @@ def _layout_tree(topology: CPUTopology) -> Tree:
         socket_cpus = topology.cpus_in_socket(s)
         branch = tree.add(
             Text(
-                f"socket {s} · CPUs {socket_cpus} · {len(details.cores_in_sockets(s))} cores",
+                f"socket {s} · CPUs {socket_cpus} · "
+                f"{_count(len(details.cores_in_sockets(s)), 'core')}",
                 style="bold",
             )
         )
@@ -203,7 +204,7 @@ def _layout_tree(topology: CPUTopology) -> Tree:
             # A NUMA node spanning sockets (AMD NPS0) shows each socket's share under it.
             cores = details.keep_only(socket_cpus).cores_in_numa_nodes(n).ids()
             node_cpus = topology.cpus_in_numa(n).intersection(socket_cpus)
-            node = branch.add(Text(f"NUMA {n} · CPUs {node_cpus} · {len(cores)} cores"))
+            node = branch.add(Text(f"NUMA {n} · CPUs {node_cpus} · {_count(len(cores), 'core')}"))
             groups = "  ".join(f"({_siblings(topology.cpus_in_core(c))})" for c in cores)
             node.add(Text(f"cores (thread siblings): {groups}", style="dim"))
     return tree

@@ -17,6 +17,7 @@ from policy.topology import CPUTopology
 from policy.topology_build import CoreSpec, assemble_topology, parse_cpu_list
 from qrmd.host.sysfs_topology import SysfsTopologyError, read_sysfs_topology
 from tests.host.sysfs_tree import put, tree_of
+from tests.topology_shapes import random_machines, synthetic_shapes
 
 # 2 sockets, one NUMA node each, 2 threads per core, Linux x86 numbering (siblings k, k+8).
 TWO_SOCKET_HT = generate_dummy_cpu_topology(16, 2, 2)
@@ -287,7 +288,7 @@ def hosts_with_offline_cpus(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet]:
     return topo, CPUSet(ids).difference(CPUSet(online))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(case=hosts_with_offline_cpus())
 def test_reads_the_topology_of_the_online_cpus(case: tuple[CPUTopology, CPUSet]) -> None:
     topo, offline = case
@@ -304,6 +305,13 @@ def test_reads_the_topology_of_the_online_cpus(case: tuple[CPUTopology, CPUSet])
     with tempfile.TemporaryDirectory() as tmp:
         got = read_sysfs_topology(tree_of(topo, offline=offline).write(Path(tmp)))
     assert got == expected
+
+
+@settings(max_examples=15, deadline=None)
+@given(topo=st.one_of(synthetic_shapes(), random_machines()))
+def test_any_machine_reads_back(topo: CPUTopology) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        assert read_sysfs_topology(tree_of(topo).write(Path(tmp))) == topo
 
 
 # -- this machine ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from policy.cpuset import CPUSet
 from policy.machine_file import MachineFileError, machine_from_topology, topology_from_machine
 from policy.synthetic import generate_dummy_cpu_topology
 from policy.topology import CPUTopology
-from policy.topology_build import CoreSpec, assemble_topology
+from tests.topology_shapes import random_machines, synthetic_shapes
 
 SYNTH_16_2_4 = generate_dummy_cpu_topology(16, 2, 4)  # spec §1.3's reference layout
 
@@ -420,31 +420,6 @@ def test_bad_documents_name_the_key(doc: Any, key_path: str, problem: str) -> No
 
 
 # -- properties -------------------------------------------------------------------------------
-
-
-@st.composite
-def synthetic_shapes(draw: st.DrawFn) -> CPUTopology:
-    """(cpus, sockets, numas) with an even CPU count per NUMA node (§1.3)."""
-    sockets = draw(st.integers(1, 4))
-    numas = sockets * draw(st.integers(1, 4))
-    per_numa = 2 * draw(st.integers(1, 8))
-    return generate_dummy_cpu_topology(numas * per_numa, sockets, numas)
-
-
-@st.composite
-def random_machines(draw: st.DrawFn) -> CPUTopology:
-    """Any machine: random core sizes, NUMA placement and CPU numbering."""
-    n_cores = draw(st.integers(1, 24))
-    sizes = draw(st.lists(st.integers(1, 4), min_size=n_cores, max_size=n_cores))
-    cpus = draw(st.permutations(range(sum(sizes) + draw(st.integers(0, 8)))))
-    cores, start = [], 0
-    for size in sizes:
-        numa = draw(st.integers(0, 5))
-        cores.append(
-            CoreSpec(socket_id=numa // 2, numa_id=numa, cpus=tuple(cpus[start : start + size]))
-        )
-        start += size
-    return assemble_topology(cores)
 
 
 @settings(max_examples=40, deadline=None)
