@@ -20,7 +20,12 @@ import yaml
 from policy.machine_file import topology_from_machine
 from policy.topology import CPUTopology, TopologyError
 
-__all__ = ["MACHINE_FILE_SUFFIXES", "MachineFileReadError", "read_machine_file"]
+__all__ = [
+    "MACHINE_FILE_SUFFIXES",
+    "MachineFileReadError",
+    "parse_machine_text",
+    "read_machine_file",
+]
 
 MACHINE_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
