@@ -39,7 +39,7 @@ class Stateful(Protocol):
     state: str
 
 
-class InvalidTransition(MachineError):
+class InvalidTransition(MachineError):  # noqa: N818 - the name STYLE.md and callers use
     """A trigger that is not legal in the model's current state; the model is unchanged.
 
     Attributes:
@@ -55,15 +55,13 @@ class InvalidTransition(MachineError):
         self.state = state
         self.allowed = allowed
         legal = ", ".join(allowed) if allowed else "none, it is final"
-        super().__init__(
-            f"{machine}: cannot {trigger!r} in state {state!r} (legal there: {legal})"
-        )
+        super().__init__(f"{machine}: cannot {trigger!r} in state {state!r} (legal there: {legal})")
 
     def __str__(self) -> str:
         return str(self.value)
 
 
-class MissingGuard(LookupError):
+class MissingGuardError(LookupError):
     """:meth:`Lifecycle.step` was not told the answer to a guard it has to evaluate."""
 
 
@@ -128,8 +126,11 @@ class Lifecycle:
                     record.dest,
                     conditions=list(record.conditions),
                     unless=list(record.unless),
-                    after=[partial(self._fired.set, record)],
+                    after=[partial(self._remember, record)],
                 )
+
+    def _remember(self, record: Transition) -> None:
+        self._fired.set(record)
 
     def add(self, model: object, state: str | None = None) -> None:
         """Register a long-lived model, binding the trigger methods onto it.
@@ -188,7 +189,9 @@ class Lifecycle:
             return None
         return Step(trigger, source, record.dest, record.events, record.actions)
 
-    def step(self, state: str, trigger: str, guards: Mapping[str, bool] | None = None) -> Step | None:
+    def step(
+        self, state: str, trigger: str, guards: Mapping[str, bool] | None = None
+    ) -> Step | None:
         """The pure form of :meth:`fire`: from a state and guard answers to the step.
 
         Args:
@@ -201,7 +204,7 @@ class Lifecycle:
 
         Raises:
             InvalidTransition: ``trigger`` is unknown or illegal in ``state``.
-            MissingGuard: ``guards`` lacks a guard the trigger consults from ``state``.
+            MissingGuardError: ``guards`` lacks a guard the trigger consults from ``state``.
             ValueError: ``state`` is not a state of this machine.
         """
         answers = guards or {}
@@ -209,7 +212,7 @@ class Lifecycle:
         needed = [g for r in self.table.candidates(trigger, state) for g in r.guards]
         missing = sorted({g for g in needed if g not in answers})
         if missing:
-            raise MissingGuard(
+            raise MissingGuardError(
                 f"{self.table.name}: {trigger!r} from {state!r} needs guard answers {missing}"
             )
         return self.fire(_Probe(state, answers), trigger)
@@ -225,9 +228,8 @@ class Lifecycle:
 
     def _check_state(self, state: str) -> None:
         if state not in self.table.states:
-            raise ValueError(
-                f"{self.table.name}: {state!r} is not a state (states: {', '.join(self.table.states)})"
-            )
+            states = ", ".join(self.table.states)
+            raise ValueError(f"{self.table.name}: {state!r} is not a state (states: {states})")
 
 
 def _answer(model: object, guard: str) -> bool:
