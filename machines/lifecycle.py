@@ -11,8 +11,13 @@ and drives any number of models through it in one of two ways:
   guard answers and returns the step without touching any caller object.
 * :meth:`Lifecycle.add` registers a long-lived model (a link, a socket) the ``transitions`` way,
   which binds one method per trigger (``model.finish_ramp_up()``), ``is_<state>`` and
-  ``may_<trigger>`` onto it. Convenient, but it costs memory per model (see
-  ``bench/bench_machines.py``) and removal is linear in the number of models.
+  ``may_<trigger>`` onto it. Convenient for a handful of models, not for containers: measured
+  with ``bench/bench_machines.py`` on the ramp-up machine, a registered model costs about
+  7.4 KB and registering is linear in the models already registered (``transitions`` checks
+  ``model not in machine.models``: 60 us at 500 models, 150 us at 5,000, 460 us at 20,000),
+  while :meth:`fire` adds no memory per model and takes 10-15 us per trigger at any count.
+  ``transitions`` finds registered models by ``==``, so give them identity equality
+  (``@dataclass(eq=False)``), or ``remove`` may drop an equal twin.
 
 Both :meth:`fire` and :meth:`step` return a :class:`Step` naming the events to commit and the
 actions to carry out, or ``None`` when the guards refuse. An illegal trigger raises
