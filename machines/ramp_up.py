@@ -11,9 +11,13 @@
   its transition period.
 * A **dedicated_cores** (NUMA-binding) container is placed on its own CPUs at once and carries
   the ramp-up flag, without moving, until the first applied advisor result (§11.8) or the end of
-  the transition period (§10.1).
+  the transition period (§10.1). Re-allocated with a larger request, it is placed anew and
+  carries the flag again (§7.5.1 step 1). Its sidecar mirrors the main container's CPUs and
+  never ramps (§7.5.2).
 * A **reclaimed_cores** container is placed directly on the reclaim pool (§7.4).
-* Re-allocating an existing container (kubelet repeats Allocate) keeps its state (§7.3 3b/3c).
+* Allocate for a container that already holds enough CPUs only replies (§7.1 step 8) and fires
+  nothing; re-allocating a shared or reclaimed one with a larger request keeps its state
+  (§7.3 3b/3c, §7.4).
 * Removal of the container or of its pod ends every state (§10.6, §12.4).
 
 The events named here are the container's lifecycle events; a decision may commit more
@@ -63,11 +67,13 @@ TRANSITIONS = (
     # Re-allocation of an existing shared container keeps it where it is (§7.3 3b, 3c).
     Transition("allocate_shared", (RAMPING,), RAMPING, events=(CONTAINER_ALLOCATED,)),
     Transition("allocate_shared", (POOLED,), POOLED, events=(CONTAINER_ALLOCATED,)),
-    # Allocate, dedicated_cores with NUMA binding (§7.5): own CPUs at once, ramp-up flag set.
-    Transition("allocate_dedicated", (NEW,), DEDICATED_RAMPING, events=(CONTAINER_ALLOCATED,)),
-    Transition("allocate_dedicated", (DEDICATED_RAMPING,), DEDICATED_RAMPING,
+    # Allocate, dedicated_cores with NUMA binding (§7.5.1): own CPUs at once, ramp-up flag set.
+    # A grown request re-creates the entry, flag included (§7.5.1 step 1).
+    Transition("allocate_dedicated", (NEW, DEDICATED_RAMPING, DEDICATED), DEDICATED_RAMPING,
                events=(CONTAINER_ALLOCATED,)),
-    Transition("allocate_dedicated", (DEDICATED,), DEDICATED, events=(CONTAINER_ALLOCATED,)),
+    # A sidecar of a dedicated pod mirrors its main container's CPUs, without ramp-up (§7.5.2).
+    Transition("allocate_dedicated_sidecar", (NEW, DEDICATED), DEDICATED,
+               events=(CONTAINER_ALLOCATED,)),
     # Allocate, reclaimed_cores (§7.4): straight onto the reclaim pool, no ramp-up.
     Transition("allocate_reclaimed", (NEW, RECLAIMED), RECLAIMED, events=(CONTAINER_ALLOCATED,)),
     # GetResourcesAllocation ends ramp-up once the transition period has passed (§10.1).

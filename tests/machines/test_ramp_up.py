@@ -57,9 +57,19 @@ PERIOD_OVER = {"transition_period_passed": True}
             id="the first advisor result ends a dedicated container's ramp-up",
         ),
         pytest.param(
-            PERIOD_OVER, ["allocate_dedicated", "finish_ramp_up", "allocate_dedicated"],
-            "dedicated", ["ContainerAllocated", "RampUpFinished", "ContainerAllocated"],
+            PERIOD_OVER, ["allocate_dedicated", "finish_ramp_up"],
+            "dedicated", ["ContainerAllocated", "RampUpFinished"],
             id="the end of the period ends a dedicated container's ramp-up",
+        ),
+        pytest.param(
+            {}, ["allocate_dedicated", "apply_advisor_result", "allocate_dedicated"],
+            "dedicated_ramping", ["ContainerAllocated", "RampUpFinished", "ContainerAllocated"],
+            id="a dedicated container re-allocated with a larger request ramps again",
+        ),
+        pytest.param(
+            {}, ["allocate_dedicated_sidecar", "allocate_dedicated_sidecar", "remove_pod"],
+            "removed", ["ContainerAllocated", "ContainerAllocated", "PodRemoved"],
+            id="a dedicated sidecar mirrors its main container without ramp-up",
         ),
         pytest.param(
             {}, ["allocate_dedicated", "repair_timestamp"], "dedicated_ramping",
@@ -101,6 +111,7 @@ def test_ramp_up_does_not_end_before_the_transition_period(state: str) -> None:
         pytest.param("dedicated", "apply_advisor_result", id="only the first result counts"),
         pytest.param("ramping", "apply_advisor_result", id="results do not end shared ramp-up"),
         pytest.param("pooled", "allocate_dedicated", id="a shared container cannot turn dedicated"),
+        pytest.param("dedicated_ramping", "allocate_dedicated_sidecar", id="a sidecar never ramps"),
         pytest.param("removed", "allocate_shared", id="a removed container stays removed"),
         pytest.param("new", "remove_pod", id="nothing to remove before allocation"),
         pytest.param("reclaimed", "repair_timestamps", id="an unknown trigger"),
