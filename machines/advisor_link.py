@@ -67,6 +67,16 @@ TABLE = MachineTable(
     initial=DISABLED,
     final=(),
     transitions=TRANSITIONS,
+    glossary=(
+        ("advisor_enabled", "option cpu-resource-plugin-advisor is on (default off)"),
+        (
+            "backoff_reset_due",
+            "more than 2 minutes passed since the previous back-off started (§11.2 step 5)",
+        ),
+        ("reset_backoff", "wait 0.8 s before the next attempt"),
+        ("double_backoff", "wait twice the previous delay, at most 30 s, no jitter"),
+        ("forward_result", "hand the calculation result to the Allocator, which applies it"),
+    ),
     summary=(
         "The CPU plugin's connection to sys-advisor (cpu-policy.md §11.2, wire.md §10.1): "
         "dial, push every container, watch calculation results; any failure backs off "

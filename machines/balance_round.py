@@ -112,6 +112,31 @@ ROUND = MachineTable(
     initial=SCHEDULED,
     final=(SKIPPED, DISCARDED, SUPERSEDED),
     transitions=ROUND_TRANSITIONS,
+    glossary=(
+        (
+            "in_cool_down",
+            "an advice was emitted and now - last.detectTime < 30 s (the balance interval, §6.2)",
+        ),
+        ("needs_balance", "the record's needBalance after regulation by bandwidth (§7.7)"),
+        (
+            "has_pods_to_move",
+            "the record has destinations and balance pods, or a pod to evict (§7.11)",
+        ),
+        (
+            "has_advice",
+            "GetAdvices would build an advice: balance pods and destinations present (§8 step 2)",
+        ),
+        (
+            BALANCE_ROUND_FAILED,
+            "a round ended in an error; its inputs and reason are kept, current is unchanged",
+        ),
+        (BALANCE_ROUND_RECORDED, "the computed record was stored as current (§6.2 step 6)"),
+        (
+            BALANCE_ADVICE_TAKEN,
+            "the advice was emitted: balanceExecuted set, the record becomes last (§8 step 6)",
+        ),
+        (BALANCE_EVICTION_TAKEN, "GetEvictPods consumed the offer: evictExecuted set (§9.1)"),
+    ),
     summary=(
         "One balance round and its record (memory-balancer.md §6, §7.11, §8, §9.1): skipped "
         "within the balance interval, else detect and prepare; a failed round is discarded, a "
@@ -146,6 +171,10 @@ WINDOWS = MachineTable(
     initial=OPEN,
     final=(),
     transitions=WINDOW_TRANSITIONS,
+    glossary=(
+        ("ping_pong_window_passed", "now - last.detectTime is more than 15 minutes (§6.3)"),
+        ("balance_interval_passed", "now - last.detectTime is at least 30 s (§6.2 step 2)"),
+    ),
     summary=(
         "The balancer's windows after an emitted advice (memory-balancer.md §6.3, §7.9.2): "
         "rounds are skipped during the 30 s cool-down, and the reverse migration is filtered "

@@ -94,12 +94,25 @@ def to_dot(table: MachineTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _names(kind: str, names: Sequence[str]) -> str:
-    return f"- {kind}: " + (", ".join(f"`{n}`" for n in names) if names else "none")
+def _vocabulary(table: MachineTable) -> list[str]:
+    """A Markdown table of the names the caller answers, carries out or commits."""
+    rows = [
+        *(("guard", n) for n in table.guards),
+        *(("action", n) for n in table.actions),
+        *(("event", n) for n in table.events),
+    ]
+    if not rows:
+        return []
+    return [
+        "| kind | name | meaning |",
+        "| --- | --- | --- |",
+        *(f"| {kind} | `{n}` | {table.meaning(n)} |" for kind, n in rows),
+        "",
+    ]
 
 
 def to_markdown(tables: Sequence[MachineTable], file_suffix: str = ".mmd") -> str:
-    """The index page: every machine's summary, its Mermaid diagram and its vocabulary.
+    """The index page: every machine's summary, its Mermaid diagram and its glossary.
 
     Args:
         tables: the machines, in page order.
@@ -130,9 +143,6 @@ def to_markdown(tables: Sequence[MachineTable], file_suffix: str = ".mmd") -> st
             to_mermaid(table).rstrip("\n"),
             "```",
             "",
-            _names("Guards", table.guards),
-            _names("Actions", table.actions),
-            _names("Events", table.events),
-            "",
+            *_vocabulary(table),
         ]
     return "\n".join(out).rstrip("\n") + "\n"

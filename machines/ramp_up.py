@@ -103,6 +103,33 @@ TABLE = MachineTable(
     initial=NEW,
     final=(REMOVED,),
     transitions=TRANSITIONS,
+    glossary=(
+        (
+            "pod_pending_or_unknown",
+            "the pod source says the pod is Pending, or cannot find it (§7.3 step 3a)",
+        ),
+        ("target_pool_missing", "the pool the container would join does not exist (§7.3 3a)"),
+        (
+            "transition_period_passed",
+            "now > init_timestamp + transition period (30 s by default; §10.1)",
+        ),
+        (CONTAINER_ALLOCATED, "the container's entry was stored by Allocate"),
+        (RAMP_UP_FINISHED, "the ramp-up flag was cleared (a shared container joins its pool)"),
+        (
+            CONTAINER_RE_RAMPED,
+            "an unreadable init_timestamp put a shared container back on all pooled CPUs, "
+            "timestamp now",
+        ),
+        (
+            CONTAINER_TIMESTAMP_RESET,
+            "an unreadable init_timestamp of a non-shared container was reset to now",
+        ),
+        (POD_REMOVED, "the pod and all its containers were removed (RemovePod, residual clean-up)"),
+        (
+            CONTAINER_REMOVED,
+            "one container was removed (failed Allocate or advisor AddContainer, §7.2)",
+        ),
+    ),
     summary=(
         "One container from Allocate to removal (cpu-policy.md §9.6, §7.3-§7.5, §10.1). "
         "A shared container ramps up on all pooled CPUs and joins its pool once the transition "

@@ -52,6 +52,14 @@ TABLE = MachineTable(
     initial=NOT_SERVING,
     final=(DEREGISTERED,),
     transitions=TRANSITIONS,
+    glossary=(
+        ("actors_ready", "the state is recovered from the journal and the actors answer"),
+        (
+            "create_socket",
+            "remove a stale file, listen owner-only on the socket and serve both services",
+        ),
+        ("remove_socket", "stop the server and delete the socket file"),
+    ),
     summary=(
         "One plugin socket and its registration through kubelet's plugin watcher (wire.md "
         "§8.1, §8.3): serve once ready, registered when kubelet says so, socket re-created "

@@ -72,6 +72,8 @@ class MachineTable:
         final: states a model never leaves.
         transitions: the ONE list of transition records.
         summary: one paragraph saying what the machine governs and citing the spec.
+        glossary: ``(name, meaning)`` for every guard, action and event the records name, so
+            the caller knows exactly what to answer, do or commit (shown on the index page).
     """
 
     name: str
@@ -81,6 +83,7 @@ class MachineTable:
     final: tuple[str, ...]
     transitions: tuple[Transition, ...]
     summary: str = ""
+    glossary: tuple[tuple[str, str], ...] = ()
     _by_trigger: dict[str, tuple[Transition, ...]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -106,6 +109,17 @@ class MachineTable:
     def events(self) -> tuple[str, ...]:
         """Journal event names the machine commits, in first-use order."""
         return _ordered(e for r in self.transitions for e in r.events)
+
+    def meaning(self, name: str) -> str:
+        """What a guard, action or event means, from the glossary.
+
+        Raises:
+            LookupError: ``name`` is not in the glossary.
+        """
+        for entry, text in self.glossary:
+            if entry == name:
+                return text
+        raise LookupError(f"machine {self.name!r} has no glossary entry {name!r}")
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -169,6 +183,25 @@ def _validate(t: MachineTable) -> None:
             seen.add(key)
     _check_shadowing(t)
     _check_reachability(t)
+    _check_glossary(t)
+
+
+def _check_glossary(t: MachineTable) -> None:
+    """Every guard, action and event is explained once, and nothing else is."""
+    explained = [name for name, _ in t.glossary]
+    named = {*t.guards, *t.actions, *t.events}
+    missing = [n for n in (*t.guards, *t.actions, *t.events) if n not in explained]
+    unused = [n for n in explained if n not in named]
+    twice = sorted({n for n in explained if explained.count(n) > 1})
+    if missing or unused or twice:
+        raise TableError(
+            f"machine {t.name!r}: glossary misses {missing}, explains unused {unused}, "
+            f"explains twice {twice}"
+        )
+    # Meanings are Markdown table cells on the index page: one line, no column separator.
+    bad = [n for n, text in t.glossary if not text.strip() or "|" in text or "\n" in text]
+    if bad:
+        raise TableError(f"machine {t.name!r}: glossary entries {bad} need a one-line meaning")
 
 
 def _check_shadowing(t: MachineTable) -> None:

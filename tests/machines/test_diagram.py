@@ -69,6 +69,7 @@ def test_the_diagram_follows_the_table_and_nothing_else() -> None:
             *ramp_up.TABLE.transitions,
             Transition("evict", ("reclaimed",), "removed", events=("ContainerEvicted",)),
         ),
+        glossary=(*ramp_up.TABLE.glossary, ("ContainerEvicted", "evicted")),
     )
     assert "    reclaimed --> removed : evict / commit ContainerEvicted\n" in diagram.to_mermaid(
         changed
@@ -80,6 +81,7 @@ def test_dot_quotes_labels_and_marks_final_states() -> None:
     table = MachineTable(
         name="toy", title='Say "hi"', states=("a", "b"), initial="a", final=("b",),
         transitions=(Transition("go", ("a",), "b", conditions=("ok",)),),
+        glossary=(("ok", "all is well"),),
     )  # fmt: skip
     text = diagram.to_dot(table)
     assert 'label="Say \\"hi\\"";' in text
@@ -95,7 +97,8 @@ def test_the_index_embeds_every_machine() -> None:
     for table in TABLES:
         assert f"## {table.title} (`{table.name}.mmd`)" in page
         assert diagram.to_mermaid(table) in page
-    assert "- Events: `ContainerAllocated`, `RampUpFinished`" in page
+    assert "| guard | `transition_period_passed` | now > init_timestamp + transition" in page
+    assert "| event | `RampUpFinished` | the ramp-up flag was cleared" in page
 
 
 def test_rendering_does_not_depend_on_hash_seeds() -> None:

@@ -23,6 +23,13 @@ TOY = MachineTable(
         Transition("work", ("busy",), "busy"),
         Transition("finish", ("busy",), "done", events=("WorkFinished", "Cleaned")),
     ),
+    glossary=(
+        ("ready", "the worker is ready"),
+        ("give_up", "log that the work was abandoned"),
+        ("WorkStarted", "work began"),
+        ("WorkFinished", "work ended"),
+        ("Cleaned", "the desk was cleared"),
+    ),
 )
 
 

@@ -8,7 +8,12 @@ from machines.catalog import TABLES, table_named
 from machines.table import MachineTable, TableError, Transition
 
 
-def _table(transitions: tuple[Transition, ...], *, final: tuple[str, ...] = ("c",)) -> MachineTable:
+def _table(
+    transitions: tuple[Transition, ...],
+    *,
+    final: tuple[str, ...] = ("c",),
+    glossary: tuple[tuple[str, str], ...] = (),
+) -> MachineTable:
     return MachineTable(
         name="toy",
         title="Toy",
@@ -16,6 +21,7 @@ def _table(transitions: tuple[Transition, ...], *, final: tuple[str, ...] = ("c"
         initial="a",
         final=final,
         transitions=transitions,
+        glossary=glossary,
     )
 
 
@@ -107,6 +113,41 @@ def test_an_inconsistent_table_is_refused(
 ) -> None:
     with pytest.raises(TableError, match=message):
         _table(transitions, final=final)
+
+
+GUARDED = (Transition("go", ("a",), "b", conditions=("ready",), events=("Went",)), GOOD[1])
+
+
+@pytest.mark.parametrize(
+    ("glossary", "message"),
+    [
+        pytest.param((("ready", "r"),), r"misses \['Went'\]", id="an event left unexplained"),
+        pytest.param(
+            (("ready", "r"), ("Went", "w"), ("gone", "g")), r"explains unused \['gone'\]",
+            id="an entry for a name no record uses",
+        ),
+        pytest.param(
+            (("ready", "r"), ("Went", "w"), ("ready", "again")), r"explains twice \['ready'\]",
+            id="a name explained twice",
+        ),
+        pytest.param(
+            (("ready", "a | b"), ("Went", "w")), "need a one-line meaning",
+            id="a meaning that would break the index page's table",
+        ),
+    ],
+)  # fmt: skip
+def test_the_glossary_explains_every_name_once(
+    glossary: tuple[tuple[str, str], ...], message: str
+) -> None:
+    with pytest.raises(TableError, match=message):
+        _table(GUARDED, glossary=glossary)
+
+
+def test_a_glossary_entry_can_be_looked_up() -> None:
+    t = _table(GUARDED, glossary=(("ready", "it is ready"), ("Went", "it went")))
+    assert t.meaning("Went") == "it went"
+    with pytest.raises(LookupError, match="no glossary entry 'nope'"):
+        t.meaning("nope")
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
