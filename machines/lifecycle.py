@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from transitions import Machine
 from transitions.core import MachineError
@@ -114,7 +114,7 @@ class Lifecycle:
         self.table = table
         # Which record fired, per thread/context: the Machine is shared, so it cannot hold it.
         self._fired: ContextVar[Transition | None] = ContextVar(f"{table.name}_fired")
-        self.machine: Any = Machine(
+        self.machine = Machine(
             model=None,
             states=list(table.states),
             initial=table.initial,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -220,3 +221,32 @@ def test_the_transitions_machine_agrees_with_the_table(
             assert step is not None
             assert (step.dest, step.events) == (first.dest, first.events)
             assert model.state == first.dest
+
+
+def test_many_registered_models_share_one_machine() -> None:
+    """The transitions way (add_model) also shares one Machine; each model keeps its own state."""
+
+    @dataclasses.dataclass(eq=False)  # transitions finds registered models by ==
+    class Container:
+        state: str
+        pod_pending_or_unknown: bool
+        target_pool_missing: bool = False
+        transition_period_passed: bool = True
+
+    lc = ramp_up.lifecycle()
+    containers = [Container("new", pod_pending_or_unknown=i % 2 == 0) for i in range(500)]
+    for c in containers:
+        lc.add(c)
+    try:
+        assert len(lc.machine.models) == 500
+        for c in containers:
+            c.allocate_shared()  # type: ignore[attr-defined]
+        assert [c.state for c in containers[:4]] == ["ramping", "pooled", "ramping", "pooled"]
+        for c in containers[::2]:
+            assert c.may_finish_ramp_up()  # type: ignore[attr-defined]
+            c.finish_ramp_up()  # type: ignore[attr-defined]
+        assert all(c.state == "pooled" for c in containers)
+    finally:
+        for c in containers:
+            lc.remove(c)
+    assert lc.machine.models == []
