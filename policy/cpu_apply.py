@@ -28,7 +28,8 @@ from typing import Any
 
 import immutables
 
-from policy.cpu_state import CPUState
+from policy.cpu_indexes import CPUIndexes
+from policy.cpu_state import CPUState, PodEntries
 from policy.cpuset import CPUSet
 from policy.entries import ContainerEntry, InPool, OwnCPUs, Ramping
 from policy.events import (
@@ -124,10 +125,28 @@ def _check_entry(state: CPUState, entry: ContainerEntry) -> None:
 # -- entry updates -------------------------------------------------------------------------
 
 
+def _evolve(
+    state: CPUState,
+    *,
+    pods: PodEntries | None = None,
+    pools: immutables.Map[str, CPUSet] | None = None,
+    ramp_cpus: CPUSet | None = None,
+    indexes: CPUIndexes | None = None,
+) -> CPUState:
+    # Cheaper than dataclasses.replace, which this hot path would call for every event.
+    return CPUState(
+        state.topology,
+        state.pods if pods is None else pods,
+        state.pools if pools is None else pools,
+        state.ramp_cpus if ramp_cpus is None else ramp_cpus,
+        state.indexes if indexes is None else indexes,
+    )
+
+
 def _put(state: CPUState, old: ContainerEntry | None, new: ContainerEntry) -> CPUState:
     _check_entry(state, new)
     containers = state.pods.get(new.pod_uid, immutables.Map())
-    return replace(
+    return _evolve(
         state,
         pods=state.pods.set(new.pod_uid, containers.set(new.container_name, new)),
         indexes=state.indexes.replaced(new.key, old, new, state.topology.numa_masks()),
@@ -196,7 +215,7 @@ def _quantity_set(state: CPUState, event: RequestQuantitySet) -> CPUState:
 def _drop(state: CPUState, old: ContainerEntry) -> CPUState:
     containers = state.pods[old.pod_uid].delete(old.container_name)
     pods = state.pods.set(old.pod_uid, containers) if containers else state.pods.delete(old.pod_uid)
-    return replace(
+    return _evolve(
         state,
         pods=pods,
         indexes=state.indexes.replaced(old.key, old, None, state.topology.numa_masks()),
@@ -225,7 +244,7 @@ def _pool_set(state: CPUState, event: PoolSet) -> CPUState:
     if event.name in state.pods:
         raise StateError(f"pool: {event.name} has the uid of a pod in state")
     _check_cpus(state, event.cpuset, f"pool: {event.name}")
-    return replace(state, pools=state.pools.set(event.name, event.cpuset))
+    return _evolve(state, pools=state.pools.set(event.name, event.cpuset))
 
 
 def _pool_removed(state: CPUState, event: PoolRemoved) -> CPUState:
@@ -237,12 +256,12 @@ def _pool_removed(state: CPUState, event: PoolRemoved) -> CPUState:
             f"pool: {event.name} still has {placed} containers placed in it; "
             f"place them elsewhere first"
         )
-    return replace(state, pools=state.pools.delete(event.name))
+    return _evolve(state, pools=state.pools.delete(event.name))
 
 
 def _ramp_cpus_set(state: CPUState, event: RampCPUsSet) -> CPUState:
     _check_cpus(state, event.cpuset, "ramp-up cpuset")
-    return replace(state, ramp_cpus=event.cpuset)
+    return _evolve(state, ramp_cpus=event.cpuset)
 
 
 _HANDLERS: dict[type[CPUEvent], Callable[[CPUState, Any], CPUState]] = {

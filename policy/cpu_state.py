@@ -39,7 +39,7 @@ from policy.entries import (
 from policy.state_errors import StateError
 from policy.topology import CPUTopology
 
-__all__ = ["CPUState", "ContainerKey"]
+__all__ = ["CPUState", "ContainerKey", "PodEntries"]
 
 PodEntries = immutables.Map[str, immutables.Map[str, ContainerEntry]]
 _NO_CONTAINERS: immutables.Map[str, ContainerEntry] = immutables.Map()

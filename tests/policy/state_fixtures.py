@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from policy.cpuset import CPUSet
 from policy.entries import (
@@ -147,7 +148,9 @@ def naive_machine_state(
 Pred = Callable[[AllocationInfo], bool]
 
 
-def naive_filtered_default(ns: NaiveNUMA, exclude_entry: Pred | None, exclude_whole: Pred) -> CPUSet:
+def naive_filtered_default(
+    ns: NaiveNUMA, exclude_entry: Pred | None, exclude_whole: Pred
+) -> CPUSet:
     result = ns.default_cpuset | ns.allocated_cpuset
     for ai in ns.entries:
         if exclude_whole(ai):
@@ -160,9 +163,12 @@ def naive_filtered_default(ns: NaiveNUMA, exclude_entry: Pred | None, exclude_wh
 def naive_filtered_available(
     machine: dict[int, NaiveNUMA], reserved: CPUSet, exclude_entry: Pred | None, exclude_whole: Pred
 ) -> CPUSet:
-    return CPUSet.union_all(
-        naive_filtered_default(ns, exclude_entry, exclude_whole) for ns in machine.values()
-    ) - reserved
+    return (
+        CPUSet.union_all(
+            naive_filtered_default(ns, exclude_entry, exclude_whole) for ns in machine.values()
+        )
+        - reserved
+    )
 
 
 def naive_pooled(machine: dict[int, NaiveNUMA], reserved: CPUSet) -> CPUSet:
@@ -183,8 +189,6 @@ def naive_filtered_numa_set(machine: dict[int, NaiveNUMA], pred: Pred) -> frozen
 
 def naive_shared_quantity_map(infos: Iterable[AllocationInfo]) -> dict[str, int]:
     """§5.6 with the float sum made exact, as the state does."""
-    from fractions import Fraction
-
     sums: dict[str, Fraction] = {}
     for ai in infos:
         if ai.qos_level == SHARED_CORES and ai.owner_pool_name:

@@ -146,7 +146,12 @@ def test_removals() -> None:
 
 def test_a_dedicated_allocation_replaced_by_a_smaller_one_updates_machine_indexes() -> None:
     smaller = container(
-        "pod-d", "app", OwnCPUs.of(cpus("9")), qos=DEDICATED_CORES, owner="dedicated", numa_binding=True
+        "pod-d",
+        "app",
+        OwnCPUs.of(cpus("9")),
+        qos=DEDICATED_CORES,
+        owner="dedicated",
+        numa_binding=True,
     )
     state = apply(base(), ContainerAllocated(smaller))
     assert state.cpu.allocated_cpuset(0) == cpus("9")
@@ -188,7 +193,9 @@ REFUSED = [
         id="CPUs the node does not have",
     ),
     pytest.param(
-        ContainerReRamped("pod-d", "app", "t", cpus("1")), "only shared_cores", id="re-ramp dedicated"
+        ContainerReRamped("pod-d", "app", "t", cpus("1")),
+        "only shared_cores",
+        id="re-ramp dedicated",
     ),
     pytest.param(PoolRemoved("share"), "still has 1 containers", id="remove a pool in use"),
     pytest.param(PoolRemoved("batch"), "does not exist", id="remove a missing pool"),
@@ -205,10 +212,10 @@ REFUSED = [
         "needs a pod uid",
         id="empty pod uid",
     ),
+    pytest.param(RequestQuantitySet("pod-a", "app", float("nan")), "not finite", id="NaN quantity"),
     pytest.param(
-        RequestQuantitySet("pod-a", "app", float("nan")), "not finite", id="NaN quantity"
+        _BalancerRound(), "unknown state section 'balance'", id="event of an unknown section"
     ),
-    pytest.param(_BalancerRound(), "unknown state section 'balance'", id="event of an unknown section"),
 ]
 
 
@@ -222,7 +229,10 @@ def test_events_that_do_not_fit_raise_and_change_nothing(event: Event, message: 
 
 def test_ramping_placement_needs_a_ramp_set() -> None:
     with pytest.raises(StateError, match="ramp-up cpuset, which is not set"):
-        apply(empty_state(SYNTH_16_2_4), ContainerAllocated(container("p", "c", RAMPING, ramp_up=True)))
+        apply(
+            empty_state(SYNTH_16_2_4),
+            ContainerAllocated(container("p", "c", RAMPING, ramp_up=True)),
+        )
 
 
 def test_apply_all_is_all_or_nothing_and_names_the_event() -> None:

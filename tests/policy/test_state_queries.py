@@ -256,9 +256,7 @@ def test_numas_without_numa_binding(placements, want) -> None:  # type: ignore[n
     events: list[Event] = [*STARTUP, RampCPUsSet(cpus("3-7"))]
     for i, placement in enumerate(placements):
         owner = placement.pool_name if isinstance(placement, InPool) else ""
-        entry = container(
-            f"p{i}", "app", placement, ramp_up=True, owner=owner, numa_binding=True
-        )
+        entry = container(f"p{i}", "app", placement, ramp_up=True, owner=owner, numa_binding=True)
         events.append(ContainerAllocated(entry))
     assert state_after(events).numas_without_numa_binding() == want
 
@@ -266,8 +264,14 @@ def test_numas_without_numa_binding(placements, want) -> None:  # type: ignore[n
 def test_shared_quantity_map_sums_exactly_and_ignores() -> None:
     events: list[Event] = list(FINAL_POOLS)
     for i, q in enumerate([0.1, 0.2, 0.7]):
-        events.append(ContainerAllocated(container(f"p{i}", "app", InPool("share"), owner="share", quantity=q)))
-    events.append(ContainerAllocated(container("pz", "app", InPool("share"), owner="share", quantity=0.0)))
+        events.append(
+            ContainerAllocated(
+                container(f"p{i}", "app", InPool("share"), owner="share", quantity=q)
+            )
+        )
+    events.append(
+        ContainerAllocated(container("pz", "app", InPool("share"), owner="share", quantity=0.0))
+    )
     events.append(ContainerAllocated(container("pr", "app", RAMPING, ramp_up=True, quantity=5.0)))
     state = apply_all(empty_state(SYNTH_16_2_4), [RampCPUsSet(cpus("1")), *events]).cpu
     # 0.1 + 0.2 + 0.7 is 1.0000000000000002 in floats, but the exact sum is 1.
@@ -308,7 +312,12 @@ def test_requested_cores(quantity: float, millicores: float | None, want: float)
 
 def test_predicates_of_section_5_1() -> None:
     d = container(
-        "p", "app", OwnCPUs.of(cpus("1")), qos=DEDICATED_CORES, numa_binding=True, numa_exclusive=True
+        "p",
+        "app",
+        OwnCPUs.of(cpus("1")),
+        qos=DEDICATED_CORES,
+        numa_binding=True,
+        numa_exclusive=True,
     )
     assert d.is_dedicated() and d.is_numa_binding() and d.is_dedicated_numa_binding()
     assert d.is_numa_exclusive() and d.is_main() and not d.is_sidecar()
