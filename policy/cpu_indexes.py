@@ -12,10 +12,12 @@ proportional to the entry that changed (its CPUs, its NUMA nodes), never to the 
   non-empty: the node is then dropped from pooled and adjustable CPUs), and how many
   NUMA-binding containers of any level holding their own CPUs touch it; per pool, and for the
   ramp-up cpuset, how many NUMA-binding containers follow it (``filtered_numa_set``);
-* containers by owner pool, by ramp-up flag, dedicated ones, and dedicated non-binding ones
-  (isolation candidates, §5.6);
-* per owner pool, the exact sum (``Fraction`` of the floats, so it does not depend on order)
-  of the requested quantities of its shared containers, and those with quantity 0 (their
+* containers by owner pool, by ramp-up flag, dedicated ones, dedicated non-binding ones
+  (isolation candidates, §5.6), and shared/reclaimed ones that follow no pool (on the ramp-up
+  cpuset or their own CPUs: the only ones the pool engine may have to move, §9.8 step 6);
+* per owner pool, the exact sum of the requested quantities of its shared containers (in
+  units of 2**-1074, of which every finite double is a whole multiple, so the sum is an
+  integer, exact, independent of order, and cheap), and those with quantity 0 (their
   requested cores come from the pod source at read time, §5.5).
 
 They are derived data: rebuilt when a state is decoded, never encoded or journaled, and not
@@ -26,20 +28,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from fractions import Fraction
 from typing import Any, TypeVar
 
 import immutables
 
 from policy.entries import ContainerEntry, InPool, OwnCPUs, Ramping
 
-__all__ = ["CPUIndexes", "ContainerKey"]
+__all__ = ["CPUIndexes", "ContainerKey", "ceil_units", "exact_units"]
 
 ContainerKey = tuple[str, str]
 K = TypeVar("K")
 G = TypeVar("G")
 
 _NO_KEYS: immutables.Map[ContainerKey, None] = immutables.Map()
+
+# Every finite double is a whole multiple of 2**-1074 (the smallest subnormal).
+_UNIT_SHIFT = 1074
+
+
+def exact_units(quantity: float) -> int:
+    """``quantity`` as an exact integer count of 2**-1074 (finite floats only)."""
+    numerator, denominator = quantity.as_integer_ratio()
+    return numerator << (_UNIT_SHIFT - (denominator.bit_length() - 1))
+
+
+def ceil_units(units: int) -> int:
+    """``ceil(units × 2**-1074)``, exactly."""
+    return -((-units) >> _UNIT_SHIFT)
+
+
 # One shared empty map for every index default: maps are immutable, so sharing is safe.
 _EMPTY: immutables.Map[Any, Any] = immutables.Map()
 
@@ -54,6 +71,7 @@ class _Facts:
     on_ramp: bool = False
     dedicated: bool = False
     isolated: bool = False
+    unpooled: bool = False
     allocated_bits: int = 0
     dedicated_bits: int = 0
     dnb_numas: tuple[int, ...] = ()
@@ -88,6 +106,7 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         on_ramp=isinstance(placement, Ramping),
         dedicated=dedicated,
         isolated=dedicated and not binding,
+        unpooled=not dedicated and not isinstance(placement, InPool),
         allocated_bits=own.original.mask if (own and dnb) else 0,
         dedicated_bits=own.result.mask if (own and dedicated) else 0,
         dnb_numas=touched if dnb else (),
@@ -166,6 +185,7 @@ class CPUIndexes:
     on_ramp: int = 0
     dedicated: immutables.Map[ContainerKey, None] = _EMPTY
     isolated: immutables.Map[ContainerKey, None] = _EMPTY
+    unpooled: immutables.Map[ContainerKey, None] = _EMPTY
     allocated_refs: immutables.Map[int, int] = _EMPTY
     allocated_mask: int = 0
     dedicated_refs: immutables.Map[int, int] = _EMPTY
@@ -174,7 +194,7 @@ class CPUIndexes:
     nb_numas: immutables.Map[int, int] = _EMPTY
     nb_pools: immutables.Map[str, int] = _EMPTY
     nb_on_ramp: int = 0
-    shared_sum: immutables.Map[str, tuple[int, Fraction]] = _EMPTY
+    shared_sum: immutables.Map[str, tuple[int, int]] = _EMPTY
     shared_unknown: immutables.Map[str, immutables.Map[ContainerKey, None]] = _EMPTY
 
     def replaced(
@@ -214,6 +234,8 @@ class CPUIndexes:
             changes["dedicated"] = _flag(self.dedicated, key, b.dedicated)
         if a.isolated != b.isolated:
             changes["isolated"] = _flag(self.isolated, key, b.isolated)
+        if a.unpooled != b.unpooled:
+            changes["unpooled"] = _flag(self.unpooled, key, b.unpooled)
         if a.allocated_bits != b.allocated_bits:
             refs, mask = _bump_cpus(self.allocated_refs, self.allocated_mask, a.allocated_bits, -1)
             refs, mask = _bump_cpus(refs, mask, b.allocated_bits, 1)
@@ -253,9 +275,9 @@ class CPUIndexes:
             pool = facts.shared_owner
             if not pool:
                 continue
-            count, total = sums.get(pool, (0, Fraction(0)))
+            count, total = sums.get(pool, (0, 0))
             count += sign
-            total += sign * Fraction(facts.shared_quantity)
+            total += sign * exact_units(facts.shared_quantity)
             sums = sums.set(pool, (count, total)) if count else sums.delete(pool)
             if facts.shared_quantity == 0:
                 unknown = _member(unknown, pool, key, add=sign > 0)

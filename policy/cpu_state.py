@@ -17,13 +17,12 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
 import immutables
 
-from policy.cpu_indexes import ContainerKey, CPUIndexes
+from policy.cpu_indexes import ContainerKey, CPUIndexes, ceil_units, exact_units
 from policy.cpuset import CPUSet
 from policy.entries import (
     DEDICATED_OWNER,
@@ -104,9 +103,16 @@ class CPUState:
         return self.pods.get(pod_uid, _NO_CONTAINERS)
 
     def entries(self) -> Iterator[ContainerEntry]:
-        """Every container entry (O(pods): for replies that list every container)."""
-        for containers in self.pods.values():
-            yield from containers.values()
+        """Every container entry, by pod uid then container name.
+
+        O(pods log pods), for replies and exports that list every container; the sort makes
+        decisions that walk it deterministic (the maps' own order follows string hashes,
+        which differ between processes).
+        """
+        for pod_uid in sorted(self.pods.keys()):
+            containers = self.pods[pod_uid]
+            for name in sorted(containers.keys()):
+                yield containers[name]
 
     def main_container_entry(self, pod_uid: str) -> ContainerEntry | None:
         """The pod's main container, the first by name should there be several (§5.2, §15.11)."""
@@ -117,7 +123,11 @@ class CPUState:
         return None
 
     def containers_owned_by(self, owner_pool_name: str) -> Collection[ContainerKey]:
-        """``(pod, container)`` of the entries whose ``owner_pool_name`` is this name."""
+        """``(pod, container)`` of the entries whose ``owner_pool_name`` is this name.
+
+        This and the other ``*_containers`` queries return read-only views, in no particular
+        order, at no cost; sort them where order matters.
+        """
         return self.indexes.by_owner.get(owner_pool_name, immutables.Map()).keys()
 
     def owner_pool_names(self) -> frozenset[str]:
@@ -127,6 +137,11 @@ class CPUState:
     def ramping_containers(self) -> Collection[ContainerKey]:
         """``(pod, container)`` of the entries whose ``ramp_up`` flag is set."""
         return self.indexes.ramp_flagged.keys()
+
+    def unpooled_containers(self) -> Collection[ContainerKey]:
+        """``(pod, container)`` of shared and reclaimed entries that follow no pool (on the
+        ramp-up cpuset or on their own CPUs); every other non-dedicated entry is ``InPool``."""
+        return self.indexes.unpooled.keys()
 
     def dedicated_containers(self) -> Collection[ContainerKey]:
         """``(pod, container)`` of the dedicated_cores entries (sidecars included)."""
@@ -320,32 +335,33 @@ class CPUState:
     ) -> dict[str, int]:
         """``{owner pool: ceil(Σ requested cores)}`` of shared containers with an owner (§5.6).
 
-        The sum is exact (fractions of the stored floats), so it does not depend on order.
+        The sum of the stored floats is exact, so it does not depend on order.
 
         Args:
             ignore: containers to leave out, by ``(pod_uid, container_name)``.
             lookup: the pod source, for containers whose stored quantity is 0 (§5.5).
         """
         idx = self.indexes
-        left_out: dict[str, tuple[int, Fraction]] = {}
+        left_out: dict[str, tuple[int, int]] = {}
         for key in set(ignore):
             found = self.entry(*key)
             if found is not None and found.is_shared() and found.owner_pool_name:
-                count, total = left_out.get(found.owner_pool_name, (0, Fraction(0)))
+                count, total = left_out.get(found.owner_pool_name, (0, 0))
                 left_out[found.owner_pool_name] = (
                     count + 1,
-                    total + Fraction(found.request_quantity),
+                    total + exact_units(found.request_quantity),
                 )
         out: dict[str, int] = {}
         for pool, (count, total) in idx.shared_sum.items():
-            ignored_count, ignored_total = left_out.get(pool, (0, Fraction(0)))
+            ignored_count, ignored_total = left_out.get(pool, (0, 0))
             if count <= ignored_count:
                 continue
             exact = total - ignored_total
             for key in idx.shared_unknown.get(pool, ()):
                 if key not in ignore:
-                    exact += Fraction(requested_cores(self.require_entry(*key), lookup))
-            out[pool] = math.ceil(exact)
+                    cores = requested_cores(self.require_entry(*key), lookup)
+                    exact += exact_units(cores)
+            out[pool] = ceil_units(exact)
         return out
 
     def isolated_quantity_map(

@@ -272,6 +272,6 @@ def requested_cores(entry: _EntryFacts, lookup: CPURequestLookup | None = None) 
     if lookup is None:
         return 0.0
     millicores = lookup(entry.pod_uid, entry.container_name)
-    if millicores is None or math.isnan(millicores):
+    if millicores is None or not math.isfinite(millicores):
         return 0.0
     return max(millicores / 1000, 0.0)

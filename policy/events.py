@@ -35,6 +35,7 @@ __all__ = [
     "RampUpFinished",
     "RequestQuantitySet",
     "TimestampReset",
+    "event_target",
 ]
 
 
@@ -169,6 +170,23 @@ class RampCPUsSet(CPUEvent):
     placed on it follows."""
 
     cpuset: CPUSet
+
+
+def event_target(event: Event) -> tuple[str, str] | None:
+    """The ``(pod_uid, container_name)`` an event is about, for journal filters.
+
+    ``container_name`` is ``""`` for an event about a whole pod; None for events about pools or
+    the ramp-up cpuset (and events of other sections).
+    """
+    if isinstance(event, ContainerAllocated):
+        return event.entry.key
+    if isinstance(event, PodRemoved):
+        return (event.pod_uid, "")
+    pod_uid = getattr(event, "pod_uid", None)
+    container_name = getattr(event, "container_name", None)
+    if isinstance(pod_uid, str) and isinstance(container_name, str):
+        return (pod_uid, container_name)
+    return None
 
 
 #: Every CPU-section event type, in the order the codec documents them.

@@ -146,6 +146,7 @@ def naive_machine_state(
 
 
 Pred = Callable[[AllocationInfo], bool]
+Lookup = Callable[[str, str], "float | None"]
 
 
 def naive_filtered_default(
@@ -187,18 +188,29 @@ def naive_filtered_numa_set(machine: dict[int, NaiveNUMA], pred: Pred) -> frozen
     return frozenset(n for n, ns in machine.items() if not any(pred(ai) for ai in ns.entries))
 
 
-def naive_shared_quantity_map(infos: Iterable[AllocationInfo]) -> dict[str, int]:
+def naive_requested_cores(ai: AllocationInfo, lookup: Lookup | None) -> float:
+    """§5.5, literally."""
+    if ai.request_quantity != 0:
+        return ai.request_quantity
+    millicores = lookup(ai.pod_uid, ai.container_name) if lookup else None
+    return 0.0 if millicores is None else max(millicores / 1000, 0.0)
+
+
+def naive_shared_quantity_map(
+    infos: Iterable[AllocationInfo], lookup: Lookup | None = None
+) -> dict[str, int]:
     """§5.6 with the float sum made exact, as the state does."""
     sums: dict[str, Fraction] = {}
     for ai in infos:
         if ai.qos_level == SHARED_CORES and ai.owner_pool_name:
-            sums[ai.owner_pool_name] = sums.get(ai.owner_pool_name, Fraction(0)) + Fraction(
-                ai.request_quantity
-            )
+            cores = Fraction(naive_requested_cores(ai, lookup))
+            sums[ai.owner_pool_name] = sums.get(ai.owner_pool_name, Fraction(0)) + cores
     return {pool: math.ceil(total) for pool, total in sums.items()}
 
 
-def naive_isolated_quantity_map(infos: Iterable[AllocationInfo]) -> dict[str, dict[str, int]]:
+def naive_isolated_quantity_map(
+    infos: Iterable[AllocationInfo], lookup: Lookup | None = None
+) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for ai in infos:
         if ai.qos_level != DEDICATED_CORES or ai.is_numa_binding():
@@ -206,7 +218,7 @@ def naive_isolated_quantity_map(infos: Iterable[AllocationInfo]) -> dict[str, di
         if ai.owner_pool_name == "dedicated":
             q = ai.allocation_result.size()
         else:
-            q = math.ceil(ai.request_quantity)
+            q = math.ceil(naive_requested_cores(ai, lookup))
         if q:
             out.setdefault(ai.pod_uid, {})[ai.container_name] = q
     return out

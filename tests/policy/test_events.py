@@ -25,6 +25,7 @@ from policy.events import (
     RampUpFinished,
     RequestQuantitySet,
     TimestampReset,
+    event_target,
 )
 from policy.state import State, apply, apply_all, empty_state
 from policy.state_errors import StateError
@@ -260,3 +261,16 @@ def test_nil_cpusets_survive_apply() -> None:
     state = apply(base(), ContainerAllocated(nil))
     info = state.cpu.allocation_info("p", "c")
     assert info is not None and not info.allocation_result.is_initialized
+
+
+@pytest.mark.parametrize(
+    ("event", "target"),
+    [
+        pytest.param(BASE[4], ("pod-a", "app"), id="allocation names its container"),
+        pytest.param(RampUpFinished("p", "c"), ("p", "c"), id="container event"),
+        pytest.param(PodRemoved("p"), ("p", ""), id="pod event"),
+        pytest.param(PoolSet("share", cpus("1")), None, id="pool event"),
+    ],
+)
+def test_event_target(event: Event, target: tuple[str, str] | None) -> None:
+    assert event_target(event) == target

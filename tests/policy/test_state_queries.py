@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
-import pytest
+import math
+from fractions import Fraction
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policy.cpu_indexes import ceil_units, exact_units
 from policy.cpu_state import CPUState
 from policy.cpuset import CPUSet
 from policy.entries import (
@@ -327,3 +333,9 @@ def test_predicates_of_section_5_1() -> None:
     assert container("p", "app", RAMPING, owner="flink").pool_name() == "flink"
     r = container("p", "app", RAMPING, qos=RECLAIMED_CORES, container_type="SIDECAR")
     assert r.is_reclaimed() and r.is_sidecar() and r.specified_pool_name() == "reclaim"
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e6, max_value=1e6)))
+def test_exact_units_sum_like_fractions(quantities: list[float]) -> None:
+    total = sum(exact_units(q) for q in quantities)
+    assert ceil_units(total) == math.ceil(sum(Fraction(q) for q in quantities))

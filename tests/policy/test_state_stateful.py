@@ -362,6 +362,20 @@ class StateMachine(RuleBasedStateMachine):
         records = self.model.records
         assert cpu.shared_quantity_map() == naive_shared_quantity_map(records.values())
         assert cpu.isolated_quantity_map() == naive_isolated_quantity_map(records.values())
+        # The pod source answers for p1 and p2 only (§5.5).
+        lookup = lambda pod, c: {"p1": 1500.0, "p2": 300.0}.get(pod)  # noqa: E731
+        assert cpu.shared_quantity_map(lookup=lookup) == naive_shared_quantity_map(
+            records.values(), lookup
+        )
+        assert cpu.isolated_quantity_map(lookup=lookup) == naive_isolated_quantity_map(
+            records.values(), lookup
+        )
+        unpooled = {
+            k
+            for k, r in records.items()
+            if not r.is_dedicated() and not (self.model.follows[k] or "").startswith("pool:")
+        }
+        assert set(cpu.unpooled_containers()) == unpooled
         assert set(cpu.ramping_containers()) == {k for k, r in records.items() if r.ramp_up}
         assert set(cpu.dedicated_containers()) == {
             k for k, r in records.items() if r.is_dedicated()
@@ -375,8 +389,8 @@ class StateMachine(RuleBasedStateMachine):
 
 
 StateMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=25,
+    max_examples=60,
+    stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
