@@ -181,6 +181,13 @@ class CPUState:
             original_topology_aware_assignments=split,
         )
 
+    def pool_entries(self) -> Iterator[AllocationInfo]:
+        """Every pool as the reference stores it (§5.3), by name."""
+        for name in sorted(self.pools.keys()):
+            entry = self.pool_entry(name)
+            assert entry is not None
+            yield entry
+
     # -- placements and the reference's per-container records -------------------------------
 
     def placement_cpus(self, placement: Placement) -> tuple[CPUSet, CPUSet]:

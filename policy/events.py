@@ -147,7 +147,12 @@ class PodRemoved(CPUEvent):
 @dataclass(frozen=True, slots=True)
 class PoolSet(CPUEvent):
     """Pool ``name`` is created or resized to ``cpuset`` (§6.2 reserve/reclaim at start-up,
-    §9.8 step 4, §11.8). Containers placed in the pool follow it."""
+    §9.8 step 4, §11.8).
+
+    Containers placed in the pool follow it, as §9.8 step 6 and §11.8 step 4 re-copy them in
+    the same step. Where the reference rewrites a pool without re-copying its containers
+    (start-up ``init_reserve_pool``), the policy first places them on their own CPUs.
+    """
 
     name: str
     cpuset: CPUSet

@@ -229,6 +229,7 @@ def test_pool_entry_is_the_reference_pool_record() -> None:
         "",
     )
     assert state.pool_entry("nope") is None
+    assert [p.pod_uid for p in state.pool_entries()] == ["reclaim", "reserve", "share"]
     assert state.filtered_pools_cpuset(ignore={"reserve", "reclaim"}) == cpus("1,3-6,9,11-14")
     assert state.check_pool_empty("nope") and not state.check_pool_empty("share")
 
