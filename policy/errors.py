@@ -1,9 +1,12 @@
-"""The root of the policy's errors.
+"""The root of the policy package's errors.
 
-Every error a policy decision raises is a :class:`PolicyError`; modules add their own
-subclasses (``RequestError``, ``QoSError``, ...) next to the rule they enforce. The wire layer
-maps each subclass to one gRPC status code, in one place; the daemon treats any other
-exception escaping ``policy/`` as a bug.
+Every error the pure domain raises on purpose derives from ``PolicyError``, so the layers
+above can tell a refused decision (bad input, not enough CPUs) from a bug, and the wire layer
+can map each subclass to one gRPC status in one place. It is a ``ValueError`` because every
+such refusal is about the value the caller passed in.
+
+Subclasses live next to the rule that raises them (``policy.request.RequestError``,
+``policy.selection.SelectionError``, ``policy.state_errors.StateError``, ...).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ __all__ = ["PolicyError"]
 
 
 class PolicyError(ValueError):
-    """Root of policy errors; the wire layer maps subclasses to gRPC codes.
+    """A policy decision refused because of its input; the message names the numbers.
 
     A policy call that raises leaves every value it was given unchanged: decisions are pure,
     so nothing needs undoing.
