@@ -66,9 +66,7 @@ def EP(uid: str) -> EvictPod:
 def BP(
     uid: str, rss: int, numas: Sequence[int], containers: Sequence[str] | None = None
 ) -> BalancePod:
-    return BalancePod(
-        "default", uid, uid, tuple(containers or (uid,)), float(rss), tuple(numas)
-    )
+    return BalancePod("default", uid, uid, tuple(containers or (uid,)), float(rss), tuple(numas))
 
 
 def pod(
@@ -96,7 +94,9 @@ def S(uid: str, anon: Mapping[int, int]) -> Pod:
     return pod(uid, "share", anon)
 
 
-def distances(table: Mapping[int, Sequence[tuple[int, int]]]) -> dict[int, tuple[NumaDistance, ...]]:
+def distances(
+    table: Mapping[int, Sequence[tuple[int, int]]],
+) -> dict[int, tuple[NumaDistance, ...]]:
     return {k: tuple(NumaDistance(n, d) for n, d in row) for k, row in table.items()}
 
 
@@ -114,7 +114,9 @@ def make_inputs(
 ) -> RoundInputs:
     return RoundInputs(
         now=now,
-        numa_metrics={i: NumaMetrics(float(l), float(b)) for i, (l, b) in enumerate(zip(lat, bw, strict=True))},
+        numa_metrics={
+            i: NumaMetrics(float(l), float(b)) for i, (l, b) in enumerate(zip(lat, bw, strict=True))
+        },
         distances=distances(table),
         pools={k: tuple(v) for k, v in pools.items()},
         pods=tuple(pods),

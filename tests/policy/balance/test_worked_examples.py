@@ -144,9 +144,7 @@ EX3_16MIN = Example(
 # --- example 4: force, per-distance gap ratios, pool without overlap -------------------------
 EX4_L, EX4_B = (100, 88, 80, 70), (500, 450, 100, 90)
 EX4 = Example(
-    make_inputs(
-        EX4_L, EX4_B, [R("rb", {0: 20 * GiB}), R("rs", {0: 2 * GiB}), S("s1", {0: GiB})]
-    ),
+    make_inputs(EX4_L, EX4_B, [R("rb", {0: 20 * GiB}), R("rs", {0: 2 * GiB}), S("s1", {0: GiB})]),
     STORED,
     record(
         EX4_L,
@@ -310,9 +308,7 @@ EX10A_ADVICE = (
 
 def ex10a(latency: int, level: object) -> Example:
     return Example(
-        make_inputs(
-            [latency, 20], [500, 400], [S("s1", {0: 2 * GiB})], table=REAL2, pools=POOLS2
-        ),
+        make_inputs([latency, 20], [500, 400], [S("s1", {0: 2 * GiB})], table=REAL2, pools=POOLS2),
         STORED,
         record(
             [latency, 20],
