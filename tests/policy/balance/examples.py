@@ -115,7 +115,7 @@ def make_inputs(
     return RoundInputs(
         now=now,
         numa_metrics={
-            i: NumaMetrics(float(l), float(b)) for i, (l, b) in enumerate(zip(lat, bw, strict=True))
+            i: NumaMetrics(float(x), float(y)) for i, (x, y) in enumerate(zip(lat, bw, strict=True))
         },
         distances=distances(table),
         pools={k: tuple(v) for k, v in pools.items()},
@@ -129,7 +129,7 @@ def make_inputs(
 def record(lat: Sequence[float], bw: Sequence[float], **fields: object) -> BalanceInfo:
     """The record of a round at NOW over these metrics, other fields at their initial values
     unless given (spec §15: "unlisted fields have their initial values")."""
-    raw = tuple(N(i, l, b) for i, (l, b) in enumerate(zip(lat, bw, strict=True)))
+    raw = tuple(N(i, x, y) for i, (x, y) in enumerate(zip(lat, bw, strict=True)))
     return BalanceInfo(detect_time=NOW, raw_numa_latency_info=raw, **fields)  # type: ignore[arg-type]
 
 

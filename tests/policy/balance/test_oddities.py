@@ -11,6 +11,7 @@ from policy.balance import (
     BalanceStatus,
     RoundInputs,
     RoundResult,
+    UnresolvedPod,
     plan_round,
 )
 from policy.balance.config import VendorAware
@@ -201,8 +202,6 @@ def test_o2_the_evicted_pod_may_also_be_migrated() -> None:
 
 
 def test_o17_failed_pod_lookup_fails_the_round_even_for_a_skipped_pool() -> None:
-    from policy.balance import UnresolvedPod
-
     base = make_inputs(
         [100, 88, 80, 70], [500, 450, 100, 90], [R("rs", {0: 2 * GiB})]
     )  # example 4: the share pool has no overlap with destinations {3, 2}

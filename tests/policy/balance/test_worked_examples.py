@@ -20,7 +20,6 @@ from policy.balance import (
 )
 from tests.policy.balance.examples import (
     BP,
-    D,
     EP,
     EX2_ADVICE,
     EX2_B,
@@ -33,8 +32,8 @@ from tests.policy.balance.examples import (
     LOW,
     MEDIUM,
     NOTHING_TO_DO,
-    PREPARING,
     SUCCESS,
+    D,
     GiB,
     N,
     R,
