@@ -222,6 +222,13 @@ class RoundInputs:
         obj = as_object(value, where)
         reject_unknown(obj, _INPUT_KEYS, where)
         last_raw = obj.get("last")
+        try:
+            return cls._decoded(obj, last_raw, where)
+        except BalanceError as exc:
+            raise within(where, exc) from None
+
+    @classmethod
+    def _decoded(cls, obj: Mapping[str, object], last_raw: object, where: str) -> RoundInputs:
         return cls(
             now=as_float(required(obj, "now", where), f"{where}.now"),
             cpu_vendor=as_str(obj.get("cpuVendor", ""), f"{where}.cpuVendor"),
