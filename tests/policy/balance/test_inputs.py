@@ -4,6 +4,7 @@ rejected with an error that names the field (spec memory-balancer §4, §5)."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -255,8 +256,6 @@ def test_record_with_eviction_needs_a_source() -> None:
 
 
 def test_advice_text_reads_back() -> None:
-    import json
-
     advice = MemoryAdvice.from_json(json.loads(EX2_ADVICE))
     assert advice.to_json_text() == EX2_ADVICE
     assert advice.source_numa == 0 and advice.threshold == 0.7
