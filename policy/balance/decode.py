@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from policy.balance.errors import BalanceError
 
 __all__ = [
+    "anon_by_numa",
     "as_bool",
     "as_float",
     "as_int",
@@ -35,7 +37,8 @@ def as_object(value: object, where: str) -> Mapping[str, object]:
     Raises:
         BalanceError: ``value`` is not an object.
     """
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+    # map(type) runs in C: round inputs hold an object per container, this must stay cheap.
+    if not isinstance(value, Mapping) or (value and set(map(type, value)) != {str}):
         raise BalanceError(f"{where}: expected a JSON object, got {_show(value)}")
     return value
 
@@ -84,7 +87,7 @@ def as_int(value: object, where: str, *, minimum: int = 0, maximum: int = INT64_
     if isinstance(value, bool) or not isinstance(value, int):
         raise BalanceError(f"{where}: expected an integer, got {_show(value)}")
     if not minimum <= value <= maximum:
-        raise BalanceError(f"{where}: {value} is outside [{minimum}, {maximum}]")
+        raise BalanceError(f"{where}: {_show(value)} is outside [{minimum}, {maximum}]")
     return value
 
 
@@ -101,11 +104,11 @@ def as_float(
     try:
         number = float(value)
     except OverflowError:
-        raise BalanceError(f"{where}: {value} is too large for a float") from None
+        raise BalanceError(f"{where}: {_show(value)} is too large for a float") from None
     if not math.isfinite(number):
         raise BalanceError(f"{where}: expected a finite number, got {value!r}")
     if not minimum <= number <= maximum:
-        raise BalanceError(f"{where}: {value!r} is outside [{minimum:g}, {maximum:g}]")
+        raise BalanceError(f"{where}: {_show(value)} is outside [{minimum:g}, {maximum:g}]")
     return number
 
 
@@ -148,3 +151,52 @@ def reject_unknown(obj: Mapping[str, object], known: Iterable[str], where: str) 
 def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
+    """Bytes per NUMA node: keys are NUMA ids (ints, or decimal strings in JSON), values byte
+    counts in ``[0, INT64_MAX]``, returned as floats as the reference holds them.
+
+    A node's pods carry a value per container and NUMA node, so the common case is checked in
+    bulk with builtins and no message is built unless something is wrong.
+
+    Raises:
+        BalanceError: a key is not a NUMA id or a value is not a byte count, named with its path.
+    """
+    keys: list[object] = list(value.keys())
+    raws: list[Any] = list(value.values())
+    numas = _fast_numa_ids(keys)
+    if numas is not None and set(map(type, raws)) <= _NUMBER_TYPES:
+        try:
+            amounts = list(map(float, raws))
+        except OverflowError:  # an int beyond any float: the slow path names it
+            amounts = [math.nan]
+        # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
+        if not amounts or (
+            min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
+        ):
+            return dict(zip(numas, amounts, strict=True))
+    out: dict[int, float] = {}
+    for key, raw in value.items():
+        numa = int_key(key, where) if isinstance(key, str) else as_int(key, f"{where} key")
+        out[numa] = as_float(raw, f"{where}[{key!r}]", maximum=_INT64_MAX_F)
+    return out
+
+
+_NUMBER_TYPES = {int, float}
+_INT64_MAX_F = float(INT64_MAX)
+
+
+def _fast_numa_ids(keys: list[object]) -> list[int] | None:
+    if not keys:
+        return []
+    kinds = set(map(type, keys))
+    if kinds == {int}:
+        ints: list[int] = keys  # type: ignore[assignment]
+        return ints if min(ints) >= 0 else None
+    if kinds == {str}:
+        texts: list[str] = keys  # type: ignore[assignment]
+        joined = "".join(texts)
+        if joined.isascii() and all(map(str.isdigit, texts)) and max(map(len, texts)) <= 18:
+            return list(map(int, texts))
+    return None

@@ -176,9 +176,9 @@ def check_time(time_s: float, what: str) -> float:
     """
     if isinstance(time_s, bool) or not isinstance(time_s, int | float):
         raise BalanceError(f"{what}: expected Unix seconds as a number, got {time_s!r}")
-    value = float(time_s)
+    value = float(time_s) if abs(time_s) < MAX_TIME_S else math.inf
     if not math.isfinite(value) or not 0.0 <= value < MAX_TIME_S:
-        raise BalanceError(f"{what}: Unix time {time_s!r} is outside [0, {MAX_TIME_S:.0f})")
+        raise BalanceError(f"{what}: Unix time {time_s!r:.40} is outside [0, {MAX_TIME_S:.0f})")
     return value
 
 

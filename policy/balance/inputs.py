@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
-    INT64_MAX,
+    anon_by_numa,
     as_float,
     as_int,
     as_list,
@@ -102,13 +102,8 @@ class Container:
 
     def __post_init__(self) -> None:
         as_str(self.name, "container name", non_empty=True)
-        frozen = {
-            as_int(numa, f"container {self.name!r} NUMA id"): as_float(
-                value, f"container {self.name!r} anon on NUMA {numa}", maximum=float(INT64_MAX)
-            )
-            for numa, value in sorted(self.anon.items())
-        }
-        object.__setattr__(self, "anon", MappingProxyType(frozen))
+        frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
+        object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,10 +378,7 @@ def _pod_from_json(value: object, where: str) -> Pod:
         at = f"{where}.containers[{i}]"
         c = as_object(raw, at)
         reject_unknown(c, ("name", "anon"), at)
-        anon = {
-            int_key(k, f"{at}.anon"): as_float(v, f"{at}.anon[{k!r}]", maximum=float(INT64_MAX))
-            for k, v in as_object(c.get("anon", {}), f"{at}.anon").items()
-        }
+        anon = anon_by_numa(as_object(c.get("anon", {}), f"{at}.anon"), f"{at}.anon")
         containers.append(Container(as_str(required(c, "name", at), f"{at}.name"), anon))
     try:
         return Pod(

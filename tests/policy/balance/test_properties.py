@@ -191,7 +191,12 @@ def test_outcome_is_well_formed(inputs: RoundInputs) -> None:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.just(10**400)
+    | st.floats()
+    | st.text(max_size=5),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
     ),
