@@ -6,7 +6,7 @@ them with each container's anonymous memory per NUMA (§4.2, §4.5), the configu
 vendor (§3), the last emitted round (§6.1) and the time. A journaled round records exactly this
 form, and ``qrmd balance plan FILE`` reads it::
 
-    {"now": 1764458721.5, "cpuVendor": "GenuineIntel",
+    {"now": 1795994721.5, "cpuVendor": "GenuineIntel",
      "numaMetrics": [{"numa": 0, "readLatency": 75, "readWriteBandwidth": 900}, ...],
      "distances": {"0": [[1, 11], [2, 21], [3, 21]], ...},
      "pools": {"share": [0, 1], "reclaim": [0, 1, 2, 3]},
@@ -14,8 +14,10 @@ form, and ``qrmd balance plan FILE`` reads it::
                "containers": [{"name": "a", "anon": {"0": 2147483648}}, ...]}, ...],
      "unresolvedPods": [], "config": {...}, "last": null}
 
-A metric the source could not read is ``null`` (no sample) or ``{"error": "<reason>"}``; it fails
-the round, never counts as zero. A container without a sample for a NUMA node has no key for it.
+``now`` is Unix seconds, or an RFC 3339 timestamp in a hand-written file. A metric the source
+could not read is ``null`` (no sample) or ``{"error": "<reason>"}``; it fails the round, never
+counts as zero. A container without a sample for a NUMA node has no key for it. Optional:
+``cpuVendor`` (default none), ``unresolvedPods``, ``config`` (defaults), ``last`` (none).
 ``unresolvedPods`` are pods whose main container sits in a pool but whose pod lookup failed; they
 fail any step that lists that pool, as in the reference (O17).
 
@@ -43,7 +45,7 @@ from policy.balance.decode import (
     required,
 )
 from policy.balance.errors import BalanceError, within
-from policy.balance.gojson import check_time
+from policy.balance.gojson import check_time, parse_time
 from policy.balance.record import BalanceInfo
 
 __all__ = [
@@ -225,7 +227,7 @@ class RoundInputs:
     @classmethod
     def _decoded(cls, obj: Mapping[str, object], last_raw: object, where: str) -> RoundInputs:
         return cls(
-            now=as_float(required(obj, "now", where), f"{where}.now"),
+            now=_now_from_json(required(obj, "now", where), f"{where}.now"),
             cpu_vendor=as_str(obj.get("cpuVendor", ""), f"{where}.cpuVendor"),
             numa_metrics=_metrics_from_json(required(obj, "numaMetrics", where), where),
             distances=_distances_from_json(required(obj, "distances", where), where),
@@ -304,6 +306,13 @@ def distance_lists_from_rows(
     return {
         numa: tuple(NumaDistance(i, d) for i, d in enumerate(row)) for numa, row in rows.items()
     }
+
+
+def _now_from_json(value: object, where: str) -> float:
+    # Operators writing a round file may prefer a timestamp to Unix seconds.
+    if isinstance(value, str):
+        return parse_time(value, where)
+    return as_float(value, where)
 
 
 def _sample_from_json(value: object, where: str) -> Sample:

@@ -46,6 +46,12 @@ def test_inputs_round_trip() -> None:
     assert RoundInputs.from_json(copy.deepcopy(doc)) == inputs
 
 
+def test_now_may_be_an_rfc3339_timestamp() -> None:
+    doc = example_doc()
+    doc["now"] = "2026-11-29T23:25:21.5Z"
+    assert RoundInputs.from_json(doc).now == 1795994721.5
+
+
 def test_missing_samples_decode_and_fail_the_round_with_their_reason() -> None:
     doc = example_doc()
     doc["numaMetrics"][2]["readLatency"] = {"error": "metric data expired"}
