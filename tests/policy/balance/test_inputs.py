@@ -129,7 +129,9 @@ def drop(path: str) -> Callable[[Doc], None]:
     [
         pytest.param(drop("now"), "inputs: missing field 'now'", id="missing now"),
         pytest.param(put("now", -1), r"inputs.now: -1 is outside", id="time before 1970"),
-        pytest.param(put("now", "soon"), "inputs.now: expected a number", id="time not a number"),
+        pytest.param(
+            put("now", "soon"), "inputs.now: 'soon' is not an RFC 3339", id="time not a time"
+        ),
         pytest.param(
             put("extra", 1), "inputs: unknown field 'extra'", id="unknown top-level field"
         ),
