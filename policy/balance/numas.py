@@ -67,14 +67,19 @@ def numa_latency_info(
     sample = metrics.get(numa_id)
     latency = sample.read_latency if sample is not None else MissingSample()
     bandwidth = sample.read_write_bandwidth if sample is not None else MissingSample()
-    for name, value in ((latency_metric, latency), (BANDWIDTH_METRIC, bandwidth)):
-        if isinstance(value, MissingSample):
-            raise RoundFailed(
-                f"failed to get numa metric, metric name: {name}, numa id: {numa_id}, "
-                f"err: {value.reason}"
-            )
-    assert not isinstance(latency, MissingSample) and not isinstance(bandwidth, MissingSample)
+    # Latency is read first, as in the reference, so its failure is the one reported.
+    if isinstance(latency, MissingSample):
+        raise _missing(latency_metric, numa_id, latency)
+    if isinstance(bandwidth, MissingSample):
+        raise _missing(BANDWIDTH_METRIC, numa_id, bandwidth)
     return NumaLatencyInfo(numa_id, latency, bandwidth)
+
+
+def _missing(metric: str, numa_id: int, sample: MissingSample) -> RoundFailed:
+    return RoundFailed(
+        f"failed to get numa metric, metric name: {metric}, numa id: {numa_id}, "
+        f"err: {sample.reason}"
+    )
 
 
 def max_latency_numa(raw: Sequence[NumaLatencyInfo]) -> NumaLatencyInfo:
