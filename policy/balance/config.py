@@ -206,7 +206,8 @@ class BalancerConfig:
             for v in values:
                 as_int(v, key)
         for key, attr in _RATIO_FIELDS.items():
-            as_float(getattr(self, attr), key)
+            object.__setattr__(self, attr, as_float(getattr(self, attr), key))
+        object.__setattr__(self, "supported_pools", tuple(self.supported_pools))
         for vendor, metric in self.read_latency_metric.items:
             as_str(metric, f"{_METRIC_KEY}[{vendor!r}]", non_empty=True)
         seen: set[str] = set()
