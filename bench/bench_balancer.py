@@ -5,7 +5,8 @@ Run: ``PYTHONPATH=. python bench/bench_balancer.py [--repeat N]``
 Each case builds a node whose NUMA 0 is under force-balance latency pressure with high
 bandwidth, so the round walks every step: metrics, candidates, eviction pick over the reclaimed
 pods, destinations, and migration candidates over every pool. Pods have one to three containers
-with anonymous memory on every NUMA node. Printed per case (median of the repeats, in ms):
+with anonymous memory on every NUMA node. Printed per case, in ms, the best of the repeats
+(the machine is shared; the minimum is the least disturbed run, as ``timeit`` advises):
 
 * ``round``: ``plan_round`` on ready inputs;
 * ``decode``: ``RoundInputs.from_json`` of the round's plain-dict form (what ``qrmd balance
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 from collections.abc import Callable
 
@@ -86,13 +86,13 @@ def baseline(inputs: RoundInputs) -> list[float]:
     return totals
 
 
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
+def best_ms(fn: Callable[[], object], repeat: int) -> float:
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+    return min(samples)
 
 
 def main() -> None:
@@ -107,10 +107,10 @@ def main() -> None:
             inputs = RoundInputs(**parts)  # type: ignore[arg-type]
             outcome = plan_round(inputs)
             assert outcome.record is not None and outcome.record.status == "prepareSuccess"
-            round_ms = median_ms(lambda inputs=inputs: plan_round(inputs), args.repeat)
+            round_ms = best_ms(lambda inputs=inputs: plan_round(inputs), args.repeat)
             doc = inputs.to_json()
-            decode_ms = median_ms(lambda doc=doc: RoundInputs.from_json(doc), args.repeat)
-            base_ms = median_ms(lambda inputs=inputs: baseline(inputs), args.repeat)
+            decode_ms = best_ms(lambda doc=doc: RoundInputs.from_json(doc), args.repeat)
+            base_ms = best_ms(lambda inputs=inputs: baseline(inputs), args.repeat)
             print(
                 f"{numas:>5} {pods:>6} {round_ms:>9.3f} {decode_ms:>9.3f} {base_ms:>12.3f} "
                 f"{round_ms / base_ms:>6.2f}"
