@@ -13,12 +13,13 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from qrmd.commands import topology
+from qrmd.commands import diagrams, topology
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (topology,)
+COMMANDS: tuple[ModuleType, ...] = (topology, diagrams)
 
 EXIT_USAGE_OR_INPUT = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
 class CommandError(Exception):
@@ -46,6 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`qrmd topology --json | head`): not an error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (CommandError, ValueError, OSError, LookupError) as exc:
         if os.environ.get("QRMD_DEBUG"):
             traceback.print_exc()

@@ -1,1 +1,26 @@
-"""wire package."""
+"""The wire: every protocol qrmd speaks, and the only place protobuf and gRPC live.
+
+qrmd talks gRPC over unix sockets to the kubelet fork's QoS resource manager,
+katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package holds:
+
+- `protos/`: the `.proto` files, written for qrmd from wire.md §3–§7. Package,
+  service and method names, field numbers and types are the upstream ones, so the
+  method paths of wire.md §1.3 and every byte match the Go peers; the gogoproto
+  options are left out, since they change only Go code.
+  `pluginregistration` (plugin-watcher registration), `resourceplugin.v1alpha1` (QRM
+  ResourcePlugin and legacy Registration), `advisorsvc` and `cpuadvisor` (sys-advisor),
+  `evictionplugin.v1alpha1` with a wire-compatible subset of the Kubernetes Pod
+  (`k8s_core_v1`, `k8s_meta_v1`, `k8s_resource`).
+- `gen/`: the stubs grpcio-tools generates from them (`python -m wire.generate`),
+  committed; a test fails when they are stale. Never edit them by hand.
+- the gRPC servers and clients: the plugin-watcher registration, the ResourcePlugin
+  and EvictionPlugin servers, and the sys-advisor client that implements its actor port;
+- the conversion between protobuf messages and the domain types of `policy/` and
+  `actors/`, in both directions, where the wire rules are enforced (wire.md §1.1: "no
+  NUMA preference" leaves the `resource_hints` key out, never an empty list).
+
+The rule: protobuf types never leave this package. Servers convert a request into
+domain values before anything else sees it and convert the answer back last; nothing
+outside `wire` imports `wire.gen` or `google.protobuf` (import-linter enforces the
+latter). Protobuf parses and serializes the bytes; meaning is decided elsewhere.
+"""

@@ -1,0 +1,248 @@
+"""One ``transitions`` machine per table, shared by every model that follows the lifecycle.
+
+A node holds thousands of containers, so qrmd never builds a ``Machine`` per container. A
+:class:`Lifecycle` builds ONE ``transitions.Machine`` from a :class:`~machines.table.MachineTable`
+and drives any number of models through it in one of two ways:
+
+* :meth:`Lifecycle.fire` runs a trigger on any object with a ``state`` attribute and the guard
+  names as attributes or methods. The model is *not* registered with the machine, so it costs
+  nothing but itself: this is the way for per-container state.
+* :meth:`Lifecycle.step` is the pure form for ``policy/``: it takes a state name and a mapping of
+  guard answers and returns the step without touching any caller object.
+* :meth:`Lifecycle.add` registers a long-lived model (a link, a socket) the ``transitions`` way,
+  which binds one method per trigger (``model.finish_ramp_up()``), ``is_<state>`` and
+  ``may_<trigger>`` onto it. Convenient for a handful of models, not for containers: measured
+  with ``bench/bench_machines.py`` on the ramp-up machine, a registered model costs about
+  7.4 KB and registering is linear in the models already registered (``transitions`` checks
+  ``model not in machine.models``: 60 us at 500 models, 150 us at 5,000, 460 us at 20,000),
+  while :meth:`fire` adds no memory per model and takes 10-15 us per trigger at any count.
+  ``transitions`` finds registered models by ``==``, so give them identity equality
+  (``@dataclass(eq=False)``), or ``remove`` may drop an equal twin.
+
+Both :meth:`fire` and :meth:`step` return a :class:`Step` naming the events to commit and the
+actions to carry out, or ``None`` when the guards refuse. An illegal trigger raises
+:class:`InvalidTransition` (a ``transitions.core.MachineError``) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from transitions import Machine
+from transitions.core import MachineError
+
+from machines.table import MachineTable, Transition
+
+
+class Stateful(Protocol):
+    """A model: anything with a ``state`` attribute holding one of the table's state names."""
+
+    state: str
+
+
+class InvalidTransition(MachineError):  # noqa: N818 - the name STYLE.md and callers use
+    """A trigger that is not legal in the model's current state; the model is unchanged.
+
+    Attributes:
+        machine: the machine's name.
+        trigger: the trigger that was refused.
+        state: the state the model is (still) in.
+        allowed: the triggers that are legal in that state.
+    """
+
+    def __init__(self, machine: str, trigger: str, state: str, allowed: tuple[str, ...]) -> None:
+        self.machine = machine
+        self.trigger = trigger
+        self.state = state
+        self.allowed = allowed
+        legal = ", ".join(allowed) if allowed else "none, it is final"
+        super().__init__(f"{machine}: cannot {trigger!r} in state {state!r} (legal there: {legal})")
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class MissingGuardError(LookupError):
+    """:meth:`Lifecycle.step` was not told the answer to a guard it has to evaluate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one fired trigger did: where the model went, what to commit and to carry out."""
+
+    trigger: str
+    source: str
+    dest: str
+    events: tuple[str, ...]
+    actions: tuple[str, ...]
+
+    @property
+    def changed_state(self) -> bool:
+        """Whether the model is now in another state (self-loops keep it)."""
+        return self.source != self.dest
+
+
+class _Probe:
+    """A throw-away model for :meth:`Lifecycle.step`: a state and fixed guard answers."""
+
+    __slots__ = ("_answers", "state")
+
+    def __init__(self, state: str, answers: Mapping[str, bool]) -> None:
+        self.state = state
+        self._answers = answers
+
+    def __getattr__(self, name: str) -> bool:
+        # Only guard names reach here (state and _answers are slots); step() has checked them.
+        try:
+            return bool(self._answers[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Lifecycle:
+    """The ``transitions`` machine built from one table, shared by all its models.
+
+    Args:
+        table: the lifecycle's states and transition records.
+    """
+
+    def __init__(self, table: MachineTable) -> None:
+        self.table = table
+        # Which record fired, per thread/context: the Machine is shared, so it cannot hold it.
+        self._fired: ContextVar[Transition | None] = ContextVar(f"{table.name}_fired")
+        self.machine = Machine(
+            model=None,
+            states=list(table.states),
+            initial=table.initial,
+            auto_transitions=False,
+            ignore_invalid_triggers=False,
+            send_event=False,
+            name=table.name,
+        )
+        for record in table.transitions:
+            for source in record.source:
+                self.machine.add_transition(
+                    record.trigger,
+                    source,
+                    record.dest,
+                    conditions=list(record.conditions),
+                    unless=list(record.unless),
+                    after=[partial(self._remember, record)],
+                )
+
+    def _remember(self, record: Transition) -> None:
+        self._fired.set(record)
+
+    def add(self, model: object, state: str | None = None) -> None:
+        """Register a long-lived model, binding the trigger methods onto it.
+
+        Args:
+            model: any object; ``transitions`` sets its ``state`` attribute.
+            state: where it starts; the table's initial state when ``None`` (a model restored
+                from the journal starts where it was).
+
+        Raises:
+            ValueError: ``state`` is not a state of this machine.
+        """
+        self._check_state(state or self.table.initial)
+        self.machine.add_model(model, initial=state or self.table.initial)
+
+    def remove(self, model: object) -> None:
+        """Unregister a model added with :meth:`add` (linear in the number of models)."""
+        self.machine.remove_model(model)
+
+    def fire(self, model: Stateful, trigger: str) -> Step | None:
+        """Run ``trigger`` on ``model``, which need not be registered.
+
+        Args:
+            model: has a ``state`` attribute and answers the guards as attributes or
+                no-argument methods.
+            trigger: one of the table's triggers.
+
+        Returns:
+            The step taken (``model.state`` is now ``step.dest``), or ``None`` when every
+            candidate record's guards refused (the model is unchanged).
+
+        Raises:
+            InvalidTransition: ``trigger`` is unknown or illegal in the model's state; the
+                model is unchanged.
+            ValueError: the model's state is not a state of this machine.
+            AttributeError: the model does not answer a guard the trigger consults.
+        """
+        source = model.state
+        self._check_state(source)
+        event = self.machine.events.get(trigger)
+        if event is None or not self.table.candidates(trigger, source):
+            raise InvalidTransition(
+                self.table.name, trigger, source, self.table.triggers_from(source)
+            )
+        token = self._fired.set(None)
+        try:
+            taken = event.trigger(model)
+            record = self._fired.get()
+        except MachineError as exc:  # pragma: no cover - candidates() already ruled it out
+            raise InvalidTransition(
+                self.table.name, trigger, source, self.table.triggers_from(source)
+            ) from exc
+        finally:
+            self._fired.reset(token)
+        if not taken or record is None:
+            return None
+        return Step(trigger, source, record.dest, record.events, record.actions)
+
+    def step(
+        self, state: str, trigger: str, guards: Mapping[str, bool] | None = None
+    ) -> Step | None:
+        """The pure form of :meth:`fire`: from a state and guard answers to the step.
+
+        Args:
+            state: the model's current state.
+            trigger: one of the table's triggers.
+            guards: the answer to every guard the trigger's records consult from ``state``.
+
+        Returns:
+            The step, or ``None`` when the guards refuse.
+
+        Raises:
+            InvalidTransition: ``trigger`` is unknown or illegal in ``state``.
+            MissingGuardError: ``guards`` lacks a guard the trigger consults from ``state``.
+            ValueError: ``state`` is not a state of this machine.
+        """
+        answers = guards or {}
+        self._check_state(state)
+        needed = [g for r in self.table.candidates(trigger, state) for g in r.guards]
+        missing = sorted({g for g in needed if g not in answers})
+        if missing:
+            raise MissingGuardError(
+                f"{self.table.name}: {trigger!r} from {state!r} needs guard answers {missing}"
+            )
+        return self.fire(_Probe(state, answers), trigger)
+
+    def can_fire(self, model: Stateful, trigger: str) -> bool:
+        """Whether ``trigger`` is legal in the model's state and some record's guards hold.
+
+        Raises:
+            AttributeError: the model does not answer a guard the trigger consults.
+        """
+        source = model.state
+        return any(_holds(model, r) for r in self.table.candidates(trigger, source))
+
+    def _check_state(self, state: str) -> None:
+        if state not in self.table.states:
+            states = ", ".join(self.table.states)
+            raise ValueError(f"{self.table.name}: {state!r} is not a state (states: {states})")
+
+
+def _answer(model: object, guard: str) -> bool:
+    value = getattr(model, guard)
+    return bool(value() if callable(value) else value)
+
+
+def _holds(model: object, record: Transition) -> bool:
+    return all(_answer(model, g) for g in record.conditions) and not any(
+        _answer(model, g) for g in record.unless
+    )

@@ -1,0 +1,245 @@
+"""A kubelet resource request, its validation and its quantity (spec cpu-policy §4.1, §4.2).
+
+``ResourceRequest`` is the domain form of the QRM ``ResourceRequest`` message that both
+``GetTopologyHints`` and ``Allocate`` receive (wire.md §4.3); the wire layer builds it from
+protobuf, and nothing in ``policy/`` sees protobuf.
+
+The quantity rule (§4.2): ``resource_requests`` holds exactly one resource name; the name
+decides the unit, and the request becomes a whole number of CPUs (``req_int``, which drives
+all counting) and the exact value (``req_float``, stored as ``request_quantity``):
+
+====================================================  ===========  ======================
+key                                                   req_float    req_int
+====================================================  ===========  ======================
+``cpu``                                               v            ``ceil(v)``
+``resource.katalyst.kubewharf.io/reclaimed_millicpu`` v / 1000     ``ceil(v / 1000)``
+``memory``, reclaimed memory, net bandwidth           v            ``ceil(v)``
+anything else                                         error        error
+====================================================  ===========  ======================
+
+Beyond the reference, qrmd refuses values that no honest kubelet sends, because a clear error
+is better than a silent clamp (issue 4, "Bad requests"): negative, NaN, infinite and absurd
+quantities (more than :data:`MAX_CPU_REQUEST` CPUs, or more than :data:`MAX_SCALAR_REQUEST`
+units of a byte or bandwidth resource), an empty pod UID or container name, a negative
+container index, and a hint naming a NUMA node twice or a negative NUMA node. The reference
+instead clamps a negative request to ``max(ceil(v), 0)`` and accepts the rest as they come.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policy.errors import PolicyError
+
+__all__ = [
+    "MAX_CPU_REQUEST",
+    "MAX_SCALAR_REQUEST",
+    "RESOURCE_CPU",
+    "RESOURCE_MEMORY",
+    "RESOURCE_NET_BANDWIDTH",
+    "RESOURCE_RECLAIMED_MEMORY",
+    "RESOURCE_RECLAIMED_MILLICPU",
+    "ContainerType",
+    "Quantity",
+    "RequestError",
+    "ResourceRequest",
+    "TopologyHint",
+    "describe_container",
+    "parse_quantity",
+    "validate_request",
+]
+
+RESOURCE_CPU = "cpu"
+RESOURCE_RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
+RESOURCE_MEMORY = "memory"
+RESOURCE_RECLAIMED_MEMORY = "resource.katalyst.kubewharf.io/reclaimed_memory"
+RESOURCE_NET_BANDWIDTH = "resource.katalyst.kubewharf.io/net_bandwidth"
+
+#: Largest CPU request accepted, in CPUs: far beyond any machine, small enough that a typo
+#: (a millicore count sent as cores, a byte count sent as CPUs) is caught.
+MAX_CPU_REQUEST = 1_000_000
+
+#: Largest request of a byte or bandwidth resource: beyond 2**53 a float no longer counts in
+#: whole units, so ``ceil`` would be meaningless.
+MAX_SCALAR_REQUEST = float(2**53)
+
+# Divisor that turns each accepted resource's value into CPUs (or its own unit).
+_UNIT_DIVISORS: Mapping[str, float] = {
+    RESOURCE_CPU: 1.0,
+    RESOURCE_RECLAIMED_MILLICPU: 1000.0,
+    RESOURCE_MEMORY: 1.0,
+    RESOURCE_RECLAIMED_MEMORY: 1.0,
+    RESOURCE_NET_BANDWIDTH: 1.0,
+}
+
+_CPU_RESOURCES = frozenset({RESOURCE_CPU, RESOURCE_RECLAIMED_MILLICPU})
+
+
+class RequestError(PolicyError):
+    """A request is malformed: it names what is wrong and, when known, the pod and container.
+
+    Raising it changes nothing; kubelet gets the message back (InvalidArgument).
+    """
+
+
+class ContainerType(enum.IntEnum):
+    """QRM container type; its ``.name`` is the string stored in state (§4.7, §5.1)."""
+
+    INIT = 0
+    MAIN = 1
+    SIDECAR = 2
+    EPHEMERAL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyHint:
+    """NUMA affinity chosen by kubelet's topology manager; ``nodes`` in kubelet's order."""
+
+    nodes: tuple[int, ...]
+    preferred: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """The fields of a QRM resource request that the policy reads (§4.1).
+
+    ``labels`` and ``annotations`` are the pod's full maps as kubelet sends them (``None``
+    where protobuf had an empty map); the policy normalises them before use (§4.5).
+    ``hint`` is set only in Allocate. ``pod_role`` and ``pod_type`` are opaque: copied into
+    state and replies, never interpreted.
+    """
+
+    pod_uid: str
+    pod_namespace: str
+    pod_name: str
+    container_name: str
+    container_type: ContainerType
+    container_index: int
+    resource_name: str
+    resource_requests: Mapping[str, float]
+    pod_role: str = ""
+    pod_type: str = ""
+    hint: TopologyHint | None = None
+    labels: Mapping[str, str] | None = None
+    annotations: Mapping[str, str] | None = None
+    native_qos_class: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """A parsed request: whole CPUs for counting, and the exact value for the record."""
+
+    req_int: int
+    req_float: float
+
+
+def describe_container(request: ResourceRequest) -> str:
+    """Name the request's pod and container for an error message.
+
+    Args:
+        request: the request.
+
+    Returns:
+        ``pod <namespace>/<name> (uid <uid>), container <name>``.
+    """
+    return (
+        f"pod {request.pod_namespace}/{request.pod_name} (uid {request.pod_uid}), "
+        f"container {request.container_name}"
+    )
+
+
+def _number_text(value: float) -> str:
+    """A quantity as people write it: ``-1``, ``1.5``, ``nan``, not ``-1.0``."""
+    if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(value)
+
+
+def _check_value(resource: str, value: object) -> float:
+    """The request value of ``resource`` as a float, or RequestError saying why not."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestError(f"{resource} request {value!r} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range; too long even to print safely
+        bits = value.bit_length() if isinstance(value, int) else 0
+        raise RequestError(f"{resource} request is absurd: a {bits}-bit integer") from None
+    text = _number_text(number)
+    if math.isnan(number):
+        raise RequestError(f"{resource} request {text} is not a number")
+    if math.isinf(number):
+        raise RequestError(f"{resource} request {text} is infinite")
+    if number < 0:
+        raise RequestError(f"{resource} request {text} is negative")
+    divisor = _UNIT_DIVISORS.get(resource, 1.0)
+    if resource in _CPU_RESOURCES and number / divisor > MAX_CPU_REQUEST:
+        raise RequestError(f"{resource} request {text} is absurd: more than {MAX_CPU_REQUEST} CPUs")
+    if resource not in _CPU_RESOURCES and number > MAX_SCALAR_REQUEST:
+        raise RequestError(f"{resource} request {text} is absurd: more than 2**53 units")
+    return number + 0.0  # folds -0.0 into 0.0
+
+
+def parse_quantity(resource_requests: Mapping[str, object]) -> Quantity:
+    """Turn ``resource_requests`` into whole CPUs and the exact value (§4.2).
+
+    Args:
+        resource_requests: the request's ``{resource name: value}`` map.
+
+    Returns:
+        ``Quantity(req_int, req_float)``; ``cpu: 1.2`` gives ``(2, 1.2)`` and
+        ``reclaimed_millicpu: 1500`` gives ``(2, 1.5)``.
+
+    Raises:
+        RequestError: "invalid req.ResourceRequests length: %d" unless there is exactly one
+            key; "invalid request resource name: %s" for a key outside the table; or the
+            value is not a number, is negative, infinite, or absurd.
+    """
+    if len(resource_requests) != 1:
+        raise RequestError(f"invalid req.ResourceRequests length: {len(resource_requests)}")
+    ((resource, raw),) = resource_requests.items()
+    divisor = _UNIT_DIVISORS.get(resource)
+    if divisor is None:
+        raise RequestError(f"invalid request resource name: {resource}")
+    value = _check_value(resource, raw) / divisor
+    return Quantity(req_int=math.ceil(value), req_float=value)
+
+
+def _check_hint(hint: TopologyHint) -> None:
+    negative = sorted({node for node in hint.nodes if node < 0})
+    if negative:
+        raise RequestError(f"hint names negative NUMA nodes {negative}")
+    twice = sorted(node for node, count in Counter(hint.nodes).items() if count > 1)
+    if twice:
+        raise RequestError(f"hint names NUMA nodes {twice} more than once")
+
+
+def validate_request(request: ResourceRequest) -> None:
+    """Refuse a request whose identity or hint is malformed (qrmd's checks, not the reference's).
+
+    Quantities are checked by :func:`parse_quantity`.
+
+    Args:
+        request: the request as converted from the wire.
+
+    Raises:
+        RequestError: naming pod and container, e.g. ``pod default/web (uid ), container
+            app: pod uid is empty``.
+    """
+    reason = ""
+    if not request.pod_uid:
+        reason = "pod uid is empty"
+    elif not request.container_name:
+        reason = "container name is empty"
+    elif request.container_index < 0:
+        reason = f"container index {request.container_index} is negative"
+    elif request.hint is not None:
+        try:
+            _check_hint(request.hint)
+        except RequestError as err:
+            reason = str(err)
+    if reason:
+        raise RequestError(f"{describe_container(request)}: {reason}")
