@@ -32,6 +32,7 @@ from tests.topologies import (
     SYNTH_256_2_8,
     cpus,
 )
+from tests.topology_shapes import random_machines
 
 ALL_16 = "0-15"
 
@@ -362,3 +363,28 @@ def large_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
 def test_agrees_with_the_model_on_large_hosts(take, model_method: str, case) -> None:
     topo, available, n = case
     assert take(topo, available, n) == getattr(SpecModel(topo, available, n), model_method)()
+
+
+@st.composite
+def irregular_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
+    """Any machine shape (random core sizes, NUMA placement and numbering), random free CPUs."""
+    topo = draw(random_machines())
+    width = topo.cpus().ids()[-1] + 3
+    available = CPUSet.from_mask(draw(st.integers(0, (1 << width) - 1)))
+    in_topology = available.intersection(topo.cpus()).size()
+    return topo, available, draw(st.integers(-1, in_topology + 1))
+
+
+@pytest.mark.parametrize(("take", "model_method"), MODEL_RUNS)
+@settings(max_examples=100, deadline=None)
+@given(case=irregular_cases())
+def test_any_machine_shape(take, model_method: str, case) -> None:
+    topo, available, n = case
+    usable = available.intersection(topo.cpus())
+    if n > usable.size():
+        with pytest.raises(SelectionError):
+            take(topo, available, n)
+        return
+    taken = take(topo, available, n)
+    assert taken.size() == max(n, 0) and taken.is_subset_of(usable)
+    assert taken == getattr(SpecModel(topo, available, n), model_method)()
