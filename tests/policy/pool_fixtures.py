@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from policy.context import PolicyContext
-from policy.cpuset import CPUSet
 from policy.entries import (
     DEDICATED_CORES,
     RAMPING,
@@ -37,8 +36,11 @@ __all__ = [
     "cpus",
     "decide",
     "dedicated",
+    "entry_of",
     "fresh_state",
+    "on_ramp",
     "pools_of",
+    "ramping",
     "reclaimed",
     "result_of",
     "shared",
@@ -159,7 +161,3 @@ def entry_of(state: State, pod: str, name: str = "c") -> ContainerEntry:
 
 def on_ramp(entry: ContainerEntry) -> bool:
     return entry.placement == RAMPING
-
-
-def cpuset(text: str) -> CPUSet:
-    return cpus(text)
