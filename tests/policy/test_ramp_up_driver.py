@@ -46,7 +46,9 @@ def test_every_event_the_table_names_is_an_event_class() -> None:
         pytest.param(shared("p", RAMPING, ramp_up=True), "ramping", id="flagged shared ramps"),
         pytest.param(shared("p", InPool("share")), "pooled", id="shared in its pool"),
         pytest.param(shared("p", OwnCPUs.of(cpus("4"))), "pooled", id="shared, ramp-up over"),
-        pytest.param(dedicated("p", "1,8-9", ramp_up=True), "dedicated_ramping", id="new dedicated"),
+        pytest.param(
+            dedicated("p", "1,8-9", ramp_up=True), "dedicated_ramping", id="new dedicated"
+        ),
         pytest.param(dedicated("p", "1,8-9"), "dedicated", id="settled dedicated"),
         pytest.param(reclaimed("p"), "reclaimed", id="reclaimed"),
     ],
@@ -84,7 +86,8 @@ def test_emit_step_refuses_events_the_step_does_not_name() -> None:
     txn = Txn(with_events(fresh_state(), dedicated("pod-d", "1,8-9", ramp_up=True)))
     step = fire("dedicated_ramping", "repair_timestamp")
     assert step is not None
-    with pytest.raises(RampUpError, match=r"commits \['TimestampReset'\], not \['RampUpFinished'\]"):
+    refused = r"commits \['TimestampReset'\], not \['RampUpFinished'\]"
+    with pytest.raises(RampUpError, match=refused):
         emit_step(txn, step, RampUpFinished("pod-d", "c"))
     assert txn.events == ()
     emit_step(txn, step, TimestampReset("pod-d", "c", "now"))

@@ -1,4 +1,4 @@
-"""GetResourcesAllocation (cpu-policy §10.1, §15.6; checklist 18 and 20) on (16,2,4), reserve 0,2."""
+"""GetResourcesAllocation (cpu-policy §10.1, §15.6; checklist 18, 20) on (16,2,4), reserve 0,2."""
 
 from __future__ import annotations
 
