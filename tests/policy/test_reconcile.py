@@ -157,3 +157,10 @@ def test_ramping_containers_on_the_ramp_set_are_reported_with_it() -> None:
     assert entry_of(state, "pod-2").placement == RAMPING
     _, reply = decide(state, resources_allocation, CTX, T0 + 32)
     assert reported(reply, "pod-2") == (14, "1,3-15")
+
+
+def test_with_enable_reclaim_the_surplus_stays_in_reclaim() -> None:
+    """Checklist 19, through the whole ramp-up end."""
+    ctx = dataclasses.replace(CTX, enable_reclaim=True)
+    txn, _ = decide(after_allocate(), resources_allocation, ctx, T0 + 31)
+    assert pools_of(txn.state) == {"reclaim": "3-8,10-15", "reserve": "0,2", "share": "1,9"}
