@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from policy.entries import InPool
+from policy.entries import InPool, OwnCPUs
 from policy.events import (
+    ContainerPlaced,
     ContainerRemoved,
     PodRemoved,
     PoolRemoved,
@@ -19,6 +20,7 @@ from policy.state import State
 from tests.policy.pool_fixtures import (
     CTX,
     decide,
+    dedicated,
     entry_of,
     fresh_state,
     pools_of,
@@ -66,9 +68,21 @@ def test_removing_one_of_two_pods_shrinks_their_pool() -> None:
     assert entry_of(txn.state, "pod-1").placement == InPool("share")
 
 
-def test_removing_an_unknown_pod_commits_nothing() -> None:
+def test_removing_an_unknown_pod_commits_nothing_when_pools_are_settled() -> None:
     txn, warnings = decide(two_in_share(), remove_pod, CTX, "nobody")
     assert (txn.events, warnings) == ((), ())
+
+
+def test_removing_an_unknown_pod_still_re_sizes_pools() -> None:
+    """§10.6 step 3 runs whatever the pod: a sidecar stored since the last adjustment gets
+    ``dedicated`` as owner (§9.8 note)."""
+    state = with_events(
+        two_in_share(),
+        dedicated("pod-d", "1,8-9"),
+        dedicated("pod-d", "1,8-9", name="side", owner="", container_type="SIDECAR"),
+    )
+    txn, _ = decide(state, remove_pod, CTX, "nobody")
+    assert ContainerPlaced("pod-d", "side", OwnCPUs.of(cpus("1,8-9")), "dedicated") in txn.events
 
 
 def test_a_failed_adjustment_after_removal_is_only_reported() -> None:
