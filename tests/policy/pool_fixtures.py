@@ -33,6 +33,7 @@ __all__ = [
     "CTX",
     "RESERVED",
     "T0",
+    "check_invariants",
     "cpus",
     "decide",
     "dedicated",
@@ -161,3 +162,39 @@ def entry_of(state: State, pod: str, name: str = "c") -> ContainerEntry:
 
 def on_ramp(entry: ContainerEntry) -> bool:
     return entry.placement == RAMPING
+
+
+def check_invariants(state: State, ctx: PolicyContext) -> None:
+    """Checklist 26 and its kin, on any state the pool engine left.
+
+    Shared pools and shared containers avoid the reserve, every NUMA node hosting a dedicated
+    NUMA-binding container and the CPUs of dedicated containers that hold CPUs of their own
+    (owner ``dedicated``: NUMA-binding main containers and isolated ones), which never share
+    CPUs among themselves; reclaim avoids the reserve; reserve is the reserve. (``fallback``
+    containers run on the shared CPUs by design, and reclaim's four-CPU fallback may land
+    anywhere outside the reserve, §9.4 step 6.)
+    """
+    cpu = state.cpu
+    masks = ctx.topology.numa_masks()
+    forbidden = ctx.reserved.mask
+    for numa in cpu.numas_with_dedicated_numa_binding():
+        forbidden |= masks[numa]
+    held = 0
+    for key in sorted(cpu.dedicated_containers()):
+        found = cpu.require_entry(*key)
+        mirrors_main = found.is_numa_binding() and not found.is_main()
+        if found.owner_pool_name != "dedicated" or mirrors_main:
+            continue
+        result, _ = cpu.placement_cpus(found.placement)
+        assert not (held & result.mask), f"{key} shares dedicated CPUs"
+        held |= result.mask
+    forbidden |= held
+    for name, pool in cpu.pools.items():
+        if name not in ("reserve", "reclaim"):
+            assert not (pool.mask & forbidden), f"pool {name} = {pool} overlaps forbidden CPUs"
+    assert not (cpu.pools["reclaim"].mask & ctx.reserved.mask)
+    assert cpu.pools["reserve"] == ctx.reserved
+    for found in cpu.entries():
+        if found.is_shared():
+            result, _ = cpu.placement_cpus(found.placement)
+            assert not (result.mask & forbidden), f"{found.key} runs on forbidden CPUs"

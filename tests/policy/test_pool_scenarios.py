@@ -20,7 +20,15 @@ from policy.remove import remove_pod
 from policy.selection import take_by_topology, take_ht_by_numa_balance
 from policy.state import State
 from policy.topology import CPUTopology
-from tests.policy.pool_fixtures import T0, decide, dedicated, fresh_state, ramping, with_events
+from tests.policy.pool_fixtures import (
+    T0,
+    check_invariants,
+    decide,
+    dedicated,
+    fresh_state,
+    ramping,
+    with_events,
+)
 from tests.topologies import SYNTH_96_2_2, SYNTH_256_2_8
 
 
@@ -28,34 +36,6 @@ def context(topology: CPUTopology, reserved_count: int) -> PolicyContext:
     everything = CPUSet.from_mask(topology.cpu_details.mask)
     reserved, _ = take_ht_by_numa_balance(topology, everything, reserved_count)
     return PolicyContext(topology=topology, reserved=reserved)
-
-
-def check_invariants(state: State, ctx: PolicyContext) -> None:
-    cpu = state.cpu
-    dnb_numas = cpu.numas_with_dedicated_numa_binding()
-    masks = ctx.topology.numa_masks()
-    forbidden = ctx.reserved.mask
-    for numa in dnb_numas:
-        forbidden |= masks[numa]
-    held = 0
-    for key in cpu.dedicated_containers():
-        entry = cpu.require_entry(*key)
-        result, _ = cpu.placement_cpus(entry.placement)
-        if entry.is_main():
-            assert not (held & result.mask), f"{key} shares dedicated CPUs"
-            held |= result.mask
-    forbidden |= held
-    shared_pools = [
-        (name, cpus) for name, cpus in cpu.pools.items() if name not in ("reserve", "reclaim")
-    ]
-    for name, cpus in shared_pools:
-        assert not (cpus.mask & forbidden), f"pool {name} = {cpus} overlaps forbidden CPUs"
-    assert not (cpu.pools["reclaim"].mask & ctx.reserved.mask)
-    assert cpu.pools["reserve"] == ctx.reserved
-    for found in cpu.entries():
-        if found.is_shared():
-            result, _ = cpu.placement_cpus(found.placement)
-            assert not (result.mask & forbidden), f"{found.key} runs on forbidden CPUs"
 
 
 def ramp_pods(state: State, ctx: PolicyContext, pods: dict[str, tuple[float, str]]) -> State:
