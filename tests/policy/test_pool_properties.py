@@ -41,7 +41,9 @@ def nodes(draw: st.DrawFn) -> tuple[State, PolicyContext]:
     per_numa = 2 * draw(st.integers(2, 6))
     topology = generate_dummy_cpu_topology(numas * per_numa, sockets, numas)
     everything = CPUSet.from_mask(topology.cpu_details.mask)
-    reserved, _ = take_ht_by_numa_balance(topology, everything, draw(st.integers(0, numas)))
+    # at least four CPUs outside the reserve, or no reclaim can exist (§15.9)
+    count = draw(st.integers(0, min(numas, everything.size() - 4)))
+    reserved, _ = take_ht_by_numa_balance(topology, everything, count)
     ctx = PolicyContext(topology=topology, reserved=reserved)
     state = fresh_state(ctx)
     events: list[Event] = []
