@@ -158,3 +158,13 @@ def test_residual_clean_up_re_sizes_pools_even_with_nothing_left_to_remove() -> 
         "reclaim": "8,10", "reserve": "0,2", "share": "1,3-7,9,11-15"
     }  # fmt: skip
     assert len(txn.events) == 2  # two PoolSets: pod-3 and the others follow share
+
+
+def test_removing_a_dedicated_container_frees_its_numa_node_at_once() -> None:
+    """Quirk 15.7, fixed by construction: machine state is derived from the entries, so a
+    removed dedicated container's CPUs are free again without any regeneration step."""
+    state = with_events(fresh_state(), dedicated("pod-d", "1,8-9"))
+    assert str(state.cpu.allocated_cpuset(0)) == "1,8-9"
+    txn, _ = decide(state, remove_container, CTX, "pod-d", "c")
+    assert str(txn.state.cpu.allocated_cpuset(0)) == ""
+    assert str(txn.state.cpu.pooled_cpus(CTX.reserved)) == "1,3-15"
