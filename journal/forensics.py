@@ -235,7 +235,12 @@ def verify(directory: str, *, fs: FileOps | None = None) -> VerifyReport:
             records += len(scan.records)
             first_seq = scan.records[0].seq if first_seq is None else first_seq
             last_seq = scan.records[-1].seq
-        expected = scan.next_seq
+        ends_damaged = bool(scan.damage) and (
+            not scan.offsets or scan.damage[-1].offset > scan.offsets[-1]
+        )
+        # After damage at its end, how many records a segment lost is unknown: the damage is
+        # the finding, and the next segment's first seq is not checked against it.
+        expected = None if ends_damaged else scan.next_seq
     valid_checkpoints = _verify_checkpoints(fs, directory, last_seq, findings)
     oldest = segments[0][0] if segments else None
     if oldest is not None and oldest > 1 and not any(s + 1 >= oldest for s in valid_checkpoints):

@@ -107,7 +107,10 @@ def cause_of(n: int) -> dict[str, Any]:
 
 def events_of(n: int) -> list[Any]:
     """The events of the n-th test commit (their count varies, so records differ in size)."""
-    return [{"kind": "container_allocated", "pod": f"pod-{n}", "cpus": [n % 16, k]} for k in range(n % 3 + 1)]
+    return [
+        {"kind": "container_allocated", "pod": f"pod-{n}", "cpus": [n % 16, k]}
+        for k in range(n % 3 + 1)
+    ]
 
 
 def write_records(directory: Path, count: int, **settings: Any) -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from journal import CorruptCheckpoint, JournalMismatch, OsFileOps, load_checkpoint
 from journal.checkpoints import checkpoint_name
-
 from tests.journal.helpers import (
     FakeClock,
     assert_holds_exactly,
@@ -79,7 +78,9 @@ def _renamed(path: Path) -> None:
         pytest.param(_truncate, "announced", id="the newest checkpoint cut short"),
         pytest.param(_empty, "header bytes", id="the newest checkpoint empty"),
         pytest.param(_trailing, "unexpected bytes", id="bytes after the newest checkpoint's state"),
-        pytest.param(_renamed, "file name says 25", id="a checkpoint whose name and header disagree"),
+        pytest.param(
+            _renamed, "file name says 25", id="a checkpoint whose name and header disagree"
+        ),
     ],
 )
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
@@ -164,7 +165,9 @@ def test_checkpoint_due_after_n_records_or_t_seconds(tmp_path: Path) -> None:
         pytest.param(2, "newest checkpoint \\(3\\)", id="a seq older than the newest checkpoint"),
     ],
 )
-def test_write_checkpoint_refuses_a_seq_out_of_range(tmp_path: Path, seq: int, message: str) -> None:
+def test_write_checkpoint_refuses_a_seq_out_of_range(
+    tmp_path: Path, seq: int, message: str
+) -> None:
     journal_with_checkpoints(tmp_path, 5, at=[3])
     journal, _ = open_journal(tmp_path)
     with journal, pytest.raises(ValueError, match=message):

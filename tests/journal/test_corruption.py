@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from journal import CorruptRecord
 from journal.fileops import OsFileOps
 from journal.segments import list_segments, scan_segment
-
 from tests.journal.helpers import (
     assert_holds_exactly,
     cause_of,
@@ -196,12 +195,20 @@ def check_recovery(
         pytest.param(10, truncate_tail(1), 9, id="last record missing its last byte is cut"),
         pytest.param(10, truncate_tail(40), 9, id="last record cut inside its payload is cut"),
         pytest.param(10, append_bytes(b"QRJ"), 10, id="half a magic after the last record is cut"),
-        pytest.param(10, append_bytes(b"\x00" * 4096), 10, id="a zero-filled block at the end is cut"),
+        pytest.param(
+            10, append_bytes(b"\x00" * 4096), 10, id="a zero-filled block at the end is cut"
+        ),
         pytest.param(10, append_bytes(b"garbage"), 10, id="garbage after the last record is cut"),
         pytest.param(10, zero_record(10), 9, id="last record zeroed by a crash is cut"),
-        pytest.param(10, flip_bit(10, 30), 9, id="bit flip in the last record's payload is a torn tail"),
-        pytest.param(10, flip_bit(10, 5), 9, id="bit flip in the last record's length is a torn tail"),
-        pytest.param(10, flip_bit(10, 13), 9, id="bit flip in the last record's header CRC is a torn tail"),
+        pytest.param(
+            10, flip_bit(10, 30), 9, id="bit flip in the last record's payload is a torn tail"
+        ),
+        pytest.param(
+            10, flip_bit(10, 5), 9, id="bit flip in the last record's length is a torn tail"
+        ),
+        pytest.param(
+            10, flip_bit(10, 13), 9, id="bit flip in the last record's header CRC is a torn tail"
+        ),
         pytest.param(1, flip_bit(1, 0), 0, id="the only record damaged leaves an empty journal"),
     ],
 )
@@ -223,12 +230,16 @@ def test_tail_damage_recovers_the_complete_records(
         pytest.param(swap_records(4, 5), 4, id="two records swapped are out of sequence"),
     ],
 )
-def test_damage_before_the_tail_fails_loudly(tmp_path: Path, damage: Damage, corrupt_seq: int) -> None:
+def test_damage_before_the_tail_fails_loudly(
+    tmp_path: Path, damage: Damage, corrupt_seq: int
+) -> None:
     check_recovery(tmp_path, records=10, damage=damage, corrupt_seq=corrupt_seq)
 
 
 def test_damaged_segment_header_is_corruption_at_offset_0(tmp_path: Path) -> None:
-    check_recovery(tmp_path, records=10, damage=flip_segment_header(0), corrupt_seq=1, corrupt_offset=0)
+    check_recovery(
+        tmp_path, records=10, damage=flip_segment_header(0), corrupt_seq=1, corrupt_offset=0
+    )
 
 
 # With 1 KiB segments, 60 records make several segments.
@@ -273,7 +284,11 @@ def test_a_deleted_middle_segment_is_a_gap(tmp_path: Path) -> None:
 
 def test_a_torn_tail_in_the_newest_of_several_segments_is_cut(tmp_path: Path) -> None:
     check_recovery(
-        tmp_path, records=MULTI, damage=truncate_tail(2), survivors=MULTI - 1, segment_max_bytes=1024
+        tmp_path,
+        records=MULTI,
+        damage=truncate_tail(2),
+        survivors=MULTI - 1,
+        segment_max_bytes=1024,
     )
 
 
@@ -291,7 +306,10 @@ def test_last_record_cut_at_every_byte_offset(tmp_path: Path) -> None:
             assert_holds_exactly(recovery.records, 1, 5)
             assert recovery.truncated_bytes == cut, cut
             if cut:
-                assert Path(str(recovery.broken_path)).read_bytes() == data[where.offset : where.offset + cut]
+                assert (
+                    Path(str(recovery.broken_path)).read_bytes()
+                    == data[where.offset : where.offset + cut]
+                )
             assert journal.append(cause_of(6), events_of(6)) == 6
         assert (directory / where.segment.name).read_bytes() == data, cut
 

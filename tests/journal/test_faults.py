@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from journal import JournalFailed, JournalWriteError, read_records
-from journal.segments import list_segments
 from journal.fileops import OsFileOps
-
+from journal.segments import list_segments
 from tests.journal.helpers import (
     FakeClock,
     FaultyFileOps,

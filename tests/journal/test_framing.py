@@ -40,13 +40,19 @@ def _flip(data: bytes, index: int) -> bytes:
 @pytest.mark.parametrize(
     ("data", "incomplete", "reason"),
     [
-        pytest.param(b"", True, "0 of the 16 header bytes", id="empty buffer is an incomplete header"),
+        pytest.param(
+            b"", True, "0 of the 16 header bytes", id="empty buffer is an incomplete header"
+        ),
         pytest.param(GOOD[:7], True, "7 of the 16 header bytes", id="short header is incomplete"),
         pytest.param(GOOD[:-1], True, "only", id="payload cut by one byte is incomplete"),
         pytest.param(b"XRJF" + GOOD[4:], False, "magic", id="wrong magic is damage"),
-        pytest.param(_flip(GOOD, 5), False, "header checksum", id="flipped length fails the header check"),
+        pytest.param(
+            _flip(GOOD, 5), False, "header checksum", id="flipped length fails the header check"
+        ),
         pytest.param(_flip(GOOD, 14), False, "header checksum", id="flipped header CRC is damage"),
-        pytest.param(_flip(GOOD, len(GOOD) - 1), False, "payload checksum", id="flipped payload is damage"),
+        pytest.param(
+            _flip(GOOD, len(GOOD) - 1), False, "payload checksum", id="flipped payload is damage"
+        ),
         pytest.param(b"\x00" * 64, False, "magic", id="zero-filled block is damage"),
     ],
 )

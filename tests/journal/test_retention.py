@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from journal import Retention
 from journal.checkpoints import checkpoint_name
 from journal.retention import StoredFile, plan_retention
-
 from tests.journal.helpers import FakeClock, assert_holds_exactly, cause_of, events_of, open_journal
 
 NOW = 1_000_000.0
@@ -34,31 +33,45 @@ SEGMENTS = [seg(1), seg(101), seg(201), seg(301), seg(401)]
     ("segments", "checkpoints", "policy", "deleted"),
     [
         pytest.param(
-            SEGMENTS, [ckpt(350)], Retention(max_bytes=0), [],
+            SEGMENTS,
+            [ckpt(350)],
+            Retention(max_bytes=0),
+            [],
             id="with one checkpoint nothing is deleted: a fallback replays from seq 1",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(250), ckpt(350)], Retention(max_bytes=0),
+            SEGMENTS,
+            [ckpt(250), ckpt(350)],
+            Retention(max_bytes=0),
             [seg(1).path, seg(101).path],
             id="segments before the older checkpoint's next record go when over the size limit",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(200), ckpt(350)], Retention(max_bytes=0),
+            SEGMENTS,
+            [ckpt(200), ckpt(350)],
+            Retention(max_bytes=0),
             [seg(1).path, seg(101).path],
             id="the segment holding the record after the older checkpoint stays",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(150), ckpt(250), ckpt(350)], Retention(max_bytes=0),
+            SEGMENTS,
+            [ckpt(150), ckpt(250), ckpt(350)],
+            Retention(max_bytes=0),
             [seg(1).path, seg(101).path, checkpoint_name(150)],
             id="checkpoints beyond the newest two are forensic history",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(250), ckpt(350)], Retention(max_bytes=150),
+            SEGMENTS,
+            [ckpt(250), ckpt(350)],
+            Retention(max_bytes=150),
             [seg(1).path],
             id="the oldest go first until the rest fits",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(250), ckpt(350)], Retention(max_bytes=200), [],
+            SEGMENTS,
+            [ckpt(250), ckpt(350)],
+            Retention(max_bytes=200),
+            [],
             id="forensic files within the size limit stay",
         ),
         pytest.param(
@@ -76,7 +89,10 @@ SEGMENTS = [seg(1), seg(101), seg(201), seg(301), seg(401)]
             id="needed files stay however old",
         ),
         pytest.param(
-            SEGMENTS, [ckpt(250), ckpt(350)], Retention(max_bytes=None, max_age_s=None), [],
+            SEGMENTS,
+            [ckpt(250), ckpt(350)],
+            Retention(max_bytes=None, max_age_s=None),
+            [],
             id="no limits keep everything",
         ),
     ],
@@ -132,7 +148,10 @@ def test_an_open_journal_keeps_what_a_fallback_needs(tmp_path: Path) -> None:
                 journal.write_checkpoint(n, {"seq": n})
         deleted = journal.stats.files_deleted
     assert deleted > 0
-    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == [checkpoint_name(160), checkpoint_name(200)]
+    assert sorted(p.name for p in tmp_path.glob("*.ckpt")) == [
+        checkpoint_name(160),
+        checkpoint_name(200),
+    ]
     # The newest checkpoint lost: the previous one and the records after it are all there.
     (tmp_path / checkpoint_name(200)).write_bytes(b"rotten")
     journal, recovery = open_journal(tmp_path, segment_max_bytes=1024)

@@ -12,9 +12,8 @@ from journal import (
     UnencodableRecord,
     read_records,
 )
-from journal.segments import list_segments, parse_segment_name, scan_segment
 from journal.fileops import OsFileOps
-
+from journal.segments import list_segments, parse_segment_name, scan_segment
 from tests.journal.helpers import (
     NODE,
     TOPOLOGY,
@@ -29,7 +28,9 @@ from tests.journal.helpers import (
 
 
 @pytest.mark.parametrize("durability", ["always", "none"])
-def test_appends_get_consecutive_seqs_and_survive_reopening(tmp_path: Path, durability: str) -> None:
+def test_appends_get_consecutive_seqs_and_survive_reopening(
+    tmp_path: Path, durability: str
+) -> None:
     write_records(tmp_path, 5, durability=durability)
     journal, recovery = open_journal(tmp_path, durability=durability)
     with journal:
@@ -102,7 +103,9 @@ def test_rotation_and_reopening_continue_in_the_newest_segment(tmp_path: Path) -
     ("node", "topology", "named"),
     [
         pytest.param("node-b", TOPOLOGY, "node-b", id="another node's journal is refused"),
-        pytest.param(NODE, "synthetic:cpus=8", "cpus=8", id="another topology's journal is refused"),
+        pytest.param(
+            NODE, "synthetic:cpus=8", "cpus=8", id="another topology's journal is refused"
+        ),
     ],
 )
 def test_another_machines_journal_is_refused(
@@ -135,11 +138,17 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path: Pat
     [
         pytest.param(["not", "a", "map"], [], "cause map", id="a cause that is not a map"),
         pytest.param({"rpc": "x"}, ({"e": 1},), "event list", id="events that are not a list"),
-        pytest.param({"rpc": object()}, [], "cannot be encoded", id="a cause msgpack cannot encode"),
-        pytest.param({"rpc": "x"}, [{1, 2}], "cannot be encoded", id="an event msgpack cannot encode"),
+        pytest.param(
+            {"rpc": object()}, [], "cannot be encoded", id="a cause msgpack cannot encode"
+        ),
+        pytest.param(
+            {"rpc": "x"}, [{1, 2}], "cannot be encoded", id="an event msgpack cannot encode"
+        ),
     ],
 )
-def test_unencodable_records_write_nothing(tmp_path: Path, cause: object, events: object, message: str) -> None:
+def test_unencodable_records_write_nothing(
+    tmp_path: Path, cause: object, events: object, message: str
+) -> None:
     journal, _ = open_journal(tmp_path)
     with journal:
         journal.append(cause_of(1), events_of(1))
@@ -152,14 +161,30 @@ def test_unencodable_records_write_nothing(tmp_path: Path, cause: object, events
 @pytest.mark.parametrize(
     ("setting", "value", "message"),
     [
-        pytest.param("durability", "sometimes", "durability must be 'always' or 'none'", id="unknown durability"),
-        pytest.param("segment_max_bytes", 10, "segment_max_bytes must be >= 1024", id="tiny segments"),
-        pytest.param("checkpoint_every_records", 0, "checkpoint_every_records", id="checkpoint every 0 records"),
-        pytest.param("checkpoint_every_s", 0.0, "checkpoint_every_s", id="checkpoint every 0 seconds"),
+        pytest.param(
+            "durability",
+            "sometimes",
+            "durability must be 'always' or 'none'",
+            id="unknown durability",
+        ),
+        pytest.param(
+            "segment_max_bytes", 10, "segment_max_bytes must be >= 1024", id="tiny segments"
+        ),
+        pytest.param(
+            "checkpoint_every_records",
+            0,
+            "checkpoint_every_records",
+            id="checkpoint every 0 records",
+        ),
+        pytest.param(
+            "checkpoint_every_s", 0.0, "checkpoint_every_s", id="checkpoint every 0 seconds"
+        ),
         pytest.param("node_name", "", "node_name", id="empty node name"),
     ],
 )
-def test_bad_settings_name_the_setting(tmp_path: Path, setting: str, value: object, message: str) -> None:
+def test_bad_settings_name_the_setting(
+    tmp_path: Path, setting: str, value: object, message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
         open_journal(tmp_path, **{setting: value})
 
@@ -173,7 +198,9 @@ def test_stats_count_appends_bytes_and_fsyncs(tmp_path: Path) -> None:
     clock = FakeClock()
     fs = FaultyFileOps(clock)
     fs.fsync_cost_s = 0.25  # each file fsync takes a quarter second on the fake clock
-    journal, _ = open_journal(tmp_path, durability="always", segment_max_bytes=1024, fs=fs, clock=clock)
+    journal, _ = open_journal(
+        tmp_path, durability="always", segment_max_bytes=1024, fs=fs, clock=clock
+    )
     with journal:
         for n in range(1, 21):
             journal.append(cause_of(n), events_of(n))
@@ -188,7 +215,9 @@ def test_stats_count_appends_bytes_and_fsyncs(tmp_path: Path) -> None:
     assert stats.fsync.slow == 0
 
 
-def test_a_slow_fsync_is_counted_and_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_slow_fsync_is_counted_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = FakeClock()
     fs = FaultyFileOps(clock)
     journal, _ = open_journal(tmp_path, durability="always", fs=fs, clock=clock, slow_fsync_s=1.0)
