@@ -148,6 +148,24 @@ def decode_record(payload: bytes) -> Record:
             newer than this reader knows.
     """
     fields = _map(unpack(payload), "record")
+    # Fast path for the well-formed record replay meets a million times; anything unusual
+    # goes through the field-by-field checks below, which name what is wrong.
+    schema = fields.get("schema")
+    seq = fields.get("seq")
+    wall = fields.get("wall_time")
+    mono = fields.get("monotonic_time")
+    cause = fields.get("cause")
+    events = fields.get("events")
+    if (
+        type(schema) is int
+        and 0 < schema <= RECORD_SCHEMA_VERSION
+        and type(seq) is int
+        and type(wall) is float
+        and type(mono) is float
+        and type(cause) is dict
+        and type(events) is list
+    ):
+        return Record(seq, wall, mono, cause, events, schema)
     schema = _field(fields, "schema", int, "record")
     if schema > RECORD_SCHEMA_VERSION:
         raise PayloadError(

@@ -26,17 +26,27 @@ REPO = WRITER.parents[2]
 KILLS = 50
 
 
-def run_and_kill(directory: Path, delay_s: float) -> tuple[int | None, list[int]]:
-    """Start a writer, SIGKILL it after ``delay_s``; return its start seq and its acks."""
+def run_and_kill(directory: Path, rng: random.Random) -> tuple[int | None, list[int]]:
+    """Start a writer and SIGKILL it at a random moment; return its start seq and its acks.
+
+    One kill in five lands at a random time after the spawn, which can be during start-up and
+    recovery; the others land at a random time after the writer started committing.
+    """
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(directory)], stdout=subprocess.PIPE, env=env
     )
-    time.sleep(delay_s)
+    assert proc.stdout is not None
+    head = b""
+    if rng.random() < 0.2:
+        time.sleep(rng.uniform(0.0, 0.4))
+    else:
+        head = proc.stdout.readline()
+        time.sleep(rng.uniform(0.0, 0.15))
     proc.kill()
-    output, _ = proc.communicate()
+    rest, _ = proc.communicate()
     assert proc.returncode == -9, f"writer exited by itself ({proc.returncode})"
-    lines = output.decode().splitlines()
+    lines = (head + rest).decode().splitlines()
     if not lines:
         return None, []  # killed before the journal was open
     assert lines[0].startswith("start ")
@@ -71,7 +81,7 @@ def test_sigkill_never_loses_an_acknowledged_record(tmp_path: Path) -> None:
     kills_after_acks = 0
     started = time.monotonic()
     for _ in range(KILLS):
-        start, acks = run_and_kill(directory, rng.uniform(0.05, 0.4))
+        start, acks = run_and_kill(directory, rng)
         if start is not None:
             assert start == recovered  # the writer continues from what recovery found
             assert acks == list(range(start + 1, start + 1 + len(acks)))
