@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from journal import Journal, read_records
 from journal.framing import encode_frame
 from journal.records import Record, encode_record
+from tests.journal.test_crash import check_after_kill, run_and_kill
 
 NODE = "bench-node"
 TOPOLOGY = "synthetic:cpus=96,sockets=2,numas=4"
