@@ -106,8 +106,9 @@ from journal.records import Record
 from journal.recovery import Recovery, SkippedCheckpoint
 from journal.repair import RepairReport, repair
 from journal.retention import Retention
+from journal.settings import Durability
 from journal.syncer import FsyncStats
-from journal.writer import Durability, Journal, JournalStats
+from journal.writer import Journal, JournalStats
 
 __all__ = [
     "SYSTEM_CLOCK",

@@ -22,7 +22,10 @@ Segments older than the chosen checkpoint's are not read here (they are forensic
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,23 +168,16 @@ def recover(
     last_data = b""
     bytes_read = 0
     needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
-    for index, (named_first, path) in enumerate(needed):
-        data = fs.read_file(path)
-        bytes_read += len(data)
-        scan = _scan(data, path, named_first, directory)
-        if last_scan is not None and scan.header.first_seq != last_scan.next_seq:
-            raise CorruptRecord(
-                path,
-                0,
-                last_scan.next_seq,
-                f"segment starts at seq {scan.header.first_seq}, but the previous segment ends "
-                f"at seq {last_scan.next_seq - 1}",
-                directory=directory,
-            )
-        if scan.damage:
-            _refuse_unless_torn_tail(scan, directory, is_newest=index == len(needed) - 1)
-        records.extend(r for r in scan.records if r.seq >= start_seq)
-        last_scan, last_data = scan, data
+    with _collector_paused():
+        for index, (named_first, path) in enumerate(needed):
+            data = fs.read_file(path)
+            bytes_read += len(data)
+            scan = _scan(data, path, named_first, directory)
+            _check_follows(last_scan, scan, directory)
+            if scan.damage:
+                _refuse_unless_torn_tail(scan, directory, is_newest=index == len(needed) - 1)
+            records.extend(r for r in scan.records if r.seq >= start_seq)
+            last_scan, last_data = scan, data
 
     torn_tail: TornTail | None = None
     broken: str | None = None
@@ -245,6 +241,35 @@ def broken_path_for(fs: FileOps, segment_path: str) -> str:
         candidate = f"{segment_path}.{number}.broken"
         number += 1
     return candidate
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while records are decoded.
+
+    Decoding a million records allocates millions of dicts and lists, which triggers full
+    collections again and again (recovery of 1M records took 57 s instead of a few). Records
+    hold no reference cycles, so nothing is left uncollected by pausing.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _check_follows(previous: SegmentScan | None, scan: SegmentScan, directory: str) -> None:
+    if previous is not None and scan.header.first_seq != previous.next_seq:
+        raise CorruptRecord(
+            scan.path,
+            0,
+            previous.next_seq,
+            f"segment starts at seq {scan.header.first_seq}, but the previous segment ends "
+            f"at seq {previous.next_seq - 1}",
+            directory=directory,
+        )
 
 
 def _holds_from(segments: list[tuple[int, str]], index: int, seq: int) -> bool:

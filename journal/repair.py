@@ -25,11 +25,11 @@ from journal.clock import SYSTEM_CLOCK
 from journal.errors import FrameError, PayloadError
 from journal.fileops import FileOps, OsFileOps, write_all
 from journal.framing import decode_frame, find_next_frame
+from journal.lock import lock_directory
 from journal.records import Record, decode_record
 from journal.recovery import broken_path_for
 from journal.segments import SegmentHeaderError, list_segments, scan_segment
 from journal.syncer import Syncer
-from journal.writer import lock_directory
 
 __all__ = ["RepairReport", "repair"]
 

@@ -12,14 +12,22 @@ Hence the rule (DESIGN.md, Journal; issue 3):
    ``max_age_s``. Deletion always takes the oldest, so the kept segments stay contiguous.
 3. ``.broken`` files (cut tails) and anything the journal did not name are never touched.
 
-``plan_retention`` is pure; the writer applies its plan after each checkpoint.
+``plan_retention`` is pure; ``apply_retention`` lists the directory, plans and deletes, and the
+writer calls it on open and after each checkpoint.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-__all__ = ["Retention", "StoredFile", "plan_retention"]
+from journal.checkpoints import list_checkpoints
+from journal.fileops import FileOps
+from journal.segments import list_segments
+
+__all__ = ["Retention", "StoredFile", "apply_retention", "plan_retention"]
+
+_log = logging.getLogger("journal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +107,34 @@ def plan_retention(
         doomed.append(stored.path)
         total -= stored.size
     return doomed
+
+
+def apply_retention(fs: FileOps, directory: str, policy: Retention, now: float) -> list[str]:
+    """Delete what ``plan_retention`` allows in ``directory``.
+
+    Args:
+        fs: the file-system seam.
+        directory: the journal directory.
+        policy: the limits.
+        now: current wall time, seconds since the epoch.
+
+    Returns:
+        The paths deleted. A file that cannot be deleted is logged and kept.
+    """
+
+    def stored(seq: int, path: str) -> StoredFile:
+        return StoredFile(path, seq, fs.size(path), fs.mtime(path))
+
+    segments = [stored(seq, path) for seq, path in list_segments(fs, directory)]
+    checkpoints = [stored(seq, path) for seq, path in list_checkpoints(fs, directory)]
+    deleted = []
+    for path in plan_retention(segments, checkpoints, policy, now):
+        try:
+            fs.unlink(path)
+        except OSError as exc:
+            _log.warning("retention could not delete %s: %s", path, exc)
+            continue
+        deleted.append(path)
+    # No directory fsync: a deletion that a power loss forgets only leaves an old file behind,
+    # which the next pass removes.
+    return deleted

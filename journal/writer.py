@@ -15,18 +15,17 @@ The rules (DESIGN.md, the commit protocol; issue 3):
 - ``checkpoint_due`` says when ``checkpoint_every_records`` records or ``checkpoint_every_s``
   seconds (on the injected clock) have passed since the last checkpoint; the owner of the state
   then calls ``write_checkpoint``, after which retention deletes what is no longer needed.
-- One process at a time: a lock file (``journal.lock``) is held while the journal is open for
-  writing; the kernel releases it when the process dies, so a restarted writer is never blocked.
+- One process at a time: the directory's lock (``journal.lock``) is held while it is open for
+  writing.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from journal.checkpoints import list_checkpoints, write_checkpoint_file
+from journal.checkpoints import write_checkpoint_file
 from journal.clock import SYSTEM_CLOCK, Clock
 from journal.errors import (
     JournalError,
@@ -36,18 +35,17 @@ from journal.errors import (
 )
 from journal.fileops import FileOps, OsFileOps, write_all
 from journal.framing import encode_frame
+from journal.lock import lock_directory
 from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
 from journal.recovery import Recovery, recover
-from journal.retention import Retention, StoredFile, plan_retention
-from journal.segments import create_segment, list_segments, segment_name
+from journal.retention import Retention, apply_retention
+from journal.segments import create_segment, segment_name
+from journal.settings import Durability, JournalSettings, check_settings
 from journal.syncer import FsyncStats, Syncer
 
-__all__ = ["LOCK_NAME", "Durability", "Journal", "JournalStats", "lock_directory"]
+__all__ = ["Journal", "JournalStats"]
 
 _log = logging.getLogger("journal")
-
-Durability = Literal["always", "none"]
-LOCK_NAME = "journal.lock"
 
 
 @dataclass(slots=True)
@@ -73,24 +71,13 @@ class JournalStats:
     files_deleted: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Settings:
-    node_name: str
-    topology_fingerprint: str
-    durability: Durability
-    segment_max_bytes: int
-    checkpoint_every_records: int
-    checkpoint_every_s: float
-    retention: Retention
-
-
 class Journal:
     """An open journal directory. Build it with ``Journal.open``; one writer per directory."""
 
     def __init__(
         self,
         directory: str,
-        settings: _Settings,
+        settings: JournalSettings,
         *,
         fs: FileOps,
         clock: Clock,
@@ -163,7 +150,7 @@ class Journal:
             JournalError: the directory is locked by another process, or missing when read-only.
             OSError: the directory cannot be read or the first segment cannot be created.
         """
-        settings = _Settings(
+        settings = JournalSettings(
             node_name=node_name,
             topology_fingerprint=topology_fingerprint,
             durability=durability,
@@ -172,7 +159,7 @@ class Journal:
             checkpoint_every_s=checkpoint_every_s,
             retention=retention or Retention(),
         )
-        _check_settings(settings)
+        check_settings(settings)
         fs = fs or OsFileOps()
         clock = clock or SYSTEM_CLOCK
         syncer = Syncer(fs, clock, enabled=durability == "always", slow_fsync_s=slow_fsync_s)
@@ -354,24 +341,10 @@ class Journal:
         """
         if self._read_only or self._closed:
             return []
-        fs = self._fs
-        segments = [self._stored(seq, path) for seq, path in list_segments(fs, self.directory)]
-        checkpoints = [
-            self._stored(seq, path) for seq, path in list_checkpoints(fs, self.directory)
-        ]
-        deleted = []
-        for path in plan_retention(
-            segments, checkpoints, self._settings.retention, self._clock.time()
-        ):
-            try:
-                fs.unlink(path)
-            except OSError as exc:
-                _log.warning("retention could not delete %s: %s", path, exc)
-                continue
-            deleted.append(path)
+        deleted = apply_retention(
+            self._fs, self.directory, self._settings.retention, self._clock.time()
+        )
         self.stats.files_deleted += len(deleted)
-        # No directory fsync: a deletion a power loss forgets only leaves an old file behind,
-        # which the next retention pass removes.
         return deleted
 
     def close(self) -> None:
@@ -446,51 +419,3 @@ class Journal:
         )
         path, fd, header_end = create_segment(self._fs, self._syncer, self.directory, header)
         self._fd, self._path, self._end, self._header_end = fd, path, header_end, header_end
-
-    def _stored(self, seq: int, path: str) -> StoredFile:
-        return StoredFile(path, seq, self._fs.size(path), self._fs.mtime(path))
-
-
-def lock_directory(fs: FileOps, directory: str) -> int:
-    """Take the journal's writer lock, creating the directory if missing.
-
-    Returns:
-        The lock's descriptor; close it to release the lock.
-
-    Raises:
-        JournalError: another process holds the lock.
-        OSError: the directory or lock file cannot be created.
-    """
-    fs.makedirs(directory)
-    path = os.path.join(directory, LOCK_NAME)
-    try:
-        return fs.lock(path)
-    except BlockingIOError as exc:
-        raise JournalError(
-            f"journal {directory} is in use by another process (it holds {path}); stop it, "
-            f"or open the journal read-only to inspect it"
-        ) from exc
-
-
-def _check_settings(settings: _Settings) -> None:
-    if not settings.node_name:
-        raise ValueError("journal node_name must not be empty")
-    if not settings.topology_fingerprint:
-        raise ValueError("journal topology_fingerprint must not be empty")
-    if settings.durability not in ("always", "none"):
-        raise ValueError(
-            f"journal durability must be 'always' or 'none', got {settings.durability!r}"
-        )
-    if settings.segment_max_bytes < 1024:
-        raise ValueError(
-            f"journal segment_max_bytes must be >= 1024, got {settings.segment_max_bytes}"
-        )
-    if settings.checkpoint_every_records < 1:
-        raise ValueError(
-            "journal checkpoint_every_records must be >= 1, got "
-            f"{settings.checkpoint_every_records}"
-        )
-    if settings.checkpoint_every_s <= 0:
-        raise ValueError(
-            f"journal checkpoint_every_s must be > 0, got {settings.checkpoint_every_s}"
-        )
