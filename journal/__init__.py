@@ -51,6 +51,15 @@ The payload of a record frame is a msgpack map::
 ``cause`` is the whole input of the decision; ``events`` the events it commits, atomically:
 a record is one frame, so it is either entirely there or it is a damaged frame.
 
+Appending and durability
+========================
+``append`` writes one record frame at the end of the newest segment. With durability
+``always`` (the default) it fsyncs before returning the seq: an acknowledged record survives a
+power loss. With ``none`` nothing is ever fsynced (records, segments, checkpoints): a killed
+process loses nothing, a power loss may lose the newest records. A failed write or fsync is cut
+back to the end of the last acknowledged record (the cut fsynced too), so it is never replayed;
+if the cut fails, the journal refuses all further appends and reports itself unhealthy.
+
 Rotation
 ========
 Before appending a record, if the newest segment already holds at least one record and the
