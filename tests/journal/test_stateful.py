@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from journal import Journal, JournalWriteError, Retention, verify
-
 from tests.journal.helpers import FakeClock, FaultyFileOps, newest_segment, open_journal
 
 
