@@ -179,11 +179,19 @@ def recover(
             records.extend(r for r in scan.records if r.seq >= start_seq)
             last_scan, last_data = scan, data
 
+    last_seq = last_scan.next_seq - 1 if last_scan is not None else start_seq - 1
+    if checkpoint is not None and checkpoint.seq > last_seq:
+        # Checked before any tail is cut: a refused open changes nothing on disk.
+        raise CorruptCheckpoint(
+            checkpoint.path,
+            f"it covers seq {checkpoint.seq} but the log ends at seq {last_seq}: acknowledged "
+            f"records {last_seq + 1}-{checkpoint.seq} are missing from the segments; run "
+            f"`qrmd journal verify {directory}`",
+        )
     torn_tail: TornTail | None = None
     broken: str | None = None
     position: TailPosition | None = None
     if last_scan is not None:
-        end = last_scan.end
         if last_scan.damage:
             damage = last_scan.damage[0]
             torn_tail = TornTail(
@@ -201,16 +209,8 @@ def recover(
             last_scan.path,
             last_scan.header.first_seq,
             last_scan.header_end,
-            end,
+            last_scan.end,
             last_scan.next_seq,
-        )
-    last_seq = position.next_seq - 1 if position is not None else start_seq - 1
-    if checkpoint is not None and checkpoint.seq > last_seq:
-        raise CorruptCheckpoint(
-            checkpoint.path,
-            f"it covers seq {checkpoint.seq} but the log ends at seq {last_seq}: records "
-            f"{last_seq + 1}-{checkpoint.seq} are missing from the segments; run "
-            f"`qrmd journal verify {directory}`",
         )
     recovery = Recovery(
         directory=directory,

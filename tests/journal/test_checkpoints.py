@@ -182,3 +182,15 @@ def test_leftover_temporary_files_are_removed_on_open(tmp_path: Path) -> None:
     journal.close()
     assert recovery.removed_temp_files == (str(stray),) and not stray.exists()
     assert recovery.checkpoint_seq == 5
+
+
+def test_a_checkpoint_ahead_of_the_log_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    # Only possible with durability none and a power loss: the checkpoint reached the disk, the
+    # newest record did not. Replaying an older checkpoint would silently lose record 5.
+    journal_with_checkpoints(tmp_path, 5, at=[2, 5])
+    segment = next(tmp_path.glob("*.seg"))
+    segment.write_bytes(segment.read_bytes()[:-3])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(CorruptCheckpoint, match="records 5-5 are missing"):
+        open_journal(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

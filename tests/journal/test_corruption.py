@@ -343,3 +343,16 @@ def test_single_bit_flips(pristine: tuple[Path, dict[int, Location]], data: st.D
                 open_journal(directory)
             assert (caught.value.seq, caught.value.offset) == (seq, where.offset)
             assert caught.value.path == str(directory / where.segment.name)
+
+
+def test_a_read_only_open_reports_a_torn_tail_and_changes_nothing(tmp_path: Path) -> None:
+    write_records(tmp_path, 8)
+    truncate_tail(9)(tmp_path)
+    segment = newest_segment(tmp_path)
+    before = segment.read_bytes()
+    _, recovery = open_journal(tmp_path, read_only=True)
+    assert_holds_exactly(recovery.records, 1, 7)
+    assert recovery.torn_tail is not None and recovery.torn_tail.seq == 8
+    assert recovery.truncated_bytes == recovery.torn_tail.cut_bytes > 0
+    assert recovery.broken_path is None and segment.read_bytes() == before
+    assert not list(tmp_path.glob("*.broken"))
