@@ -22,6 +22,7 @@ The rules (DESIGN.md, the commit protocol; issue 3):
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,11 @@ class JournalStats:
 
 
 class Journal:
-    """An open journal directory. Build it with ``Journal.open``; one writer per directory."""
+    """An open journal directory. Build it with ``Journal.open``.
+
+    One writer per directory (a lock enforces it), and one owner per instance: the journal is
+    not thread-safe; the StateStore actor calls it from its own thread only.
+    """
 
     def __init__(
         self,
@@ -163,8 +168,12 @@ class Journal:
         fs = fs or OsFileOps()
         clock = clock or SYSTEM_CLOCK
         syncer = Syncer(fs, clock, enabled=durability == "always", slow_fsync_s=slow_fsync_s)
+        created = not read_only and not fs.exists(directory)
         lock_fd = None if read_only else lock_directory(fs, directory)
         try:
+            if created:
+                # fsync the parent: a new journal directory is not durable until its entry is.
+                syncer.sync_dir(os.path.dirname(os.path.abspath(directory)))
             recovery, position = recover(
                 fs,
                 syncer,

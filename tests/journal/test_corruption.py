@@ -146,6 +146,7 @@ def check_recovery(
     corrupt_seq: int | None = None,
     corrupt_offset: int | None = None,
     segment_max_bytes: int = 1 << 20,
+    durability: str = "none",
 ) -> None:
     """Write ``records`` commits, damage them, and check what opening the journal does.
 
@@ -155,7 +156,7 @@ def check_recovery(
     its frame (or ``corrupt_offset``), and changes nothing on disk.
     """
     directory = tmp_path / "journal"
-    write_records(directory, records, segment_max_bytes=segment_max_bytes)
+    write_records(directory, records, segment_max_bytes=segment_max_bytes, durability=durability)
     places = locate(directory)
     damage(directory)
     if corrupt_seq is not None:
@@ -172,7 +173,9 @@ def check_recovery(
     assert survivors is not None
     tail = newest_segment(directory)
     damaged_size = tail.stat().st_size
-    journal, recovery = open_journal(directory, segment_max_bytes=segment_max_bytes)
+    journal, recovery = open_journal(
+        directory, segment_max_bytes=segment_max_bytes, durability=durability
+    )
     with journal:
         assert_holds_exactly(recovery.records, 1, survivors)
         if recovery.truncated_bytes:
@@ -212,10 +215,13 @@ def check_recovery(
         pytest.param(1, flip_bit(1, 0), 0, id="the only record damaged leaves an empty journal"),
     ],
 )
+@pytest.mark.parametrize("durability", ["always", "none"])
 def test_tail_damage_recovers_the_complete_records(
-    tmp_path: Path, records: int, damage: Damage, survivors: int
+    tmp_path: Path, records: int, damage: Damage, survivors: int, durability: str
 ) -> None:
-    check_recovery(tmp_path, records=records, damage=damage, survivors=survivors)
+    check_recovery(
+        tmp_path, records=records, damage=damage, survivors=survivors, durability=durability
+    )
 
 
 @pytest.mark.parametrize(

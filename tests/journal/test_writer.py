@@ -229,3 +229,20 @@ def test_a_slow_fsync_is_counted_and_logged(
     assert journal.stats.fsync.slow == 1 and journal.stats.fsync.max_s == 1.5
     [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
     assert "slow fsync" in warning.getMessage() and "1.500 s" in warning.getMessage()
+
+
+def test_a_new_journal_directory_is_made_durable_in_its_parent(tmp_path: Path) -> None:
+    class RecordingFileOps(FaultyFileOps):
+        def __init__(self) -> None:
+            super().__init__()
+            self.synced_dirs: list[str] = []
+
+        def fsync_dir(self, directory: str) -> None:
+            self.synced_dirs.append(directory)
+            super().fsync_dir(directory)
+
+    fs = RecordingFileOps()
+    journal, _ = open_journal(tmp_path / "new", fs=fs, durability="always")
+    journal.close()
+    # The parent, for the new directory's entry; then the directory, for the first segment's.
+    assert fs.synced_dirs == [str(tmp_path), str(tmp_path / "new")]
