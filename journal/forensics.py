@@ -8,6 +8,7 @@ than stopping at the first problem; ``repair`` (``journal.repair``) acts on its 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -242,6 +243,7 @@ def verify(directory: str, *, fs: FileOps | None = None) -> VerifyReport:
         # the finding, and the next segment's first seq is not checked against it.
         expected = None if ends_damaged else scan.next_seq
     valid_checkpoints = _verify_checkpoints(fs, directory, last_seq, findings)
+    findings = _only_needed_segments_block(findings, segments, valid_checkpoints)
     oldest = segments[0][0] if segments else None
     if oldest is not None and oldest > 1 and not any(s + 1 >= oldest for s in valid_checkpoints):
         findings.append(
@@ -265,6 +267,23 @@ def verify(directory: str, *, fs: FileOps | None = None) -> VerifyReport:
         topology_fingerprint=identity[1] if identity else None,
         findings=tuple(findings),
     )
+
+
+def _only_needed_segments_block(
+    findings: list[Finding], segments: list[tuple[int, str]], valid_checkpoints: list[int]
+) -> list[Finding]:
+    """Damage in a segment recovery does not read (history before the newest valid
+    checkpoint's records) does not block recovery; it is still reported."""
+    needed_from = valid_checkpoints[-1] + 1 if valid_checkpoints else 1
+    not_needed = {
+        path
+        for index, (_, path) in enumerate(segments)
+        if index + 1 < len(segments) and segments[index + 1][0] <= needed_from
+    }
+    return [
+        dataclasses.replace(f, blocks_recovery=False) if f.path in not_needed else f
+        for f in findings
+    ]
 
 
 def _verify_checkpoints(

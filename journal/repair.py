@@ -10,6 +10,9 @@ The rule (issue 3, item 2; STYLE.md, Journal):
   records after it cannot be replayed without the ones before. Repair first describes the
   loss — the seq range and count of intact records that would be dropped, the files moved
   aside, the checkpoints that include dropped records — and acts only with ``force=True``.
+- Except when the damage lies in history that the newest valid checkpoint covers: recovery
+  never reads it, so only the segments up to the damaged one are set aside (with ``force``),
+  and the state and every later record are kept.
 - Nothing is deleted: cut bytes, segments and checkpoints set aside are renamed or copied to
   ``.broken`` files for later inspection.
 """
@@ -20,9 +23,9 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from journal.checkpoints import list_checkpoints
+from journal.checkpoints import list_checkpoints, load_checkpoint
 from journal.clock import SYSTEM_CLOCK
-from journal.errors import FrameError, PayloadError
+from journal.errors import CorruptCheckpoint, FrameError, PayloadError
 from journal.fileops import FileOps, OsFileOps, write_all
 from journal.framing import decode_frame, find_next_frame
 from journal.lock import lock_directory
@@ -106,6 +109,10 @@ def _repair(fs: FileOps, directory: str, force: bool) -> RepairReport:
     segments = list_segments(fs, directory)
     contents = [fs.read_file(path) for _, path in segments]
     cut, kept_last = _first_damage(segments, contents)
+    if cut is not None:
+        history = _drop_damaged_history(fs, directory, segments, contents, cut=cut, force=force)
+        if history is not None:
+            return history
     stale = [(seq, path) for seq, path in list_checkpoints(fs, directory) if seq > kept_last]
     if cut is None and not stale:
         return _report(directory, kept_last, description=f"{directory}: nothing to repair")
@@ -145,6 +152,81 @@ def _repair(fs: FileOps, directory: str, force: bool) -> RepairReport:
         moved_aside=tuple(plan),
         description=description,
     )
+
+
+def _drop_damaged_history(
+    fs: FileOps,
+    directory: str,
+    segments: list[tuple[int, str]],
+    contents: list[bytes],
+    *,
+    cut: _Cut,
+    force: bool,
+) -> RepairReport | None:
+    """Damage only in history the newest valid checkpoint covers: set that history aside.
+
+    Recovery never reads those segments, so cutting the log there would throw away good
+    records for nothing; instead the segments up to the damaged one are set aside. Returns
+    None when the damage is in a segment recovery needs.
+    """
+    if cut.index + 1 >= len(segments):
+        return None
+    next_first = segments[cut.index + 1][0]
+    newest = _newest_valid_checkpoint(fs, directory)
+    if newest is None or newest + 1 < next_first:
+        return None
+    lost = [record for data in contents[: cut.index + 1] for record in _records_from(data, 0)]
+    plan = [(path, broken_path_for(fs, path)) for _, path in segments[: cut.index + 1]]
+    where = "the whole segment" if cut.offset == 0 else f"offset {cut.offset}"
+    moved = ", ".join(f"{os.path.basename(src)} -> {os.path.basename(dst)}" for src, dst in plan)
+    description = (
+        f"Damage in {segments[cut.index][1]} at {where} (seq {cut.seq}): {cut.reason}. "
+        f"It lies in history that recovery no longer reads (the checkpoint at seq {newest} "
+        f"covers it), so the state and every record from seq {next_first} on are unaffected. "
+        f"Repair sets aside the {len(plan)} oldest segments, records before seq {next_first} "
+        f"({len(lost)} intact records, kept only for forensics): {moved}."
+    )
+    if force:
+        for src, dst in plan:
+            fs.rename(src, dst)
+        Syncer(fs, SYSTEM_CLOCK, enabled=True).sync_dir(directory)
+    else:
+        description += (
+            f" Nothing was changed: run `qrmd journal repair {directory} --force` to do it."
+        )
+    return RepairReport(
+        directory=directory,
+        damage=cut.reason,
+        torn_tail=False,
+        needs_force=True,
+        applied=force,
+        cut_path=segments[cut.index][1],
+        cut_offset=cut.offset,
+        kept_last_seq=_last_seq(contents),
+        lost_first_seq=lost[0].seq if lost else None,
+        lost_last_seq=lost[-1].seq if lost else None,
+        lost_records=len(lost),
+        moved_aside=tuple(plan),
+        description=description,
+    )
+
+
+def _newest_valid_checkpoint(fs: FileOps, directory: str) -> int | None:
+    for seq, path in reversed(list_checkpoints(fs, directory)):
+        try:
+            load_checkpoint(fs, path)
+        except CorruptCheckpoint:
+            continue
+        return seq
+    return None
+
+
+def _last_seq(contents: list[bytes]) -> int:
+    for data in reversed(contents):
+        records = _records_from(data, 0)
+        if records:
+            return records[-1].seq
+    return 0
 
 
 def _first_damage(

@@ -164,6 +164,7 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
     scan.end = header_end
     offset = header_end
     expected = header.first_seq
+    skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
     while offset < len(data):
         try:
             payload, frame_end = decode_frame(data, offset)
@@ -173,8 +174,10 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
             if not resync or resumes is None:
                 break
             offset = resumes
+            skipped_damage = True
             continue
-        problem, record = _record_problem(payload, expected)
+        problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
+        skipped_damage = False
         if problem:
             scan.damage.append(Damage(offset, expected, problem, False, offset))
             if not resync:
@@ -194,11 +197,15 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
     return scan
 
 
-def _record_problem(payload: bytes, expected: int) -> tuple[str, Record | None]:
+def _record_problem(
+    payload: bytes, expected: int, *, after_damage: bool
+) -> tuple[str, Record | None]:
     try:
         record = decode_record(payload)
     except PayloadError as exc:
         return str(exc), None
+    if after_damage and record.seq > expected:
+        return "", record  # the records in between are the damage already reported
     if record.seq != expected:
         return f"record carries seq {record.seq} where seq {expected} belongs", record
     return "", record

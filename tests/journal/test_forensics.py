@@ -99,6 +99,7 @@ def test_verify_reports_every_problem_and_changes_nothing(tmp_path: Path) -> Non
     flip_bit(3, 30)(tmp_path)
     Path(segments[2][1]).unlink()
     (tmp_path / checkpoint_name(40)).write_bytes(b"rotten")
+    (tmp_path / checkpoint_name(20)).unlink()  # so recovery would need every segment
     truncate_tail(4)(tmp_path)
     before = snapshot(tmp_path)
     report = verify(str(tmp_path))
@@ -150,6 +151,8 @@ def test_repair_cuts_a_torn_tail_without_force(tmp_path: Path) -> None:
 def test_repair_describes_mid_log_damage_and_acts_only_with_force(tmp_path: Path) -> None:
     multi_segment_journal(tmp_path)
     flip_bit(30, 40)(tmp_path)
+    # With the checkpoint at 40 lost, recovery starts from 20 and needs record 30.
+    (tmp_path / checkpoint_name(40)).write_bytes(b"rotten")
     before = snapshot(tmp_path)
     plan = repair(str(tmp_path))
     assert not plan.applied and plan.needs_force and not plan.torn_tail
@@ -187,3 +190,33 @@ def test_repair_refuses_a_journal_in_use(tmp_path: Path) -> None:
     journal, _ = open_journal(tmp_path)
     with journal, pytest.raises(JournalError, match="in use"):
         repair(str(tmp_path))
+
+
+def test_repair_sets_aside_damaged_history_a_checkpoint_covers(tmp_path: Path) -> None:
+    multi_segment_journal(tmp_path)  # checkpoints at 20 and 40
+    segments = list_segments(OsFileOps(), str(tmp_path))
+    flip_bit(5, 30)(tmp_path)
+    # Recovery starts from the checkpoint at 40 and never reads the damaged segment.
+    journal, recovery = open_journal(tmp_path, segment_max_bytes=1024)
+    journal.close()
+    assert recovery.checkpoint_seq == 40
+    damaged = next(i for i, (first, _) in enumerate(segments) if first > 5) - 1
+    [finding] = verify(str(tmp_path)).findings
+    assert finding.kind == "corrupt_record" and not finding.blocks_recovery
+    before = snapshot(tmp_path)
+    plan = repair(str(tmp_path))
+    assert not plan.applied and plan.needs_force and snapshot(tmp_path) == before
+    next_first = segments[damaged + 1][0]
+    assert plan.kept_last_seq == 60
+    assert (plan.lost_first_seq, plan.lost_last_seq) == (1, next_first - 1)
+    assert plan.lost_records == next_first - 2  # every record before next_first but the damaged one
+    assert "the checkpoint at seq 40 covers it" in plan.description
+    assert [src for src, _ in plan.moved_aside] == [path for _, path in segments[: damaged + 1]]
+
+    done = repair(str(tmp_path), force=True)
+    assert done.applied and verify(str(tmp_path)).findings == ()
+    journal, recovery = open_journal(tmp_path, segment_max_bytes=1024)
+    journal.close()
+    assert recovery.checkpoint_seq == 40
+    assert_holds_exactly(recovery.records, 41, 60)
+    assert_holds_exactly(list(read_records(str(tmp_path))), next_first, 60)
