@@ -150,10 +150,8 @@ def recover(
         if read_only:
             raise JournalError(f"no journal at {directory}: the directory does not exist")
         fs.makedirs(directory)
-    removed = () if read_only else _remove_temp_files(fs, directory)
     segments = list_segments(fs, directory)
     expected = _Identity(node_name, topology_fingerprint)
-
     found: _Identity | None = None
     if segments:
         found = _newest_segment_identity(fs, directory, segments[-1][1], segments[-1][0])
@@ -161,63 +159,25 @@ def recover(
     checkpoint, skipped = _choose_checkpoint(fs, directory, segments, expected, read_only)
     if checkpoint is not None and found is None:
         found = _Identity(checkpoint.header.node_name, checkpoint.header.topology_fingerprint)
-
     start_seq = checkpoint.seq + 1 if checkpoint is not None else 1
-    records: list[Record] = []
-    last_scan: SegmentScan | None = None
-    last_data = b""
-    bytes_read = 0
-    needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
-    with _collector_paused():
-        for index, (named_first, path) in enumerate(needed):
-            data = fs.read_file(path)
-            bytes_read += len(data)
-            scan = _scan(data, path, named_first, directory)
-            _check_follows(last_scan, scan, directory)
-            if scan.damage:
-                _refuse_unless_torn_tail(scan, directory, is_newest=index == len(needed) - 1)
-            records.extend(r for r in scan.records if r.seq >= start_seq)
-            last_scan, last_data = scan, data
-
-    last_seq = last_scan.next_seq - 1 if last_scan is not None else start_seq - 1
+    replay = _replay(fs, directory, segments, start_seq)
+    last_seq = replay.tail.next_seq - 1 if replay.tail is not None else start_seq - 1
     if checkpoint is not None and checkpoint.seq > last_seq:
-        # Checked before any tail is cut: a refused open changes nothing on disk.
+        # Checked before anything is cut or removed: a refused open changes nothing on disk.
         raise CorruptCheckpoint(
             checkpoint.path,
             f"it covers seq {checkpoint.seq} but the log ends at seq {last_seq}: acknowledged "
             f"records {last_seq + 1}-{checkpoint.seq} are missing from the segments; run "
             f"`qrmd journal verify {directory}`",
         )
-    torn_tail: TornTail | None = None
-    broken: str | None = None
-    position: TailPosition | None = None
-    if last_scan is not None:
-        if last_scan.damage:
-            damage = last_scan.damage[0]
-            torn_tail = TornTail(
-                last_scan.path,
-                damage.offset,
-                last_scan.size - damage.offset,
-                damage.expected_seq,
-                damage.reason,
-            )
-            if not read_only:
-                broken = _cut_tail(
-                    fs, syncer, directory, path=last_scan.path, data=last_data, offset=damage.offset
-                )
-        position = TailPosition(
-            last_scan.path,
-            last_scan.header.first_seq,
-            last_scan.header_end,
-            last_scan.end,
-            last_scan.next_seq,
-        )
+    removed = () if read_only else _remove_temp_files(fs, directory)
+    torn_tail, broken = _torn_tail(fs, syncer, directory, replay, read_only=read_only)
     recovery = Recovery(
         directory=directory,
         checkpoint_seq=checkpoint.seq if checkpoint is not None else None,
         checkpoint_state=checkpoint.state if checkpoint is not None else None,
         checkpoint_path=checkpoint.path if checkpoint is not None else None,
-        records=records,
+        records=replay.records,
         last_seq=last_seq,
         truncated_bytes=torn_tail.cut_bytes if torn_tail is not None else 0,
         broken_path=broken,
@@ -226,11 +186,63 @@ def recover(
         removed_temp_files=removed,
         node_name=found.node_name if found is not None else None,
         topology_fingerprint=found.topology_fingerprint if found is not None else None,
-        segments_read=len(needed),
-        bytes_read=bytes_read,
+        segments_read=replay.segments_read,
+        bytes_read=replay.bytes_read,
         elapsed_s=clock.monotonic() - started,
     )
-    return recovery, None if read_only else position
+    tail = replay.tail
+    if read_only or tail is None:
+        return recovery, None
+    return recovery, TailPosition(
+        tail.path, tail.header.first_seq, tail.header_end, tail.end, tail.next_seq
+    )
+
+
+@dataclass(slots=True)
+class _Replayed:
+    records: list[Record]
+    tail: SegmentScan | None  # the newest segment read
+    tail_data: bytes
+    segments_read: int
+    bytes_read: int
+
+
+def _replay(
+    fs: FileOps, directory: str, segments: list[tuple[int, str]], start_seq: int
+) -> _Replayed:
+    """Read every segment holding a record from ``start_seq`` on (rules 2-4)."""
+    needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
+    replay = _Replayed([], None, b"", len(needed), 0)
+    with _collector_paused():
+        for index, (named_first, path) in enumerate(needed):
+            data = fs.read_file(path)
+            replay.bytes_read += len(data)
+            scan = _scan(data, path, named_first, directory)
+            _check_follows(replay.tail, scan, directory)
+            if scan.damage:
+                _refuse_unless_torn_tail(scan, directory, is_newest=index == len(needed) - 1)
+            replay.records.extend(r for r in scan.records if r.seq >= start_seq)
+            replay.tail, replay.tail_data = scan, data
+    return replay
+
+
+def _torn_tail(
+    fs: FileOps, syncer: Syncer, directory: str, replay: _Replayed, *, read_only: bool
+) -> tuple[TornTail | None, str | None]:
+    """The torn tail found (rule 3), and where its bytes were kept once cut."""
+    tail = replay.tail
+    if tail is None or not tail.damage:
+        return None, None
+    damage = tail.damage[0]
+    torn = TornTail(
+        tail.path, damage.offset, tail.size - damage.offset, damage.expected_seq, damage.reason
+    )
+    if read_only:
+        return torn, None
+    broken = _cut_tail(
+        fs, syncer, directory, path=tail.path, data=replay.tail_data, offset=damage.offset
+    )
+    return torn, broken
 
 
 def broken_path_for(fs: FileOps, segment_path: str) -> str:
