@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from journal.checkpoints import list_checkpoints, load_checkpoint
 from journal.clock import SYSTEM_CLOCK
-from journal.errors import CorruptCheckpoint, FrameError, PayloadError
+from journal.errors import CorruptCheckpoint, FrameError, JournalError, PayloadError
 from journal.fileops import FileOps, OsFileOps, write_all
 from journal.framing import decode_frame, find_next_frame
 from journal.lock import lock_directory
@@ -93,11 +93,13 @@ def repair(directory: str, *, force: bool = False, fs: FileOps | None = None) ->
         The report; ``applied`` is False when nothing needed doing or ``force`` was needed.
 
     Raises:
-        JournalError: the directory is locked by a running writer.
+        JournalError: the directory does not exist, or a running writer holds its lock.
         OSError: reading or changing the files failed (a partly applied repair is reported by
             the next ``verify``; nothing is deleted).
     """
     fs = fs or OsFileOps()
+    if not fs.exists(directory):
+        raise JournalError(f"no journal at {directory}: the directory does not exist")
     lock_fd = lock_directory(fs, directory)
     try:
         return _repair(fs, directory, force)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,9 +129,18 @@ def test_verify_reports_a_checkpoint_ahead_of_the_log(tmp_path: Path) -> None:
     assert (torn.kind, ahead.kind, ahead.seq) == ("torn_tail", "checkpoint_ahead_of_log", 5)
 
 
-def test_verify_of_a_missing_directory_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(verify, id="verify"),
+        pytest.param(repair, id="repair"),
+        pytest.param(lambda d: list(read_records(d)), id="read_records"),
+    ],
+)
+def test_a_missing_directory_says_so_and_is_not_created(tmp_path: Path, call: Any) -> None:
     with pytest.raises(JournalError, match="does not exist"):
-        verify(str(tmp_path / "nowhere"))
+        call(str(tmp_path / "nowhere"))
+    assert not (tmp_path / "nowhere").exists()
 
 
 # -- repair ----------------------------------------------------------------------------------
