@@ -18,9 +18,11 @@ Every stored payload — record, segment header, checkpoint header, checkpoint s
 
 The checksum is CRC-32 (IEEE 802.3, ``zlib.crc32``), not CRC-32C: zlib's is in the standard
 library and runs in C at several GB/s, while a pure-Python CRC-32C would cost more than the
-fsync it protects and no CRC-32C package is a dependency. Both detect every burst of up to 32
-bits and every odd number of flipped bits; the choice of polynomial matters for hardware
-acceleration, not for detecting torn writes and bit rot. The header has its own checksum so a
+fsync it protects and no CRC-32C package is a dependency. Both detect every error burst of up
+to 32 bits; CRC-32 detects every error of up to three bits in frames of up to about 11 KB
+(records are far smaller), and misses a random corruption of a longer payload (a checkpoint)
+with probability 2^-32 — CRC-32C's edge is hardware speed and larger frames, which a Python
+journal fsyncing every record gains nothing from. The header has its own checksum so a
 damaged length is never trusted: a flipped bit in a length in the middle of the log must not
 make the rest of the file look like one unfinished record at the tail. The magic lets readers
 find the next intact frame after damage (``find_next_frame``), which is how a torn tail (nothing
