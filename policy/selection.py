@@ -170,9 +170,7 @@ def _free_cores(idx: _Index, free: int) -> int:
     return cores
 
 
-def take_by_numa_balance(
-    topology: CPUTopology, available: CPUSet, n: int
-) -> tuple[CPUSet, CPUSet]:
+def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tuple[CPUSet, CPUSet]:
     """Take n CPUs spread over NUMA nodes, whole cores first (spec cpu-policy §2.2).
 
     1. If n < 1, take nothing.
