@@ -78,20 +78,17 @@ def _index_of(topology: CPUTopology) -> _Index:
     core_masks = topology.core_masks()
     numa_masks = topology.numa_masks()
     core_of_cpu = {cpu: info.core_id for cpu, info in topology.cpu_details.items()}
-    numa_core_bits = []
-    for numa_cpus in numa_masks.values():
-        bits = 0
-        for core, core_cpus in core_masks.items():
-            if core_cpus & numa_cpus:
-                bits |= 1 << core
-        numa_core_bits.append(bits)
+    # A core lies in one NUMA node, as on every real CPU (the topology model assumes it too).
+    numa_core_bits = dict.fromkeys(numa_masks, 0)
+    for core, numa in topology.core_numa().items():
+        numa_core_bits[numa] |= 1 << core
     socket_cores: dict[int, list[int]] = {s: [] for s in topology.socket_masks()}
     for core, socket in sorted(topology.core_socket().items()):
         socket_cores[socket].append(core)
     return _Index(
         all_cpus=topology.cpu_details.mask,
         numa_masks=tuple(numa_masks.values()),
-        numa_core_bits=tuple(numa_core_bits),
+        numa_core_bits=tuple(numa_core_bits.values()),
         core_masks=core_masks,
         core_of_cpu=core_of_cpu,
         socket_ids=tuple(topology.socket_masks()),
@@ -212,18 +209,13 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
             # 2a. Whole cores: at most one per NUMA node per round.
             if needed >= per_core and free_cores:
                 candidates = free_cores & numa_cores
-                while candidates:
+                if candidates:
                     core_bit = _lowest(candidates)
-                    core_cpus = idx.core_masks[core_bit.bit_length() - 1]
-                    # the core counts for this node only with a free CPU in it
-                    if core_cpus & free & numa_cpus:
-                        cpus = core_cpus & free
-                        free &= ~cpus
-                        taken |= cpus
-                        needed -= cpus.bit_count()
-                        free_cores &= ~core_bit
-                        break
-                    candidates ^= core_bit
+                    cpus = idx.core_masks[core_bit.bit_length() - 1] & free
+                    free &= ~cpus
+                    taken |= cpus
+                    needed -= cpus.bit_count()
+                    free_cores &= ~core_bit
             # 2b. Otherwise one CPU, the node's smallest.
             else:
                 candidates = free & numa_cpus
@@ -348,10 +340,11 @@ def _cpus_by_use(idx: _Index, free: int, limit: int) -> list[int]:
                 by_count.setdefault(core_free.bit_count(), []).append(core_free)
         for count in sorted(by_count):
             for core_free in by_count[count]:
-                while core_free:
-                    cpu = _lowest(core_free)
+                left = core_free
+                while left:
+                    cpu = _lowest(left)
                     out.append(cpu)
                     if len(out) == limit:
                         return out
-                    core_free ^= cpu
+                    left ^= cpu
     return out
