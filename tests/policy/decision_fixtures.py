@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import TypeVar
 
+from policy import cpu_policy
 from policy.context import PolicyContext
+from policy.cpu_policy import Decision
 from policy.cpuset import CPUSet
-from policy.events import PoolSet
+from policy.events import Event, PoolSet
 from policy.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY, QoSConfig
+from policy.reconcile import ResourcesAllocation
+from policy.replies import AllocationReply
 from policy.request import ContainerType, ResourceRequest, TopologyHint
 from policy.state import State, apply_all, empty_state
 from policy.synthetic import generate_dummy_cpu_topology
 from policy.topology import CPUTopology
 
+R = TypeVar("R")
 SYNTH_16_2_4 = generate_dummy_cpu_topology(16, 2, 4)
 RESERVED = CPUSet.parse("0,2")
 DEBUG_KEY = "debug.example.com/attach"
@@ -108,3 +114,56 @@ def dedicated(
     return request(
         pod, cpu=cpu, qos="dedicated_cores", numa_binding=True, numa_exclusive=exclusive, **kw
     )  # type: ignore[arg-type]
+
+
+class Node:
+    """A node driven through the façade the way the Allocator does: decide, commit, adopt.
+
+    It keeps every committed event so tests can check that replaying them from the empty state
+    gives the live state.
+    """
+
+    def __init__(self, ctx: PolicyContext = CTX) -> None:
+        self.ctx = ctx
+        self.base = empty_state(ctx.topology)
+        decision = cpu_policy.start(self.base, ctx)
+        self.events: list[Event] = list(decision.events)
+        self.state = apply_all(self.base, decision.events)
+
+    def commit(self, decision: Decision[R]) -> Decision[R]:
+        self.state = apply_all(self.state, decision.events)
+        self.events.extend(decision.events)
+        return decision
+
+    def allocate(self, req: ResourceRequest, now: float = T0) -> AllocationReply:
+        decision = self.commit(cpu_policy.allocate(self.state, self.ctx, req, now))
+        if decision.error is not None:
+            raise decision.error
+        assert decision.reply is not None
+        return decision.reply
+
+    def hints(self, req: ResourceRequest) -> tuple[TopologyHint, ...] | None:
+        decision = cpu_policy.get_topology_hints(self.state, self.ctx, req, T0)
+        assert decision.events == ()
+        return decision.reply.hints
+
+    def reconcile(self, now: float) -> ResourcesAllocation:
+        return self.commit(
+            cpu_policy.get_resources_allocation(self.state, self.ctx, None, now)
+        ).reply
+
+    def remove(self, pod: str) -> None:
+        self.commit(
+            cpu_policy.remove_pod(self.state, self.ctx, cpu_policy.RemovePodRequest(pod), T0)
+        )
+
+    def cpus_of(self, pod: str, container: str = "app") -> CPUSet:
+        info = self.state.cpu.allocation_info(pod, container)
+        assert info is not None
+        return info.allocation_result
+
+    def pools(self) -> dict[str, str]:
+        return {name: str(cpuset) for name, cpuset in self.state.cpu.pools.items()}
+
+    def replayed(self) -> State:
+        return apply_all(self.base, self.events)
