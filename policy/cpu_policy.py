@@ -27,7 +27,7 @@ calls the advisor around the commit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -57,6 +57,8 @@ __all__ = [
     "Decision",
     "PreStartRequest",
     "RemovePodRequest",
+    "ResidualCheck",
+    "ResidualCount",
     "TopologyAwareRequest",
     "allocate",
     "get_resource_plugin_options",
@@ -66,6 +68,8 @@ __all__ = [
     "get_topology_hints",
     "pre_start_container",
     "remove_pod",
+    "remove_residual_pods",
+    "residual_round",
     "start",
 ]
 
@@ -103,6 +107,22 @@ class RemovePodRequest:
     """``RemovePodRequest``: the pod to forget."""
 
     pod_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResidualCheck:
+    """One clearResidualState round's input (§12.4): sightings so far and the listed pods."""
+
+    hit_map: Mapping[str, int]
+    known_pod_uids: Collection[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ResidualCount:
+    """A round's result: the new sightings to keep, and the pods now due for removal."""
+
+    hit_map: Mapping[str, int]
+    candidates: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,3 +274,31 @@ def pre_start_container(
     """PreStartContainer (§10.5): nothing to do, an empty reply."""
     del state, ctx, request, now
     return Decision((), None)
+
+
+def residual_round(
+    state: State, ctx: PolicyContext, request: ResidualCheck, now: float
+) -> Decision[ResidualCount]:
+    """Count one clearResidualState round (§12.4 steps 2–3): read-only.
+
+    A pod in the state that the pod source does not list is seen once more; after ten
+    consecutive 30-s rounds (5 minutes) it is a candidate. Remove candidates with
+    :func:`remove_residual_pods` (with sys-advisor, only those it removed first).
+    """
+    del ctx, now
+    hits, candidates = removal.residual_round(request.hit_map, request.known_pod_uids, state.cpu)
+    return Decision((), ResidualCount(hits, tuple(candidates)))
+
+
+def remove_residual_pods(
+    state: State, ctx: PolicyContext, request: Sequence[str], now: float
+) -> Decision[None]:
+    """Remove residual pods by ascending uid, then re-size the pools (§12.4 step 4).
+
+    A pool adjustment that fails is reported in ``warnings`` (the handler then reports not
+    ready), as in the reference.
+    """
+    del now
+    txn = Txn(state)
+    warnings = removal.remove_residual_pods(txn, ctx, request)
+    return Decision(txn.events, None, warnings=warnings)
