@@ -417,3 +417,17 @@ def test_every_allocate_event_is_a_container_allocation_or_a_pool_change() -> No
     node.allocate(request("pod-r", qos="reclaimed_cores"))
     assert any(isinstance(e, ContainerAllocated) for e in node.events)
     assert node.replayed() == node.state
+
+
+def test_a_level_change_the_lifecycle_has_no_transition_for_is_refused_and_removed() -> None:
+    # qrmd refuses what the ramp-up machine has no transition for (the reference would rewrite
+    # the level); the handler failed for an existing container, so the finaliser removes it.
+    node = Node()
+    node.allocate(request("pod-a", cpu=2))
+    decision = cpu_policy.allocate(
+        node.state, CTX, request("pod-a", cpu=16, qos="reclaimed_cores"), T0
+    )
+    assert decision.error is not None
+    assert "cannot 'allocate_reclaimed' in state 'ramping'" in str(decision.error)
+    assert str(decision.error).startswith(WHO)
+    assert decision.events == (ContainerRemoved("pod-a", "app"),)
