@@ -94,6 +94,7 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
     warnings: list[str] = []
     just_finished: list[ContainerEntry] = []
     pod_resources: dict[str, dict[str, ContainerCPUAllocation]] = {}
+    by_cpuset: dict[CPUSet, ContainerCPUAllocation] = {}
     # 2. Each container: lifecycle first, then its cpuset as it now is.
     for entry in state.entries():
         try:
@@ -105,9 +106,12 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
             just_finished.append(finished)
         current = txn.cpu.require_entry(*entry.key)
         result, _ = txn.cpu.placement_cpus(current.placement)
-        pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = ContainerCPUAllocation(
-            allocated_quantity=result.size(), allocation_result=str(result)
-        )
+        # Containers of one pool share one cpuset: format it once (values are immutable).
+        allocation = by_cpuset.get(result)
+        if allocation is None:
+            allocation = ContainerCPUAllocation(result.size(), str(result))
+            by_cpuset[result] = allocation
+        pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = allocation
     # 3. Shared containers done ramping join their pools; errors are only reported.
     if just_finished:
         try:

@@ -1,9 +1,11 @@
 """Removing pods and containers, and residual-pod clean-up (cpu-policy §7.2, §10.6, §12.4).
 
 * ``remove_pod`` (kubelet's RemovePod): the pod's entries go (``PodRemoved``), then the pools
-  are re-sized; an adjustment error is only reported. A pod the state does not know commits
-  nothing (kubelet retries removals; events.py). sys-advisor's ``RemovePod`` is the caller's
-  to make first: if it fails, the caller must not call this (§10.6 step 1).
+  are re-sized; an adjustment error is only reported. For a pod the state does not know there
+  is no ``PodRemoved`` (kubelet retries removals; events.py), but the pools are re-sized all
+  the same, as the reference does (§10.6 step 3) — which commits nothing when they are already
+  as the containers want them. sys-advisor's ``RemovePod`` is the caller's to make first: if
+  it fails, the caller must not call this (§10.6 step 1).
 * ``remove_container`` (§7.2, after a failed Allocate): the entry goes, nothing else. Machine
   state is derived from the entries here, so it can never go stale as in the reference (§15.7:
   the recommended fix holds by construction).
@@ -57,7 +59,7 @@ def _remove_pod_entries(txn: Txn, pod_uid: str) -> bool:
 
 
 def remove_pod(txn: Txn, ctx: PolicyContext, pod_uid: str) -> tuple[str, ...]:
-    """Kubelet's RemovePod (§10.6 steps 2–3).
+    """Kubelet's RemovePod (§10.6 steps 2–3): forget the pod if known, then re-size the pools.
 
     Args:
         txn: the decision in progress.
@@ -70,8 +72,7 @@ def remove_pod(txn: Txn, ctx: PolicyContext, pod_uid: str) -> tuple[str, ...]:
     Raises:
         RampUpError: a container's QoS level has no lifecycle (nothing is emitted).
     """
-    if not _remove_pod_entries(txn, pod_uid):
-        return ()
+    _remove_pod_entries(txn, pod_uid)
     try:
         adjust_allocation_entries(txn, ctx)
     except PolicyError as err:
