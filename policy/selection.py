@@ -30,6 +30,8 @@ from policy.errors import PolicyError
 from policy.topology import CPUTopology
 
 __all__ = [
+    "FAILED_TO_ALLOCATE",
+    "NOT_ENOUGH_CPUS",
     "SelectionError",
     "take_by_numa_balance",
     "take_by_topology",
@@ -69,6 +71,12 @@ class _Index:
     socket_masks: Mapping[int, int]
     socket_cores: Mapping[int, tuple[int, ...]]  # socket id -> its core ids, ascending
     smallest_core: int  # CPUs of the smallest core (no whole core fits below it)
+    # Cores of cpus_per_core CPUs grouped by shape: (lowest CPUs of the group's cores, the
+    # offsets of their other CPUs from the lowest, whether each core's id is its lowest CPU).
+    # One group on a regular host (siblings k and k + N/2, core id k, as sysfs and the
+    # synthetic generator number them), so its free cores are a few whole-mask operations.
+    core_shapes: tuple[tuple[int, tuple[int, ...], bool], ...]
+    odd_cores: tuple[int, ...]  # cores of another size (hybrid parts), counted one by one
     cpus_per_core: int
     cpus_per_socket: int
 
@@ -85,6 +93,15 @@ def _index_of(topology: CPUTopology) -> _Index:
     socket_cores: dict[int, list[int]] = {s: [] for s in topology.socket_masks()}
     for core, socket in sorted(topology.core_socket().items()):
         socket_cores[socket].append(core)
+    shapes: dict[tuple[tuple[int, ...], bool], int] = {}
+    odd_cores: list[int] = []
+    for core, core_cpus in core_masks.items():
+        if core_cpus.bit_count() != topology.cpus_per_core:
+            odd_cores.append(core)
+            continue
+        ids = CPUSet.from_mask(core_cpus).ids()
+        shape = (tuple(cpu - ids[0] for cpu in ids[1:]), core == ids[0])
+        shapes[shape] = shapes.get(shape, 0) | (1 << ids[0])
     return _Index(
         all_cpus=topology.cpu_details.mask,
         numa_masks=tuple(numa_masks.values()),
@@ -95,6 +112,8 @@ def _index_of(topology: CPUTopology) -> _Index:
         socket_masks=topology.socket_masks(),
         socket_cores={s: tuple(cores) for s, cores in socket_cores.items()},
         smallest_core=min((m.bit_count() for m in core_masks.values()), default=0),
+        core_shapes=tuple((lows, offsets, by_low) for (offsets, by_low), lows in shapes.items()),
+        odd_cores=tuple(odd_cores),
         cpus_per_core=topology.cpus_per_core,
         cpus_per_socket=topology.cpus_per_socket,
     )
@@ -141,7 +160,8 @@ def take_ht_by_numa_balance(
     _check_enough(n, free)
     taken = 0
     needed = n
-    # 2. One CPU per NUMA node per round, the node's smallest free id.
+    # 2. Rounds (the "failed" check is _check_enough's, once): one CPU per NUMA node per
+    # round, the node's smallest free id.
     while True:
         for numa_cpus in idx.numa_masks:
             candidates = free & numa_cpus
@@ -161,8 +181,18 @@ def _free_cores(idx: _Index, free: int) -> int:
     cores = 0
     if per_core < 1:
         return cores
-    for core, core_cpus in idx.core_masks.items():
-        if (core_cpus & free).bit_count() == per_core:
+    for lows, offsets, core_id_is_lowest_cpu in idx.core_shapes:
+        # a core of this shape is free iff its lowest CPU and each sibling are
+        free_lows = lows & free
+        for offset in offsets:
+            free_lows &= free >> offset
+        if core_id_is_lowest_cpu:
+            cores |= free_lows
+        else:
+            for low in CPUSet.from_mask(free_lows).ids():
+                cores |= 1 << idx.core_of_cpu[low]
+    for core in idx.odd_cores:
+        if (idx.core_masks[core] & free).bit_count() == per_core:
             cores |= 1 << core
     return cores
 
@@ -171,11 +201,12 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
     """Take n CPUs spread over NUMA nodes, whole cores first (spec cpu-policy §2.2).
 
     1. If n < 1, take nothing.
-    2. Rounds over the machine's NUMA nodes, ascending; in each NUMA node:
-       a. if n still covers a core and a free core exists anywhere: take this node's free core
-          with the smallest id (none here: skip the node);
-       b. otherwise take this node's smallest available CPU.
-    3. Stop as soon as n CPUs are taken.
+    2. Rounds until n are taken:
+       a. fail if fewer CPUs are available than still needed;
+       b. for each NUMA node of the machine, ascending: if what is still needed covers a core
+          and a free core exists anywhere, take this node's free core with the smallest id
+          (none here: pass the node by); otherwise take this node's smallest available CPU.
+    3. Return what was taken and the rest.
 
     Args:
         topology: the node's topology.
@@ -195,6 +226,7 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
         return CPUSet(), available.clone()
     idx = _index_of(topology)
     free = idx.all_cpus & available.mask
+    # 2a. Checked once: every take removes as many CPUs from ``free`` as from ``needed``.
     _check_enough(n, free)
     per_core = idx.cpus_per_core
     # Free cores only matter while n covers a core; needed only shrinks, so skip the scan
@@ -203,10 +235,10 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
     free_cores = _free_cores(idx, free) if track_cores else 0
     taken = 0
     needed = n
-    # 2. Rounds over the NUMA nodes until satisfied.
+    # 2b. Rounds over the NUMA nodes until satisfied.
     while True:
         for numa_cpus, numa_cores in zip(idx.numa_masks, idx.numa_core_bits, strict=True):
-            # 2a. Whole cores: at most one per NUMA node per round.
+            # Whole cores: at most one per NUMA node per round.
             if needed >= per_core and free_cores:
                 candidates = free_cores & numa_cores
                 if candidates:
@@ -216,7 +248,7 @@ def take_by_numa_balance(topology: CPUTopology, available: CPUSet, n: int) -> tu
                     taken |= cpus
                     needed -= cpus.bit_count()
                     free_cores &= ~core_bit
-            # 2b. Otherwise one CPU, the node's smallest.
+            # Otherwise one CPU, the node's smallest.
             else:
                 candidates = free & numa_cpus
                 if candidates:
@@ -252,15 +284,14 @@ def _sockets_by_use(idx: _Index, free: int) -> list[int]:
 def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet:
     """Take n CPUs by kubelet's best fit (spec cpu-policy §2.3).
 
-    Order of sockets: fewest free CPUs first, then id; of cores: by socket in that order,
-    then fewest free CPUs, then id; of CPUs: by core in that order, then id. Each order is
-    computed once, at the start of the step that uses it.
-
     1. n < 1 takes nothing; n above the available CPUs fails.
-    2. Whole free sockets, in socket order, each while n still covers it.
-    3. Whole free cores, in core order, each while n still covers it.
-    4. Single CPUs in CPU order until n are taken: partly used sockets and cores first.
-    5. Still short: fail.
+    2. Orders, each computed once at the start of the step that uses it: sockets by fewest
+       free CPUs, then id; cores by socket in that order, then fewest free CPUs, then id;
+       CPUs by core in that order, then id.
+    3. Whole free sockets, in socket order, each while what is still needed covers it.
+    4. Whole free cores, in core order, each while what is still needed covers it.
+    5. Single CPUs in CPU order until n are taken: partly used sockets and cores first.
+    6. Still short: fail.
 
     Args:
         topology: the node's topology.
@@ -283,9 +314,9 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     start_free = free
     needed = n
 
-    # 2. Whole free sockets. The reference takes every CPU of the socket in the topology;
-    # a free socket holds all of them on any regular topology, and on an irregular one we
-    # keep to the available ones (never a CPU outside ``available``).
+    # 3. Whole free sockets, in socket order (2). The reference takes every CPU the socket
+    # has in the topology: a free socket holds all of them on any regular topology, and on an
+    # irregular one we keep to the available ones (never a CPU outside ``available``).
     for socket in _sockets_by_use(idx, free):
         socket_cpus = idx.socket_masks[socket]
         if (socket_cpus & free).bit_count() != idx.cpus_per_socket:
@@ -297,7 +328,7 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     if needed < 1:
         return CPUSet.from_mask(start_free & ~free)
 
-    # 3. Whole free cores, in core order. Free cores of one socket all hold cpus_per_core
+    # 4. Whole free cores, in core order (2). Free cores of one socket all hold cpus_per_core
     # free CPUs, so among themselves they sort by id; taking one changes no other core's
     # count, so walking lazily equals listing them first.
     if idx.cpus_per_core > 0:
@@ -317,19 +348,19 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     if needed < 1:
         return CPUSet.from_mask(start_free & ~free)
 
-    # 4. Single CPUs, in CPU order, until satisfied.
+    # 5. Single CPUs, in CPU order (2), until satisfied.
     for cpu in _cpus_by_use(idx, free, needed):
         free &= ~cpu
         needed -= 1
         if needed < 1:
             return CPUSet.from_mask(start_free & ~free)
 
-    # 5. Unreachable while step 1 holds, kept so a broken invariant fails loudly.
+    # 6. Unreachable while step 1 holds, kept so a broken invariant fails loudly.
     raise SelectionError(FAILED_TO_ALLOCATE, requested=n, available=start_free.bit_count())
 
 
 def _cpus_by_use(idx: _Index, free: int, limit: int) -> list[int]:
-    """The first ``limit`` free CPUs (as one-bit masks) in §2.3's CPU order."""
+    """The first ``limit`` free CPUs (as one-bit masks) in §2.3's CPU order (step 2)."""
     out: list[int] = []
     for socket in _sockets_by_use(idx, free):
         # cores of the socket grouped by free CPU count; ascending id within a group

@@ -11,6 +11,7 @@ from policy.topology import CPUInfo, CPUTopology, NUMADistances
 __all__ = [
     "HYBRID_12_1_2",
     "NO_HT_8_2_2",
+    "REVERSED_CORES_16_2_4",
     "SYNTH_6_1_2",
     "SYNTH_16_2_4",
     "SYNTH_96_2_2",
@@ -84,3 +85,24 @@ def _hybrid_12_1_2() -> CPUTopology:
 
 
 HYBRID_12_1_2 = _hybrid_12_1_2()
+
+
+def _reversed_cores_16_2_4() -> CPUTopology:
+    # Hand-written: the (16,2,4) layout with its core ids numbered backwards (core 7 - k holds
+    # CPUs k and k+8), as a machine file may number them. Core id order is then not CPU order,
+    # which selection must follow all the same (it orders cores by id).
+    details = {
+        cpu: CPUInfo(numa_id=info.numa_id, socket_id=info.socket_id, core_id=7 - info.core_id)
+        for cpu, info in SYNTH_16_2_4.cpu_details.items()
+    }
+    return CPUTopology(
+        num_cpus=16,
+        num_cores=8,
+        num_sockets=2,
+        num_numa_nodes=4,
+        cpu_details=details,
+        distances=SYNTH_16_2_4.distances,
+    )
+
+
+REVERSED_CORES_16_2_4 = _reversed_cores_16_2_4()

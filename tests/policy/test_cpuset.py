@@ -275,3 +275,22 @@ def test_garbage_raises_value_error_or_parses(text: str) -> None:
         assert "invalid cpuset" in str(err)
         return
     assert CPUSet.parse(str(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("65536", "exceeds the largest CPU id 65535", id="one past the largest id"),
+        pytest.param("0-99999999999", "exceeds the largest CPU id", id="a range to a huge id"),
+        pytest.param("9" * 5000, "exceeds the largest CPU id", id="thousands of digits"),
+    ],
+)
+def test_ids_beyond_any_machine_are_refused(text: str, message: str) -> None:
+    # Not in the spec: the reference would try to build the set and run out of memory.
+    with pytest.raises(ValueError, match=message):
+        CPUSet.parse(text)
+
+
+def test_the_largest_id_and_leading_zeros_parse() -> None:
+    assert CPUSet.parse("65535").to_sorted_list() == [65535]
+    assert CPUSet.parse("0000000000000000007,+0").to_sorted_list() == [0, 7]

@@ -25,11 +25,14 @@ from policy.topology import CPUTopology
 from tests.topologies import (
     HYBRID_12_1_2,
     NO_HT_8_2_2,
+    REVERSED_CORES_16_2_4,
     SYNTH_6_1_2,
     SYNTH_16_2_4,
+    SYNTH_96_2_4,
     SYNTH_256_2_8,
     cpus,
 )
+from tests.topology_shapes import random_machines
 
 ALL_16 = "0-15"
 
@@ -83,6 +86,9 @@ def test_take_ht_by_numa_balance(topo: CPUTopology, free: str, n: int, want: str
         pytest.param(SYNTH_6_1_2, "0-5", 2, "0,3", id="odd-CPU quirk topology: core 0 is 0,3"),
         pytest.param(HYBRID_12_1_2, "0-11", 2, "4,10", id="hybrid: single-thread cores are free"),
         pytest.param(
+            REVERSED_CORES_16_2_4, ALL_16, 2, "1,9", id="the node's smallest core id, not CPU"
+        ),
+        pytest.param(
             HYBRID_12_1_2,
             "0-3,6-9",
             2,
@@ -116,6 +122,7 @@ def test_take_by_numa_balance(topo: CPUTopology, free: str, n: int, want: str) -
             id="the used socket's core, then a CPU of the free socket",
         ),
         pytest.param(SYNTH_16_2_4, ALL_16, 0, "", id="nothing asked, nothing taken"),
+        pytest.param(REVERSED_CORES_16_2_4, ALL_16, 2, "3,11", id="cores in core id order"),
         pytest.param(
             NO_HT_8_2_2, "1-7", 3, "1-3", id="a free socket n does not cover is passed by"
         ),
@@ -295,7 +302,7 @@ def selection_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
                 st.integers(1, 3),
                 st.integers(1, 4),
             ),
-            st.sampled_from([NO_HT_8_2_2, SYNTH_6_1_2, HYBRID_12_1_2]),
+            st.sampled_from([NO_HT_8_2_2, SYNTH_6_1_2, HYBRID_12_1_2, REVERSED_CORES_16_2_4]),
         )
     )
     mask = draw(st.integers(0, (1 << (topo.num_cpus + 3)) - 1))
@@ -340,3 +347,44 @@ def test_rest_is_available_minus_taken(case) -> None:
         taken, rest = take(topo, available, n)
         assert rest == available.difference(taken)
         assert rest.union(taken).same_cpus(available)
+
+
+@st.composite
+def large_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
+    """The 96- and 256-CPU hosts with random free CPUs and a count up to 40."""
+    topo = draw(st.sampled_from([SYNTH_96_2_4, SYNTH_256_2_8]))
+    available = CPUSet.from_mask(draw(st.integers(0, (1 << topo.num_cpus) - 1)))
+    return topo, available, draw(st.integers(0, min(40, available.size())))
+
+
+@pytest.mark.parametrize(("take", "model_method"), MODEL_RUNS)
+@settings(max_examples=15, deadline=None)
+@given(case=large_cases())
+def test_agrees_with_the_model_on_large_hosts(take, model_method: str, case) -> None:
+    topo, available, n = case
+    assert take(topo, available, n) == getattr(SpecModel(topo, available, n), model_method)()
+
+
+@st.composite
+def irregular_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
+    """Any machine shape (random core sizes, NUMA placement and numbering), random free CPUs."""
+    topo = draw(random_machines())
+    width = topo.cpus().ids()[-1] + 3
+    available = CPUSet.from_mask(draw(st.integers(0, (1 << width) - 1)))
+    in_topology = available.intersection(topo.cpus()).size()
+    return topo, available, draw(st.integers(-1, in_topology + 1))
+
+
+@pytest.mark.parametrize(("take", "model_method"), MODEL_RUNS)
+@settings(max_examples=100, deadline=None)
+@given(case=irregular_cases())
+def test_any_machine_shape(take, model_method: str, case) -> None:
+    topo, available, n = case
+    usable = available.intersection(topo.cpus())
+    if n > usable.size():
+        with pytest.raises(SelectionError):
+            take(topo, available, n)
+        return
+    taken = take(topo, available, n)
+    assert taken.size() == max(n, 0) and taken.is_subset_of(usable)
+    assert taken == getattr(SpecModel(topo, available, n), model_method)()

@@ -1,0 +1,95 @@
+"""The NUMA memory balancer's round planner, as pure functions (spec memory-balancer.md).
+
+A *round* reads per-NUMA read latency and bandwidth, the NUMA distance lists, the pods of the
+pools with their per-NUMA anonymous memory, the configuration and the last emitted round, and
+decides whether a NUMA node is under pressure, which reclaimed pod to offer for eviction, and
+which pods' memory to migrate where. Nothing here reads a clock, a file or a socket.
+
+Modules, one job each:
+
+* ``inputs``: what a round reads (``RoundInputs``), with its JSON form;
+* ``config``: options, defaults and vendor-aware values (§3);
+* ``record``: the balance record and its JSON form (§5);
+* ``numas``: source and destination NUMA selection (§7.1–§7.9);
+* ``pods``: the pod to evict and the pods to migrate (§7.8, §7.10);
+* ``round``: the whole round (§6.2, §7);
+* ``advice``: the memory advice (§5.6, §8); ``eviction``: the eviction answers (§9);
+* ``state``: ``current``/``last`` and the taken-once transitions (§6);
+* ``gojson``, ``decode``: Go-identical JSON text and field-naming decoding.
+"""
+
+from policy.balance.advice import ExtraMemoryAdvice, MemoryAdvice, MigrateContainer, advice_for
+from policy.balance.config import BalancerConfig, ResolvedConfig, VendorAware, vendor_key
+from policy.balance.errors import BalanceError
+from policy.balance.eviction import (
+    EvictOffer,
+    ThresholdMetAnswer,
+    evict_offers,
+    threshold_met,
+    token,
+    top_eviction_pods,
+)
+from policy.balance.inputs import (
+    Container,
+    MissingSample,
+    NumaDistance,
+    NumaMetrics,
+    Pod,
+    RoundInputs,
+    UnresolvedPod,
+    distance_lists_from_rows,
+)
+from policy.balance.record import (
+    BalanceInfo,
+    BalanceLevel,
+    BalancePod,
+    BalanceStatus,
+    BandwidthLevel,
+    EvictPod,
+    NumaInfo,
+    NumaLatencyInfo,
+)
+from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round
+from policy.balance.state import BalancerState, reconcile, take_advice, take_eviction
+
+__all__ = [
+    "BalanceError",
+    "BalanceInfo",
+    "BalanceLevel",
+    "BalancePod",
+    "BalanceStatus",
+    "BalancerConfig",
+    "BalancerState",
+    "BandwidthLevel",
+    "Container",
+    "EvictOffer",
+    "EvictPod",
+    "ExtraMemoryAdvice",
+    "MemoryAdvice",
+    "MigrateContainer",
+    "MissingSample",
+    "NumaDistance",
+    "NumaInfo",
+    "NumaLatencyInfo",
+    "NumaMetrics",
+    "Pod",
+    "ResolvedConfig",
+    "RoundInputs",
+    "RoundOutcome",
+    "RoundResult",
+    "ThresholdMetAnswer",
+    "UnresolvedPod",
+    "VendorAware",
+    "advice_for",
+    "distance_lists_from_rows",
+    "evict_offers",
+    "in_cool_down",
+    "plan_round",
+    "reconcile",
+    "take_advice",
+    "take_eviction",
+    "threshold_met",
+    "token",
+    "top_eviction_pods",
+    "vendor_key",
+]

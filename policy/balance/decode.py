@@ -1,0 +1,202 @@
+"""Typed reading of the balancer's plain-dict JSON forms, with errors that name the field.
+
+Inputs, configuration and records arrive as decoded JSON (a round file, a journal record). Every
+reader here takes the value and its path (``pods[3].containers[0].anon["2"]``) and either returns
+a value of the wanted type or raises ``BalanceError`` naming that path and the value. Booleans
+are never accepted as numbers, although Python counts them as ints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from policy.balance.errors import BalanceError
+
+__all__ = [
+    "anon_by_numa",
+    "as_bool",
+    "as_float",
+    "as_int",
+    "as_list",
+    "as_object",
+    "as_str",
+    "int_key",
+    "reject_unknown",
+    "required",
+]
+
+#: Byte counts and ids must fit Go's int64, as the reference holds them.
+INT64_MAX = 2**63 - 1
+
+
+def as_object(value: object, where: str) -> Mapping[str, object]:
+    """A JSON object with string keys.
+
+    Raises:
+        BalanceError: ``value`` is not an object.
+    """
+    # map(type) runs in C: round inputs hold an object per container, this must stay cheap.
+    if not isinstance(value, Mapping) or (value and set(map(type, value)) != {str}):
+        raise BalanceError(f"{where}: expected a JSON object, got {_show(value)}")
+    return value
+
+
+def as_list(value: object, where: str) -> list[object]:
+    """A JSON array.
+
+    Raises:
+        BalanceError: ``value`` is not an array.
+    """
+    if not isinstance(value, list | tuple):
+        raise BalanceError(f"{where}: expected a JSON array, got {_show(value)}")
+    return list(value)
+
+
+def as_str(value: object, where: str, *, non_empty: bool = False) -> str:
+    """A JSON string, optionally required to be non-empty.
+
+    Raises:
+        BalanceError: ``value`` is not a string, or is empty when it must not be.
+    """
+    if not isinstance(value, str):
+        raise BalanceError(f"{where}: expected a string, got {_show(value)}")
+    if non_empty and not value:
+        raise BalanceError(f"{where}: must not be empty")
+    return value
+
+
+def as_bool(value: object, where: str) -> bool:
+    """A JSON boolean.
+
+    Raises:
+        BalanceError: ``value`` is not ``true`` or ``false``.
+    """
+    if not isinstance(value, bool):
+        raise BalanceError(f"{where}: expected true or false, got {_show(value)}")
+    return value
+
+
+def as_int(value: object, where: str, *, minimum: int = 0, maximum: int = INT64_MAX) -> int:
+    """A JSON integer within ``[minimum, maximum]``.
+
+    Raises:
+        BalanceError: ``value`` is not an integer or is out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BalanceError(f"{where}: expected an integer, got {_show(value)}")
+    if not minimum <= value <= maximum:
+        raise BalanceError(f"{where}: {_show(value)} is outside [{minimum}, {maximum}]")
+    return value
+
+
+def as_float(
+    value: object, where: str, *, minimum: float = 0.0, maximum: float = math.inf
+) -> float:
+    """A finite JSON number within ``[minimum, maximum]``, as a float.
+
+    Raises:
+        BalanceError: ``value`` is not a number, is NaN or infinite, or is out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BalanceError(f"{where}: expected a number, got {_show(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise BalanceError(f"{where}: {_show(value)} is too large for a float") from None
+    if not math.isfinite(number):
+        raise BalanceError(f"{where}: expected a finite number, got {value!r}")
+    if not minimum <= number <= maximum:
+        raise BalanceError(f"{where}: {_show(value)} is outside [{minimum:g}, {maximum:g}]")
+    return number
+
+
+def int_key(key: str, where: str) -> int:
+    """A non-negative decimal NUMA id used as a JSON object key (``"0"``, ``"12"``).
+
+    Raises:
+        BalanceError: the key is not a plain decimal integer.
+    """
+    if not key.isascii() or not key.isdigit() or len(key) > 18:
+        raise BalanceError(f"{where}: key {key!r} is not a NUMA id (a decimal integer)")
+    return int(key)
+
+
+def required(obj: Mapping[str, object], key: str, where: str) -> object:
+    """The value of a required field.
+
+    Raises:
+        BalanceError: the field is absent.
+    """
+    if key not in obj:
+        raise BalanceError(f"{where}: missing field {key!r}")
+    return obj[key]
+
+
+def reject_unknown(obj: Mapping[str, object], known: Iterable[str], where: str) -> None:
+    """Refuse fields this format does not define, so a typo is not silently ignored.
+
+    Raises:
+        BalanceError: names the first unknown field and lists the known ones.
+    """
+    allowed = set(known)
+    for key in obj:
+        if key not in allowed:
+            raise BalanceError(
+                f"{where}: unknown field {key!r} (known: {', '.join(sorted(allowed))})"
+            )
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
+    """Bytes per NUMA node: keys are NUMA ids (ints, or decimal strings in JSON), values byte
+    counts in ``[0, INT64_MAX]``, returned as floats as the reference holds them.
+
+    A node's pods carry a value per container and NUMA node, so the common case is checked in
+    bulk with builtins and no message is built unless something is wrong.
+
+    Raises:
+        BalanceError: a key is not a NUMA id or a value is not a byte count, named with its path.
+    """
+    keys: list[object] = list(value.keys())
+    raws: list[Any] = list(value.values())
+    numas = _fast_numa_ids(keys)
+    if numas is not None and set(map(type, raws)) <= _NUMBER_TYPES:
+        try:
+            amounts = list(map(float, raws))
+        except OverflowError:  # an int beyond any float: the slow path names it
+            amounts = [math.nan]
+        # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
+        if not amounts or (
+            min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
+        ):
+            return dict(zip(numas, amounts, strict=True))
+    out: dict[int, float] = {}
+    for key, raw in value.items():
+        numa = int_key(key, where) if isinstance(key, str) else as_int(key, f"{where} key")
+        out[numa] = as_float(raw, f"{where}[{key!r}]", maximum=_INT64_MAX_F)
+    return out
+
+
+_NUMBER_TYPES = {int, float}
+_INT64_MAX_F = float(INT64_MAX)
+
+
+def _fast_numa_ids(keys: list[object]) -> list[int] | None:
+    if not keys:
+        return []
+    kinds = set(map(type, keys))
+    if kinds == {int}:
+        ints: list[int] = keys  # type: ignore[assignment]
+        return ints if min(ints) >= 0 else None
+    if kinds == {str}:
+        texts: list[str] = keys  # type: ignore[assignment]
+        joined = "".join(texts)
+        if joined.isascii() and all(map(str.isdigit, texts)) and max(map(len, texts)) <= 18:
+            return list(map(int, texts))
+    return None

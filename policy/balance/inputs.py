@@ -1,0 +1,411 @@
+"""Everything one balance round reads, as immutable values with a plain-dict JSON form (spec §4).
+
+A round is a pure function of ``RoundInputs``: per-NUMA read latency and bandwidth (§4.1), the
+NUMA distance lists (§4.4, with or without self entries), the pools' NUMA lists and the pods in
+them with each container's anonymous memory per NUMA (§4.2, §4.5), the configuration and CPU
+vendor (§3), the last emitted round (§6.1) and the time. A journaled round records exactly this
+form, and ``qrmd balance plan FILE`` reads it::
+
+    {"now": 1795994721.5, "cpuVendor": "GenuineIntel",
+     "numaMetrics": [{"numa": 0, "readLatency": 75, "readWriteBandwidth": 900}, ...],
+     "distances": {"0": [[1, 11], [2, 21], [3, 21]], ...},
+     "pools": {"share": [0, 1], "reclaim": [0, 1, 2, 3]},
+     "pods": [{"uid": "s4", "namespace": "default", "name": "s4", "pool": "share",
+               "containers": [{"name": "a", "anon": {"0": 2147483648}}, ...]}, ...],
+     "unresolvedPods": [], "config": {...}, "last": null}
+
+``now`` is Unix seconds, or an RFC 3339 timestamp in a hand-written file. A metric the source
+could not read is ``null`` (no sample) or ``{"error": "<reason>"}``; it fails the round, never
+counts as zero. A container without a sample for a NUMA node has no key for it. Optional:
+``cpuVendor`` (default none), ``unresolvedPods``, ``config`` (defaults), ``last`` (none).
+``unresolvedPods`` are pods whose main container sits in a pool but whose pod lookup failed; they
+fail any step that lists that pool, as in the reference (O17).
+
+Construction normalises for determinism (O12): pods are kept in UID order, each UID once (O22);
+container order is pod-spec order and is kept, since it is part of the output (§5.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from types import MappingProxyType
+
+from policy.balance.config import BalancerConfig
+from policy.balance.decode import (
+    anon_by_numa,
+    as_float,
+    as_int,
+    as_list,
+    as_object,
+    as_str,
+    int_key,
+    reject_unknown,
+    required,
+)
+from policy.balance.errors import BalanceError, within
+from policy.balance.gojson import check_time, parse_time
+from policy.balance.record import BalanceInfo
+
+__all__ = [
+    "Container",
+    "MissingSample",
+    "NumaDistance",
+    "NumaMetrics",
+    "Pod",
+    "RoundInputs",
+    "Sample",
+    "UnresolvedPod",
+    "distance_lists_from_rows",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MissingSample:
+    """A NUMA metric the source could not give this round (absent, expired, unreadable)."""
+
+    reason: str = "no sample"
+
+
+#: A metric value, or why there is none.
+Sample = float | MissingSample
+
+
+@dataclass(frozen=True, slots=True)
+class NumaMetrics:
+    """One NUMA node's read latency and read+write bandwidth samples (§4.1)."""
+
+    read_latency: Sample
+    read_write_bandwidth: Sample
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.read_latency, MissingSample):
+            object.__setattr__(self, "read_latency", as_float(self.read_latency, "readLatency"))
+        if not isinstance(self.read_write_bandwidth, MissingSample):
+            bandwidth = as_float(self.read_write_bandwidth, "readWriteBandwidth")
+            object.__setattr__(self, "read_write_bandwidth", bandwidth)
+
+
+@dataclass(frozen=True, slots=True)
+class NumaDistance:
+    """One entry of a NUMA node's distance list (§4.4)."""
+
+    numa_id: int
+    distance: int
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """A regular container of a pod: its name and anonymous memory per NUMA, in bytes (§4.2)."""
+
+    name: str
+    anon: Mapping[int, float]
+
+    def __post_init__(self) -> None:
+        as_str(self.name, "container name", non_empty=True)
+        frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
+        object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod listed in a pool through its main container (§4.5)."""
+
+    uid: str
+    namespace: str
+    name: str
+    pool: str
+    containers: tuple[Container, ...]
+
+    def __post_init__(self) -> None:
+        as_str(self.uid, "pod uid", non_empty=True)
+        as_str(self.namespace, f"pod {self.uid!r} namespace")
+        as_str(self.name, f"pod {self.uid!r} name")
+        as_str(self.pool, f"pod {self.uid!r} pool")
+        object.__setattr__(self, "containers", tuple(self.containers))
+        if not self.containers:
+            raise BalanceError(f"pod {self.uid!r} has no containers")
+        names = [c.name for c in self.containers]
+        if len(set(names)) != len(names):
+            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
+
+    def anon_on(self, numa_id: int) -> float | None:
+        """Pod-level anon on a NUMA node: the sum over its containers in pod-spec order, or None
+        when any container has no sample there (§4.2; the caller then skips the pod)."""
+        total = 0.0
+        for container in self.containers:
+            value = container.anon.get(numa_id)
+            if value is None:
+                return None
+            total += value
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class UnresolvedPod:
+    """A main container in a pool whose pod could not be looked up (§4.5, O17)."""
+
+    uid: str
+    pool: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInputs:
+    """Everything one round reads. Validated and normalised on construction.
+
+    Raises:
+        BalanceError: a value is out of range, a pod UID repeats, or the distances hold no node.
+    """
+
+    now: float
+    numa_metrics: Mapping[int, NumaMetrics]
+    distances: Mapping[int, tuple[NumaDistance, ...]]
+    pools: Mapping[str, tuple[int, ...]]
+    pods: tuple[Pod, ...]
+    config: BalancerConfig = field(default_factory=BalancerConfig)
+    cpu_vendor: str = ""
+    unresolved_pods: tuple[UnresolvedPod, ...] = ()
+    last: BalanceInfo | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "now", check_time(self.now, "now"))
+        if not self.distances:
+            raise BalanceError("distances: the distance map holds no NUMA node")
+        distances: dict[int, tuple[NumaDistance, ...]] = {}
+        for numa in sorted(self.distances):
+            entries = tuple(self.distances[numa])
+            seen = [e.numa_id for e in entries]
+            if len(set(seen)) != len(seen):
+                raise BalanceError(f"distances[{numa}]: a NUMA id appears twice in {seen}")
+            for e in entries:
+                as_int(e.distance, f"distances[{numa}] distance to NUMA {e.numa_id}", minimum=1)
+            distances[numa] = entries
+        set_(self, "distances", MappingProxyType(distances))
+        set_(self, "numa_metrics", MappingProxyType(dict(sorted(self.numa_metrics.items()))))
+        set_(
+            self,
+            "pools",
+            MappingProxyType(
+                {name: tuple(sorted(set(numas))) for name, numas in sorted(self.pools.items())}
+            ),
+        )
+        pods = tuple(sorted(self.pods, key=lambda p: p.uid))
+        for before, after in pairwise(pods):
+            if before.uid == after.uid:
+                raise BalanceError(f"pods: pod {before.uid!r} is listed twice")
+        set_(self, "pods", pods)
+        set_(
+            self,
+            "unresolved_pods",
+            tuple(sorted(self.unresolved_pods, key=lambda u: (u.pool, u.uid, u.reason))),
+        )
+
+    def numa_ids(self) -> list[int]:
+        """The NUMA nodes a round reads metrics for: every node of the distance map, ascending."""
+        return list(self.distances)
+
+    # -- JSON ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "inputs") -> RoundInputs:
+        """Decode the plain-dict form (module docstring).
+
+        Raises:
+            BalanceError: a missing, unknown or mistyped field, named with its path.
+        """
+        obj = as_object(value, where)
+        reject_unknown(obj, _INPUT_KEYS, where)
+        last_raw = obj.get("last")
+        try:
+            return cls._decoded(obj, last_raw, where)
+        except BalanceError as exc:
+            raise within(where, exc) from None
+
+    @classmethod
+    def _decoded(cls, obj: Mapping[str, object], last_raw: object, where: str) -> RoundInputs:
+        return cls(
+            now=_now_from_json(required(obj, "now", where), f"{where}.now"),
+            cpu_vendor=as_str(obj.get("cpuVendor", ""), f"{where}.cpuVendor"),
+            numa_metrics=_metrics_from_json(required(obj, "numaMetrics", where), where),
+            distances=_distances_from_json(required(obj, "distances", where), where),
+            pools=_pools_from_json(required(obj, "pools", where), where),
+            pods=tuple(
+                _pod_from_json(p, f"{where}.pods[{i}]")
+                for i, p in enumerate(as_list(required(obj, "pods", where), f"{where}.pods"))
+            ),
+            unresolved_pods=tuple(
+                _unresolved_from_json(u, f"{where}.unresolvedPods[{i}]")
+                for i, u in enumerate(
+                    as_list(obj.get("unresolvedPods", []), f"{where}.unresolvedPods")
+                )
+            ),
+            config=BalancerConfig.from_json(obj.get("config", {}), f"{where}.config"),
+            last=None if last_raw is None else BalanceInfo.from_json(last_raw, f"{where}.last"),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """The plain-dict form; ``from_json(to_json())`` equals the original."""
+        return {
+            "now": self.now,
+            "cpuVendor": self.cpu_vendor,
+            "numaMetrics": [
+                {
+                    "numa": numa,
+                    "readLatency": _sample_to_json(m.read_latency),
+                    "readWriteBandwidth": _sample_to_json(m.read_write_bandwidth),
+                }
+                for numa, m in self.numa_metrics.items()
+            ],
+            "distances": {
+                str(numa): [[e.numa_id, e.distance] for e in entries]
+                for numa, entries in self.distances.items()
+            },
+            "pools": {name: list(numas) for name, numas in self.pools.items()},
+            "pods": [
+                {
+                    "uid": p.uid,
+                    "namespace": p.namespace,
+                    "name": p.name,
+                    "pool": p.pool,
+                    "containers": [
+                        {"name": c.name, "anon": {str(n): v for n, v in c.anon.items()}}
+                        for c in p.containers
+                    ],
+                }
+                for p in self.pods
+            ],
+            "unresolvedPods": [
+                {"uid": u.uid, "pool": u.pool, "reason": u.reason} for u in self.unresolved_pods
+            ],
+            "config": self.config.to_json(),
+            "last": None if self.last is None else self.last.to_json(),
+        }
+
+
+_INPUT_KEYS = (
+    "now",
+    "cpuVendor",
+    "numaMetrics",
+    "distances",
+    "pools",
+    "pods",
+    "unresolvedPods",
+    "config",
+    "last",
+)
+
+
+def distance_lists_from_rows(
+    rows: Mapping[int, Sequence[int]],
+) -> dict[int, tuple[NumaDistance, ...]]:
+    """Distance lists as sysfs gives them: the i-th number of a node's row is its distance to
+    NUMA i, the node itself included (§4.4; positions are ids, O15)."""
+    return {
+        numa: tuple(NumaDistance(i, d) for i, d in enumerate(row)) for numa, row in rows.items()
+    }
+
+
+def _now_from_json(value: object, where: str) -> float:
+    # Operators writing a round file may prefer a timestamp to Unix seconds.
+    if isinstance(value, str):
+        return parse_time(value, where)
+    return as_float(value, where)
+
+
+def _sample_from_json(value: object, where: str) -> Sample:
+    if value is None:
+        return MissingSample()
+    if isinstance(value, Mapping):
+        obj = as_object(value, where)
+        reject_unknown(obj, ("error",), where)
+        return MissingSample(as_str(required(obj, "error", where), f"{where}.error"))
+    return as_float(value, where)
+
+
+def _sample_to_json(sample: Sample) -> object:
+    if isinstance(sample, MissingSample):
+        return None if sample == MissingSample() else {"error": sample.reason}
+    return sample
+
+
+def _metrics_from_json(value: object, where: str) -> dict[int, NumaMetrics]:
+    metrics: dict[int, NumaMetrics] = {}
+    for i, raw in enumerate(as_list(value, f"{where}.numaMetrics")):
+        at = f"{where}.numaMetrics[{i}]"
+        obj = as_object(raw, at)
+        reject_unknown(obj, ("numa", "readLatency", "readWriteBandwidth"), at)
+        numa = as_int(required(obj, "numa", at), f"{at}.numa")
+        if numa in metrics:
+            raise BalanceError(f"{at}.numa: NUMA {numa} is listed twice")
+        metrics[numa] = NumaMetrics(
+            read_latency=_sample_from_json(obj.get("readLatency"), f"{at}.readLatency"),
+            read_write_bandwidth=_sample_from_json(
+                obj.get("readWriteBandwidth"), f"{at}.readWriteBandwidth"
+            ),
+        )
+    return metrics
+
+
+def _distances_from_json(value: object, where: str) -> dict[int, tuple[NumaDistance, ...]]:
+    at = f"{where}.distances"
+    out: dict[int, tuple[NumaDistance, ...]] = {}
+    for key, raw in as_object(value, at).items():
+        numa = int_key(key, at)
+        entries: list[NumaDistance] = []
+        for i, pair in enumerate(as_list(raw, f"{at}[{key!r}]")):
+            pair_at = f"{at}[{key!r}][{i}]"
+            items = as_list(pair, pair_at)
+            if len(items) != 2:
+                raise BalanceError(f"{pair_at}: expected [numaId, distance], got {items!r}")
+            entries.append(
+                NumaDistance(
+                    as_int(items[0], f"{pair_at}[0]"), as_int(items[1], f"{pair_at}[1]", minimum=1)
+                )
+            )
+        out[numa] = tuple(entries)
+    return out
+
+
+def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
+    at = f"{where}.pools"
+    return {
+        name: tuple(
+            as_int(n, f"{at}[{name!r}][{i}]") for i, n in enumerate(as_list(raw, f"{at}[{name!r}]"))
+        )
+        for name, raw in as_object(value, at).items()
+    }
+
+
+def _pod_from_json(value: object, where: str) -> Pod:
+    obj = as_object(value, where)
+    reject_unknown(obj, ("uid", "namespace", "name", "pool", "containers"), where)
+    containers: list[Container] = []
+    for i, raw in enumerate(as_list(required(obj, "containers", where), f"{where}.containers")):
+        at = f"{where}.containers[{i}]"
+        c = as_object(raw, at)
+        reject_unknown(c, ("name", "anon"), at)
+        anon = anon_by_numa(as_object(c.get("anon", {}), f"{at}.anon"), f"{at}.anon")
+        containers.append(Container(as_str(required(c, "name", at), f"{at}.name"), anon))
+    try:
+        return Pod(
+            uid=as_str(required(obj, "uid", where), f"{where}.uid", non_empty=True),
+            namespace=as_str(required(obj, "namespace", where), f"{where}.namespace"),
+            name=as_str(required(obj, "name", where), f"{where}.name"),
+            pool=as_str(required(obj, "pool", where), f"{where}.pool"),
+            containers=tuple(containers),
+        )
+    except BalanceError as exc:
+        raise within(where, exc) from None
+
+
+def _unresolved_from_json(value: object, where: str) -> UnresolvedPod:
+    obj = as_object(value, where)
+    reject_unknown(obj, ("uid", "pool", "reason"), where)
+    return UnresolvedPod(
+        uid=as_str(required(obj, "uid", where), f"{where}.uid", non_empty=True),
+        pool=as_str(required(obj, "pool", where), f"{where}.pool"),
+        reason=as_str(required(obj, "reason", where), f"{where}.reason", non_empty=True),
+    )
