@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-class AllocatorUnavailable(Exception):
+class AllocatorUnavailable(Exception):  # noqa: N818 (the brief's name, like CommitRefused)
     """A decision could not be made durable; nothing changed and the call may be retried.
 
     The wire layer answers UNAVAILABLE (DESIGN.md, the commit protocol step 3).

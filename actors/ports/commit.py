@@ -39,7 +39,7 @@ __all__ = [
 DEFAULT_COMMIT_TIMEOUT_S = 10.0
 
 
-class CommitOutcomeUnknown(Exception):
+class CommitOutcomeUnknown(Exception):  # noqa: N818 (an outcome, like CommitRefused)
     """The store did not answer a commit; it may or may not have been applied.
 
     The writer must call ``Committer.latest()`` before deciding again.
@@ -129,5 +129,7 @@ class StateStoreCommitter:
 
 def _expect_snapshot(reply: object, asked: str) -> Snapshot:
     if not isinstance(reply, Snapshot):
-        raise TypeError(f"the state store answered {asked} with {type(reply).__name__}, not Snapshot")
+        raise TypeError(
+            f"the state store answered {asked} with {type(reply).__name__}, not Snapshot"
+        )
     return reply
