@@ -308,7 +308,9 @@ def test_concurrent_asks_are_served_in_one_total_order(
     def ask(req_index: int) -> None:
         req = CONCURRENT[req_index]
         barrier.wait()
-        replies[req.pod_uid] = ref.ask(Allocate(req), timeout=10)
+        reply = ref.ask(Allocate(req), timeout=10)
+        assert isinstance(reply, AllocationReply)
+        replies[req.pod_uid] = reply
 
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(CONCURRENT))]
     for thread in threads:
@@ -337,4 +339,4 @@ def test_actor_returns_errors_to_the_asker(
     with pytest.raises(UnknownContainerError):
         ref.ask(GetTopologyAwareResources("pod-a", "app"), timeout=10)
     reply = ref.ask(Allocate(request("pod-a", cpu=2)), timeout=10)
-    assert reply.allocation.allocation_result == "1,3-15"
+    assert isinstance(reply, AllocationReply) and node.cpuset(reply) == "1,3-15"
