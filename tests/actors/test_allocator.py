@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import msgpack
 import pykka
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_cause import cause_of
@@ -33,6 +35,7 @@ from actors.allocator_messages import (
 )
 from actors.store_messages import Snapshot
 from policy.context import PolicyContext
+from policy.errors import PolicyError
 from policy.replies import AllocationReply, PluginOptions
 from policy.request import RequestError
 from policy.state import empty_state
@@ -340,3 +343,57 @@ def test_actor_returns_errors_to_the_asker(
         ref.ask(GetTopologyAwareResources("pod-a", "app"), timeout=10)
     reply = ref.ask(Allocate(request("pod-a", cpu=2)), timeout=10)
     assert isinstance(reply, AllocationReply) and node.cpuset(reply) == "1,3-15"
+
+
+# -- property: the Allocator's state is always the durable state -------------------------------
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("shared"), st.integers(0, 5), st.integers(1, 4)),
+        st.tuples(st.just("dedicated"), st.integers(0, 5), st.integers(0, 3)),
+        st.tuples(st.just("remove"), st.integers(0, 5), st.just(0)),
+        st.tuples(st.just("list"), st.just(0), st.just(0)),
+        st.tuples(st.just("advance"), st.integers(1, 40), st.just(0)),
+        st.tuples(st.just("refuse"), st.just(0), st.just(0)),
+        st.tuples(st.just("silent"), st.just(0), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+def command_for(kind: str, pod: int, n: int) -> AllocatorCommand | None:
+    if kind == "shared":
+        return Allocate(request(f"pod-s{pod}", cpu=n))
+    if kind == "dedicated":
+        return Allocate(dedicated(f"pod-d{pod}", cpu=1, exclusive=False, hint=(n,)))
+    if kind == "remove":
+        return RemovePod(f"pod-{'s' if pod % 2 else 'd'}{pod // 2}")
+    if kind == "list":
+        return GetResourcesAllocation()
+    return None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=STEPS)
+def test_state_is_always_the_durable_state(steps: list[tuple[str, int, int]]) -> None:
+    node = Node()
+    for kind, pod, n in steps:
+        if kind == "advance":
+            node.clock.advance(pod)
+        elif kind == "refuse":
+            node.store.refuse_next()
+        elif kind == "silent":
+            node.store.apply_next_silently()
+        command = command_for(kind, pod, n)
+        if command is None:
+            continue
+        try:
+            node.core.handle(command)
+        except (AllocatorUnavailable, PolicyError):
+            pass
+        else:
+            # a served call leaves the Allocator on exactly what the store holds
+            assert node.core.snapshot == node.store.snapshot
+        assert node.store.replayed() == node.store.snapshot.state
+    node.core.handle(GetTopologyAwareAllocatableResources())  # any command resyncs if stale
+    assert node.core.snapshot == node.store.snapshot

@@ -98,7 +98,7 @@ def test_no_answer_in_time_is_an_unknown_outcome_and_latest_sees_what_landed(
     ref, stand_in = store
     stand_in.hold.clear()
     committer = StateStoreCommitter(ref, timeout_s=0.05)
-    with pytest.raises(CommitOutcomeUnknown, match="within 0.05 s"):
+    with pytest.raises(CommitOutcomeUnknown, match=r"within 0\.05 s"):
         committer.commit(RESERVE, {})
     stand_in.hold.set()  # the store gets to the commit after all
     assert StateStoreCommitter(ref, timeout_s=10).latest().seq == 1
