@@ -20,9 +20,10 @@ from 50 to 5,000 pods (5,000/50 between 0.9 and 1.1; noise is ±20 %). Allocate 
 pooled CPUs, ``allocated_cpuset`` and per-NUMA availability from the state's indexes (O(NUMA
 nodes + dedicated containers)), sizes pools from the per-pool request sums (O(pools)), and moves
 only containers whose placement changes: pooled containers refer to their pool, so a resize is
-one ``PoolSet`` whatever the number of members. It commits 1 event (ramping shared, reclaimed)
-to 4 (a pool join or a dedicated allocation: the container, the pool resizes, the ramp-up
-cpuset); applying each is a HAMT update, O(log32 pods). Hints never look at pods: the 255 NUMA
+one ``PoolSet`` whatever the number of members. It commits 1 event (ramping shared, reclaimed:
+``ContainerAllocated``) to 4 (a pool join: the entry, two ``PoolSet``, ``ContainerPlaced``; a
+dedicated allocation: the entry, two ``PoolSet``, ``RampCPUsSet``); applying each is a HAMT
+update, O(log32 pods). Hints never look at pods: the 255 NUMA
 sets of the full 8-node answer cost the same at any pod count. Reduced hints on 16-64 NUMA
 nodes stay under a millisecond, bounded by ``max_hints`` × set size × nodes, not by 2**N.
 """
