@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -431,3 +432,25 @@ def test_a_level_change_the_lifecycle_has_no_transition_for_is_refused_and_remov
     assert "cannot 'allocate_reclaimed' in state 'ramping'" in str(decision.error)
     assert str(decision.error).startswith(WHO)
     assert decision.events == (ContainerRemoved("pod-a", "app"),)
+
+
+def test_no_pooled_cpus_left_for_a_shared_container() -> None:
+    node = Node()
+    for numa in range(4):
+        node.allocate(dedicated(f"pod-{numa}", cpu=1, hint=(numa,)))
+    with pytest.raises(AllocationError, match=re.escape(f"{WHO}: get empty pooledCPUs")):
+        cpu_policy.allocate(node.state, CTX, request("pod-a"), T0)
+
+
+def test_a_reclaimed_container_asking_for_more_than_the_pool_is_stored_again() -> None:
+    node = Node()
+    node.allocate(request("pod-r", qos="reclaimed_cores", cpu=1))
+    decision = node.commit(
+        cpu_policy.allocate(node.state, CTX, request("pod-r", qos="reclaimed_cores", cpu=8), T0 + 9)
+    )
+    assert decision.reply is not None and decision.reply.allocation is not None
+    assert decision.reply.allocation.allocation_result == "1,3,9,11"
+    assert [type(e).__name__ for e in decision.events] == ["ContainerAllocated"]
+    entry = node.state.cpu.entry("pod-r", "app")
+    assert entry is not None and entry.init_timestamp == "2024-05-08 15:04:05 +0000 UTC"
+    assert entry.request_quantity == 1  # §7.4 step 1 updates only the level and annotations
