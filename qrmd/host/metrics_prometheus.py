@@ -178,7 +178,7 @@ class PrometheusNumaMetrics:
         if not samples:
             return MissingSample(f"{where}: no sample")
         if len(samples) > 1:
-            values = ", ".join(repr(v) for v, _ in samples)
+            values = ", ".join(f"{v:g}" for v, _ in samples)
             return MissingSample(
                 f"{where}: {len(samples)} samples ({values}); set match labels to pick one"
             )
