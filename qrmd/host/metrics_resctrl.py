@@ -11,13 +11,17 @@ by the time between samples (a monotonic clock, injected).
 
 How counters become per-NUMA figures, and what is assumed:
 
-* **All traffic**: the counters of every monitoring group are summed (the default group at the
-  root, each control group, each ``mon_groups`` child), since each task counts in exactly one
-  group. A group created or removed between two samples only counts while it exists in both.
-* **Domain → NUMA node**: a domain's CPUs are those whose level-3 cache
-  (``/sys/devices/system/cpu/cpuN/cache/indexK`` with ``level`` 3) has the domain's ``id``;
-  the NUMA node is the one those CPUs are in. Several domains in one node (AMD CCXs, NPS
-  modes) add up. A domain whose CPUs span several nodes (Intel Sub-NUMA Clustering) cannot be
+* **All traffic**: every task counts in exactly one control group, and a control group's
+  ``mon_data`` already sums its ``mon_groups`` children (kernel ``resctrl.rst``), so the
+  counters of the default group (the root) and of each top-level control group are summed;
+  ``mon_groups`` are not read again. A control group created or removed between two samples
+  only counts while it exists in both.
+* **Domain → NUMA node**: with Sub-NUMA Clustering the kernel splits each domain into
+  ``mon_L3_<domain>/mon_sub_L3_<node>`` directories, one per NUMA node, which are used as they
+  are. Otherwise a domain's CPUs are those whose level-3 cache
+  (``/sys/devices/system/cpu/cpuN/cache/indexK`` with ``level`` 3) has the domain's ``id``, and
+  the NUMA node is the one those CPUs are in; several domains in one node (AMD CCXs, NPS
+  modes) add up. A domain whose CPUs span several nodes without sub-node directories cannot be
   split, so those nodes' bandwidth is missing with that reason; so is a node no domain maps to
   (a memory-only node).
 * **Meaning**: MBM counts the traffic *caused by* a node's CPUs, to local and remote memory
@@ -59,10 +63,13 @@ MBM_TOTAL = "mbm_total_bytes"
 GIB = float(1 << 30)
 
 _DOMAIN_DIR = re.compile(r"mon_L3_(\d+)")
+_SUB_NODE_DIR = re.compile(r"mon_sub_L3_(\d+)")
 _CACHE_INDEX = re.compile(r"index\d+")
 
-# A counter's key: (group directory relative to the resctrl root, L3 domain id).
-_Counter = tuple[str, int]
+# What a counter measures: ("L3", domain id), or ("node", NUMA id) for an SNC sub-node.
+_Unit = tuple[str, int]
+# A counter's key: (group directory relative to the resctrl root, its unit).
+_Counter = tuple[str, _Unit]
 
 
 def l3_domains_by_numa(sysfs_root: Path | str = DEFAULT_SYSFS_ROOT) -> dict[int, set[int]]:
@@ -168,56 +175,41 @@ class ResctrlBandwidth:
             for numa in numa_ids
         }
 
-    def _read_counters(self) -> tuple[dict[_Counter, int], dict[int, str]]:
-        """Every readable counter, and why each unreadable domain is unreadable."""
+    def _read_counters(self) -> tuple[dict[_Counter, int], dict[_Unit, str]]:
+        """Every readable counter, and why each unreadable unit is unreadable."""
         counters: dict[_Counter, int] = {}
-        broken: dict[int, str] = {}
+        broken: dict[_Unit, str] = {}
         for group in self._groups():
-            mon_data = group / "mon_data"
-            try:
-                domain_dirs = [p for p in mon_data.iterdir() if _DOMAIN_DIR.fullmatch(p.name)]
-            except OSError:
-                continue  # the group went away between listing and reading
-            for domain_dir in domain_dirs:
-                domain = int(_DOMAIN_DIR.fullmatch(domain_dir.name).group(1))  # type: ignore[union-attr]
-                path = domain_dir / MBM_TOTAL
+            name = str(group.relative_to(self._root))
+            for unit, path in _counter_files(group / "mon_data"):
                 try:
                     text = path.read_text(encoding="ascii").strip()
                 except OSError as exc:
-                    broken[domain] = f"cannot read {path}: {exc.strerror or exc}"
+                    broken[unit] = f"cannot read {path}: {exc.strerror or exc}"
                     continue
                 if not text.isdigit():
-                    broken[domain] = f"{path} reads {text!r}"
+                    broken[unit] = f"{path} reads {text!r}"
                     continue
-                counters[(str(group.relative_to(self._root)), domain)] = int(text)
+                counters[(name, unit)] = int(text)
         return counters, broken
 
     def _groups(self) -> list[Path]:
-        """The root group, each control group, and every monitoring group beneath them."""
-        groups = [self._root]
-        for parent in (self._root, *self._control_groups()):
-            mon_groups = parent / "mon_groups"
-            if parent != self._root:
-                groups.append(parent)
-            if mon_groups.is_dir():
-                groups.extend(sorted(p for p in mon_groups.iterdir() if p.is_dir()))
-        return groups
+        """The default group (the root) and each control group; each includes its
+        ``mon_groups`` already."""
+        try:
+            children = sorted(
+                p
+                for p in self._root.iterdir()
+                if p.is_dir() and p.name not in ("info", "mon_groups", "mon_data")
+            )
+        except OSError:
+            children = []  # unmounted since start: no counter is found, each node is missing
+        return [self._root, *children]
 
-    def _control_groups(self) -> list[Path]:
-        return sorted(
-            p
-            for p in self._root.iterdir()
-            if p.is_dir() and p.name not in ("info", "mon_groups", "mon_data")
-        )
-
-    def _bandwidth(
-        self,
-        numa: int,
-        now: float,
-        counters: Mapping[_Counter, int],
-        broken: Mapping[int, str],
-        previous: tuple[float, Mapping[_Counter, int]] | None,
-    ) -> Sample:
+    def _units_of(self, numa: int, sub_nodes: set[int]) -> list[_Unit] | MissingSample:
+        """The counters that measure one NUMA node, or why none can."""
+        if numa in sub_nodes:
+            return [("node", numa)]
         domains = sorted(d for d, numas in self._domain_numas.items() if numa in numas)
         if not domains:
             return MissingSample(f"resctrl: no L3 domain has CPUs on NUMA node {numa}")
@@ -226,25 +218,76 @@ class ResctrlBandwidth:
             if len(spanned) > 1:
                 return MissingSample(
                     f"resctrl: L3 domain {domain} spans NUMA nodes "
-                    f"{', '.join(map(str, sorted(spanned)))}; its bandwidth cannot be split"
+                    f"{', '.join(map(str, sorted(spanned)))} and has no per-node counters; "
+                    "its bandwidth cannot be split"
                 )
-            if domain in broken:
-                return MissingSample(f"resctrl: {broken[domain]}")
+        return [("L3", d) for d in domains]
+
+    def _bandwidth(
+        self,
+        numa: int,
+        now: float,
+        counters: Mapping[_Counter, int],
+        broken: Mapping[_Unit, str],
+        previous: tuple[float, Mapping[_Counter, int]] | None,
+    ) -> Sample:
+        sub_nodes = {u[1] for (_, u) in counters if u[0] == "node"}
+        sub_nodes |= {u[1] for u in broken if u[0] == "node"}
+        units = self._units_of(numa, sub_nodes)
+        if isinstance(units, MissingSample):
+            return units
+        for unit in units:
+            if unit in broken:
+                return MissingSample(f"resctrl: {broken[unit]}")
         if previous is None:
             return MissingSample("resctrl: a bandwidth needs two samples; this is the first")
         then, before = previous
         elapsed = now - then
         if not elapsed > 0 or not math.isfinite(elapsed):
             return MissingSample(f"resctrl: {elapsed!r} s between samples; need a positive time")
-        grown = 0
-        for (group, domain), value in counters.items():
-            if domain not in domains or (group, domain) not in before:
-                continue
-            delta = value - before[(group, domain)]
-            if delta < 0:
+        current = {unit for _, unit in counters}
+        both = {unit for key, unit in counters if (key, unit) in before}
+        for kind, number in units:
+            if (kind, number) not in current:
                 return MissingSample(
-                    f"resctrl: {group or '.'}/mon_data/mon_L3_{domain:02d}/{MBM_TOTAL} went "
-                    f"backwards ({before[(group, domain)]} → {value}); reset"
+                    f"resctrl: no {MBM_TOTAL} for {kind} {number} under {self._root}"
+                )
+            if (kind, number) not in both:
+                return MissingSample(
+                    f"resctrl: the {MBM_TOTAL} of {kind} {number} appeared since the last sample"
+                )
+        grown = 0
+        for key, value in counters.items():
+            if key[1] not in units or key not in before:
+                continue
+            delta = value - before[key]
+            if delta < 0:
+                group, (kind, number) = key
+                return MissingSample(
+                    f"resctrl: {MBM_TOTAL} of group {group!r}, {kind} {number}, went backwards "
+                    f"({before[key]} → {value}); reset"
                 )
             grown += delta
         return grown / elapsed / GIB
+
+
+def _counter_files(mon_data: Path) -> list[tuple[_Unit, Path]]:
+    """Each unit's ``mbm_total_bytes`` in one group's ``mon_data``: per SNC sub-node where the
+    kernel splits the domain, else per L3 domain."""
+    files: list[tuple[_Unit, Path]] = []
+    for domain, domain_dir in _numbered(mon_data, _DOMAIN_DIR):
+        subs = _numbered(domain_dir, _SUB_NODE_DIR)
+        if not subs:
+            files.append((("L3", domain), domain_dir / MBM_TOTAL))
+        files.extend((("node", node), sub / MBM_TOTAL) for node, sub in subs)
+    return files
+
+
+def _numbered(directory: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    """The entries whose name matches ``pattern``, with the number it captures, in order."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []  # the group went away between listing and reading, or never had one
+    found = [(int(m.group(1)), p) for p in entries if (m := pattern.fullmatch(p.name))]
+    return sorted(found)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -539,8 +540,9 @@ def test_l3_domains_map_to_numa_nodes(tmp_path: Path) -> None:
     assert l3_domains_by_numa(sysfs) == {0: {0}, 2: {0}, 1: {1}}
 
 
-def test_resctrl_bandwidth_is_a_rate_over_every_monitoring_group(tmp_path: Path) -> None:
+def test_resctrl_bandwidth_is_a_rate_over_every_control_group(tmp_path: Path) -> None:
     sysfs, resctrl = resctrl_host(tmp_path)
+    # The default group, a control group, and monitoring groups (already in their parents').
     groups = ("", "batch", "batch/mon_groups/pod1", "mon_groups/m1")
     for group in groups:
         for domain in (0, 1):
@@ -557,21 +559,24 @@ def test_resctrl_bandwidth_is_a_rate_over_every_monitoring_group(tmp_path: Path)
     assert latencies(first)[0] == MISSING(
         "resctrl measures bandwidth only; latency needs another source"
     )
-    # Two seconds later: 6 GiB more on domain 0 (over the groups), 1 GiB on domain 1.
+    # Two seconds later: 5 GiB more on domain 0 over the control groups, 1 GiB on domain 1.
     clock.advance(2.0)
-    set_counter(resctrl, "", 0, 1_000_000 + 2 * (1 << 30))
-    set_counter(resctrl, "batch", 0, 1_000_000 + 3 * (1 << 30))
-    set_counter(resctrl, "batch/mon_groups/pod1", 0, 1_000_000 + (1 << 30))
-    set_counter(resctrl, "mon_groups/m1", 1, 1_000_000 + (1 << 30))
-    second = source.sample([0, 1])
-    assert bandwidths(second) == {0: 3.0, 1: 0.5}
-    # A group created since the last sample counts from the next one.
+    set_counter(resctrl, "", 0, 1_000_000 + 2 * GIB_BYTES)
+    set_counter(resctrl, "batch", 0, 1_000_000 + 3 * GIB_BYTES)
+    set_counter(resctrl, "batch/mon_groups/pod1", 0, 1_000_000 + GIB_BYTES)  # within batch's
+    set_counter(resctrl, "mon_groups/m1", 1, 1_000_000 + GIB_BYTES)  # within the root's
+    set_counter(resctrl, "", 1, 1_000_000 + GIB_BYTES)
+    assert bandwidths(source.sample([0, 1])) == {0: 2.5, 1: 0.5}
+    # A control group created since the last sample counts from the next one.
     clock.advance(1.0)
-    set_counter(resctrl, "fresh", 0, 50 * (1 << 30))
+    set_counter(resctrl, "fresh", 0, 50 * GIB_BYTES)
     assert bandwidths(source.sample([0]))[0] == 0.0
     clock.advance(1.0)
-    set_counter(resctrl, "fresh", 0, 51 * (1 << 30))
+    set_counter(resctrl, "fresh", 0, 51 * GIB_BYTES)
     assert bandwidths(source.sample([0]))[0] == 1.0
+
+
+GIB_BYTES = 1 << 30
 
 
 def test_resctrl_unreadable_or_reset_counters_are_missing(tmp_path: Path) -> None:
@@ -588,7 +593,7 @@ def test_resctrl_unreadable_or_reset_counters_are_missing(tmp_path: Path) -> Non
     assert bandwidths(source.sample([0, 1])) == {
         0: MISSING(f"resctrl: {path0} reads 'Unavailable'"),
         1: MISSING(
-            "resctrl: ./mon_data/mon_L3_01/mbm_total_bytes went backwards "
+            "resctrl: mbm_total_bytes of group '.', L3 1, went backwards "
             f"({5 << 30} → {1 << 30}); reset"
         ),
     }
@@ -597,13 +602,55 @@ def test_resctrl_unreadable_or_reset_counters_are_missing(tmp_path: Path) -> Non
     assert bandwidths(source.sample([1])) == {1: 1.0}, "the next round starts afresh"
 
 
+def test_resctrl_counters_gone_are_missing_not_zero(tmp_path: Path) -> None:
+    sysfs, resctrl = resctrl_host(tmp_path)
+    set_counter(resctrl, "", 0, 1)
+    set_counter(resctrl, "", 1, 1)
+    clock = FakeClock()
+    source = ResctrlBandwidth(resctrl, sysfs, monotonic=clock)
+    source.sample([0, 1])
+    clock.advance(1.0)
+    shutil.rmtree(resctrl / "mon_data")  # resctrl unmounted, or monitoring switched off
+    assert bandwidths(source.sample([0])) == {
+        0: MISSING(f"resctrl: no mbm_total_bytes for L3 0 under {resctrl}")
+    }
+    clock.advance(1.0)
+    set_counter(resctrl, "", 0, 7)
+    assert bandwidths(source.sample([0])) == {
+        0: MISSING("resctrl: the mbm_total_bytes of L3 0 appeared since the last sample")
+    }
+
+
 def test_resctrl_domain_spanning_nodes_cannot_be_split(tmp_path: Path) -> None:
     sysfs, resctrl = resctrl_host(tmp_path, domains=dict.fromkeys(range(8), 0))
     set_counter(resctrl, "", 0, 1)
     source = ResctrlBandwidth(resctrl, sysfs, monotonic=FakeClock())
     assert bandwidths(source.sample([0])) == {
-        0: MISSING("resctrl: L3 domain 0 spans NUMA nodes 0, 1; its bandwidth cannot be split")
+        0: MISSING(
+            "resctrl: L3 domain 0 spans NUMA nodes 0, 1 and has no per-node counters; "
+            "its bandwidth cannot be split"
+        )
     }
+
+
+def test_resctrl_sub_numa_clustering_counts_per_node(tmp_path: Path) -> None:
+    # One L3 domain over both nodes, split by the kernel into mon_sub_L3_<node> (SNC).
+    sysfs, resctrl = resctrl_host(tmp_path, domains=dict.fromkeys(range(8), 0))
+
+    def set_sub(node: int, value: int) -> None:
+        put(resctrl / f"mon_data/mon_L3_00/mon_sub_L3_{node:02d}/mbm_total_bytes", f"{value}\n")
+
+    set_sub(0, 0)
+    set_sub(1, 0)
+    put(resctrl / "mon_data/mon_L3_00/mbm_total_bytes", "0\n")  # the domain's sum: not used
+    clock = FakeClock()
+    source = ResctrlBandwidth(resctrl, sysfs, monotonic=clock)
+    source.sample([0, 1])
+    clock.advance(0.5)
+    set_sub(0, GIB_BYTES)
+    set_sub(1, 2 * GIB_BYTES)
+    put(resctrl / "mon_data/mon_L3_00/mbm_total_bytes", f"{3 * GIB_BYTES}\n")
+    assert bandwidths(source.sample([0, 1])) == {0: 2.0, 1: 4.0}
 
 
 def test_resctrl_not_mounted_is_not_available(tmp_path: Path) -> None:
