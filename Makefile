@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck layers pytest demo bench clean
+.PHONY: venv test lint typecheck layers pytest topology bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,8 +29,12 @@ pytest: $(STAMP)
 
 test: lint typecheck layers pytest
 
-demo: $(STAMP)
+topology: $(STAMP)
 	$(BIN)/qrmd topology --topology synthetic:cpus=96,sockets=2,numas=4
+
+# Benchmarks print figures; they are measurements, not tests.
+bench: $(STAMP)
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -49,7 +49,7 @@ LIVE = (RAMPING, POOLED, DEDICATED_RAMPING, DEDICATED, RECLAIMED)
 CONTAINER_ALLOCATED = "ContainerAllocated"
 RAMP_UP_FINISHED = "RampUpFinished"
 CONTAINER_RE_RAMPED = "ContainerReRamped"
-CONTAINER_TIMESTAMP_RESET = "ContainerTimestampReset"
+TIMESTAMP_RESET = "TimestampReset"
 CONTAINER_REMOVED = "ContainerRemoved"
 POD_REMOVED = "PodRemoved"
 
@@ -87,9 +87,9 @@ TRANSITIONS = (
     # An unreadable init_timestamp (§10.1): shared containers ramp again, others keep their place.
     Transition("repair_timestamp", (RAMPING, POOLED), RAMPING, events=(CONTAINER_RE_RAMPED,)),
     Transition("repair_timestamp", (DEDICATED_RAMPING,), DEDICATED_RAMPING,
-               events=(CONTAINER_TIMESTAMP_RESET,)),
-    Transition("repair_timestamp", (DEDICATED,), DEDICATED, events=(CONTAINER_TIMESTAMP_RESET,)),
-    Transition("repair_timestamp", (RECLAIMED,), RECLAIMED, events=(CONTAINER_TIMESTAMP_RESET,)),
+               events=(TIMESTAMP_RESET,)),
+    Transition("repair_timestamp", (DEDICATED,), DEDICATED, events=(TIMESTAMP_RESET,)),
+    Transition("repair_timestamp", (RECLAIMED,), RECLAIMED, events=(TIMESTAMP_RESET,)),
     # Removal ends every state: kubelet's RemovePod (§10.6) or the residual clean-up (§12.4).
     Transition("remove_pod", LIVE, REMOVED, events=(POD_REMOVED,)),
     Transition("remove_container", LIVE, REMOVED, events=(CONTAINER_REMOVED,)),
@@ -121,7 +121,7 @@ TABLE = MachineTable(
             "timestamp now",
         ),
         (
-            CONTAINER_TIMESTAMP_RESET,
+            TIMESTAMP_RESET,
             "an unreadable init_timestamp of a non-shared container was reset to now",
         ),
         (POD_REMOVED, "the pod and all its containers were removed (RemovePod, residual clean-up)"),

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["NIL_JSON", "CPUSet"]
+__all__ = ["MAX_CPU_ID", "NIL_JSON", "CPUSet"]
 
 #: JSON form of an uninitialized set.
 NIL_JSON = "nil"
+
+#: The largest CPU id parsing accepts. Linux allows at most 8192 CPUs (NR_CPUS); the bound
+#: keeps a hostile or corrupt text such as "0-99999999999" from building a gigabyte mask
+#: (the reference, in Go, would loop over it until memory runs out).
+MAX_CPU_ID = 65535
 
 
 def _ids_of(bits: int) -> tuple[int, ...]:
@@ -35,10 +40,15 @@ def _parse_int(piece: str, text: str) -> int:
     body = piece[1:] if piece[:1] in ("+", "-") else piece
     if not body or not body.isascii() or not body.isdigit():
         raise ValueError(f"invalid cpuset {text!r}: {piece!r} is not a CPU id")
-    value = int(piece)
-    if value < 0:
+    digits = body.lstrip("0")
+    if piece[0] == "-" and digits:
         raise ValueError(f"invalid cpuset {text!r}: {piece!r} is negative")
-    return value
+    # compare lengths first, so a long digit string costs nothing to refuse
+    if len(digits) > len(str(MAX_CPU_ID)) or int(body) > MAX_CPU_ID:
+        raise ValueError(
+            f"invalid cpuset {text[:60]!r}: {piece[:20]!r} exceeds the largest CPU id {MAX_CPU_ID}"
+        )
+    return int(body)
 
 
 class CPUSet:

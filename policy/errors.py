@@ -6,7 +6,8 @@ can map each subclass to one gRPC status in one place. It is a ``ValueError`` be
 such refusal is about the value the caller passed in.
 
 Subclasses live next to the rule that raises them (``policy.request.RequestError``,
-``policy.selection.SelectionError``, ``policy.state_errors.StateError``, ...).
+``policy.selection.SelectionError``, ``policy.state_errors.StateError``,
+``policy.reserve.ReserveError``, ...).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from policy.cpuset import CPUSet
+from policy.errors import PolicyError
 
 __all__ = [
     "CPUDetails",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class TopologyError(ValueError):
+class TopologyError(PolicyError):
     """A topology that cannot be built or queried as asked."""
 
 

@@ -74,7 +74,7 @@ PERIOD_OVER = {"transition_period_passed": True}
         ),
         pytest.param(
             {}, ["allocate_dedicated", "repair_timestamp"], "dedicated_ramping",
-            ["ContainerAllocated", "ContainerTimestampReset"],
+            ["ContainerAllocated", "TimestampReset"],
             id="a dedicated container's bad timestamp is reset, it keeps ramping",
         ),
         pytest.param(

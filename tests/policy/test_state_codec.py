@@ -239,7 +239,7 @@ def mutated_event(draw: st.DrawFn) -> object:
     target = data
     while True:
         key = draw(st.sampled_from(sorted(target)))
-        if isinstance(target[key], dict) and draw(st.booleans()):
+        if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
             target = target[key]
             continue
         target[key] = draw(PRIMITIVES)

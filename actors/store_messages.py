@@ -1,0 +1,54 @@
+"""Messages of the StateStore actor: the commit protocol's vocabulary (DESIGN.md).
+
+A writer (the Allocator, later the MemoryBalancer) computes events on the state of the
+``Snapshot`` it holds, sends ``Commit(events, cause)`` and waits for the answer: the new
+``Snapshot`` once the record is durable and applied, or ``CommitRefused`` with state unchanged.
+Readers ask ``GetSnapshot`` and use the immutable value without locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policy.events import Event
+from policy.state import State
+
+__all__ = ["Commit", "CommitRefused", "GetSnapshot", "Snapshot", "StoreUnavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The durable state after the record with sequence number ``seq`` (0: nothing yet)."""
+
+    state: State
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Append one journal record holding ``events``, then apply them.
+
+    ``cause`` is the whole input of the decision, msgpack-able (e.g. ``{"rpc": "Allocate",
+    "request": {...}}``), so forensics can re-run it through the policy.
+    """
+
+    events: tuple[Event, ...]
+    cause: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GetSnapshot:
+    """Ask for the latest published snapshot."""
+
+
+class CommitRefused(Exception):  # noqa: N818 (a refusal, named as the protocol names it)
+    """The commit was not persisted (I/O error, disk full, events that do not fit).
+
+    State is unchanged; a kubelet call that needed it answers UNAVAILABLE and is retried.
+    """
+
+
+class StoreUnavailable(CommitRefused):
+    """The store refuses every commit (a failed truncation, or stopping); see its health."""

@@ -1,0 +1,316 @@
+"""Read-only access to a journal directory: iterate its records, verify every byte of it.
+
+Both work on a live journal or on a directory copied off a node, and never modify anything
+(the on-call use of DESIGN.md, "Who uses it"). ``verify`` reads *every* segment, including the
+forensic history that recovery skips, and every checkpoint, and reports all it finds rather
+than stopping at the first problem; ``repair`` (``journal.repair``) acts on its findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from journal.checkpoints import list_checkpoints, load_checkpoint
+from journal.errors import CorruptCheckpoint, CorruptRecord, JournalError
+from journal.fileops import FileOps, OsFileOps
+from journal.records import Record
+from journal.segments import SegmentHeaderError, list_segments, scan_segment
+
+__all__ = ["Finding", "VerifyReport", "read_records", "verify"]
+
+
+def read_records(
+    directory: str,
+    from_seq: int | None = None,
+    to_seq: int | None = None,
+    *,
+    fs: FileOps | None = None,
+) -> Iterator[Record]:
+    """Yield the journal's records in order, optionally limited to a seq range.
+
+    A torn tail ends the iteration quietly (its record was never acknowledged); any other
+    damage raises when the iteration reaches it.
+
+    Args:
+        directory: the journal directory (a copy is fine).
+        from_seq: first seq wanted (inclusive); None for the oldest kept.
+        to_seq: last seq wanted (inclusive); None for the newest.
+        fs: the file-system seam (default the real one).
+
+    Yields:
+        Records with ``from_seq <= seq <= to_seq``, ascending.
+
+    Raises:
+        JournalError: the directory does not exist.
+        CorruptRecord: damage before the tail, or segments that do not follow each other.
+    """
+    fs = fs or OsFileOps()
+    if not fs.exists(directory):
+        raise JournalError(f"no journal at {directory}: the directory does not exist")
+    segments = list_segments(fs, directory)
+    low = from_seq if from_seq is not None else 0
+    expected: int | None = None
+    for index, (named_first, path) in enumerate(segments):
+        following = segments[index + 1][0] if index + 1 < len(segments) else None
+        if following is not None and following <= low:
+            continue  # every record of this segment is older than from_seq
+        if to_seq is not None and named_first > to_seq:
+            return
+        try:
+            scan = scan_segment(fs.read_file(path), path)
+        except SegmentHeaderError as exc:
+            raise CorruptRecord(path, 0, named_first, str(exc), directory=directory) from exc
+        if expected is not None and scan.header.first_seq != expected:
+            raise CorruptRecord(
+                path,
+                0,
+                expected,
+                f"segment starts at seq {scan.header.first_seq}, expected {expected}",
+                directory=directory,
+            )
+        for record in scan.records:
+            if record.seq >= low and (to_seq is None or record.seq <= to_seq):
+                yield record
+        if scan.damage:
+            damage = scan.damage[0]
+            if following is None and damage.could_be_torn_write:
+                return
+            raise CorruptRecord(
+                path, damage.offset, damage.expected_seq, damage.reason, directory=directory
+            )
+        expected = scan.next_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem ``verify`` found.
+
+    Attributes:
+        kind: ``torn_tail``, ``corrupt_record``, ``bad_segment_header``, ``sequence_gap``,
+            ``mixed_identity``, ``corrupt_checkpoint``, ``checkpoint_ahead_of_log`` or
+            ``no_recovery_start``.
+        path: the file concerned.
+        offset: byte offset in it, when it applies.
+        seq: the sequence number concerned, when it applies.
+        message: the problem in words, with the numbers.
+        blocks_recovery: True when opening the journal would fail on it (a torn tail does not:
+            opening truncates it).
+    """
+
+    kind: str
+    path: str
+    offset: int | None
+    seq: int | None
+    message: str
+    blocks_recovery: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What ``verify`` found in a journal directory.
+
+    Attributes:
+        directory: the journal directory.
+        segments: segment files read.
+        records: intact records read (including any after damage).
+        first_seq: the oldest record kept, or None.
+        last_seq: the newest intact record, or None.
+        checkpoints: seqs of the checkpoints that passed every check.
+        node_name: the node in the first readable segment header, or None.
+        topology_fingerprint: its topology fingerprint, or None.
+        findings: every problem, in file order.
+    """
+
+    directory: str
+    segments: int
+    records: int
+    first_seq: int | None
+    last_seq: int | None
+    checkpoints: tuple[int, ...]
+    node_name: str | None
+    topology_fingerprint: str | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every checksum passed and the sequence is continuous."""
+        return not self.findings
+
+
+def verify(directory: str, *, fs: FileOps | None = None) -> VerifyReport:
+    """Check every checksum, the sequence continuity and every checkpoint; modify nothing.
+
+    Args:
+        directory: the journal directory (a copy is fine).
+        fs: the file-system seam (default the real one).
+
+    Returns:
+        The report; ``report.ok`` when nothing is wrong.
+
+    Raises:
+        JournalError: the directory does not exist.
+    """
+    fs = fs or OsFileOps()
+    if not fs.exists(directory):
+        raise JournalError(f"no journal at {directory}: the directory does not exist")
+    findings: list[Finding] = []
+    segments = list_segments(fs, directory)
+    identity: tuple[str, str] | None = None
+    expected: int | None = None
+    first_seq: int | None = None
+    last_seq: int | None = None
+    records = 0
+    for index, (named_first, path) in enumerate(segments):
+        is_newest = index + 1 == len(segments)
+        try:
+            scan = scan_segment(fs.read_file(path), path, resync=True)
+        except SegmentHeaderError as exc:
+            findings.append(Finding("bad_segment_header", path, 0, named_first, str(exc), True))
+            expected = None
+            continue
+        header = scan.header
+        if identity is None:
+            identity = (header.node_name, header.topology_fingerprint)
+        elif identity != (header.node_name, header.topology_fingerprint):
+            findings.append(
+                Finding(
+                    "mixed_identity",
+                    path,
+                    0,
+                    header.first_seq,
+                    f"header names node {header.node_name!r}, topology "
+                    f"{header.topology_fingerprint!r}; the first segment names {identity}",
+                    True,
+                )
+            )
+        if header.first_seq != named_first:
+            findings.append(
+                Finding(
+                    "sequence_gap",
+                    path,
+                    0,
+                    named_first,
+                    f"header says first seq {header.first_seq}, file name says {named_first}",
+                    True,
+                )
+            )
+        if expected is not None and header.first_seq != expected:
+            findings.append(
+                Finding(
+                    "sequence_gap",
+                    path,
+                    0,
+                    expected,
+                    f"segment starts at seq {header.first_seq}, the previous one ends at seq "
+                    f"{expected - 1}: records are missing",
+                    True,
+                )
+            )
+        for number, damage in enumerate(scan.damage):
+            tail = is_newest and number + 1 == len(scan.damage) and damage.could_be_torn_write
+            findings.append(
+                Finding(
+                    "torn_tail" if tail else "corrupt_record",
+                    path,
+                    damage.offset,
+                    damage.expected_seq,
+                    (
+                        f"{scan.size - damage.offset} bytes of an unfinished record "
+                        f"(seq {damage.expected_seq}): {damage.reason}; opening the journal "
+                        f"truncates them, keeping a .broken copy"
+                        if tail
+                        else f"{damage.reason}"
+                        + (
+                            f"; intact frames resume at offset {damage.resumes_at}"
+                            if damage.resumes_at is not None and damage.frame_damaged
+                            else ""
+                        )
+                    ),
+                    not tail,
+                )
+            )
+        if scan.records:
+            records += len(scan.records)
+            first_seq = scan.records[0].seq if first_seq is None else first_seq
+            last_seq = scan.records[-1].seq
+        ends_damaged = bool(scan.damage) and (
+            not scan.offsets or scan.damage[-1].offset > scan.offsets[-1]
+        )
+        # After damage at its end, how many records a segment lost is unknown: the damage is
+        # the finding, and the next segment's first seq is not checked against it.
+        expected = None if ends_damaged else scan.next_seq
+    valid_checkpoints = _verify_checkpoints(fs, directory, last_seq, findings)
+    findings = _only_needed_segments_block(findings, segments, valid_checkpoints)
+    oldest = segments[0][0] if segments else None
+    if oldest is not None and oldest > 1 and not any(s + 1 >= oldest for s in valid_checkpoints):
+        findings.append(
+            Finding(
+                "no_recovery_start",
+                directory,
+                None,
+                oldest,
+                f"no valid checkpoint covers the records before seq {oldest}, which are gone",
+                True,
+            )
+        )
+    return VerifyReport(
+        directory=directory,
+        segments=len(segments),
+        records=records,
+        first_seq=first_seq,
+        last_seq=last_seq,
+        checkpoints=tuple(valid_checkpoints),
+        node_name=identity[0] if identity else None,
+        topology_fingerprint=identity[1] if identity else None,
+        findings=tuple(findings),
+    )
+
+
+def _only_needed_segments_block(
+    findings: list[Finding], segments: list[tuple[int, str]], valid_checkpoints: list[int]
+) -> list[Finding]:
+    """Damage in a segment recovery does not read (history before the newest valid
+    checkpoint's records) does not block recovery; it is still reported."""
+    needed_from = valid_checkpoints[-1] + 1 if valid_checkpoints else 1
+    not_needed = {
+        path
+        for index, (_, path) in enumerate(segments)
+        if index + 1 < len(segments) and segments[index + 1][0] <= needed_from
+    }
+    return [
+        dataclasses.replace(f, blocks_recovery=False) if f.path in not_needed else f
+        for f in findings
+    ]
+
+
+def _verify_checkpoints(
+    fs: FileOps, directory: str, last_seq: int | None, findings: list[Finding]
+) -> list[int]:
+    valid = []
+    checkpoints = list_checkpoints(fs, directory)
+    for seq, path in checkpoints:
+        try:
+            load_checkpoint(fs, path)
+        except CorruptCheckpoint as exc:
+            # Recovery falls back to an older checkpoint; "no_recovery_start" below reports
+            # the case where none is left.
+            findings.append(Finding("corrupt_checkpoint", path, None, seq, exc.reason, False))
+            continue
+        if seq > (last_seq or 0):
+            findings.append(
+                Finding(
+                    "checkpoint_ahead_of_log",
+                    path,
+                    None,
+                    seq,
+                    f"{os.path.basename(path)} covers seq {seq} but the log ends at seq "
+                    f"{last_seq or 0}",
+                    True,
+                )
+            )
+            continue
+        valid.append(seq)
+    return valid

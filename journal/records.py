@@ -1,0 +1,276 @@
+"""What frames carry: journal records, segment headers and checkpoint headers, as msgpack maps.
+
+Each payload is one msgpack map with the field names given in the package docstring. The
+journal is generic: a record's ``cause`` and ``events`` and a checkpoint's state are whatever
+msgpack-able values the caller gives (the state codec lives with the state model, in
+``policy/``); they come back as msgpack returns them (tuples come back as lists).
+
+Decoding checks the shape of every map, so a payload whose checksum passes but which is not
+what the journal wrote (a bug, a foreign file) is an error naming the field, never a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from journal.errors import PayloadError, UnencodableRecord
+
+__all__ = [
+    "CHECKPOINT_KIND",
+    "FORMAT_VERSION",
+    "RECORD_SCHEMA_VERSION",
+    "SEGMENT_KIND",
+    "CheckpointHeader",
+    "Record",
+    "SegmentHeader",
+    "decode_checkpoint_header",
+    "decode_record",
+    "decode_segment_header",
+    "encode_checkpoint_header",
+    "encode_record",
+    "encode_segment_header",
+    "pack",
+    "unpack",
+]
+
+#: Version of the file layout (frames, segment and checkpoint headers).
+FORMAT_VERSION = 1
+#: Version of the record map; a reader refuses records newer than it knows.
+RECORD_SCHEMA_VERSION = 1
+SEGMENT_KIND = "qrmd-journal-segment"
+CHECKPOINT_KIND = "qrmd-journal-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One committed record: the cause of a decision and the events it produced, atomically.
+
+    Attributes:
+        seq: sequence number, 1 for the first record, consecutive over the whole journal.
+        wall_time: seconds since the epoch when it was appended (for people reading a timeline).
+        monotonic_time: the clock's monotonic reading when it was appended (for durations).
+        cause: the whole input of the decision (RPC and its fields, advisor response, tick,
+            operator command), as a msgpack-able map.
+        events: the events committed, each a msgpack-able value (typically a map).
+        schema_version: version of the record map it was read from.
+    """
+
+    seq: int
+    wall_time: float
+    monotonic_time: float
+    cause: dict[Any, Any]
+    events: list[Any]
+    schema_version: int = RECORD_SCHEMA_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHeader:
+    """The first frame of every segment file: what machine wrote it and where it starts."""
+
+    node_name: str
+    topology_fingerprint: str
+    first_seq: int
+    created_wall_time: float
+    format_version: int = FORMAT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointHeader:
+    """The first frame of a checkpoint file: which machine, which record it covers."""
+
+    node_name: str
+    topology_fingerprint: str
+    seq: int
+    wall_time: float
+    state_bytes: int
+    format_version: int = FORMAT_VERSION
+
+
+def pack(value: Any, what: str) -> bytes:
+    """Encode ``value`` as msgpack.
+
+    Args:
+        value: any msgpack-able value.
+        what: what it is, for the error message ("record 12", "checkpoint payload").
+
+    Returns:
+        The msgpack bytes.
+
+    Raises:
+        UnencodableRecord: msgpack cannot encode it (names the type it choked on).
+    """
+    try:
+        data: bytes = msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnencodableRecord(f"{what} cannot be encoded as msgpack: {exc}") from exc
+    return data
+
+
+def unpack(data: bytes) -> Any:
+    """Decode one msgpack document.
+
+    Raises:
+        PayloadError: the bytes are not exactly one msgpack document.
+    """
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise PayloadError(f"payload is not msgpack: {exc}") from exc
+
+
+def encode_record(record: Record) -> bytes:
+    """The payload bytes of ``record``.
+
+    Raises:
+        UnencodableRecord: the cause or an event is not msgpack-able.
+    """
+    return pack(
+        {
+            "schema": record.schema_version,
+            "seq": record.seq,
+            "wall_time": record.wall_time,
+            "monotonic_time": record.monotonic_time,
+            "cause": record.cause,
+            "events": record.events,
+        },
+        f"record {record.seq}",
+    )
+
+
+def decode_record(payload: bytes) -> Record:
+    """Read a record payload.
+
+    Raises:
+        PayloadError: not msgpack, a field missing or of the wrong type, or a schema version
+            newer than this reader knows.
+    """
+    fields = _map(unpack(payload), "record")
+    # Fast path for the well-formed record replay meets a million times; anything unusual
+    # goes through the field-by-field checks below, which name what is wrong.
+    schema = fields.get("schema")
+    seq = fields.get("seq")
+    wall = fields.get("wall_time")
+    mono = fields.get("monotonic_time")
+    cause = fields.get("cause")
+    events = fields.get("events")
+    if (
+        type(schema) is int
+        and 0 < schema <= RECORD_SCHEMA_VERSION
+        and type(seq) is int
+        and type(wall) is float
+        and type(mono) is float
+        and type(cause) is dict
+        and type(events) is list
+    ):
+        return Record(seq, wall, mono, cause, events, schema)
+    schema = _field(fields, "schema", int, "record")
+    if schema > RECORD_SCHEMA_VERSION:
+        raise PayloadError(
+            f"record schema version {schema} is newer than this qrmd reads "
+            f"({RECORD_SCHEMA_VERSION}); read the journal with a newer qrmd"
+        )
+    return Record(
+        seq=_field(fields, "seq", int, "record"),
+        wall_time=float(_field(fields, "wall_time", (int, float), "record")),
+        monotonic_time=float(_field(fields, "monotonic_time", (int, float), "record")),
+        cause=_field(fields, "cause", dict, "record"),
+        events=_field(fields, "events", list, "record"),
+        schema_version=schema,
+    )
+
+
+def encode_segment_header(header: SegmentHeader) -> bytes:
+    """The payload bytes of a segment header."""
+    return pack(
+        {
+            "kind": SEGMENT_KIND,
+            "format": header.format_version,
+            "node": header.node_name,
+            "topology": header.topology_fingerprint,
+            "first_seq": header.first_seq,
+            "created_wall_time": header.created_wall_time,
+        },
+        "segment header",
+    )
+
+
+def decode_segment_header(payload: bytes) -> SegmentHeader:
+    """Read a segment header payload.
+
+    Raises:
+        PayloadError: not a segment header, or a format version this reader does not know.
+    """
+    fields = _map(unpack(payload), "segment header")
+    _check_kind(fields, SEGMENT_KIND, "segment header")
+    return SegmentHeader(
+        node_name=_field(fields, "node", str, "segment header"),
+        topology_fingerprint=_field(fields, "topology", str, "segment header"),
+        first_seq=_field(fields, "first_seq", int, "segment header"),
+        created_wall_time=float(
+            _field(fields, "created_wall_time", (int, float), "segment header")
+        ),
+        format_version=_field(fields, "format", int, "segment header"),
+    )
+
+
+def encode_checkpoint_header(header: CheckpointHeader) -> bytes:
+    """The payload bytes of a checkpoint header."""
+    return pack(
+        {
+            "kind": CHECKPOINT_KIND,
+            "format": header.format_version,
+            "node": header.node_name,
+            "topology": header.topology_fingerprint,
+            "seq": header.seq,
+            "wall_time": header.wall_time,
+            "state_bytes": header.state_bytes,
+        },
+        "checkpoint header",
+    )
+
+
+def decode_checkpoint_header(payload: bytes) -> CheckpointHeader:
+    """Read a checkpoint header payload.
+
+    Raises:
+        PayloadError: not a checkpoint header, or a format version this reader does not know.
+    """
+    fields = _map(unpack(payload), "checkpoint header")
+    _check_kind(fields, CHECKPOINT_KIND, "checkpoint header")
+    return CheckpointHeader(
+        node_name=_field(fields, "node", str, "checkpoint header"),
+        topology_fingerprint=_field(fields, "topology", str, "checkpoint header"),
+        seq=_field(fields, "seq", int, "checkpoint header"),
+        wall_time=float(_field(fields, "wall_time", (int, float), "checkpoint header")),
+        state_bytes=_field(fields, "state_bytes", int, "checkpoint header"),
+        format_version=_field(fields, "format", int, "checkpoint header"),
+    )
+
+
+def _map(value: Any, what: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise PayloadError(f"{what} is a msgpack {type(value).__name__}, not a map")
+    return value
+
+
+def _field(fields: dict[Any, Any], name: str, kind: Any, what: str) -> Any:
+    if name not in fields:
+        raise PayloadError(f"{what} has no field {name!r}")
+    value = fields[name]
+    # bool is an int subclass in Python; a boolean where a number belongs is damage.
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise PayloadError(f"{what} field {name!r} is {value!r}, of the wrong type")
+    return value
+
+
+def _check_kind(fields: dict[Any, Any], kind: str, what: str) -> None:
+    if fields.get("kind") != kind:
+        raise PayloadError(f"{what} has kind {fields.get('kind')!r}, not {kind!r}")
+    version = _field(fields, "format", int, what)
+    if version > FORMAT_VERSION:
+        raise PayloadError(
+            f"{what} format version {version} is newer than this qrmd reads ({FORMAT_VERSION})"
+        )

@@ -1,0 +1,253 @@
+"""Segment files: their names, how a new one is created, and how one is read back.
+
+A segment is ``<first seq, 16 digits>.seg``: a header frame, then one frame per record with
+consecutive sequence numbers starting at the header's ``first_seq`` (package docstring).
+
+Reading a segment is a scan over its bytes that stops at (or, for ``verify``, steps over) the
+first damage: a frame cut short or failing a checksum, a payload that is not a record, or a
+sequence number out of order. Whether damage is a torn tail or corruption is decided by the
+caller, who knows whether anything valid follows in later segments; the scan reports whether an
+intact frame follows *in this segment* (``Damage.resumes_at``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from journal.errors import FrameError, PayloadError
+from journal.fileops import FileOps, remove_quietly, write_all
+from journal.framing import decode_frame, encode_frame, find_next_frame
+from journal.records import (
+    Record,
+    SegmentHeader,
+    decode_record,
+    decode_segment_header,
+    encode_segment_header,
+)
+from journal.syncer import Syncer
+
+__all__ = [
+    "SEGMENT_SUFFIX",
+    "Damage",
+    "SegmentScan",
+    "create_segment",
+    "list_segments",
+    "parse_segment_name",
+    "scan_segment",
+    "segment_name",
+]
+
+SEGMENT_SUFFIX = ".seg"
+_SEGMENT_NAME = re.compile(r"^(\d{16})\.seg$")
+_TEMP_SUFFIX = ".tmp"
+
+
+def segment_name(first_seq: int) -> str:
+    """File name of the segment whose first record is ``first_seq``.
+
+    1 → ``0000000000000001.seg``.
+    """
+    return f"{first_seq:016d}{SEGMENT_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """The first sequence number a segment file name announces, or None if it is not one."""
+    match = _SEGMENT_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
+def list_segments(fs: FileOps, directory: str) -> list[tuple[int, str]]:
+    """``(first_seq, path)`` of every segment in ``directory``, oldest first."""
+    found = []
+    for name in fs.listdir(directory):
+        first = parse_segment_name(name)
+        if first is not None:
+            found.append((first, os.path.join(directory, name)))
+    return sorted(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """Where and how a segment stops being readable.
+
+    Attributes:
+        offset: start of the damaged frame (or of the intact frame that is out of place).
+        expected_seq: the sequence number a record at that offset should carry.
+        reason: what is wrong.
+        frame_damaged: True when the frame itself is cut short or fails a checksum — the only
+            damage a crash in the middle of a write can leave; False for an intact frame with
+            the wrong content (never a torn write).
+        resumes_at: offset of the next intact frame after the damage in this segment, or None.
+    """
+
+    offset: int
+    expected_seq: int
+    reason: str
+    frame_damaged: bool
+    resumes_at: int | None
+
+    @property
+    def could_be_torn_write(self) -> bool:
+        """True when nothing intact follows in this segment and the frame itself is damaged."""
+        return self.frame_damaged and self.resumes_at is None
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """What reading one segment found.
+
+    Attributes:
+        path: the segment file.
+        header: its header.
+        header_end: offset of the first record frame.
+        size: length of the file.
+        records: the records read, in order.
+        offsets: where each record's frame starts, parallel to ``records``.
+        end: offset just after the last intact record frame read before any damage.
+        damage: the damage met, in order (at most one unless the scan resynchronises).
+    """
+
+    path: str
+    header: SegmentHeader
+    header_end: int
+    size: int
+    records: list[Record] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    end: int = 0
+    damage: list[Damage] = field(default_factory=list)
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next record after this segment's last one carries."""
+        return self.records[-1].seq + 1 if self.records else self.header.first_seq
+
+
+class SegmentHeaderError(Exception):
+    """The header frame of a segment is damaged or is not a segment header."""
+
+
+def read_segment_header(data: bytes) -> tuple[SegmentHeader, int]:
+    """Decode the header frame at the start of a segment's bytes.
+
+    Returns:
+        The header and the offset just after it.
+
+    Raises:
+        SegmentHeaderError: the frame is damaged or does not hold a segment header.
+    """
+    try:
+        payload, end = decode_frame(data, 0)
+        return decode_segment_header(payload), end
+    except (FrameError, PayloadError) as exc:
+        raise SegmentHeaderError(f"segment header: {exc}") from exc
+
+
+def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan:
+    """Read every record of one segment.
+
+    Args:
+        data: the segment's bytes.
+        path: its file name, carried into the result.
+        resync: False (recovery) stops at the first damage; True (``verify``) steps over damage
+            to the next intact frame and keeps reading, so that all damage is reported.
+
+    Returns:
+        The scan; ``damage`` is empty when the segment reads cleanly to its last byte.
+
+    Raises:
+        SegmentHeaderError: the header frame is damaged.
+    """
+    header, header_end = read_segment_header(data)
+    scan = SegmentScan(path=path, header=header, header_end=header_end, size=len(data))
+    scan.end = header_end
+    offset = header_end
+    expected = header.first_seq
+    skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
+    while offset < len(data):
+        try:
+            payload, frame_end = decode_frame(data, offset)
+        except FrameError as exc:
+            resumes = find_next_frame(data, offset + 1)
+            scan.damage.append(Damage(offset, expected, exc.reason, True, resumes))
+            if not resync or resumes is None:
+                break
+            offset = resumes
+            skipped_damage = True
+            continue
+        problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
+        skipped_damage = False
+        if problem:
+            scan.damage.append(Damage(offset, expected, problem, False, offset))
+            if not resync:
+                break
+            if record is not None:
+                expected = record.seq  # read on from the record actually there
+            else:
+                offset = frame_end
+                continue
+        assert record is not None
+        scan.records.append(record)
+        scan.offsets.append(offset)
+        if not scan.damage:
+            scan.end = frame_end
+        expected = record.seq + 1
+        offset = frame_end
+    return scan
+
+
+def _record_problem(
+    payload: bytes, expected: int, *, after_damage: bool
+) -> tuple[str, Record | None]:
+    try:
+        record = decode_record(payload)
+    except PayloadError as exc:
+        return str(exc), None
+    if after_damage and record.seq > expected:
+        return "", record  # the records in between are the damage already reported
+    if record.seq != expected:
+        return f"record carries seq {record.seq} where seq {expected} belongs", record
+    return "", record
+
+
+def create_segment(
+    fs: FileOps, syncer: Syncer, directory: str, header: SegmentHeader
+) -> tuple[str, int, int]:
+    """Create a segment holding only its header, atomically, and open it for appending.
+
+    The header is written to a temporary file, made durable, then renamed into place, so a
+    segment file either exists with a complete header or not at all.
+
+    Args:
+        fs: the file-system seam.
+        syncer: fsyncs per the durability setting.
+        directory: the journal directory.
+        header: the new segment's header.
+
+    Returns:
+        ``(path, fd, header_end)``: the segment, a descriptor open for appending, and its length.
+
+    Raises:
+        OSError: any step failed; the temporary file is removed and no segment exists.
+    """
+    path = os.path.join(directory, segment_name(header.first_seq))
+    temp = path + _TEMP_SUFFIX
+    frame = encode_frame(encode_segment_header(header))
+    fd = fs.open_append(temp, create=True)
+    try:
+        write_all(fs, fd, frame)
+        syncer.sync_file(fd, temp)
+        fs.rename(temp, path)
+    except OSError:
+        fs.close(fd)
+        remove_quietly(fs, temp)
+        raise
+    # fsync the directory: the new segment's name is not durable until its directory entry is,
+    # and records fsynced into a file whose name a power loss forgets would be lost with it.
+    try:
+        syncer.sync_dir(directory)
+    except OSError:
+        fs.close(fd)
+        raise
+    return path, fd, len(frame)

@@ -1,0 +1,98 @@
+"""Record, segment-header and checkpoint-header payloads (journal/records.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from journal import PayloadError, Record, UnencodableRecord
+from journal.records import (
+    CheckpointHeader,
+    SegmentHeader,
+    decode_checkpoint_header,
+    decode_record,
+    decode_segment_header,
+    encode_checkpoint_header,
+    encode_record,
+    encode_segment_header,
+)
+
+GOOD: dict[str, Any] = {
+    "schema": 1,
+    "seq": 7,
+    "wall_time": 1.7e9,
+    "monotonic_time": 12.5,
+    "cause": {"rpc": "RemovePod", "pod_uid": "p"},
+    "events": [{"kind": "pod_removed", "pod_uid": "p"}],
+}
+
+
+def test_record_round_trip_keeps_every_field() -> None:
+    record = Record(7, 1.7e9, 12.5, {"rpc": "Allocate", 0: "int keys"}, [{"numa": {0: "0-3"}}, 5])
+    assert decode_record(encode_record(record)) == record
+
+
+def test_the_record_map_has_the_documented_field_names() -> None:
+    record = Record(7, 1.7e9, 12.5, GOOD["cause"], GOOD["events"])
+    assert msgpack.unpackb(encode_record(record)) == GOOD
+
+
+def _with(**changes: Any) -> bytes:
+    fields = {**GOOD, **changes}
+    return msgpack.packb({k: v for k, v in fields.items() if v is not ...})
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        pytest.param(msgpack.packb([1, 2]), "not a map", id="a list where the record map belongs"),
+        pytest.param(_with(seq=...), "no field 'seq'", id="a record without seq"),
+        pytest.param(_with(seq="7"), "'seq' is '7'", id="a seq that is a string"),
+        pytest.param(_with(seq=True), "'seq' is True", id="a seq that is a boolean"),
+        pytest.param(_with(cause=[1]), "'cause'", id="a cause that is not a map"),
+        pytest.param(_with(events={}), "'events'", id="events that are not a list"),
+        pytest.param(
+            _with(schema=2), "newer than this qrmd reads", id="a record from a newer schema"
+        ),
+        pytest.param(b"\xc1", "not msgpack", id="bytes that are not msgpack"),
+        pytest.param(msgpack.packb(GOOD) + b"\x00", "not msgpack", id="trailing bytes"),
+    ],
+)
+def test_bad_record_payloads_name_the_problem(payload: bytes, message: str) -> None:
+    with pytest.raises(PayloadError, match=message):
+        decode_record(payload)
+
+
+def test_integer_times_are_read_as_floats() -> None:
+    record = decode_record(_with(wall_time=1_700_000_000, monotonic_time=3))
+    assert (record.wall_time, record.monotonic_time) == (1.7e9, 3.0)
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=300)
+def test_garbage_payloads_raise_only_payload_error(garbage: bytes) -> None:
+    for decode in (decode_record, decode_segment_header, decode_checkpoint_header):
+        with contextlib.suppress(PayloadError):
+            decode(garbage)
+
+
+def test_headers_round_trip() -> None:
+    segment = SegmentHeader("node-a", "topo", 4097, 1.7e9)
+    assert decode_segment_header(encode_segment_header(segment)) == segment
+    checkpoint = CheckpointHeader("node-a", "topo", 500, 1.7e9, 1234)
+    assert decode_checkpoint_header(encode_checkpoint_header(checkpoint)) == checkpoint
+
+
+def test_a_segment_header_is_not_a_checkpoint_header() -> None:
+    with pytest.raises(PayloadError, match="kind 'qrmd-journal-segment'"):
+        decode_checkpoint_header(encode_segment_header(SegmentHeader("n", "t", 1, 0.0)))
+
+
+def test_unencodable_values_are_our_error() -> None:
+    with pytest.raises(UnencodableRecord, match="record 3 cannot be encoded"):
+        encode_record(Record(3, 0.0, 0.0, {"x": object()}, []))
