@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from policy.balance import (
     BalanceInfo,
@@ -28,6 +29,7 @@ from policy.balance.gojson import encode
 from qrmd.cli import main
 from qrmd.commands.balance import plan_document
 from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, make_inputs
+from tests.policy.balance.test_properties import round_inputs
 from tests.policy.balance.test_worked_examples import EXAMPLES, Example
 
 REPO = Path(__file__).resolve().parents[3]
@@ -255,3 +257,23 @@ def test_bad_files_are_one_error_line_naming_the_field(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert err.startswith("qrmd balance: error: " + message.replace("FILE", str(path))), err
+
+
+# -- any round: the CLI and the in-process planner agree ------------------------------------------
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(inputs=round_inputs())
+def test_any_round_through_the_cli_equals_the_in_process_round(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, inputs: RoundInputs
+) -> None:
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(inputs.to_json()))
+    code, out, err = plan(capsys, str(path), "--json")
+    assert (code, err) == (0, "")
+    assert out == encode(plan_document(plan_round(inputs))) + "\n"
+    # The human view renders every outcome without error.
+    code, _, err = plan(capsys, str(path))
+    assert (code, err) == (0, "")
