@@ -27,6 +27,7 @@ enough: one small GET per round, from the balancer's own thread.
 
 from __future__ import annotations
 
+import http.client
 import math
 import re
 import time
@@ -138,14 +139,23 @@ class PrometheusNumaMetrics:
         try:
             with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
                 body = response.read(MAX_RESPONSE_BYTES + 1)
+                # A bounded read stops quietly at a connection closed early; what the
+                # Content-Length promised and never came is still counted here.
+                unsent = getattr(response, "length", None) or 0
         except urllib.error.HTTPError as exc:
             raise _ScrapeError(f"scrape {self._url}: HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             raise _ScrapeError(f"scrape {self._url}: {exc.reason}") from None
-        except (OSError, ValueError) as exc:  # timeouts, resets, bad chunking
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # Timeouts, resets, a body cut short (IncompleteRead), a bad status line.
             raise _ScrapeError(f"scrape {self._url}: {exc or type(exc).__name__}") from None
         if len(body) > MAX_RESPONSE_BYTES:
             raise _ScrapeError(f"scrape {self._url}: response over {MAX_RESPONSE_BYTES} bytes")
+        if unsent:
+            raise _ScrapeError(
+                f"scrape {self._url}: body cut short, {unsent} of {len(body) + unsent} bytes "
+                "never came"
+            )
         wanted = {self._latency_metric, self._bandwidth_metric}
         found: dict[tuple[str, int], list[tuple[float, float | None]]] = {}
         try:

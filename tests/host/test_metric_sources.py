@@ -345,6 +345,7 @@ class Exporter:
     body: str = ""
     status: int = 200
     hold: threading.Event | None = None
+    promised_extra_bytes: int = 0
     requests: list[str] = field(default_factory=list)
     url: str = ""
 
@@ -361,7 +362,7 @@ def exporter() -> Iterator[Exporter]:
             data = state.body.encode()
             self.send_response(state.status)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(data) + state.promised_extra_bytes))
             self.end_headers()
             self.wfile.write(data)
 
@@ -459,6 +460,17 @@ def test_prometheus_http_error_makes_every_node_missing(exporter: Exporter) -> N
     got = PrometheusNumaMetrics(exporter.url).sample([0, 1])
     reason = MISSING(f"scrape {exporter.url}: HTTP 503 Service Unavailable")
     assert got == {0: NumaMetrics(reason, reason), 1: NumaMetrics(reason, reason)}
+
+
+def test_prometheus_body_cut_short_makes_every_node_missing(exporter: Exporter) -> None:
+    exporter.body = NODE_EXPORTER_TEXT
+    exporter.promised_extra_bytes = 100  # the exporter closes before sending them
+    sample = PrometheusNumaMetrics(exporter.url).sample([0])[0].read_latency
+    assert isinstance(sample, MissingSample)
+    total = len(NODE_EXPORTER_TEXT) + 100
+    assert (
+        sample.reason == f"scrape {exporter.url}: body cut short, 100 of {total} bytes never came"
+    )
 
 
 def test_prometheus_garbage_makes_every_node_missing(exporter: Exporter) -> None:
