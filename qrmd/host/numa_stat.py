@@ -52,8 +52,8 @@ NUMA_STAT = "memory.numa_stat"
 #: Bytes per page of a v1 count: the reference shifts by 12 (§4.2).
 V1_PAGE_SIZE = 4096
 
-_V1_HEAD = re.compile(r"([a-z_]+)=(\d+)")
-_V2_HEAD = re.compile(r"[a-z_]+")
+_V1_HEAD = re.compile(r"([a-z][a-z0-9_]*)=(\d+)")
+_V2_HEAD = re.compile(r"[a-z][a-z0-9_]*")
 _NODE = re.compile(r"N(\d+)=(\d+)")
 
 # The pod-level (hierarchical) anon counter of v1, by kernel generation.

@@ -39,6 +39,40 @@ REAL_V1 = (
     "hierarchical_anon=4857 N0=4857\nhierarchical_unevictable=3572 N0=3572\n"
 )
 
+# A cgroup v2 file of a two-node host, every line kernel 6.x writes (values in bytes).
+REAL_V2 = "".join(
+    f"{name} N0={n0} N1={n1}\n"
+    for name, n0, n1 in [
+        ("anon", 1610612736, 536870912),
+        ("file", 40960, 0),
+        ("kernel_stack", 32768, 16384),
+        ("pagetables", 8192, 0),
+        ("sec_pagetables", 0, 0),
+        ("shmem", 0, 0),
+        ("file_mapped", 4096, 0),
+        ("file_dirty", 0, 0),
+        ("file_writeback", 0, 0),
+        ("swapcached", 0, 0),
+        ("anon_thp", 0, 0),
+        ("file_thp", 0, 0),
+        ("shmem_thp", 0, 0),
+        ("inactive_anon", 1610612736, 536870912),
+        ("active_anon", 0, 0),
+        ("inactive_file", 40960, 0),
+        ("active_file", 0, 0),
+        ("unevictable", 0, 0),
+        ("slab_reclaimable", 2048, 0),
+        ("slab_unreclaimable", 4096, 1024),
+        ("workingset_refault_anon", 0, 0),
+        ("workingset_refault_file", 0, 0),
+        ("workingset_activate_anon", 0, 0),
+        ("workingset_activate_file", 0, 0),
+        ("workingset_restore_anon", 0, 0),
+        ("workingset_restore_file", 0, 0),
+        ("workingset_nodereclaim", 0, 0),
+    ]
+)
+
 
 @pytest.mark.parametrize(
     ("text", "hierarchical", "want"),
@@ -49,10 +83,7 @@ REAL_V1 = (
             "total_anon=3 N0=1 N1=2\n", True, {0: PAGE, 1: 2 * PAGE}, id="v1 total_anon fallback"
         ),
         pytest.param(
-            "anon N0=1610612736 N1=536870912\nfile N0=4096 N1=0\n",
-            False,
-            {0: 1610612736, 1: 536870912},
-            id="v2: the anon line, already bytes",
+            REAL_V2, False, {0: 1610612736, 1: 536870912}, id="v2: the anon line, already bytes"
         ),
         pytest.param(
             "anon N0=7 N1=9\n", True, {0: 7, 1: 9}, id="v2 is hierarchical for a pod as well"
