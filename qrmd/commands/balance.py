@@ -134,7 +134,7 @@ def _render(inputs: RoundInputs, outcome: RoundOutcome, console: Console) -> Non
     console.print(Text(_verdict(outcome, record)), soft_wrap=True)
     console.print()
     if record.raw_numa_latency_info:
-        console.print(_numa_table(inputs, record))
+        console.print(_numa_table(record))
     _render_pods(record, console)
     _render_eviction(evict_offers(record, [p.uid for p in record.evict_pods]), record, console)
     _render_advice(outcome.advice, console)
@@ -192,7 +192,7 @@ def _verdict(outcome: RoundOutcome, record: BalanceInfo) -> str:
     return text
 
 
-def _numa_table(inputs: RoundInputs, record: BalanceInfo) -> Table:
+def _numa_table(record: BalanceInfo) -> Table:
     dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     table.add_column("NUMA", justify="right", no_wrap=True)
