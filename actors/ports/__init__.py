@@ -1,0 +1,10 @@
+"""The ports actors reach the world through: small interfaces that ``qrmd/host`` and ``wire``
+implement and the composition root injects (DESIGN.md, "Layout").
+
+One module per port family. A port names only domain types (``policy``) and plain Python
+values, never a file, a socket or protobuf, so an actor can be driven in tests by a fake that
+implements the same interface as the real adapter.
+
+* ``balancer``: what the MemoryBalancer reads each round (per-NUMA metrics, NUMA distances,
+  per-container anonymous memory per NUMA).
+"""
