@@ -7,14 +7,15 @@ Skipped until the StateStore (``actors.state_store``) is on the branch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import pykka
 import pytest
 
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import Allocate, GetResourcesAllocation, StartPolicy
 from actors.ports.commit import StateStoreCommitter
 from actors.store_messages import GetSnapshot, Snapshot
+from policy.replies import AllocationReply
 from tests.actors.fakes import FakeClock
 from tests.actors.test_allocator import CTX, T0
 from tests.policy.decision_fixtures import request
@@ -23,7 +24,7 @@ from tests.topologies import SYNTH_16_2_4
 state_store = pytest.importorskip("actors.state_store")
 
 
-def start_store(directory: Path) -> pykka.ActorRef[pykka.ThreadingActor]:
+def start_store(directory: Path) -> Any:
     config = state_store.StoreConfig(directory=str(directory), node_name="node-a")
     return state_store.StateStoreActor.start(
         lambda: state_store.StateStoreCore.open(config, SYNTH_16_2_4)
@@ -36,12 +37,14 @@ def test_allocator_commits_through_the_store_and_a_restart_recovers_its_state(
     clock = FakeClock(T0)
     store = start_store(tmp_path)
     try:
-        initial: Snapshot = store.ask(GetSnapshot(), timeout=10)
+        initial = store.ask(GetSnapshot(), timeout=10)
+        assert isinstance(initial, Snapshot)
         core = AllocatorCore(initial, CTX, StateStoreCommitter(store), clock.time)
         allocator = AllocatorActor.start(core)
         try:
             allocator.ask(StartPolicy(), timeout=10)
             reply = allocator.ask(Allocate(request("pod-a", cpu=2)), timeout=10)
+            assert isinstance(reply, AllocationReply) and reply.allocation is not None
             assert reply.allocation.allocation_result == "1,3-15"
             clock.advance(31)
             allocator.ask(GetResourcesAllocation(), timeout=10)  # ramp-up ends: a third record
@@ -55,7 +58,8 @@ def test_allocator_commits_through_the_store_and_a_restart_recovers_its_state(
     # the restarted store replays the journal to exactly the state the Allocator served
     store = start_store(tmp_path)
     try:
-        recovered: Snapshot = store.ask(GetSnapshot(), timeout=10)
+        recovered = store.ask(GetSnapshot(), timeout=10)
+        assert isinstance(recovered, Snapshot)
         assert recovered.seq == served.seq and recovered.state == served.state
         core = AllocatorCore(recovered, CTX, StateStoreCommitter(store), clock.time)
         listing = core.handle(GetResourcesAllocation())
