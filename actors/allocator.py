@@ -101,7 +101,7 @@ class AllocatorCore:
             TypeError: ``command`` is not an Allocator command.
         """
         self._resync_if_stale()
-        ctx, now = self.ctx, self._now()
+        now = self._now()
         match command:
             case GetTopologyHints(request):
                 return self._serve(command, now, cpu_policy.get_topology_hints, request)
@@ -126,7 +126,7 @@ class AllocatorCore:
             case RemoveResidualPods(known_pod_uids):
                 return self._remove_residual_pods(command, known_pod_uids, now)
             case StartPolicy():
-                self._adopt(cpu_policy.start(self.snapshot.state, ctx), command, now)
+                self._adopt(cpu_policy.start(self.snapshot.state, self.ctx), command, now)
                 return None
         raise TypeError(f"the Allocator has no command {type(command).__name__}")
 
