@@ -7,4 +7,6 @@ implements the same interface as the real adapter.
 
 * ``balancer``: what the MemoryBalancer reads each round (per-NUMA metrics, NUMA distances,
   per-container anonymous memory per NUMA).
+* ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
+  asks the StateStore actor).
 """
