@@ -420,6 +420,11 @@ class Kubelet:
         with self._lock:
             return {k: dict(v) for k, v in self._runtime.items()}
 
+    def affinity(self, pod_uid: str, container_name: str) -> Hint | None:
+        """The affinity chosen for a container at admission (None: no topology alignment)."""
+        with self._lock:
+            return self._affinity.get((pod_uid, container_name))
+
     def checkpointed_pods(self) -> set[str]:
         """Pod UIDs the kubelet holds allocations for (RemovePod candidates once inactive)."""
         with self._lock:
