@@ -194,6 +194,8 @@ def _switch(raw: object) -> bool:
 
 
 def _metrics_address(raw: object) -> tuple[str, int] | None:
+    if raw is False:  # YAML 1.1 reads an unquoted ``off`` as false
+        return None
     text = _text(raw)
     if text.lower() == "off":
         return None

@@ -207,6 +207,7 @@ class Daemon:
         self.servers: list[PluginServing] = []
         self.socket_dirs: tuple[str, ...] = ()
         self._store: _StoreWiring | None = None
+        self.context: PolicyContext | None = None
 
     def start(self) -> None:
         """Start everything in order (module docstring); on a failure, stop what started.
@@ -225,6 +226,7 @@ class Daemon:
         config = self.config
         # 1. The machine, its reserve and the policy context.
         ctx = build_context(config)
+        self.context = ctx
         store = _StoreWiring(
             StoreConfig(config.state_dir, config.node_name, config.durability), ctx, self._clock
         )
