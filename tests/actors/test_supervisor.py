@@ -19,7 +19,7 @@ from actors.supervisor import (
 )
 
 
-class Unavailable(Exception):
+class UnavailableError(Exception):
     """The child's own unavailability error (the Allocator's is AllocatorUnavailable)."""
 
 
@@ -73,7 +73,7 @@ class Family:
 
     def supervisor(self) -> Supervisor:
         return Supervisor(
-            [self.spec("a"), self.spec("b", Unavailable), self.spec("c")],
+            [self.spec("a"), self.spec("b", UnavailableError), self.spec("c")],
             poll_interval_s=0.01,
             backoff_s=(0.01, 0.05),
         )
@@ -111,7 +111,7 @@ def test_stops_in_reverse_and_reports_nothing_alive(family: Family) -> None:
     assert sup.stop() == []
     assert family.log == ["stop c", "stop b", "stop a"]
     assert not sup.available()
-    with pytest.raises(Unavailable, match="b is unavailable: the daemon is stopping"):
+    with pytest.raises(UnavailableError, match="b is unavailable: the daemon is stopping"):
         sup.ref("b").ask("hi")
 
 
@@ -126,7 +126,7 @@ def test_a_child_that_fails_to_start_stops_the_ones_before_it(family: Family) ->
 
 def test_asks_before_start_are_unavailable(family: Family) -> None:
     sup = family.supervisor()
-    with pytest.raises(Unavailable, match="the daemon is starting"):
+    with pytest.raises(UnavailableError, match="the daemon is starting"):
         sup.ref("b").ask("hi")
     with pytest.raises(KeyError, match="no supervised actor named 'z'"):
         sup.ref("z")
@@ -171,14 +171,14 @@ def test_unavailable_while_a_child_is_down_never_an_answer_from_the_old_one(
         family.failing_starts["b"] = 3  # the next three restarts of b fail
         sup.ref("b").tell("die")
         wait_until(lambda: not sup.available())
-        with pytest.raises(Unavailable, match="b is unavailable: actor b is down"):
+        with pytest.raises(UnavailableError, match="b is unavailable: actor b is down"):
             sup.ref("b").ask("x")
         with pytest.raises(ActorUnavailable, match="c is unavailable"):
             sup.ref("c").ask("x")
         status = sup.status()
         assert not status.available
         assert any("actor b is down" in p for p in status.problems())
-        wait_until(lambda: sup.available(), timeout_s=5)
+        wait_until(sup.available, timeout_s=5)
         assert sup.ref("b").ask("x") == ("b#5", "x")
         assert sup.status().problems() == []
     finally:
@@ -186,11 +186,11 @@ def test_unavailable_while_a_child_is_down_never_an_answer_from_the_old_one(
 
 
 def test_a_dead_child_is_unavailable_at_once_not_after_the_next_poll(family: Family) -> None:
-    sup = Supervisor([family.spec("a"), family.spec("b", Unavailable)], poll_interval_s=60)
+    sup = Supervisor([family.spec("a"), family.spec("b", UnavailableError)], poll_interval_s=60)
     sup.start()
     try:
         sup.current("b").stop()  # died; the monitor will not look for a minute
-        with pytest.raises(Unavailable, match="actor b is down"):
+        with pytest.raises(UnavailableError, match="actor b is down"):
             sup.ref("b").ask("x")
         assert not sup.available()
     finally:

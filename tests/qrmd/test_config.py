@@ -94,7 +94,7 @@ def test_parse_duration(text: str, seconds: float) -> None:
 @pytest.mark.parametrize(
     "text",
     ["", "3x", "30", "s", "-1s", "1m 30s", "1m30", "ms10", "1.2.3s"],
-    ids=lambda t: repr(t),
+    ids=repr,
 )
 def test_not_a_duration(text: str) -> None:
     with pytest.raises(ValueError, match=r"is not a duration \(use 0s, 10ms, 1m30s\)"):
@@ -297,7 +297,7 @@ def test_a_bad_file(tmp_path: Path, name: str, text: str, message: str) -> None:
 
 
 def test_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--config: cannot read .*No such file"):
+    with pytest.raises(ConfigError, match=r"--config: cannot read .*No such file"):
         load_config({}, str(tmp_path / "absent.yaml"))
 
 

@@ -240,7 +240,7 @@ def test_a_journal_of_another_machine_is_one_clear_error_and_nothing_left_runnin
     other = harness.daemon(
         topology="synthetic:cpus=8,sockets=1,numas=1", **{"reserved-cpu-cores": "0"}
     )
-    with pytest.raises(DaemonError, match="actor store failed to start: .*topology"):
+    with pytest.raises(DaemonError, match=r"actor store failed to start: .*topology"):
         other.start()
     assert pykka.ActorRegistry.get_all() == []
     assert harness.events == ["serve k1", "stop k1"]  # the second daemon never served

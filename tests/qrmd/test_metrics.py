@@ -92,7 +92,7 @@ def test_pool_sizes_store_and_actor_figures() -> None:
         children=(ChildStatus("store", True, 2, None), ChildStatus("allocator", False, 1, "x")),
     )
     health = HealthRegistry(lambda: 0.0)
-    health.add_source(lambda: status.problems())
+    health.add_source(status.problems)
     got = samples(
         DaemonMetrics(
             MetricSources(
