@@ -295,7 +295,9 @@ class PluginServer:
             )
         )
         try:
-            server.add_insecure_port(f"unix://{path}")
+            # "unix:<path>", not "unix://<path>": grpcio refuses the latter form from 106 bytes,
+            # two short of the real limit.
+            server.add_insecure_port(f"unix:{path}")
             # Owner-only at once: only root's kubelet may call (DESIGN.md, errors and config).
             os.chmod(path, 0o600)
             server.start()
@@ -366,7 +368,7 @@ def _unlink(path: str) -> None:
 
 def _confirm_serving(path: str, resource_name: str) -> None:
     """Dial our own socket and call ``GetInfo``, as the reference does after serving."""
-    with grpc.insecure_channel(f"unix://{path}") as channel:
+    with grpc.insecure_channel(f"unix:{path}") as channel:
         try:
             get_info = channel.unary_unary(
                 f"/{_REGISTRATION_SERVICE}/GetInfo",

@@ -107,7 +107,7 @@ class Client:
     """kubelet's side of one socket: both services' stubs on one channel."""
 
     def __init__(self, socket_path: str) -> None:
-        self.channel = grpc.insecure_channel(f"unix://{socket_path}")
+        self.channel = grpc.insecure_channel(f"unix:{socket_path}")
         self.plugin = pb_grpc.ResourcePluginStub(self.channel)
         self.registration = reg_grpc.RegistrationStub(self.channel)
 
@@ -120,6 +120,12 @@ class Client:
 
     def close(self) -> None:
         self.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class WireNode:
