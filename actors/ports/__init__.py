@@ -9,4 +9,5 @@ implements the same interface as the real adapter.
   per-container anonymous memory per NUMA).
 * ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
   asks the StateStore actor).
+* ``clock``: wall and monotonic time, injectable (``SYSTEM_CLOCK``).
 """
