@@ -17,12 +17,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DaemonExitedError", "DaemonOptions", "DaemonProcess"]
+__all__ = [
+    "DaemonError",
+    "DaemonExitedError",
+    "DaemonOptions",
+    "DaemonProcess",
+    "pid_is_alive",
+    "wait_for_socket",
+]
 
 STOP_TIMEOUT_S = 10.0
 
 
-class DaemonExitedError(Exception):
+class DaemonError(Exception):
+    """The daemon process could not be started, kept running or stopped; one line says why."""
+
+
+class DaemonExitedError(DaemonError):
     """The daemon process ended when it should be running, or did not stop when asked."""
 
 
@@ -43,7 +54,7 @@ class DaemonOptions:
         return [
             sys.executable,
             "-m",
-            "qrmd.cli",
+            "qrmd",
             "run",
             "--state-dir",
             str(self.state_dir),
@@ -94,23 +105,29 @@ class DaemonProcess:
             Its PID.
 
         Raises:
-            DaemonExitedError: a daemon is already running.
-            OSError: the process cannot be started.
+            DaemonError: a daemon is already running, a directory cannot be created, or the
+                process cannot be started.
         """
         if self._process is not None and self._process.poll() is None:
-            raise DaemonExitedError(f"a qrmd run process is already running (pid {self.pid})")
-        self.options.state_dir.mkdir(parents=True, exist_ok=True)
-        self.options.socket_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"$ {' '.join(self.argv)}\n".encode())
-            log.flush()
-            self._process = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            raise DaemonError(f"a qrmd run process is already running (pid {self.pid})")
+        for directory in (self.options.state_dir, self.options.socket_dir):
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DaemonError(f"cannot create directory {directory}: {exc.strerror}") from None
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"$ {' '.join(self.argv)}\n".encode())
+                log.flush()
+                self._process = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            raise DaemonError(f"cannot start qrmd run: {exc.strerror}") from None
         return self._process.pid
 
     def check_alive(self) -> None:

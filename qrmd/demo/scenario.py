@@ -30,7 +30,11 @@ from rich.console import Console
 
 from policy.synthetic import parse_synthetic_spec
 from policy.topology import CPUTopology
-from qrmd.demo.daemon_process import DaemonExitedError, DaemonOptions, DaemonProcess
+from qrmd.demo.daemon_process import (
+    DaemonError,
+    DaemonOptions,
+    DaemonProcess,
+)
 from qrmd.demo.view import Snapshot, render_phase, snapshot
 from qrmd.demo.workload import DELETED, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
 from qrmd.kubelet_sim import (
@@ -138,14 +142,19 @@ class _Demo:
     # -- output --------------------------------------------------------------------------------
 
     def _registration_seen(self, outcome: RegistrationOutcome) -> None:
-        if outcome.registered:
-            self.console.print(
-                f"  kubelet: plugin watcher registered [bold]{outcome.name}[/] from "
-                f"{outcome.socket_path} (GetInfo → GetResourcePluginOptions → "
-                "NotifyRegistrationStatus(true))"
-            )
-        else:
-            self.console.print(f"  kubelet: registration attempt failed: {outcome.error}")
+        # Successes are shown by the phase that waits for them, in order; failures as they come.
+        if not outcome.registered:
+            self.console.print(f"  [dim]kubelet: registration attempt failed: {outcome.error}[/]")
+
+    def _registered(self, endpoint: Endpoint) -> None:
+        options = endpoint.options
+        self.console.print(
+            f"  kubelet registered plugin [bold]{endpoint.name}[/] from {endpoint.socket_path}: "
+            "GetInfo → GetResourcePluginOptions "
+            f"(topology alignment {options.with_topology_alignment}, reconcile "
+            f"{options.need_reconcile}, pre-start {options.pre_start_required}) → "
+            "NotifyRegistrationStatus(true)"
+        )
 
     def _phase(self, number: int, title: str) -> None:
         elapsed = time.monotonic() - self.started
@@ -199,14 +208,10 @@ class _Demo:
     def start_and_register(self) -> Endpoint:
         self._phase(1, "start qrmd run and register it with the kubelet")
         pid = self.daemon.start()
-        self.console.print(f"  started qrmd run (pid {pid}): {' '.join(self.daemon.argv[2:])}")
+        self.console.print(f"  started (pid {pid}): qrmd {' '.join(self.daemon.argv[3:])}")
         self.sim.start()
         endpoint = self._register(newer_than=0)
-        options = endpoint.options
-        self.console.print(
-            f"  plugin options: topology alignment {options.with_topology_alignment}, "
-            f"reconcile {options.need_reconcile}, pre-start {options.pre_start_required}"
-        )
+        self._registered(endpoint)
         return endpoint
 
     def admit(self) -> dict[str, dict[str, str]]:
@@ -290,6 +295,7 @@ class _Demo:
         new_pid = self.daemon.start()
         self.console.print(f"  restarted qrmd run (pid {new_pid}) on {self.state_dir}")
         again = self._register(newer_than=endpoint.generation)
+        self._registered(again)
         for line in self.daemon.log_lines_matching("qrmd serving:")[-1:]:
             self.console.print(f"  [dim]daemon: {line.strip()}[/]")
         try:
@@ -350,14 +356,18 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         demo.sim.stop()
         kept = demo.finish()
         finished = True
-    except DaemonExitedError as exc:
-        raise DemoError(str(exc)) from None
-    except OSError as exc:
-        raise DemoError(f"{exc}") from None
+    except (DaemonError, DemoError) as exc:
+        pid = demo.daemon.pid
+        killed = ""
+        if pid is not None:
+            with contextlib.suppress(DaemonError):
+                demo.daemon.kill()
+            killed = f"; killed qrmd run (pid {pid})"
+        raise DemoError(f"{exc}{killed}") from None
     finally:
         demo.sim.stop()
         if not finished:
-            with contextlib.suppress(DaemonExitedError):
+            with contextlib.suppress(DaemonError):
                 demo.daemon.kill()
     return DemoResult(
         work_dir=demo.work_dir,

@@ -5,7 +5,8 @@ each container's ``CpusetCpus``), not from qrmd's internals: the reference plugi
 entries out of that answer (wire.md §9.2), so a pool is what the kubelet can infer: the
 containers of one QoS level that hold the same cpuset. Dedicated pods are named after the pod
 (a sidecar holds its main container's CPUs); shared containers form ``share``, reclaimed ones
-``reclaim``. CPUs nobody holds are the system reserve or idle.
+``reclaim``. CPUs nobody holds are the system reserve, or CPUs of a NUMA node that a NUMA-bound
+pod uses, which the shared pools never take (cpu-policy §5.4, "pooled CPUs").
 
 The map lays each NUMA node out by physical core: one column per core, one row per thread
 sibling, so a whole-core placement reads as a full column. Each CPU shows its id and the code
@@ -209,12 +210,12 @@ def render_pools(topology: CPUTopology, held: Sequence[Holder]) -> RenderableTyp
     idle = topology.cpus().difference(CPUSet.union_all(h.cpus for h in held))
     table.add_row(
         Text("·", style=_IDLE_STYLE),
-        "reserve/idle",
+        "unheld",
         "",
         str(idle) or "-",
         str(len(idle)),
         _per_numa(topology, idle),
-        "(held by no container)",
+        "the reserve, and CPUs kept for NUMA-bound pods",
     )
     return table
 
