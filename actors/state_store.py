@@ -181,9 +181,7 @@ class StateStoreCore:
             recovery_bytes_truncated=found.truncated_bytes,
             recovery_seconds=report.elapsed_s,
         )
-        return cls(
-            journal, Snapshot(state, found.last_seq), report, clock=clock, metrics=metrics
-        )
+        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock, metrics=metrics)
 
     @property
     def snapshot(self) -> Snapshot:
