@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -143,7 +144,7 @@ def _replay_problems(
     checkpoints: tuple[int, ...],
     topology: CPUTopology,
     out: Console,
-) -> Any:
+) -> Iterator[str]:
     """Replay from empty (or the oldest checkpoint retention left a start for) and compare."""
     fs = OsFileOps()
     base_seq = 0
