@@ -43,7 +43,7 @@ class GetSnapshot:
     """Ask for the latest published snapshot."""
 
 
-class CommitRefused(Exception):  # noqa: N818 (the protocol says "refused")
+class CommitRefused(Exception):  # noqa: N818 (a refusal, named as the protocol names it)
     """The commit was not persisted (I/O error, disk full, events that do not fit).
 
     State is unchanged; a kubelet call that needed it answers UNAVAILABLE and is retried.

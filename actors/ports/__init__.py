@@ -1,5 +1,14 @@
-"""Ports: the small interfaces actors reach the world through (DESIGN.md, layout).
+"""The ports actors reach the world through: small interfaces that ``qrmd/host`` and ``wire``
+implement and the composition root injects (DESIGN.md, "Layout").
 
-``wire/`` and ``qrmd/host/`` implement them and the composition root injects the
-implementations; tests inject fakes with the same interface (STYLE.md, Tests).
+One module per port family. A port names only domain types (``policy``) and plain Python
+values, never a file, a socket or protobuf, so an actor can be driven in tests by a fake that
+implements the same interface as the real adapter.
+
+* ``balancer``: what the MemoryBalancer reads each round (per-NUMA metrics, NUMA distances,
+  per-container anonymous memory per NUMA).
+* ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
+  asks the StateStore actor).
+* ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the
+  journal it owns read time only through it.
 """

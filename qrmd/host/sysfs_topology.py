@@ -28,10 +28,15 @@ from pathlib import Path
 
 from policy.cpuset import CPUSet
 from policy.synthetic import LOCAL_DISTANCE
-from policy.topology import CPUTopology, TopologyError
+from policy.topology import CPUTopology, NUMADistances, TopologyError
 from policy.topology_build import CoreSpec, assemble_topology, parse_cpu_list
 
-__all__ = ["DEFAULT_SYSFS_ROOT", "SysfsTopologyError", "read_sysfs_topology"]
+__all__ = [
+    "DEFAULT_SYSFS_ROOT",
+    "SysfsTopologyError",
+    "read_numa_distances",
+    "read_sysfs_topology",
+]
 
 DEFAULT_SYSFS_ROOT = Path("/sys")
 
@@ -85,6 +90,29 @@ def read_sysfs_topology(root: Path | str = DEFAULT_SYSFS_ROOT) -> CPUTopology:
         return assemble_topology(cores, distances=distances)
     except TopologyError as exc:
         raise SysfsTopologyError(f"{system}: {exc}") from None
+
+
+def read_numa_distances(root: Path | str = DEFAULT_SYSFS_ROOT) -> NUMADistances:
+    """Read only the NUMA distance matrix, by the same rules as ``read_sysfs_topology``.
+
+    The memory balancer reads the distances on their own (spec memory-balancer §4.4): every
+    node with online CPUs or memory, memory-only nodes included, one row each.
+
+    Args:
+        root: the sysfs mount point (``/sys``), or a tree laid out like it.
+
+    Returns:
+        The distance matrix.
+
+    Raises:
+        SysfsTopologyError: a file is missing, unreadable or malformed; the message names it.
+    """
+    system = Path(root) / "devices" / "system"
+    _, matrix = _read_nodes(system / "node", _read_cpu_list(system / "cpu" / "online"))
+    try:
+        return NUMADistances.of(matrix)
+    except TopologyError as exc:
+        raise SysfsTopologyError(f"{system / 'node'}: {exc}") from None
 
 
 def _read_nodes(node_dir: Path, online: CPUSet) -> tuple[dict[int, int], dict[int, dict[int, int]]]:

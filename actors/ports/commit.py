@@ -1,0 +1,135 @@
+"""The committer port: how a writer makes its events durable (DESIGN.md, the commit protocol).
+
+A writer (the Allocator) holds a ``Snapshot`` of the durable state, computes events on it and
+hands them to a ``Committer``, which answers with the next durable ``Snapshot`` or refuses.
+``StateStoreCommitter`` is the real one: it asks the StateStore actor and waits. That wait is
+the one place an actor blocks on another, safe because the StateStore never calls anyone, so
+no cycle of waits can form.
+
+Three outcomes, kept apart because they leave the writer in different places:
+
+* the new snapshot: the record is durable and applied;
+* ``CommitRefused`` (or its ``StoreUnavailable``): nothing was persisted, the state is what
+  the writer holds;
+* ``CommitOutcomeUnknown``: the store did not answer (timeout, or it died with the commit in
+  its mailbox); the record may yet be applied, so the writer must re-read the durable state
+  with ``latest()`` before its next decision rather than trust the snapshot it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import pykka
+
+from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
+from policy.events import Event
+
+__all__ = [
+    "DEFAULT_COMMIT_TIMEOUT_S",
+    "CommitOutcomeUnknown",
+    "Committer",
+    "StateStoreCommitter",
+    "StoreRef",
+]
+
+#: How long a writer waits for the store. Generous: an fsync on a loaded disk takes seconds,
+#: and kubelet's own deadline (the gRPC handler's ask) bounds the RPC anyway.
+DEFAULT_COMMIT_TIMEOUT_S = 10.0
+
+
+class CommitOutcomeUnknown(Exception):  # noqa: N818 (an outcome, like CommitRefused)
+    """The store did not answer a commit; it may or may not have been applied.
+
+    The writer must call ``Committer.latest()`` before deciding again.
+    """
+
+
+class Committer(Protocol):
+    """Makes events durable and says what the durable state now is."""
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> Snapshot:
+        """Journal one record of ``events`` with its ``cause``, apply it, return the new snapshot.
+
+        Raises:
+            CommitRefused: nothing was persisted; the durable state is unchanged.
+            CommitOutcomeUnknown: no answer; re-read the state with ``latest()``.
+        """
+        ...
+
+    def latest(self) -> Snapshot:
+        """The latest durable snapshot, after every commit sent before this call.
+
+        Raises:
+            StoreUnavailable: the store cannot answer.
+        """
+        ...
+
+
+class StoreRef(Protocol):
+    """What the adapter needs of a pykka ``ActorRef``: a blocking ``ask``."""
+
+    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+        """Send ``message`` and wait for the reply (pykka ``ActorRef.ask``)."""
+        ...
+
+
+class StateStoreCommitter:
+    """A ``Committer`` that asks the StateStore actor (``Commit`` / ``GetSnapshot``).
+
+    Args:
+        store: the StateStore's ``ActorRef``.
+        timeout_s: how long to wait for each answer.
+    """
+
+    def __init__(self, store: StoreRef, timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"commit timeout must be positive, got {timeout_s} s")
+        self._store = store
+        self._timeout_s = timeout_s
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> Snapshot:
+        """Ask the store to commit; see ``Committer.commit``.
+
+        Raises:
+            CommitRefused: the store refused (its exception, unchanged), or it was not running
+                when asked, so the commit never reached it (``StoreUnavailable``).
+            CommitOutcomeUnknown: no answer within the timeout, or the store stopped with the
+                commit in its mailbox.
+        """
+        try:
+            # Blocking ask from inside an actor: the StateStore never calls anyone, so this
+            # wait cannot be part of a cycle (DESIGN.md, the commit protocol step 1).
+            reply = self._store.ask(Commit(events, cause), timeout=self._timeout_s)
+        except CommitRefused:
+            raise
+        except pykka.Timeout as err:
+            raise CommitOutcomeUnknown(
+                f"the state store did not answer a commit of {len(events)} events "
+                f"within {self._timeout_s} s"
+            ) from err
+        except pykka.ActorDeadError as err:
+            raise CommitOutcomeUnknown(f"the state store stopped during a commit: {err}") from err
+        return _expect_snapshot(reply, "Commit")
+
+    def latest(self) -> Snapshot:
+        """Ask the store for its latest snapshot; see ``Committer.latest``.
+
+        Raises:
+            StoreUnavailable: no answer within the timeout, or the store is not running.
+        """
+        try:
+            # Blocking for the same reason as ``commit``: the store never calls back.
+            reply = self._store.ask(GetSnapshot(), timeout=self._timeout_s)
+        except (pykka.Timeout, pykka.ActorDeadError) as err:
+            raise StoreUnavailable(f"the state store did not answer GetSnapshot: {err!r}") from err
+        return _expect_snapshot(reply, "GetSnapshot")
+
+
+def _expect_snapshot(reply: object, asked: str) -> Snapshot:
+    if not isinstance(reply, Snapshot):
+        raise TypeError(
+            f"the state store answered {asked} with {type(reply).__name__}, not Snapshot"
+        )
+    return reply

@@ -1,0 +1,289 @@
+"""``qrmd balance plan FILE``: ask the NUMA memory balancer what it would do, offline.
+
+An operator gives one round's inputs as JSON (the shape ``RoundInputs.to_json`` writes and a
+journaled round records: per-NUMA latency and bandwidth, the distance lists, the pools and their
+pods with per-NUMA anonymous memory, the configuration, the last emitted round and the time;
+format in ``policy.balance.inputs`` and the README). qrmd runs the same pure ``plan_round`` the
+daemon runs (spec memory-balancer §6.2, §7) and prints:
+
+* the human view: the verdict, a per-NUMA latency/bandwidth table with each node's role (max
+  latency, max bandwidth, source, destination with its distance), the pods to migrate, the
+  eviction offer, and the advice text exactly as the balancer would hand it on (§5.6);
+* with ``--json``, one machine-readable line ``{"outcome", "record", "advice"}``: ``outcome``
+  is ``stored``, ``failed`` or ``skipped`` (cool-down), ``record`` the balance record with the
+  reference's field names (§5.5) or null, ``advice`` the advice object (§5.6) or null. Numbers
+  are formatted as Go formats them, so the record and advice are the reference's bytes.
+
+A bad file is one error line naming the file and the field (``inputs.pods[2].containers[0]
+.anon["1"]: -5 is outside [0, ...]``); nothing is printed to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from policy.balance import (
+    BalanceInfo,
+    EvictOffer,
+    MemoryAdvice,
+    RoundInputs,
+    RoundOutcome,
+    RoundResult,
+    evict_offers,
+    plan_round,
+)
+from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
+from policy.balance.gojson import encode, format_float, format_time
+
+__all__ = ["load_inputs", "plan_document", "register", "run"]
+
+_WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the pods table
+
+#: Round files are a few MB even for 2,000 pods; refuse what cannot be one.
+MAX_INPUT_BYTES = 256 << 20
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("balance", help="the NUMA memory balancer, offline")
+    actions = p.add_subparsers(dest="balance_command", metavar="ACTION", required=True)
+    plan = actions.add_parser(
+        "plan",
+        help="compute one balance round from a JSON file of its inputs",
+        description=(
+            "Compute one NUMA memory balance round from a JSON file of its inputs (the shape a "
+            "journaled round records) and print the record, the advice and the eviction offer."
+        ),
+    )
+    plan.add_argument("file", metavar="FILE", help="round inputs as JSON; '-' reads stdin")
+    plan.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    plan.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    inputs = load_inputs(args.file)
+    outcome = plan_round(inputs)
+    if args.json:
+        sys.stdout.write(encode(plan_document(outcome)) + "\n")
+    else:
+        _render(inputs, outcome, Console(highlight=False))
+    return 0
+
+
+def load_inputs(file: str) -> RoundInputs:
+    """Read and validate a round file.
+
+    Args:
+        file: a path, or ``-`` for stdin.
+
+    Returns:
+        The validated inputs.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the file is not JSON, or a field is missing, unknown or invalid; the
+            message names the file and the field's path.
+    """
+    name = "<stdin>" if file == "-" else file
+    if file == "-":
+        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    else:
+        try:
+            with Path(file).open("rb") as f:
+                raw = f.read(MAX_INPUT_BYTES + 1)
+        except OSError as exc:
+            raise OSError(f"cannot read {file}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise ValueError(f"{name}: larger than {MAX_INPUT_BYTES} bytes; not a round file")
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{name}: not JSON: {exc}") from None
+    try:
+        return RoundInputs.from_json(document)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def plan_document(outcome: RoundOutcome) -> dict[str, object]:
+    """``{"outcome", "record", "advice"}`` for ``--json`` (module docstring)."""
+    return {
+        "outcome": str(outcome.result),
+        "record": None if outcome.record is None else outcome.record.to_json(),
+        "advice": None if outcome.advice is None else outcome.advice.to_json(),
+    }
+
+
+# -- the human view ------------------------------------------------------------------------------
+
+
+def _render(inputs: RoundInputs, outcome: RoundOutcome, console: Console) -> None:
+    record = outcome.record
+    console.print(Text(f"Balance round at {format_time(inputs.now)}", style="bold"))
+    if record is None:
+        _render_skipped(inputs, console)
+        return
+    console.print(Text(_verdict(outcome, record)), soft_wrap=True)
+    console.print()
+    if record.raw_numa_latency_info:
+        console.print(_numa_table(record))
+    _render_pods(record, console)
+    _render_eviction(evict_offers(record, [p.uid for p in record.evict_pods]), record, console)
+    _render_advice(outcome.advice, console)
+
+
+def _render_skipped(inputs: RoundInputs, console: Console) -> None:
+    # Only a round after an emitted one is skipped, so ``last`` is there.
+    started = (
+        ""
+        if inputs.last is None
+        else (
+            f" The last emitted round started at {format_time(inputs.last.detect_time)}, "
+            f"{format_float(inputs.now - inputs.last.detect_time)} s before now."
+        )
+    )
+    console.print(
+        Text(
+            f"skipped: cool-down.{started} Rounds wait {BALANCE_INTERVAL_NS // 10**9} s after "
+            "an emitted advice (§6.2). No record, no advice, no eviction offer."
+        ),
+        soft_wrap=True,
+    )
+
+
+def _verdict(outcome: RoundOutcome, record: BalanceInfo) -> str:
+    if outcome.result is RoundResult.FAILED:
+        return (
+            f"failed: {record.failed_reason}\n"
+            "Not stored: the round is logged and counted, and the previous record stays (§6.2)."
+        )
+    parts = [f"stored · status {record.status}"]
+    if not record.need_balance:
+        if record.balance_level:
+            parts.append(
+                f"{record.balance_level} cancelled: bandwidth level "
+                f"{record.max_latency_numa_bandwidth_level} (grace balance needs high)"
+            )
+        elif record.max_latency_numa is not None and (
+            record.max_latency_numa.read_latency == 0
+            or (record.max_bandwidth_numa and record.max_bandwidth_numa.read_write_bandwidth == 0)
+        ):
+            parts.append("no measurement (a latency or bandwidth of 0): nothing to do")
+        else:
+            parts.append("no latency pressure: nothing to do")
+        return " · ".join(parts)
+    parts.append(str(record.balance_level))
+    parts.append(f"bandwidth level {record.max_latency_numa_bandwidth_level}")
+    if record.bandwidth_pressure:
+        parts.append("bandwidth pressure")
+    if record.source_numa is not None:
+        parts.append(f"source NUMA {record.source_numa.numa_id}")
+    text = " · ".join(parts)
+    if record.failed_reason:
+        text += f"\n{record.failed_reason}"
+    return text
+
+
+def _numa_table(record: BalanceInfo) -> Table:
+    dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    table.add_column("NUMA", justify="right", no_wrap=True)
+    table.add_column("read latency", justify="right", no_wrap=True)
+    table.add_column("bandwidth", justify="right", no_wrap=True)
+    table.add_column("role")
+    for info in record.raw_numa_latency_info:
+        roles: list[str] = []
+        if record.max_latency_numa and record.max_latency_numa.numa_id == info.numa_id:
+            roles.append("max latency")
+        if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == info.numa_id:
+            roles.append("max bandwidth")
+        if record.source_numa and record.source_numa.numa_id == info.numa_id:
+            roles.append("source")
+        if info.numa_id in dest:
+            roles.append(f"destination (distance {dest[info.numa_id]})")
+        table.add_row(
+            str(info.numa_id),
+            format_float(info.read_latency),
+            format_float(info.read_write_bandwidth),
+            " · ".join(roles),
+            style="bold" if roles else "",
+        )
+    return table
+
+
+def _render_pods(record: BalanceInfo, console: Console) -> None:
+    if record.dest_numas is None:
+        return
+    if not record.dest_numas:
+        console.print(Text("No destination NUMA node passes the gap-ratio and ping-pong filters."))
+        return
+    dests = ", ".join(str(n.numa_id) for n in record.dest_numas)
+    source = record.source_numa.numa_id if record.source_numa else "?"
+    if not record.balance_pods:
+        console.print(Text(f"No pod can move from NUMA {source} to NUMA {dests}."))
+        return
+    console.print(
+        Text(
+            f"Pods to migrate from NUMA {source} to NUMA {dests}: "
+            f"{len(record.balance_pods)}, {_bytes(record.total_rss)} in total"
+        ),
+        soft_wrap=True,
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("pod", no_wrap=True)
+    table.add_column("containers", no_wrap=True)
+    table.add_column("RSS on source", justify="right", no_wrap=True)
+    table.add_column("pool NUMAs", no_wrap=True)
+    table.add_column("UID", no_wrap=True)
+    for pod in record.balance_pods:
+        table.add_row(
+            f"{pod.namespace}/{pod.name}",
+            ", ".join(pod.containers),
+            _bytes(pod.rss_on_source_numa),
+            ",".join(map(str, pod.dest_numas)),
+            pod.uid,
+        )
+    # Never cut a UID or a container name to fit a narrow terminal: long lines are better.
+    unbounded = console.options.update_width(_WIDEST_TABLE)
+    console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
+    console.print(table)
+
+
+def _render_eviction(offers: tuple[EvictOffer, ...], record: BalanceInfo, console: Console) -> None:
+    if not record.evict_pods:
+        console.print(Text("Eviction offer: none"))
+        return
+    for pod, offer in zip(record.evict_pods, offers, strict=True):
+        console.print(
+            Text(
+                f"Eviction offer: {pod.namespace}/{pod.name} (UID {pod.uid}), force, "
+                f"reason: {offer.reason}"
+            ),
+            soft_wrap=True,
+        )
+
+
+def _render_advice(advice: MemoryAdvice | None, console: Console) -> None:
+    if advice is None:
+        console.print(Text("Advice: none"))
+        return
+    console.print(Text(f"Advice ({ADVICE_KEY}):"))
+    # Printed whole on one line, to be copied as is; never wrapped by rich.
+    console.print(Text(advice.to_json_text()), soft_wrap=True)
+
+
+def _bytes(amount: float) -> str:
+    """``9126805504`` → ``8.5 GiB (9126805504)``: readable, with the exact figure."""
+    exact = format_float(amount)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if amount >= size:
+            return f"{amount / size:.1f} {unit} ({exact})"
+    return f"{exact} B"

@@ -1,0 +1,133 @@
+"""StateStoreCommitter (actors.ports.commit): the three outcomes of a commit ask.
+
+A small pykka actor stands in for the StateStore: it answers ``Commit`` and ``GetSnapshot`` as
+the protocol says (DESIGN.md, the commit protocol), and can refuse, hold a commit until told to
+go on, or answer nonsense.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from actors.ports.commit import CommitOutcomeUnknown, StateStoreCommitter
+from actors.store_messages import (
+    Commit,
+    CommitRefused,
+    GetSnapshot,
+    Snapshot,
+    StoreUnavailable,
+)
+from policy.cpuset import CPUSet
+from policy.events import PoolSet
+from policy.state import apply_all, empty_state
+from tests.topologies import SYNTH_16_2_4
+
+RESERVE = (PoolSet("reserve", CPUSet.parse("0,2")),)
+
+
+class Switches:
+    """What the test tells the stand-in: ``refuse``, ``garble``, or ``hold`` a commit."""
+
+    def __init__(self) -> None:
+        self.refuse = False
+        self.garble = False
+        self.hold = threading.Event()
+        self.hold.set()
+
+
+class StoreStandIn(pykka.ThreadingActor):
+    """Applies commits in memory; its ``Switches`` change its next answer."""
+
+    def __init__(self, switches: Switches) -> None:
+        super().__init__()
+        self.snapshot = Snapshot(empty_state(SYNTH_16_2_4), 0)
+        self.switches = switches
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case Commit(events, _cause):
+                self.switches.hold.wait(timeout=10)
+                if self.switches.refuse:
+                    raise StoreUnavailable("segment could not be truncated")
+                if self.switches.garble:
+                    return "ok"
+                state = apply_all(self.snapshot.state, events)
+                self.snapshot = Snapshot(state, self.snapshot.seq + 1)
+                return self.snapshot
+            case GetSnapshot():
+                return self.snapshot
+        raise TypeError(type(message).__name__)
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[pykka.ActorRef[StoreStandIn], Switches]]:
+    switches = Switches()
+    ref = StoreStandIn.start(switches)
+    yield ref, switches
+    if ref.is_alive():
+        ref.stop()
+
+
+def test_commit_returns_the_stores_snapshot(
+    store: tuple[pykka.ActorRef[StoreStandIn], Switches],
+) -> None:
+    ref, _ = store
+    committer = StateStoreCommitter(ref, timeout_s=10)
+    snapshot = committer.commit(RESERVE, {"rpc": "StartPolicy"})
+    assert snapshot.seq == 1 and str(snapshot.state.cpu.pools["reserve"]) == "0,2"
+    assert committer.latest() == snapshot
+
+
+def test_a_refusal_reaches_the_writer_unchanged(
+    store: tuple[pykka.ActorRef[StoreStandIn], Switches],
+) -> None:
+    ref, stand_in = store
+    stand_in.refuse = True
+    with pytest.raises(StoreUnavailable, match="could not be truncated"):
+        StateStoreCommitter(ref).commit(RESERVE, {})
+
+
+def test_no_answer_in_time_is_an_unknown_outcome_and_latest_sees_what_landed(
+    store: tuple[pykka.ActorRef[StoreStandIn], Switches],
+) -> None:
+    ref, stand_in = store
+    stand_in.hold.clear()
+    committer = StateStoreCommitter(ref, timeout_s=0.05)
+    with pytest.raises(CommitOutcomeUnknown, match=r"within 0\.05 s"):
+        committer.commit(RESERVE, {})
+    stand_in.hold.set()  # the store gets to the commit after all
+    assert StateStoreCommitter(ref, timeout_s=10).latest().seq == 1
+
+
+def test_a_stopped_store(store: tuple[pykka.ActorRef[StoreStandIn], Switches]) -> None:
+    ref, _ = store
+    ref.stop()
+    committer = StateStoreCommitter(ref)
+    with pytest.raises(CommitOutcomeUnknown, match="stopped"):
+        committer.commit(RESERVE, {})
+    with pytest.raises(StoreUnavailable, match="GetSnapshot"):
+        committer.latest()
+
+
+def test_an_answer_that_is_not_a_snapshot(
+    store: tuple[pykka.ActorRef[StoreStandIn], Switches],
+) -> None:
+    ref, stand_in = store
+    stand_in.garble = True
+    with pytest.raises(TypeError, match="answered Commit with str, not Snapshot"):
+        StateStoreCommitter(ref).commit(RESERVE, {})
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0, float("nan")])
+def test_timeout_must_be_positive(timeout_s: float) -> None:
+    with pytest.raises(ValueError, match="commit timeout must be positive"):
+        StateStoreCommitter(pykka.ActorRef.__new__(pykka.ActorRef), timeout_s)
+
+
+def test_refused_is_the_base_of_unavailable() -> None:
+    assert issubclass(StoreUnavailable, CommitRefused)

@@ -1,0 +1,43 @@
+"""The simulated container-memory source (qrmd.host.memory_simulator) behaves as the cgroup
+reader does: figures per container, the pod's per-node sum, errors for unknown pods."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, PodAnonMemory
+from qrmd.host.memory_simulator import SimulatedContainerMemory
+
+GiB = 1 << 30
+
+
+def test_figures_per_container_and_the_pods_sum() -> None:
+    memory = SimulatedContainerMemory()
+    assert isinstance(memory, ContainerMemoryReader)
+    memory.set_container("p", "containerd://a", {0: 2 * GiB, 1: GiB})
+    memory.set_container("p", "containerd://b", {0: GiB})
+    assert memory.anon_by_numa("p", ["containerd://b"]) == PodAnonMemory(
+        pod={0: 3 * GiB, 1: GiB}, containers={"containerd://b": {0: GiB}}
+    )
+    every = memory.anon_by_numa("p", None).containers
+    assert every == {"containerd://a": {0: 2 * GiB, 1: GiB}, "containerd://b": {0: GiB}}
+    assert 1 not in every["containerd://b"], "no figure is no key, never a zero"
+
+
+def test_unknown_pods_and_containers_raise_the_ports_error() -> None:
+    memory = SimulatedContainerMemory()
+    memory.set_container("p", "a", {0: 1})
+    with pytest.raises(AnonMemoryUnavailable, match=r"^pod q: not simulated$"):
+        memory.anon_by_numa("q", None)
+    with pytest.raises(
+        AnonMemoryUnavailable, match=r"^pod p: container z is not simulated \(have a\)$"
+    ):
+        memory.anon_by_numa("p", ["a", "z"])
+    memory.remove_pod("p")
+    with pytest.raises(AnonMemoryUnavailable):
+        memory.anon_by_numa("p", None)
+
+
+def test_negative_figures_are_refused() -> None:
+    with pytest.raises(ValueError, match="pod p container a: NUMA 0 holds -1 bytes"):
+        SimulatedContainerMemory().set_container("p", "a", {0: -1})

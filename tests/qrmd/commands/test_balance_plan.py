@@ -1,0 +1,279 @@
+"""``qrmd balance plan``: the shipped example files, every §15 worked example through the CLI
+(exported to JSON, computed offline, compared with the in-process round and the spec's exact
+record and advice text), the human view, cool-down, and one-line errors naming the field.
+
+The human views of the example files are golden: regenerate them with
+``QRMD_UPDATE_GOLDEN=1 pytest tests/qrmd/commands/test_balance_plan.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from policy.balance import (
+    BalanceInfo,
+    MemoryAdvice,
+    RoundInputs,
+    RoundResult,
+    plan_round,
+)
+from policy.balance.gojson import encode
+from qrmd.cli import main
+from qrmd.commands.balance import plan_document
+from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, make_inputs
+from tests.policy.balance.test_properties import round_inputs
+from tests.policy.balance.test_worked_examples import EXAMPLES, Example
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE_DIR = REPO / "docs" / "examples" / "balance"
+GOLDEN = Path(__file__).parent / "golden" / "balance_plan"
+EXAMPLE_FILES = sorted(p.stem for p in EXAMPLE_DIR.glob("*.json"))
+UPDATE = os.environ.get("QRMD_UPDATE_GOLDEN") == "1"
+
+
+def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["balance", "plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def in_process(path: Path) -> str:
+    """What ``--json`` must print for a round file: the round computed here, in-process."""
+    outcome = plan_round(RoundInputs.from_json(json.loads(path.read_text())))
+    return encode(plan_document(outcome)) + "\n"
+
+
+def test_the_examples_are_shipped() -> None:
+    assert {"pressure", "quiet", "missing-metric"} <= set(EXAMPLE_FILES)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_FILES)
+def test_json_output_of_each_example_file_equals_the_in_process_round(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = EXAMPLE_DIR / f"{name}.json"
+    code, out, err = plan(capsys, str(path), "--json")
+    assert (code, err) == (0, "")
+    assert out == in_process(path)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_FILES)
+def test_human_view_of_each_example_file_is_golden(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = plan(capsys, str(EXAMPLE_DIR / f"{name}.json"))
+    assert (code, err) == (0, "")
+    golden = GOLDEN / f"{name}.txt"
+    if UPDATE:
+        golden.write_text(out)
+    assert out == golden.read_text(), f"regenerate with QRMD_UPDATE_GOLDEN=1 if intended: {golden}"
+
+
+def test_the_readme_shows_the_quiet_example_verbatim() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Asking the balancer offline: `qrmd balance plan`", 1)[1]
+    shown = section.split("```json\n", 1)[1].split("```", 1)[0]
+    assert json.loads(shown) == json.loads((EXAMPLE_DIR / "quiet.json").read_text())
+
+
+def test_pressure_example_yields_migration_advice_and_an_eviction_offer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = EXAMPLE_DIR / "pressure.json"
+    _, out, _ = plan(capsys, str(path), "--json")
+    document = json.loads(out)
+    assert document["outcome"] == "stored"
+    assert document["record"]["status"] == "prepareSuccess"
+    assert document["record"]["evictPods"][0]["name"] == "spark-exec-1"
+    advice = MemoryAdvice.from_json(document["advice"])
+    assert (advice.source_numa, advice.dest_numa_list) == (0, (1,))
+    assert advice.total_rss == 9126805504
+    # The human view shows the same advice text, whole, on one line.
+    _, human, _ = plan(capsys, str(path))
+    assert f"\n{advice.to_json_text()}\n" in human
+    assert (
+        "Eviction offer: batch/spark-exec-1 (UID 6f1c9a52-0001-4d7e-9a51-2c1f0e7b8a01), force, "
+        "reason: the memory node 0 is under bandwidth pressure\n"
+    ) in human
+
+
+def test_quiet_example_has_no_advice(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = plan(capsys, str(EXAMPLE_DIR / "quiet.json"), "--json")
+    document = json.loads(out)
+    assert document["advice"] is None
+    assert document["record"]["needBalance"] is False
+    assert document["record"]["status"] == "preparing"
+
+
+def test_missing_metric_example_fails_the_round(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = plan(capsys, str(EXAMPLE_DIR / "missing-metric.json"), "--json")
+    document = json.loads(out)
+    assert document["outcome"] == "failed"
+    assert document["record"]["failedReason"] == (
+        "failed to get numa metric, metric name: mem.latency.read.numa, numa id: 1, "
+        "err: metric data expired"
+    )
+
+
+# -- §15 worked examples through the CLI -----------------------------------------------------
+
+WORKED = [pytest.param(p.values[0], id=p.id) for p in EXAMPLES]
+
+
+@pytest.mark.parametrize("example", WORKED)
+def test_worked_example_through_the_cli(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: Example
+) -> None:
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(example.inputs.to_json()))
+    code, out, err = plan(capsys, str(path), "--json")
+    assert (code, err) == (0, "")
+    # The same as in-process ...
+    outcome = plan_round(example.inputs)
+    assert out == encode(plan_document(outcome)) + "\n"
+    # ... and as the spec's worked values: the exact record and advice text.
+    document = json.loads(out)
+    assert document["outcome"] == str(example.result)
+    assert BalanceInfo.from_json(document["record"]) == example.record
+    assert f'"record":{example.record.to_json_text()}' in out
+    advice = document["advice"]
+    assert (None if advice is None else MemoryAdvice.from_json(advice).to_json_text()) == (
+        example.advice
+    )
+    if example.advice is not None:
+        assert f'"advice":{example.advice}' + "}" in out
+
+
+@pytest.mark.parametrize("example", WORKED)
+def test_worked_example_human_view_shows_the_verdict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example: Example
+) -> None:
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(example.inputs.to_json()))
+    code, out, _ = plan(capsys, str(path))
+    assert code == 0
+    record = example.record
+    if example.result is RoundResult.FAILED:
+        assert f"failed: {record.failed_reason}" in out
+    else:
+        assert f"stored · status {record.status}" in out
+    assert (example.advice or "Advice: none") in out
+    for uid, reason in example.evictions:
+        assert f"(UID {uid}), force, reason: {reason}" in out
+
+
+# -- cool-down, stdin, errors ---------------------------------------------------------------
+
+
+def test_a_round_in_the_cool_down_is_skipped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    first = plan_round(make_inputs(EX2_L, EX2_B, EX2_PODS))
+    assert first.record is not None
+    emitted = dataclasses.replace(first.record, balance_executed=True)
+    later = make_inputs(EX2_L, EX2_B, EX2_PODS, last=emitted, now=NOW + 12.5)
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(later.to_json()))
+    _, out, _ = plan(capsys, str(path), "--json")
+    assert out == '{"outcome":"skipped","record":null,"advice":null}\n'
+    _, human, _ = plan(capsys, str(path))
+    assert "skipped: cool-down. The last emitted round started at 2026-11-29T23:25:21.5Z, " in human
+    assert "12.5 s before now." in human
+
+
+def test_dash_reads_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = EXAMPLE_DIR / "quiet.json"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+    code, out, _ = plan(capsys, "-", "--json")
+    assert (code, out) == (0, in_process(path))
+
+
+QUIET = json.loads((EXAMPLE_DIR / "quiet.json").read_text())
+
+
+def edited(**changes: object) -> str:
+    document = json.loads(json.dumps(QUIET))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        target = document
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is _DELETE:
+            del target[last]
+        else:
+            target[last] = value
+    return json.dumps(document)
+
+
+_DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(None, "cannot read FILE: No such file or directory", id="no such file"),
+        pytest.param("{", "FILE: not JSON: Expecting property name", id="not JSON"),
+        pytest.param(edited(now=_DELETE), "FILE: inputs: missing field 'now'", id="missing now"),
+        pytest.param(
+            edited(pods__0__containers__0__anon={"1": -5}),
+            "FILE: inputs.pods[0].containers[0].anon['1']: -5 is outside [0, ",
+            id="negative anon names the field",
+        ),
+        pytest.param(
+            edited(numaMetric=[]),
+            "FILE: inputs: unknown field 'numaMetric' (known: ",
+            id="a typo is an unknown field",
+        ),
+        pytest.param(
+            edited(numaMetrics__0__readLatency=-1),
+            "FILE: inputs.numaMetrics[0].readLatency: -1 is outside [0, inf]",
+            id="negative latency",
+        ),
+        pytest.param(
+            edited(now="yesterday"),
+            "FILE: inputs.now: 'yesterday' is not an RFC 3339 timestamp",
+            id="bad time",
+        ),
+    ],
+)
+def test_bad_files_are_one_error_line_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str | None, message: str
+) -> None:
+    path = tmp_path / "round.json"
+    if text is not None:
+        path.write_text(text)
+    code, out, err = plan(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert err.startswith("qrmd balance: error: " + message.replace("FILE", str(path))), err
+
+
+# -- any round: the CLI and the in-process planner agree ------------------------------------------
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(inputs=round_inputs())
+def test_any_round_through_the_cli_equals_the_in_process_round(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, inputs: RoundInputs
+) -> None:
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(inputs.to_json()))
+    code, out, err = plan(capsys, str(path), "--json")
+    assert (code, err) == (0, "")
+    assert out == encode(plan_document(plan_round(inputs))) + "\n"
+    # The human view renders every outcome without error.
+    code, _, err = plan(capsys, str(path))
+    assert (code, err) == (0, "")
