@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from qrmd.demo.scenario import DemoError, DemoSettings, run_demo
+from qrmd.demo.workload import TOPOLOGY
 
 __all__ = ["register", "run"]
 
@@ -65,8 +66,13 @@ def run(args: argparse.Namespace) -> int:
     console.rule(f"[bold]done in {result.elapsed_s:.1f} s[/]")
     state = result.state_dir
     console.print(f"journal and checkpoints kept in {state}; try:")
-    for sub in ("show", "stats", "verify"):
-        console.print(f"    qrmd journal {sub} {state}")
+    for line in (
+        f"qrmd journal show {state}",
+        f"qrmd journal show --pod uid-web {state}",
+        f"qrmd journal stats {state}",
+        f"qrmd journal verify --topology {TOPOLOGY} {state}",
+    ):
+        console.print(f"    {line}", soft_wrap=True)
     console.print(f"daemon log: {result.log_path}")
     if result.kept_pid is not None:
         metrics = result.metrics_address
