@@ -171,7 +171,7 @@ class _Demo:
         while True:
             self.daemon.check_alive()
             try:
-                return self.sim.kubelet.wait_registered(
+                return self.sim.kubelet.endpoints.wait_registered(
                     PLUGIN, newer_than=newer_than, timeout_s=0.2
                 )
             except TimeoutError:

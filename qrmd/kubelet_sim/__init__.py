@@ -6,12 +6,13 @@ reconcile and pod removal. ``qrmd demo`` and the integration tests use it as a l
 
     sim = KubeletSimulator([socket_dir], numa_nodes=[0, 1, 2, 3], reconcile_period_s=1.0)
     with sim:
-        sim.kubelet.wait_registered("cpu", timeout_s=10)
+        sim.kubelet.endpoints.wait_registered("cpu", timeout_s=10)
         sim.kubelet.admit(shared_pod("uid-1", "web", 2))
 
 Modules: ``pods`` (the pod model), ``client`` (gRPC calls and their deadlines, the only module
 that touches protobuf), ``registration`` (the plugin watcher), ``topology_manager`` (choosing
-the affinity), ``kubelet`` (admission, reconcile, removal), ``simulator`` (background loops).
+the affinity), ``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile,
+removal), ``simulator`` (background loops).
 """
 
 from qrmd.kubelet_sim.client import (
@@ -24,7 +25,8 @@ from qrmd.kubelet_sim.client import (
     PluginOptions,
     TopologyAwareResource,
 )
-from qrmd.kubelet_sim.kubelet import AdmissionError, Endpoint, Kubelet, ReconcileReport
+from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
+from qrmd.kubelet_sim.kubelet import AdmissionError, Kubelet, ReconcileReport
 from qrmd.kubelet_sim.pods import (
     Container,
     ContainerKind,
@@ -43,6 +45,7 @@ __all__ = [
     "Container",
     "ContainerKind",
     "Endpoint",
+    "EndpointTable",
     "Hint",
     "Kubelet",
     "KubeletSimulator",

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from qrmd.kubelet_sim.pods import ContainerSlot, Pod
+from qrmd.kubelet_sim.pods import POD_ROLE_LABEL, POD_TYPE_ANNOTATION, ContainerSlot, Pod
 from wire.gen import pluginregistration_pb2 as reg_pb
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 from wire.gen import resourceplugin_pb2 as rp_pb
@@ -156,8 +156,8 @@ def resource_request(
         container_name=slot.container.name,
         container_type=slot.kind.value,  # type: ignore[arg-type]
         container_index=slot.index,
-        pod_role=pod.labels.get("katalyst.kubewharf.io/pod_role", ""),
-        pod_type=pod.annotations.get("katalyst.kubewharf.io/pod_type", ""),
+        pod_role=pod.labels.get(POD_ROLE_LABEL, ""),
+        pod_type=pod.annotations.get(POD_TYPE_ANNOTATION, ""),
         resource_name=resource_name,
         resource_requests={requested_name: quantity},
         labels=dict(pod.labels),

@@ -1,11 +1,10 @@
 """The kubelet's QoS resource manager: admission, reconcile and pod removal against QRM plugins.
 
-It is the plugin handler for type ``ResourcePlugin`` (wire.md §8.1 step 4: dial the endpoint,
-``GetResourcePluginOptions`` with no deadline, keep the endpoint under the plugin's name,
-replacing an older one) and drives the plugin as the kubelet fork does:
+It drives the plugins registered in its ``EndpointTable`` as the kubelet fork does:
 
 * **Admission** (§9.1): containers one at a time, init containers first. For each container
-  that requests a resource mapped to a registered plugin: garbage-collect stale pods, ask
+  that requests a resource mapped to a registered plugin: garbage-collect stale pods (the pod
+  being admitted counts as active, as kubelet's "pending admission" pod does), ask
   ``GetTopologyHints`` (when the plugin declared ``with_topology_alignment`` and the policy asks
   for hints; a cached allocation with hints large enough is reused instead), choose the
   affinity (``topology_manager``), then ``Allocate`` with it, unless a cached scalar allocation
@@ -29,33 +28,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from qrmd.kubelet_sim.client import (
-    AllocationInfo,
-    Hint,
-    PluginCallError,
-    PluginConnection,
-    PluginOptions,
-)
+from qrmd.kubelet_sim.client import AllocationInfo, Hint, PluginCallError, PluginConnection
+from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
 from qrmd.kubelet_sim.pods import CPU, RECLAIMED_MILLICPU, ContainerSlot, Pod
-from qrmd.kubelet_sim.registration import RegistrationError
 from qrmd.kubelet_sim.topology_manager import (
     TopologyAffinityError,
     TopologyPolicy,
     choose_affinity,
 )
 
-__all__ = [
-    "DEFAULT_RESOURCE_NAMES",
-    "SUPPORTED_VERSION",
-    "AdmissionError",
-    "Endpoint",
-    "Kubelet",
-    "ReconcileReport",
-]
+__all__ = ["DEFAULT_RESOURCE_NAMES", "AdmissionError", "Kubelet", "ReconcileReport"]
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_VERSION = "v1alpha1"
 # kubelet `qosResourceManagerResourceNamesMap`: extended resources served by the cpu plugin.
 DEFAULT_RESOURCE_NAMES: Mapping[str, str] = {RECLAIMED_MILLICPU: CPU}
 
@@ -73,18 +58,6 @@ class AdmissionError(Exception):
 
 
 @dataclass(slots=True)
-class Endpoint:
-    """A registered plugin endpoint (kubelet ``endpointInfo``)."""
-
-    name: str
-    socket_path: str
-    options: PluginOptions
-    connection: PluginConnection
-    generation: int  # counts registrations under this name, so a re-registration is visible
-    stopped: bool = False
-
-
-@dataclass(slots=True)
 class ReconcileReport:
     """What one reconcile pass saw and did."""
 
@@ -99,8 +72,9 @@ class ReconcileReport:
 class Kubelet:
     """The QoS resource manager of one simulated kubelet.
 
-    Thread-safe: admission, reconcile, removal and registration take one lock, so a
-    background reconcile loop and a caller admitting pods can share it.
+    Thread-safe: admission, reconcile and removal take one lock, so a background reconcile
+    loop and a caller admitting pods can share it. ``endpoints`` is the plugin handler the
+    plugin watcher registers plugins with.
 
     Args:
         numa_nodes: the machine's NUMA nodes (the topology manager's default affinity).
@@ -120,11 +94,8 @@ class Kubelet:
         self.numa_nodes = tuple(numa_nodes)
         self.topology_policy = topology_policy
         self._resource_names = dict(resource_names)
-        self._dial = dial
+        self.endpoints = EndpointTable(dial)
         self._lock = threading.RLock()
-        self._registered = threading.Condition(self._lock)
-        self._endpoints: dict[str, Endpoint] = {}
-        self._generations: dict[str, int] = {}
         self._active: dict[str, Pod] = {}
         # The pod being admitted counts as active for garbage collection, as kubelet's
         # "pending admission" pod does: its first containers' allocations must survive.
@@ -134,77 +105,6 @@ class Kubelet:
         self._affinity: dict[ContainerKey, Hint | None] = {}
         # What the container runtime was told: container → OCI property → value.
         self._runtime: dict[ContainerKey, dict[str, str]] = {}
-
-    # -- the plugin handler (wire.md §8.1 steps 3-4) -------------------------------------------
-
-    def validate_plugin(self, name: str, endpoint: str, versions: Sequence[str]) -> None:
-        """Accept a plugin that speaks ``v1alpha1``.
-
-        Raises:
-            RegistrationError: no supported version, or no name.
-        """
-        if SUPPORTED_VERSION not in versions:
-            raise RegistrationError(
-                f"plugin {name!r} at {endpoint}: versions {list(versions)} do not include "
-                f"{SUPPORTED_VERSION}"
-            )
-        if not name:
-            raise RegistrationError(f"plugin at {endpoint} has an empty name")
-
-    def register_plugin(self, name: str, endpoint: str, versions: Sequence[str]) -> None:
-        """Dial the endpoint, read its options and keep it under ``name``.
-
-        Raises:
-            RegistrationError: the endpoint cannot be dialed or will not give its options.
-        """
-        try:
-            connection = self._dial(endpoint)
-        except PluginCallError as exc:
-            raise RegistrationError(f"dial endpoint {endpoint}: {exc}") from None
-        try:
-            options = connection.get_resource_plugin_options()
-        except PluginCallError as exc:
-            connection.close()
-            raise RegistrationError(f"plugin {name!r} at {endpoint}: {exc}") from None
-        with self._registered:
-            old = self._endpoints.get(name)
-            if old is not None:
-                old.stopped = True
-                old.connection.close()
-            generation = self._generations.get(name, 0) + 1
-            self._generations[name] = generation
-            self._endpoints[name] = Endpoint(name, endpoint, options, connection, generation)
-            self._registered.notify_all()
-
-    def deregister_plugin(self, name: str) -> None:
-        """Mark the endpoint stopped: calls to it are skipped or fail until it registers again."""
-        with self._lock:
-            endpoint = self._endpoints.get(name)
-            if endpoint is not None:
-                endpoint.stopped = True
-
-    def endpoint(self, name: str) -> Endpoint | None:
-        """The endpoint registered under ``name`` (possibly stopped), or None."""
-        with self._lock:
-            return self._endpoints.get(name)
-
-    def wait_registered(self, name: str, *, newer_than: int = 0, timeout_s: float) -> Endpoint:
-        """Block until a running endpoint ``name`` with generation > ``newer_than`` exists.
-
-        Raises:
-            TimeoutError: none registered within ``timeout_s``.
-        """
-
-        def ready() -> bool:
-            e = self._endpoints.get(name)
-            return e is not None and not e.stopped and e.generation > newer_than
-
-        with self._registered:
-            if not self._registered.wait_for(ready, timeout=timeout_s):
-                raise TimeoutError(
-                    f"plugin {name!r} did not register with the kubelet within {timeout_s:g} s"
-                )
-            return self._endpoints[name]
 
     # -- admission (wire.md §9.1) --------------------------------------------------------------
 
@@ -251,8 +151,8 @@ class Kubelet:
         self, pod: Pod, slot: ContainerSlot, plugin: str
     ) -> dict[str, AllocationInfo] | None:
         where = f"pod {pod.namespace}/{pod.name} container {slot.container.name}"
-        endpoint = self._endpoints.get(plugin)
-        if endpoint is None or endpoint.stopped:
+        endpoint = self.endpoints.running(plugin)
+        if endpoint is None:
             raise AdmissionError(f"{where}: no running plugin for resource {plugin!r}")
         self.collect_garbage()
         key = (pod.uid, slot.container.name)
@@ -332,9 +232,7 @@ class Kubelet:
             removed = []
             for uid in sorted(checkpointed - self._active.keys() - {self._admitting}):
                 failures = []
-                for endpoint in self._endpoints.values():
-                    if endpoint.stopped:
-                        continue
+                for endpoint in self.endpoints.all_running():
                     try:
                         endpoint.connection.remove_pod(uid)
                     except PluginCallError as exc:
@@ -359,8 +257,8 @@ class Kubelet:
         """
         with self._lock:
             report = ReconcileReport(removed_pods=self.collect_garbage())
-            for endpoint in list(self._endpoints.values()):
-                if endpoint.stopped or not endpoint.options.need_reconcile:
+            for endpoint in self.endpoints.all_running():
+                if not endpoint.options.need_reconcile:
                     continue
                 try:
                     answer = endpoint.connection.get_resources_allocation()

@@ -60,7 +60,7 @@ class KubeletSimulator:
                 f"reconcile={reconcile_period_s} s"
             )
         self.kubelet = Kubelet(numa_nodes, topology_policy=topology_policy)
-        handlers: dict[str, PluginHandler] = {RESOURCE_PLUGIN_TYPE: self.kubelet}
+        handlers: dict[str, PluginHandler] = {RESOURCE_PLUGIN_TYPE: self.kubelet.endpoints}
         self.watchers = [PluginWatcher(d, handlers) for d in socket_dirs]
         self.watch_period_s = watch_period_s
         self.reconcile_period_s = reconcile_period_s

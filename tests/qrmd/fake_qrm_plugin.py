@@ -329,7 +329,7 @@ def registered_kubelet(
         served.start()
         try:
             kubelet = Kubelet(NUMA_NODES, topology_policy=policy)
-            (outcome,) = PluginWatcher(directory, {"ResourcePlugin": kubelet}).poll_once()
+            (outcome,) = PluginWatcher(directory, {"ResourcePlugin": kubelet.endpoints}).poll_once()
             assert outcome.registered, outcome.error
             with served.plugin.lock:
                 served.plugin.calls.clear()

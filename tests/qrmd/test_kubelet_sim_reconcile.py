@@ -126,12 +126,12 @@ def test_background_loops_register_and_reconcile() -> None:
         with sim:
             served.start()
             try:
-                endpoint = sim.kubelet.wait_registered("cpu", timeout_s=5)
+                endpoint = sim.kubelet.endpoints.wait_registered("cpu", timeout_s=5)
                 sim.kubelet.admit(dedicated_pod("d2", "db", 2, numa_exclusive=False))
                 report = sim.wait_for_pass(sim.passes, timeout_s=5)
                 assert "d2" in report.answers["cpu"]
                 served.restart()  # the plugin came back: the socket is new
-                again = sim.kubelet.wait_registered(
+                again = sim.kubelet.endpoints.wait_registered(
                     "cpu", newer_than=endpoint.generation, timeout_s=5
                 )
                 assert again.generation == endpoint.generation + 1

@@ -49,7 +49,7 @@ def serve(socket_dir: Path, **knobs: object) -> ServedPlugin:
 
 def watcher_for(socket_dir: Path, clock: FakeClock) -> tuple[PluginWatcher, Kubelet]:
     kubelet = Kubelet([0, 1, 2, 3], topology_policy=TopologyPolicy.BEST_EFFORT)
-    return PluginWatcher(socket_dir, {"ResourcePlugin": kubelet}, clock=clock), kubelet
+    return PluginWatcher(socket_dir, {"ResourcePlugin": kubelet.endpoints}, clock=clock), kubelet
 
 
 def test_handshake_calls_in_kubelet_order_with_kubelet_deadlines(
@@ -73,7 +73,7 @@ def test_handshake_calls_in_kubelet_order_with_kubelet_deadlines(
         assert options.time_remaining is None  # no deadline (wire.md §8.1 step 4)
         assert has_deadline(notify, 5.0)
         assert notify.request == reg_pb.RegistrationStatus(plugin_registered=True)
-        endpoint = kubelet.endpoint("cpu")
+        endpoint = kubelet.endpoints.get("cpu")
         assert endpoint is not None and not endpoint.stopped
         assert endpoint.socket_path == str(served.socket_path)
         assert endpoint.options.with_topology_alignment and endpoint.options.need_reconcile
@@ -110,7 +110,7 @@ def test_validation_failure_is_notified_and_retried_with_backoff(
         assert notify.request.plugin_registered is False  # type: ignore[attr-defined]
         assert error_part in notify.request.error  # type: ignore[attr-defined]
         assert served.plugin.calls_of("GetResourcePluginOptions") == []
-        assert kubelet.endpoint("cpu") is None
+        assert kubelet.endpoints.get("cpu") is None
         assert watcher.poll_once() == []  # backing off: 0.5 s first
         clock.advance(0.5)
         assert len(watcher.poll_once()) == 1
@@ -138,7 +138,7 @@ def test_options_failure_waits_for_the_socket_to_be_recreated(
         served.restart()  # the plugin re-creates its socket
         (outcome,) = watcher.poll_once()
         assert outcome.registered
-        assert kubelet.endpoint("cpu") is not None
+        assert kubelet.endpoints.get("cpu") is not None
     finally:
         served.stop()
 
@@ -150,11 +150,11 @@ def test_recreated_socket_registers_again_and_replaces_the_endpoint(
     try:
         watcher, kubelet = watcher_for(socket_dir, clock)
         watcher.poll_once()
-        first = kubelet.endpoint("cpu")
+        first = kubelet.endpoints.get("cpu")
         assert first is not None and first.generation == 1
         served.restart()
         (outcome,) = watcher.poll_once()
-        second = kubelet.endpoint("cpu")
+        second = kubelet.endpoints.get("cpu")
         assert outcome.registered and second is not None and second.generation == 2
         assert first.stopped and not second.stopped
         assert served.plugin.methods().count("GetInfo") == 2
@@ -170,7 +170,7 @@ def test_deleted_socket_stops_the_endpoint(socket_dir: Path, clock: FakeClock) -
         served.stop()
         served.socket_path.unlink(missing_ok=True)  # grpcio removes it on stop already
         assert watcher.poll_once() == []
-        endpoint = kubelet.endpoint("cpu")
+        endpoint = kubelet.endpoints.get("cpu")
         assert endpoint is not None and endpoint.stopped
     finally:
         served.stop()
@@ -183,7 +183,7 @@ def test_hidden_names_and_non_sockets_are_ignored(socket_dir: Path, clock: FakeC
     try:
         watcher, kubelet = watcher_for(socket_dir, clock)
         assert watcher.poll_once() == []
-        assert kubelet.endpoint("cpu") is None
+        assert kubelet.endpoints.get("cpu") is None
     finally:
         hidden.close()
 
