@@ -183,6 +183,32 @@ def test_restricted_policy_rejects_a_pod_with_no_feasible_placement() -> None:
         assert "d9" not in {p.uid for p in kubelet.active_pods()}
 
 
+def test_best_effort_admits_without_a_feasible_placement_on_every_node_not_preferred() -> None:
+    with registered_kubelet() as (plugin, kubelet):
+        for n in range(4):
+            kubelet.admit(dedicated_pod(f"d{n}", f"db{n}", 2, numa_exclusive=True))
+        plugin.calls.clear()
+        kubelet.admit(dedicated_pod("d9", "late", 2, numa_exclusive=True))
+    assert len(plugin.calls_of("GetTopologyHints")) == 1  # answered with an empty list
+    (allocate_call,) = plugin.calls_of("Allocate")
+    assert list(allocate_call.request.hint.nodes) == [0, 1, 2, 3]  # type: ignore[attr-defined]
+    assert not allocate_call.request.hint.preferred  # type: ignore[attr-defined]
+
+
+def test_hints_answer_tells_no_preference_from_no_feasible_placement() -> None:
+    with registered_kubelet() as (_, kubelet):
+        endpoint = kubelet.endpoints.running("cpu")
+        assert endpoint is not None
+        shared = shared_pod("h1", "web", 1)
+        (slot,) = shared.admission_order()
+        assert endpoint.connection.get_topology_hints(shared, slot, "cpu") is None
+        for n in range(4):
+            kubelet.admit(dedicated_pod(f"d{n}", f"db{n}", 2, numa_exclusive=True))
+        late = dedicated_pod("h2", "late", 2, numa_exclusive=True)
+        (slot,) = late.admission_order()
+        assert endpoint.connection.get_topology_hints(late, slot, "cpu") == ()
+
+
 def test_allocate_error_rejects_the_pod_and_removal_cleans_up_earlier_containers() -> None:
     pod = shared_pod("u6", "api", 1, sidecars={"envoy": 1})
     with registered_kubelet(allocate_error="envoy") as (plugin, kubelet):
