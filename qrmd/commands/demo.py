@@ -20,7 +20,7 @@ from qrmd.demo.workload import TOPOLOGY
 __all__ = ["register", "run"]
 
 _DESCRIPTION = """\
-Start `qrmd run` on a synthetic node (96 CPUs, 2 sockets, 4 NUMA nodes, 2 reserved cores) in
+Start `qrmd run` on a synthetic node (96 CPUs, 2 sockets, 4 NUMA nodes, 2 reserved CPUs) in
 a temporary state directory, and drive it with a built-in kubelet simulator over its unix
 socket: registration, a mixed workload (dedicated NUMA-bound pods, shared pods with init and
 sidecar containers, reclaimed pods), ramp-up, pod deletion, then SIGKILL and a restart that

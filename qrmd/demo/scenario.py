@@ -212,6 +212,19 @@ class _Demo:
         self.sim.start()
         endpoint = self._register(newer_than=0)
         self._registered(endpoint)
+        try:
+            allocatable = endpoint.connection.get_topology_aware_allocatable_resources()
+        except PluginCallError as exc:
+            raise DemoError(f"GetTopologyAwareAllocatableResources: {exc}") from None
+        per_numa, capacity = allocatable.get(PLUGIN, ((), ()))
+        self.console.print(
+            "  allocatable CPUs per NUMA node (GetTopologyAwareAllocatableResources), "
+            "of its capacity: "
+            + ", ".join(
+                f"{a.node}: {a.value:g}/{c.value:g}"
+                for a, c in zip(per_numa, capacity, strict=False)
+            )
+        )
         return endpoint
 
     def admit(self) -> dict[str, dict[str, str]]:
@@ -288,8 +301,21 @@ class _Demo:
         )
         return view
 
+    @staticmethod
+    def _topology_aware(endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
+        """Each container's ``GetTopologyAwareResources`` answer (the pod-resources view)."""
+        try:
+            return {
+                (uid, name): endpoint.connection.get_topology_aware_resources(uid, name)
+                for uid, containers in view.items()
+                for name in containers
+            }
+        except PluginCallError as exc:
+            raise DemoError(f"GetTopologyAwareResources: {exc}") from None
+
     def crash_and_recover(self, endpoint: Endpoint, before: Snapshot) -> tuple[int, bool]:
         self._phase(5, "kill qrmd with SIGKILL, restart it on the same journal")
+        aware_before = self._topology_aware(endpoint, before)
         pid = self.daemon.kill()
         self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
         new_pid = self.daemon.start()
@@ -304,13 +330,20 @@ class _Demo:
             raise DemoError(f"after the restart: {exc}") from None
         recovered = sum(len(c) for c in after.values())
         identical = after == before
+        aware_identical = self._topology_aware(again, after) == aware_before
         self._show("GetResourcesAllocation after the restart", after)
         self.console.print(
             f"  [bold]journal recovered {recovered} allocations, identical: "
             f"{'yes' if identical else 'no'}[/]"
         )
+        self.console.print(
+            "  GetTopologyAwareResources of every container, identical: "
+            f"{'yes' if aware_identical else 'no'}"
+        )
         if not identical:
             raise DemoError(f"recovery: allocations differ: {_first_difference(before, after)}")
+        if not aware_identical:
+            raise DemoError("recovery: GetTopologyAwareResources answers differ after the restart")
         return recovered, identical
 
     def finish(self) -> int | None:

@@ -1,7 +1,7 @@
 """The demo's workload: one pod of each kind the CPU plugin treats differently.
 
 On the demo's machine (``synthetic:cpus=96,sockets=2,numas=4``: 24 CPUs per NUMA node, two
-reserved cores) this gives a picture with every pool in it:
+reserved CPUs) this gives a picture with every pool in it:
 
 * two dedicated_cores pods bound exclusively to a NUMA node each (``numa_binding`` and
   ``numa_exclusive``): each takes a whole node;

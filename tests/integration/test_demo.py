@@ -50,6 +50,8 @@ def test_demo_recovers_every_allocation_and_stops_the_daemon() -> None:
         assert phase in out
     assert "kubelet registered plugin cpu from" in out
     assert "journal recovered 5 allocations, identical: yes" in out
+    assert "GetTopologyAwareResources of every container, identical: yes" in out
+    assert "0: 23/24, 1: 23/24, 2: 24/24, 3: 24/24" in out  # two reserved CPUs
     # Ramped up: the shared pods left the ramp-up cpuset for a share pool smaller than it.
     assert re.search(r"\bs\s+share\s+shared_cores\s+\S+\s+\d+", out)
     assert "NUMA 3 · socket 1" in out
