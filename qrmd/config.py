@@ -10,8 +10,8 @@ Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
 * Everything is validated before anything starts. A bad value is one ``ConfigError`` naming
   its key: ``--transition-period: '3x' is not a duration (use 0s, 10ms, 1m30s)``.
-* A socket path longer than a unix socket can hold (107 bytes) is a configuration error, so
-  the daemon refuses to start rather than fail after the state is recovered.
+* A socket path longer than a unix socket can hold (``MAX_SOCKET_PATH_BYTES``, 107) is a
+  configuration error, so the daemon refuses to start rather than fail after recovery.
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ from policy.context import (
     DEFAULT_TRANSITION_PERIOD_S,
 )
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
+from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
 __all__ = [
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SOCKET_DIR",
     "DEFAULT_STATE_DIR",
-    "MAX_UNIX_SOCKET_PATH_BYTES",
+    "MAX_SOCKET_PATH_BYTES",
     "OPTIONS",
     "PLUGIN_SOCKET_NAME",
     "ConfigError",
@@ -54,9 +55,7 @@ DEFAULT_STATE_DIR = "/var/lib/qrmd"
 DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
 #: wire.md §2: ``<agent name>_<policy>.sock``.
-PLUGIN_SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
-#: ``sun_path`` holds 108 bytes including the terminating NUL.
-MAX_UNIX_SOCKET_PATH_BYTES = 107
+PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogFormat = Literal["text", "json"]
@@ -108,8 +107,12 @@ class DaemonConfig:
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
-        """The plugin socket of each socket directory (wire.md §2)."""
-        return tuple(str(Path(d) / PLUGIN_SOCKET_NAME) for d in self.socket_dirs)
+        """The plugin socket of each socket directory, absolute (wire.md §2).
+
+        Raises:
+            SocketPathError: a path is longer than a unix socket allows.
+        """
+        return tuple(plugin_socket_path(d) for d in self.socket_dirs)
 
 
 # -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
@@ -375,13 +378,11 @@ def _parse(opt: Option, value: object) -> Any:
 
 
 def _check_socket_paths(config: DaemonConfig) -> None:
-    for path in config.socket_paths():
-        size = len(path.encode())
-        if size > MAX_UNIX_SOCKET_PATH_BYTES:
-            raise ConfigError(
-                f"--socket-dir: socket path {path!r} is {size} bytes; unix socket paths stop "
-                f"at {MAX_UNIX_SOCKET_PATH_BYTES} bytes, use a shorter directory"
-            )
+    """Refuse a socket path a unix socket cannot hold (at most ``MAX_SOCKET_PATH_BYTES``)."""
+    try:
+        config.socket_paths()
+    except ValueError as err:
+        raise ConfigError(f"--socket-dir: {err}") from None
 
 
 def _file_key(key: object, config_file: str) -> str:

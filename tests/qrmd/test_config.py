@@ -177,8 +177,8 @@ def test_a_socket_path_too_long_is_refused_before_anything_starts() -> None:
         load_config({"socket-dir": ["/tmp/ok", deep]})
     path = f"{deep}/{PLUGIN_SOCKET_NAME}"
     assert str(err.value) == (
-        f"--socket-dir: socket path {path!r} is {len(path)} bytes; unix socket paths stop at "
-        "107 bytes, use a shorter directory"
+        f"--socket-dir: socket path {path} is {len(path)} bytes, longer than a unix socket "
+        "allows (107); choose a shorter socket directory"
     )
 
 
