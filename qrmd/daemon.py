@@ -130,6 +130,12 @@ class _StoreWiring:
         self.latest = snapshot
 
     def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
+        """Start the store's actor. The first time, recovery runs here, in the daemon's thread,
+        so that a journal that cannot be opened is one clear error at start; every restart
+        recovers in the actor's ``on_start`` instead."""
+        if self.core is None:
+            core = self.open()
+            return StateStoreActor.start(lambda: core, [self.publish])
         return StateStoreActor.start(self.open, [self.publish])
 
     def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:

@@ -320,3 +320,10 @@ def test_help_explains_every_flag_with_its_default_and_reference() -> None:
         "--enable-reclaim",
     ):
         assert f"reference: {reference}" in text
+
+
+def test_the_readme_table_lists_every_flag() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `--")]
+    listed = {row.split("`")[1].split()[0] for row in rows}
+    assert {f"--{opt.flag}" for opt in OPTIONS} <= listed
