@@ -13,10 +13,10 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from qrmd.commands import CommandError, balance, diagrams, run, topology
+from qrmd.commands import CommandError, balance, diagrams, journal, run, topology
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance, run)
+COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance, journal, run)
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
 
