@@ -17,6 +17,7 @@ Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import socket
 import tomllib
@@ -273,7 +274,7 @@ OPTIONS: tuple[Option, ...] = (
            "LEVEL"),
     Option("log-format", "log_format", _choice("text", "json"), "text",
            "log lines as text or one JSON object per line", "", "text|json"),
-    Option("node-name", "node_name", _nonempty, "this host's name",
+    Option("node-name", "node_name", _nonempty, "$NODE_NAME, else this host's name",
            "node name written into the journal, checked when it is reopened", "", "NAME"),
     Option("max-full-hint-numa-nodes", "max_full_hint_numa_nodes", _count(1),
            str(DEFAULT_MAX_FULL_HINT_NUMA_NODES),
@@ -354,7 +355,9 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = _parse(opt, value)
         except ValueError as err:
             raise ConfigError(f"--{opt.flag}{where}: {err}") from None
-    values.setdefault("node_name", socket.gethostname())
+    # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
+    # reads it; the host name is the fallback (a pod without host networking has its own).
+    values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
     config = DaemonConfig(**values)
     _check_socket_paths(config)
     return config

@@ -28,7 +28,8 @@ def _from_argv(*argv: str) -> DaemonConfig:
     return config_from_args(parser.parse_args(list(argv)))
 
 
-def test_defaults_are_the_issues() -> None:
+def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
     config = _from_argv()
     assert config == DaemonConfig(node_name=socket.gethostname())
     assert config.state_dir == "/var/lib/qrmd"
@@ -42,6 +43,14 @@ def test_defaults_are_the_issues() -> None:
     assert config.durability == "always"
     assert config.metrics_address == ("127.0.0.1", 9316)
     assert (config.max_full_hint_numa_nodes, config.max_hints) == (8, 64)
+
+
+def test_the_node_name_comes_from_the_environment_then_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "node-from-downward-api")
+    assert _from_argv().node_name == "node-from-downward-api"
+    assert _from_argv("--node-name", "n1").node_name == "n1"
 
 
 def test_every_flag_from_the_command_line() -> None:
