@@ -10,7 +10,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import grpc
 import pykka
@@ -22,6 +23,7 @@ from actors.allocator_messages import (
     GetResourcesAllocation,
     RemovePod,
 )
+from actors.state_store import StateStoreCore
 from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
 from policy.request import ContainerType, ResourceRequest
@@ -295,3 +297,25 @@ def test_over_grpc_the_daemon_answers_unavailable_while_the_store_is_down(
         client.close()
         daemon.stop()
     assert not Path(daemon.config.socket_paths()[0]).exists()
+
+
+def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness) -> None:
+    """A journal that failed beyond repair (the store refuses every commit) is a reason."""
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        store = daemon._store
+        assert store is not None and store.core is not None
+        real = store.core
+        store.core = cast(
+            StateStoreCore,
+            SimpleNamespace(healthy=False, failure="cannot cut back segment 00000001"),
+        )
+        assert http(daemon, "/healthz") == (
+            503,
+            "state store refuses commits: cannot cut back segment 00000001\n",
+        )
+        store.core = real
+        assert http(daemon, "/healthz") == (200, "ok\n")
+    finally:
+        daemon.stop()
