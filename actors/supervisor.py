@@ -12,7 +12,8 @@ Rules (DESIGN.md "Actors and messages", the commit protocol step 5; STYLE.md "Ac
   and an Allocator must never keep a state that a restarted StateStore did not recover. While
   that happens ``available()`` is False and every ``ask`` through a ``SupervisedRef`` fails
   with the child's unavailability error (the wire answers UNAVAILABLE), never with stale data.
-  A restart that fails is retried with a doubling back-off.
+  A restart that fails is retried with a doubling back-off, and so is a child that dies again
+  soon after its restart (a crash loop).
 * ``stop`` stops the children in reverse and returns (and logs, as a bug) any still alive.
 
 Callers hold ``SupervisedRef``s, never a child's own ref, so a restart is invisible to them.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +111,8 @@ class _Child:
     ref: pykka.ActorRef[Any] | None = None
     restarts: int = 0
     last_failure: str | None = None
+    restarted_at: float | None = None
+    quick_deaths: int = 0
 
     def is_alive(self) -> bool:
         return self.ref is not None and self.ref.is_alive()
@@ -120,7 +124,9 @@ class Supervisor:
     Args:
         children: in dependency order.
         poll_interval_s: how often the monitor checks liveness.
-        backoff_s: first and longest wait between failed restarts.
+        backoff_s: first and longest wait between failed restarts, and before restarting a
+            child that died again within ``stable_s`` of its last restart.
+        stable_s: a child alive this long after a restart is restarted at once if it dies.
     """
 
     def __init__(
@@ -129,6 +135,7 @@ class Supervisor:
         *,
         poll_interval_s: float = 0.1,
         backoff_s: tuple[float, float] = (0.5, 30.0),
+        stable_s: float = 10.0,
     ) -> None:
         names = [c.name for c in children]
         if len(set(names)) != len(names):
@@ -136,6 +143,7 @@ class Supervisor:
         self._children = [_Child(spec) for spec in children]
         self._poll_interval_s = poll_interval_s
         self._backoff_s = backoff_s
+        self._stable_s = stable_s
         self._lock = threading.RLock()
         self._restarting = False
         self._running = False
@@ -276,15 +284,29 @@ class Supervisor:
         with self._lock:
             self._restarting = True
         failed = self._children[index]
-        if failed.last_failure is None or not failed.last_failure.startswith("start failed"):
-            failed.last_failure = "died"
+        failed.last_failure = "died"
         after = [c.spec.name for c in self._children[index + 1 :]]
+        # A child that keeps dying soon after each restart is restarted ever more slowly,
+        # so a crash loop does not spin the CPU or flood the log.
+        now = time.monotonic()
+        if failed.restarted_at is not None and now - failed.restarted_at < self._stable_s:
+            failed.quick_deaths += 1
+        else:
+            failed.quick_deaths = 0
+        wait = 0.0
+        if failed.quick_deaths:
+            wait = min(self._backoff_s[0] * 2 ** (failed.quick_deaths - 1), self._backoff_s[1])
         _log.error(
-            "actor %s died; restarting it%s; the daemon answers UNAVAILABLE meanwhile",
+            "actor %s died; restarting it%s%s; the daemon answers UNAVAILABLE meanwhile",
             failed.spec.name,
             f" and the actors after it ({', '.join(after)})" if after else "",
+            f" in {wait:.1f} s (it died {failed.quick_deaths} times soon after a restart)"
+            if wait
+            else "",
         )
         delay = self._backoff_s[0]
+        if wait and self._stopping.wait(wait):
+            return  # stopping: ``stop`` takes the children down
         while not self._stopping.is_set():
             self._stop_from(index)
             for child in self._children[index:]:
@@ -298,6 +320,7 @@ class Supervisor:
                 delay = min(delay * 2, self._backoff_s[1])
                 continue
             failed.last_failure = None
+            failed.restarted_at = time.monotonic()
             _log.warning("actor %s restarted", failed.spec.name)
             break
         with self._lock:

@@ -10,13 +10,14 @@ Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
 * Everything is validated before anything starts. A bad value is one ``ConfigError`` naming
   its key: ``--transition-period: '3x' is not a duration (use 0s, 10ms, 1m30s)``.
-* A socket path longer than a unix socket can hold (107 bytes) is a configuration error, so
-  the daemon refuses to start rather than fail after the state is recovered.
+* A socket path longer than a unix socket can hold (``MAX_SOCKET_PATH_BYTES``, 107) is a
+  configuration error, so the daemon refuses to start rather than fail after recovery.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import socket
 import tomllib
@@ -33,12 +34,13 @@ from policy.context import (
     DEFAULT_TRANSITION_PERIOD_S,
 )
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
+from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
 __all__ = [
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SOCKET_DIR",
     "DEFAULT_STATE_DIR",
-    "MAX_UNIX_SOCKET_PATH_BYTES",
+    "MAX_SOCKET_PATH_BYTES",
     "OPTIONS",
     "PLUGIN_SOCKET_NAME",
     "ConfigError",
@@ -54,9 +56,7 @@ DEFAULT_STATE_DIR = "/var/lib/qrmd"
 DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
 #: wire.md §2: ``<agent name>_<policy>.sock``.
-PLUGIN_SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
-#: ``sun_path`` holds 108 bytes including the terminating NUL.
-MAX_UNIX_SOCKET_PATH_BYTES = 107
+PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogFormat = Literal["text", "json"]
@@ -108,8 +108,12 @@ class DaemonConfig:
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
-        """The plugin socket of each socket directory (wire.md §2)."""
-        return tuple(str(Path(d) / PLUGIN_SOCKET_NAME) for d in self.socket_dirs)
+        """The plugin socket of each socket directory, absolute (wire.md §2).
+
+        Raises:
+            SocketPathError: a path is longer than a unix socket allows.
+        """
+        return tuple(plugin_socket_path(d) for d in self.socket_dirs)
 
 
 # -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
@@ -270,7 +274,7 @@ OPTIONS: tuple[Option, ...] = (
            "LEVEL"),
     Option("log-format", "log_format", _choice("text", "json"), "text",
            "log lines as text or one JSON object per line", "", "text|json"),
-    Option("node-name", "node_name", _nonempty, "this host's name",
+    Option("node-name", "node_name", _nonempty, "$NODE_NAME, else this host's name",
            "node name written into the journal, checked when it is reopened", "", "NAME"),
     Option("max-full-hint-numa-nodes", "max_full_hint_numa_nodes", _count(1),
            str(DEFAULT_MAX_FULL_HINT_NUMA_NODES),
@@ -351,7 +355,9 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = _parse(opt, value)
         except ValueError as err:
             raise ConfigError(f"--{opt.flag}{where}: {err}") from None
-    values.setdefault("node_name", socket.gethostname())
+    # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
+    # reads it; the host name is the fallback (a pod without host networking has its own).
+    values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
     config = DaemonConfig(**values)
     _check_socket_paths(config)
     return config
@@ -375,13 +381,11 @@ def _parse(opt: Option, value: object) -> Any:
 
 
 def _check_socket_paths(config: DaemonConfig) -> None:
-    for path in config.socket_paths():
-        size = len(path.encode())
-        if size > MAX_UNIX_SOCKET_PATH_BYTES:
-            raise ConfigError(
-                f"--socket-dir: socket path {path!r} is {size} bytes; unix socket paths stop "
-                f"at {MAX_UNIX_SOCKET_PATH_BYTES} bytes, use a shorter directory"
-            )
+    """Refuse a socket path a unix socket cannot hold (at most ``MAX_SOCKET_PATH_BYTES``)."""
+    try:
+        config.socket_paths()
+    except ValueError as err:
+        raise ConfigError(f"--socket-dir: {err}") from None
 
 
 def _file_key(key: object, config_file: str) -> str:

@@ -47,9 +47,9 @@ from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.metrics import DaemonMetrics, MetricSources, StoreView
 from qrmd.topology_source import load_topology
+from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
 __all__ = [
-    "PLUGIN_NAME",
     "RESOURCE_NAME",
     "Daemon",
     "DaemonError",
@@ -60,8 +60,7 @@ __all__ = [
 
 _log = logging.getLogger("qrmd.daemon")
 
-#: wire.md §2, §12.5: ``<agent name>_<policy>``; the socket is ``<name>.sock``.
-PLUGIN_NAME = "qrm_cpu_plugin_dynamic"
+#: wire.md §12.5: ``PluginInfo.name``, the resource kubelet routes to the plugin.
 RESOURCE_NAME = "cpu"
 
 #: Recovery replays the journal tail; a big one on a slow disk takes a while.
@@ -94,8 +93,6 @@ ServerFactory = Callable[[str, SupervisedRef, Callable[[], bool], DaemonMetrics]
 def _wire_plugin_server(
     socket_dir: str, allocator: SupervisedRef, ready: Callable[[], bool], observer: DaemonMetrics
 ) -> PluginServing:
-    from wire.plugin_server import PluginServer  # noqa: PLC0415 (gRPC only when serving)
-
     return PluginServer(
         socket_dir,
         allocator,
@@ -133,6 +130,12 @@ class _StoreWiring:
         self.latest = snapshot
 
     def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
+        """Start the store's actor. The first time, recovery runs here, in the daemon's thread,
+        so that a journal that cannot be opened is one clear error at start; every restart
+        recovers in the actor's ``on_start`` instead."""
+        if self.core is None:
+            core = self.open()
+            return StateStoreActor.start(lambda: core, [self.publish])
         return StateStoreActor.start(self.open, [self.publish])
 
     def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
@@ -271,9 +274,9 @@ class Daemon:
         )
         # 5. Only now a socket appears for kubelet (wire.md §8.1).
         allocator = supervisor.ref("allocator")
-        self.socket_dirs = _distinct_dirs(config.socket_dirs)
+        # Missing directories are created (0755); one socket per inode (wire.md §2).
+        self.socket_dirs = tuple(distinct_socket_dirs(config.socket_dirs))
         for socket_dir in self.socket_dirs:
-            os.makedirs(socket_dir, mode=0o755, exist_ok=True)
             server = self._server_factory(socket_dir, allocator, supervisor.available, self.metrics)
             server.start()
             self.servers.append(server)
@@ -325,25 +328,6 @@ def _start_allocator(
 
 def _start_policy(allocator: pykka.ActorRef[Any]) -> None:
     allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
-
-
-def _distinct_dirs(dirs: tuple[str, ...]) -> tuple[str, ...]:
-    """Drop directories that are the same inode as an earlier one (wire.md §2)."""
-    seen: dict[tuple[int, int], str] = {}
-    out = []
-    for d in dirs:
-        try:
-            st = os.stat(d)
-        except FileNotFoundError:
-            out.append(d)
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            _log.info("socket directory %s is %s; one socket serves both", d, seen[key])
-            continue
-        seen[key] = d
-        out.append(d)
-    return tuple(out)
 
 
 def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:

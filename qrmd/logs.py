@@ -3,7 +3,7 @@
 Text: ``2026-11-30T00:12:56.123Z INFO qrmd.daemon: message``. JSON: an object with ``time``,
 ``level``, ``logger``, ``message`` and, for an exception, ``exception``: what log collectors on
 a node parse without a pattern. pykka's per-ask exception lines (an error returned to a caller
-is not the actor's failure) are shown only at ``debug``.
+is not the actor's failure) and transitions' per-callback lines are shown only at ``debug``.
 """
 
 from __future__ import annotations
@@ -58,4 +58,8 @@ def configure_logging(level: str, log_format: str, stream: TextIO | None = None)
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("pykka").setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    # Chatty libraries speak at debug only: pykka logs every error returned to an asker,
+    # transitions every callback of every state change.
+    quiet = logging.DEBUG if level == "debug" else logging.WARNING
+    for name in ("pykka", "transitions"):
+        logging.getLogger(name).setLevel(quiet)

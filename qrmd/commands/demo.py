@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from qrmd.commands import CommandError
 from qrmd.demo.scenario import DemoError, DemoSettings, run_demo
 from qrmd.demo.workload import TOPOLOGY
 
@@ -60,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_demo(settings, console)
     except DemoError as exc:
-        from qrmd.cli import CommandError  # noqa: PLC0415 (the CLI imports this module)
-
         raise CommandError(str(exc)) from None
     console.rule(f"[bold]done in {result.elapsed_s:.1f} s[/]")
     state = result.state_dir

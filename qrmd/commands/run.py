@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from qrmd.commands import CommandError
 from qrmd.config import add_arguments, config_from_args
 from qrmd.daemon import DaemonError, run_daemon
 from qrmd.logs import configure_logging
@@ -41,6 +42,4 @@ def run(args: argparse.Namespace) -> int:
     try:
         return run_daemon(config)
     except DaemonError as err:
-        from qrmd.cli import CommandError  # noqa: PLC0415 (the CLI imports this module)
-
         raise CommandError(str(err)) from err

@@ -3,6 +3,7 @@ meanwhile, stop in reverse, liveness for health (DESIGN.md, the commit protocol 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -205,6 +206,27 @@ def test_supervised_ref_quacks_like_an_actor_ref(family: Family) -> None:
         future = ref.ask("x", block=False)
         assert future.get(timeout=2) == ("a#1", "x")
         ref.tell("no reply")
+    finally:
+        sup.stop()
+
+
+def test_a_crash_loop_is_restarted_ever_more_slowly(family: Family) -> None:
+    """A child that dies soon after every restart is not restarted in a tight loop."""
+
+    def doomed_start(refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
+        ref = family.spec("a").start(refs)
+        threading.Timer(0.02, ref.tell, ["die"]).start()
+        return ref
+
+    sup = Supervisor(
+        [ChildSpec("a", doomed_start)], poll_interval_s=0.01, backoff_s=(0.1, 0.4), stable_s=10
+    )
+    sup.start()
+    try:
+        time.sleep(1.0)
+        # Without the back-off: a restart every 30 ms or so, about 30. With it: the first at
+        # once, then after 0.1, 0.2, 0.4, 0.4 s... so at most 5 restarts in the first second.
+        assert 3 <= family.generations["a"] <= 6
     finally:
         sup.stop()
 

@@ -28,7 +28,8 @@ def _from_argv(*argv: str) -> DaemonConfig:
     return config_from_args(parser.parse_args(list(argv)))
 
 
-def test_defaults_are_the_issues() -> None:
+def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
     config = _from_argv()
     assert config == DaemonConfig(node_name=socket.gethostname())
     assert config.state_dir == "/var/lib/qrmd"
@@ -42,6 +43,14 @@ def test_defaults_are_the_issues() -> None:
     assert config.durability == "always"
     assert config.metrics_address == ("127.0.0.1", 9316)
     assert (config.max_full_hint_numa_nodes, config.max_hints) == (8, 64)
+
+
+def test_the_node_name_comes_from_the_environment_then_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "node-from-downward-api")
+    assert _from_argv().node_name == "node-from-downward-api"
+    assert _from_argv("--node-name", "n1").node_name == "n1"
 
 
 def test_every_flag_from_the_command_line() -> None:
@@ -177,8 +186,8 @@ def test_a_socket_path_too_long_is_refused_before_anything_starts() -> None:
         load_config({"socket-dir": ["/tmp/ok", deep]})
     path = f"{deep}/{PLUGIN_SOCKET_NAME}"
     assert str(err.value) == (
-        f"--socket-dir: socket path {path!r} is {len(path)} bytes; unix socket paths stop at "
-        "107 bytes, use a shorter directory"
+        f"--socket-dir: socket path {path} is {len(path)} bytes, longer than a unix socket "
+        "allows (107); choose a shorter socket directory"
     )
 
 
@@ -320,3 +329,10 @@ def test_help_explains_every_flag_with_its_default_and_reference() -> None:
         "--enable-reclaim",
     ):
         assert f"reference: {reference}" in text
+
+
+def test_the_readme_table_lists_every_flag() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `--")]
+    listed = {row.split("`")[1].split()[0] for row in rows}
+    assert {f"--{opt.flag}" for opt in OPTIONS} <= listed

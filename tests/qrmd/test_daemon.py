@@ -10,8 +10,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
+import grpc
 import pykka
 import pytest
 
@@ -21,12 +23,14 @@ from actors.allocator_messages import (
     GetResourcesAllocation,
     RemovePod,
 )
+from actors.state_store import StateStoreCore
 from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
 from policy.request import ContainerType, ResourceRequest
 from qrmd.config import DaemonConfig, load_config
 from qrmd.daemon import Daemon, DaemonError
 from qrmd.metrics import DaemonMetrics
+from tests.integration.daemon_process import PluginClient
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
 
@@ -267,3 +271,51 @@ def test_a_taken_metrics_port_fails_before_recovery(harness: Harness) -> None:
         assert not (harness.root / "second" / "state").exists()
     finally:
         first.stop()
+
+
+def test_over_grpc_the_daemon_answers_unavailable_while_the_store_is_down(
+    harness: Harness,
+) -> None:
+    """The real PluginServer in front of the supervisor: while the StateStore cannot restart,
+    kubelet's calls get UNAVAILABLE, never an answer from a state the disk may not hold."""
+    daemon = Daemon(harness.config())  # the real gRPC server
+    daemon.start()
+    client = PluginClient(Path(daemon.config.socket_paths()[0]))
+    try:
+        assert client.allocate("pod-a") == "1,3-15"
+        intruder = take_the_journal_from_a_dead_store(daemon, harness.root / "state")
+        try:
+            for call in (lambda: client.allocate("pod-b"), client.allocations):
+                with pytest.raises(grpc.RpcError) as err:
+                    call()
+                assert err.value.code() is grpc.StatusCode.UNAVAILABLE, err.value.details()
+        finally:
+            intruder.close()
+        wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
+        assert set(client.allocations()) == {"pod-a"}
+    finally:
+        client.close()
+        daemon.stop()
+    assert not Path(daemon.config.socket_paths()[0]).exists()
+
+
+def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness) -> None:
+    """A journal that failed beyond repair (the store refuses every commit) is a reason."""
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        store = daemon._store
+        assert store is not None and store.core is not None
+        real = store.core
+        store.core = cast(
+            StateStoreCore,
+            SimpleNamespace(healthy=False, failure="cannot cut back segment 00000001"),
+        )
+        assert http(daemon, "/healthz") == (
+            503,
+            "state store refuses commits: cannot cut back segment 00000001\n",
+        )
+        store.core = real
+        assert http(daemon, "/healthz") == (200, "ok\n")
+    finally:
+        daemon.stop()

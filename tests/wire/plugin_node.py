@@ -22,7 +22,8 @@ import grpc
 
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import StartPolicy
-from actors.ports.commit import Committer
+from actors.ports.commit import Committer, StateStoreCommitter
+from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from policy.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.state import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
@@ -153,6 +154,21 @@ class WireNode:
             for directory in self.dirs
         ]
         self.clients: list[Client] = []
+        self.store_actor: Any = None
+
+    @classmethod
+    def on_journal(cls, directory: str, durability: str = "none", socket_dirs: int = 1) -> WireNode:
+        """A node whose Allocator commits through the real StateStore journalling in
+        ``directory``; ``close`` stops the store too."""
+        config = StoreConfig(
+            directory=directory,
+            node_name="node-a",
+            durability=durability,  # type: ignore[arg-type]
+        )
+        store = StateStoreActor.start(lambda: StateStoreCore.open(config, SYNTH_16_2_4))
+        node = cls(socket_dirs, committer=StateStoreCommitter(store))
+        node.store_actor = store
+        return node
 
     def start(self) -> WireNode:
         for server in self.servers:
@@ -174,5 +190,7 @@ class WireNode:
         for server in self.servers:
             server.stop(grace_s=0.5)
         self.allocator.stop()
+        if self.store_actor is not None:
+            self.store_actor.stop()
         for directory in self.dirs:
             shutil.rmtree(directory, ignore_errors=True)

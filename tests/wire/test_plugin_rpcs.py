@@ -7,6 +7,7 @@ Worked values: spec cpu-policy §16 on ``synthetic:cpus=16,sockets=2,numas=4`` w
 
 from __future__ import annotations
 
+import shutil
 import threading
 
 import grpc
@@ -18,6 +19,7 @@ from tests.wire.plugin_node import (
     WireNode,
     dedicated_annotations,
     resource_request,
+    short_dir,
 )
 from wire.gen import resourceplugin_pb2 as pb
 
@@ -361,3 +363,29 @@ def test_concurrent_allocations_queue_at_the_allocator(node: WireNode) -> None:
     assert set(results.values()) == {"1,3,9,11"}
     assert set(listing(node)) == {f"pod-{i}" for i in range(16)}
     assert node.seq == 1 + 16  # StartPolicy, then one commit per container
+
+
+# -- through the real StateStore -----------------------------------------------------------------
+
+
+def test_allocations_through_the_journal_survive_a_restart() -> None:
+    journal = short_dir()
+    try:
+        node = WireNode.on_journal(journal, durability="always").start()
+        try:
+            node.client.plugin.Allocate(resource_request("pod-a", cpu=2), timeout=10)
+            request = resource_request("pod-d", annotations=dedicated_annotations(), hint=(0,))
+            node.client.plugin.Allocate(request, timeout=10)
+            served = listing(node)
+            seq = node.seq
+        finally:
+            node.close()
+        assert served == {"pod-a": {"app": "3-7,10-15"}, "pod-d": {"app": "1,9"}}
+        node = WireNode.on_journal(journal).start()
+        try:
+            assert node.seq == seq  # StartPolicy on the recovered state commits nothing
+            assert listing(node) == served
+        finally:
+            node.close()
+    finally:
+        shutil.rmtree(journal, ignore_errors=True)
