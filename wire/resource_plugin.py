@@ -39,14 +39,14 @@ class ResourcePluginRpc:
         name: the method name.
         request_type: its request message.
         command: request message → Allocator command (may raise ``RequestError``).
-        response: the Allocator's reply → response message.
+        response: the Allocator's reply → response message (or its bytes).
         default_timeout_s: the ask timeout when the caller sets no deadline.
     """
 
     name: str
     request_type: type[Message]
     command: Callable[[Any], Any]
-    response: Callable[[Any], Message]
+    response: Callable[[Any], Message | bytes]
     default_timeout_s: float = DEFAULT_TIMEOUT_S
 
 
@@ -111,7 +111,7 @@ def _method(
     ready: Callable[[], bool],
     observer: RpcObserver | None,
 ) -> grpc.RpcMethodHandler:
-    def work(request: Message, context: grpc.ServicerContext) -> Message:
+    def work(request: Message, context: grpc.ServicerContext) -> Message | bytes:
         if not ready():
             raise NotReady("qrmd is not ready (starting, stopping or recovering its state)")
         command = rpc.command(request)

@@ -122,7 +122,7 @@ def ask_timeout(context: grpc.ServicerContext, default_s: float) -> float:
 def unary_handler(
     rpc: str,
     request_type: type[M],
-    work: Callable[[M, grpc.ServicerContext], Message],
+    work: Callable[[M, grpc.ServicerContext], Message | bytes],
     observer: RpcObserver | None,
     subject: Callable[[M], str] | None = None,
 ) -> grpc.RpcMethodHandler:
@@ -131,7 +131,8 @@ def unary_handler(
     Args:
         rpc: the method name, for logs, metrics and error messages.
         request_type: the request message class.
-        work: computes the response; may raise any error (mapped by ``wire.errors``).
+        work: computes the response, a message or its serialized bytes; may raise any error
+            (mapped by ``wire.errors``).
         observer: told about each call, or ``None``.
         subject: ``request -> who`` naming the pod and container for error messages.
 
@@ -139,7 +140,7 @@ def unary_handler(
         The handler to register under ``rpc``.
     """
 
-    def behaviour(request: M | Malformed, context: grpc.ServicerContext) -> Message:
+    def behaviour(request: M | Malformed, context: grpc.ServicerContext) -> Message | bytes:
         started = time.monotonic()
         code = grpc.StatusCode.OK
         try:
@@ -165,5 +166,11 @@ def unary_handler(
     return grpc.unary_unary_rpc_method_handler(
         behaviour,
         request_deserializer=tolerant_parser(request_type),
-        response_serializer=lambda message: message.SerializeToString(),
+        response_serializer=_serialize,
     )
+
+
+def _serialize(response: Message | bytes) -> bytes:
+    if isinstance(response, bytes):
+        return response
+    return response.SerializeToString()
