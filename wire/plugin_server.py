@@ -164,6 +164,7 @@ class PluginServer:
         self._state = registration.NOT_SERVING
         self._changed = threading.Condition(threading.RLock())
         self._server: grpc.Server | None = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         self._retry: threading.Timer | None = None
         self._stop_grace_s = 1.0
 
@@ -287,7 +288,11 @@ class PluginServer:
         path = plugin_socket_path(self.socket_dir, self.name)
         os.makedirs(self.socket_dir, mode=0o755, exist_ok=True)
         _remove_stale(path)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
+        # grpcio does not shut down the executor it is given: _remove_socket does.
+        executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix=f"grpc-{self.name}"
+        )
+        server = grpc.server(executor)
         server.add_generic_rpc_handlers(
             (
                 self._registration_handler(),
@@ -303,17 +308,21 @@ class PluginServer:
             server.start()
             _confirm_serving(path, self.resource_name)
         except BaseException:
-            server.stop(None)
+            server.stop(None).wait()
+            executor.shutdown(wait=False)
             _unlink(path)
             raise
-        self._server = server
+        self._server, self._executor = server, executor
         logger.info("serving the %s plugin on %s", self.resource_name, path)
 
     def _remove_socket(self, grace_s: float) -> None:
         """The ``remove_socket`` action: stop the server, delete the file."""
         server, self._server = self._server, None
+        executor, self._executor = self._executor, None
         if server is not None:
             server.stop(grace_s).wait()
+        if executor is not None:
+            executor.shutdown(wait=False)
         _unlink(self._socket_path)
 
     # -- the Registration service -------------------------------------------------------------

@@ -6,6 +6,10 @@ conversion of the reply, and the ask timeout used when kubelet sets no deadline 
 Every handler does the same (DESIGN.md): refuse with UNAVAILABLE while qrmd is not ready,
 convert the request, ``ask`` the Allocator with the call's remaining deadline, convert the
 reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them.
+
+An ask that times out answers UNAVAILABLE, but its command stays in the mailbox and may still
+be decided and committed; kubelet retries, and every call is idempotent (an Allocate of a
+container already placed answers the stored placement, wire.md §9.1).
 """
 
 from __future__ import annotations

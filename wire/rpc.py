@@ -104,19 +104,21 @@ def tolerant_parser(message_type: type[M]) -> Callable[[bytes], M | Malformed]:
 
 
 def ask_timeout(context: grpc.ServicerContext, default_s: float) -> float:
-    """The actor ask's timeout: the caller's remaining deadline less a margin, else a default.
+    """The actor ask's timeout: the caller's remaining deadline less a margin, at most a default.
 
     Args:
         context: the call's context.
-        default_s: used when the caller set no deadline (kubelet's GetResourcePluginOptions).
+        default_s: used when the caller set no deadline (kubelet's GetResourcePluginOptions)
+            or a later one.
 
     Returns:
         Seconds, never negative.
     """
     remaining: float | None = context.time_remaining()
-    if remaining is None:
+    # grpcio reports a far-away deadline (not None) when the caller set none.
+    if remaining is None or remaining >= default_s + DEADLINE_MARGIN_S:
         return default_s
-    return max(0.0, min(remaining, default_s) - DEADLINE_MARGIN_S)
+    return max(0.0, remaining - DEADLINE_MARGIN_S)
 
 
 def unary_handler(
