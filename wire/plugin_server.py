@@ -49,6 +49,7 @@ __all__ = [
     "PLUGIN_TYPE",
     "SUPPORTED_VERSIONS",
     "PluginServer",
+    "RpcObserver",
     "SocketPathError",
     "distinct_socket_dirs",
     "plugin_socket_path",
