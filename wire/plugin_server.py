@@ -49,6 +49,7 @@ __all__ = [
     "PLUGIN_TYPE",
     "SUPPORTED_VERSIONS",
     "PluginServer",
+    "RpcObserver",
     "SocketPathError",
     "distinct_socket_dirs",
     "plugin_socket_path",
@@ -164,6 +165,7 @@ class PluginServer:
         self._state = registration.NOT_SERVING
         self._changed = threading.Condition(threading.RLock())
         self._server: grpc.Server | None = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         self._retry: threading.Timer | None = None
         self._stop_grace_s = 1.0
 
@@ -193,7 +195,7 @@ class PluginServer:
             step = self._step("serve", {"actors_ready": self._ready()})
             if step is None:
                 raise NotReady(f"not serving {self._socket_path}: qrmd is not ready")
-            self._create_socket()
+            self._carry_out(step, grace_s=0.0)
             self._enter(step.dest)
 
     def stop(self, grace_s: float = 1.0) -> None:
@@ -209,8 +211,17 @@ class PluginServer:
             assert step is not None  # stop has no guard
             if self._retry is not None:
                 self._retry.cancel()
-            self._remove_socket(grace_s)
+            self._carry_out(step, grace_s)
             self._enter(step.dest)
+
+    def recreate_socket(self) -> None:
+        """Tear the socket down and create it anew (trigger ``serving_failed``).
+
+        For a server found not to serve (the reference restarts it); kubelet registers the new
+        file. Does nothing unless serving or registered. A failed creation is retried every
+        :data:`RECREATE_RETRY_S` seconds until it succeeds or the server is stopped.
+        """
+        self._recreate("serving_failed", "serving failed")
 
     def wait_for_state(self, state: str, timeout_s: float) -> bool:
         """Wait until the registration machine is in ``state``.
@@ -252,13 +263,26 @@ class PluginServer:
                 self._socket_path,
                 error or "no reason given",
             )
-            step = self._step("registration_rejected")
-            assert step is not None
-            self._remove_socket(self._stop_grace_s)
-            self._enter(step.dest)
-            self._try_recreate()
+        self._recreate("registration_rejected", "kubelet did not register the plugin")
 
-    def _try_recreate(self) -> None:
+    def _recreate(self, trigger: str, why: str) -> None:
+        """``registration_rejected`` or ``serving_failed``: remove and create the socket."""
+        with self._changed:
+            if self._state not in (registration.SERVING, registration.REGISTERED):
+                logger.info("%s: not re-creating %s in %s", why, self._socket_path, self._state)
+                return
+            step = self._step(trigger)
+            assert step is not None  # no guards
+            self._enter(step.dest)
+            try:
+                self._carry_out(step, self._stop_grace_s)
+            except (OSError, RuntimeError) as err:
+                self._retry_later(err)
+                return
+            self._socket_recreated()
+
+    def _retry_create(self) -> None:
+        """A later attempt at the ``create_socket`` action of a re-creation."""
         with self._changed:
             self._retry = None
             if self._state != registration.RECREATING_SOCKET:
@@ -266,19 +290,31 @@ class PluginServer:
             try:
                 self._create_socket()
             except (OSError, RuntimeError) as err:
-                logger.error(
-                    "cannot re-create %s (%s); retrying in %.0f s",
-                    self._socket_path,
-                    err,
-                    RECREATE_RETRY_S,
-                )
-                self._retry = threading.Timer(RECREATE_RETRY_S, self._try_recreate)
-                self._retry.daemon = True
-                self._retry.start()
+                self._retry_later(err)
                 return
-            step = self._step("socket_recreated")
-            assert step is not None
-            self._enter(step.dest)
+            self._socket_recreated()
+
+    def _retry_later(self, err: Exception) -> None:
+        logger.error(
+            "cannot re-create %s (%s); retrying in %.0f s", self._socket_path, err, RECREATE_RETRY_S
+        )
+        self._retry = threading.Timer(RECREATE_RETRY_S, self._retry_create)
+        self._retry.daemon = True
+        self._retry.start()
+
+    def _socket_recreated(self) -> None:
+        step = self._step("socket_recreated")
+        assert step is not None
+        self._enter(step.dest)
+
+    def _carry_out(self, step: Step, grace_s: float) -> None:
+        """Run the step's actions, in the table's order (``machines.registration``)."""
+        actions: dict[str, Callable[[], None]] = {
+            "create_socket": self._create_socket,
+            "remove_socket": lambda: self._remove_socket(grace_s),
+        }
+        for action in step.actions:
+            actions[action]()
 
     # -- the actions ----------------------------------------------------------------------
 
@@ -287,7 +323,11 @@ class PluginServer:
         path = plugin_socket_path(self.socket_dir, self.name)
         os.makedirs(self.socket_dir, mode=0o755, exist_ok=True)
         _remove_stale(path)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers))
+        # grpcio does not shut down the executor it is given: _remove_socket does.
+        executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix=f"grpc-{self.name}"
+        )
+        server = grpc.server(executor)
         server.add_generic_rpc_handlers(
             (
                 self._registration_handler(),
@@ -303,17 +343,21 @@ class PluginServer:
             server.start()
             _confirm_serving(path, self.resource_name)
         except BaseException:
-            server.stop(None)
+            server.stop(None).wait()
+            executor.shutdown(wait=False)
             _unlink(path)
             raise
-        self._server = server
+        self._server, self._executor = server, executor
         logger.info("serving the %s plugin on %s", self.resource_name, path)
 
     def _remove_socket(self, grace_s: float) -> None:
         """The ``remove_socket`` action: stop the server, delete the file."""
         server, self._server = self._server, None
+        executor, self._executor = self._executor, None
         if server is not None:
             server.stop(grace_s).wait()
+        if executor is not None:
+            executor.shutdown(wait=False)
         _unlink(self._socket_path)
 
     # -- the Registration service -------------------------------------------------------------

@@ -6,6 +6,10 @@ conversion of the reply, and the ask timeout used when kubelet sets no deadline 
 Every handler does the same (DESIGN.md): refuse with UNAVAILABLE while qrmd is not ready,
 convert the request, ``ask`` the Allocator with the call's remaining deadline, convert the
 reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them.
+
+An ask that times out answers UNAVAILABLE, but its command stays in the mailbox and may still
+be decided and committed; kubelet retries, and every call is idempotent (an Allocate of a
+container already placed answers the stored placement, wire.md §9.1).
 """
 
 from __future__ import annotations
@@ -39,14 +43,14 @@ class ResourcePluginRpc:
         name: the method name.
         request_type: its request message.
         command: request message → Allocator command (may raise ``RequestError``).
-        response: the Allocator's reply → response message.
+        response: the Allocator's reply → response message (or its bytes).
         default_timeout_s: the ask timeout when the caller sets no deadline.
     """
 
     name: str
     request_type: type[Message]
     command: Callable[[Any], Any]
-    response: Callable[[Any], Message]
+    response: Callable[[Any], Message | bytes]
     default_timeout_s: float = DEFAULT_TIMEOUT_S
 
 
@@ -111,7 +115,7 @@ def _method(
     ready: Callable[[], bool],
     observer: RpcObserver | None,
 ) -> grpc.RpcMethodHandler:
-    def work(request: Message, context: grpc.ServicerContext) -> Message:
+    def work(request: Message, context: grpc.ServicerContext) -> Message | bytes:
         if not ready():
             raise NotReady("qrmd is not ready (starting, stopping or recovering its state)")
         command = rpc.command(request)

@@ -104,25 +104,27 @@ def tolerant_parser(message_type: type[M]) -> Callable[[bytes], M | Malformed]:
 
 
 def ask_timeout(context: grpc.ServicerContext, default_s: float) -> float:
-    """The actor ask's timeout: the caller's remaining deadline less a margin, else a default.
+    """The actor ask's timeout: the caller's remaining deadline less a margin, at most a default.
 
     Args:
         context: the call's context.
-        default_s: used when the caller set no deadline (kubelet's GetResourcePluginOptions).
+        default_s: used when the caller set no deadline (kubelet's GetResourcePluginOptions)
+            or a later one.
 
     Returns:
         Seconds, never negative.
     """
     remaining: float | None = context.time_remaining()
-    if remaining is None:
+    # grpcio reports a far-away deadline (not None) when the caller set none.
+    if remaining is None or remaining >= default_s + DEADLINE_MARGIN_S:
         return default_s
-    return max(0.0, min(remaining, default_s) - DEADLINE_MARGIN_S)
+    return max(0.0, remaining - DEADLINE_MARGIN_S)
 
 
 def unary_handler(
     rpc: str,
     request_type: type[M],
-    work: Callable[[M, grpc.ServicerContext], Message],
+    work: Callable[[M, grpc.ServicerContext], Message | bytes],
     observer: RpcObserver | None,
     subject: Callable[[M], str] | None = None,
 ) -> grpc.RpcMethodHandler:
@@ -131,7 +133,8 @@ def unary_handler(
     Args:
         rpc: the method name, for logs, metrics and error messages.
         request_type: the request message class.
-        work: computes the response; may raise any error (mapped by ``wire.errors``).
+        work: computes the response, a message or its serialized bytes; may raise any error
+            (mapped by ``wire.errors``).
         observer: told about each call, or ``None``.
         subject: ``request -> who`` naming the pod and container for error messages.
 
@@ -139,7 +142,7 @@ def unary_handler(
         The handler to register under ``rpc``.
     """
 
-    def behaviour(request: M | Malformed, context: grpc.ServicerContext) -> Message:
+    def behaviour(request: M | Malformed, context: grpc.ServicerContext) -> Message | bytes:
         started = time.monotonic()
         code = grpc.StatusCode.OK
         try:
@@ -165,5 +168,11 @@ def unary_handler(
     return grpc.unary_unary_rpc_method_handler(
         behaviour,
         request_deserializer=tolerant_parser(request_type),
-        response_serializer=lambda message: message.SerializeToString(),
+        response_serializer=_serialize,
     )
+
+
+def _serialize(response: Message | bytes) -> bytes:
+    if isinstance(response, bytes):
+        return response
+    return response.SerializeToString()

@@ -186,7 +186,8 @@ def test_resources_allocation_shares_one_conversion_per_cpuset() -> None:
     pool = ContainerCPUAllocation(11, "3-7,10-15")
     own = ContainerCPUAllocation(3, "1,8-9")
     reply = ResourcesAllocation({"pod-a": {"app": pool, "side": pool}, "pod-d": {"app": own}})
-    response = convert.resources_allocation_response(reply)
+    data = convert.resources_allocation_response(reply)
+    response = pb.GetResourcesAllocationResponse.FromString(data)
     got = {
         uid: {
             name: (a.resource_allocation["cpu"].allocation_result, a.resource_allocation["cpu"])
@@ -239,3 +240,29 @@ def test_options() -> None:
     assert convert.options_response(PluginOptions()) == pb.ResourcePluginOptions(
         pre_start_required=False, with_topology_alignment=True, need_reconcile=True
     )
+
+
+def test_resources_allocation_bytes_equal_protobufs_own_encoding() -> None:
+    # long names and many containers: multi-byte varint lengths at every level
+    pool = ContainerCPUAllocation(200, "8-207")
+    pods = {
+        f"pod-{i:03d}-" + "u" * 150: {f"c{j}-" + "n" * 130: pool for j in range(3)}
+        for i in range(40)
+    }
+    pods["pod-empty"] = {}
+    data = convert.resources_allocation_response(ResourcesAllocation(pods))
+    expected = pb.GetResourcesAllocationResponse()
+    for uid, containers in pods.items():
+        target = expected.pod_resources[uid]  # indexing creates the entry, as intended here
+        for name, allocation in containers.items():
+            info = target.container_resources[name].resource_allocation["cpu"]
+            info.oci_property_name = allocation.oci_property_name
+            info.is_scalar_resource = True
+            info.allocated_quantity = allocation.allocated_quantity
+            info.allocation_result = allocation.allocation_result
+    assert pb.GetResourcesAllocationResponse.FromString(data) == expected
+    assert len(data) == expected.ByteSize()
+
+
+def test_empty_listing_is_the_empty_message() -> None:
+    assert convert.resources_allocation_response(ResourcesAllocation({})) == b""

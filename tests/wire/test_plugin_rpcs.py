@@ -306,10 +306,23 @@ def test_refused_commit_is_unavailable_and_changes_nothing(node: WireNode) -> No
     assert listing(node) == {}
 
 
-def test_unparsable_bytes_are_invalid_argument(node: WireNode) -> None:
-    got, details = code_of(node.client.raw("Allocate"), b"\xff\xff\xff", timeout=10)
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(b"\xff\xff\xff", "resourceplugin.v1alpha1.ResourceRequest", id="garbage"),
+        pytest.param(b"\x0a\x02\xff\xfe", "bad UTF-8", id="a pod uid that is not UTF-8"),
+        pytest.param(
+            resource_request("pod-e").SerializeToString() + b"\x28\x80\x80\x80\x80\x08",
+            "unknown container_type -2147483648",
+            id="a container type past int32, truncated as Go does",
+        ),
+    ],
+)
+def test_unparsable_bytes_are_invalid_argument(node: WireNode, data: bytes, reason: str) -> None:
+    got, details = code_of(node.client.raw("Allocate"), data, timeout=10)
     assert got == grpc.StatusCode.INVALID_ARGUMENT
-    assert "resourceplugin.v1alpha1.ResourceRequest" in details
+    assert reason in details
+    assert node.seq == 1
 
 
 def test_stopped_allocator_is_unavailable(node: WireNode) -> None:

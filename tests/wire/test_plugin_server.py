@@ -17,6 +17,7 @@ import pytest
 from machines import registration
 from machines.lifecycle import InvalidTransition
 from tests.wire.plugin_node import Client, WireNode, resource_request, short_dir
+from wire import plugin_server
 from wire.errors import NotReady
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import resourceplugin_pb2 as pb
@@ -212,3 +213,51 @@ def test_every_call_is_observed_with_its_code(node: WireNode) -> None:
     assert node.observer.codes("Allocate") == ["OK", "INVALID_ARGUMENT"]
     assert all(seconds >= 0 for _, seconds, _ in node.observer.calls)
     assert "GetInfo" in {rpc for rpc, _, _ in node.observer.calls}  # the server's own dial
+
+
+def test_recreate_socket_serves_a_new_file(node: WireNode) -> None:
+    server = node.servers[0]
+    before = os.stat(server.socket_path)
+    server.recreate_socket()
+    assert server.state == registration.SERVING
+    assert os.stat(server.socket_path).st_ctime_ns > before.st_ctime_ns
+    with Client(server.socket_path) as kubelet:
+        assert kubelet.get_info().name == "cpu"
+
+
+def test_a_failed_recreation_is_retried_until_it_serves(
+    node: WireNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_confirm = plugin_server._confirm_serving
+    failures = []
+
+    def flaky_confirm(path: str, resource_name: str) -> None:
+        if not failures:
+            failures.append(path)
+            raise RuntimeError(f"the server on {path} does not answer GetInfo: test")
+        real_confirm(path, resource_name)
+
+    monkeypatch.setattr(plugin_server, "RECREATE_RETRY_S", 0.05)
+    monkeypatch.setattr(plugin_server, "_confirm_serving", flaky_confirm)
+    server = node.servers[0]
+    server.recreate_socket()
+    assert server.state == registration.RECREATING_SOCKET
+    assert not os.path.exists(server.socket_path)  # the failed attempt left nothing behind
+    assert server.wait_for_state(registration.SERVING, timeout_s=5)
+    assert failures == [server.socket_path]
+    with Client(server.socket_path) as kubelet:
+        assert kubelet.get_info().name == "cpu"
+
+
+def test_stop_cancels_a_pending_retry(node: WireNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_confirm(path: str, resource_name: str) -> None:
+        raise RuntimeError("never serves")
+
+    monkeypatch.setattr(plugin_server, "RECREATE_RETRY_S", 0.05)
+    monkeypatch.setattr(plugin_server, "_confirm_serving", failing_confirm)
+    server = node.servers[0]
+    server.recreate_socket()
+    server.stop()
+    assert server.state == registration.DEREGISTERED
+    assert not server.wait_for_state(registration.SERVING, timeout_s=0.3)
+    assert not os.path.exists(server.socket_path)
