@@ -191,13 +191,15 @@ class DaemonProcess:
         self._process = None
         return pid
 
-    def log_tail(self, lines: int = 5) -> str:
+    def log_tail(self, lines: int = 3) -> str:
         """The last ``lines`` lines of the daemon's log, joined with `` | ``."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+        # The command lines this class writes before each start are not the daemon's words.
+        said = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("$ ")]
+        return " | ".join(said[-lines:])
 
     def log_lines_matching(self, needle: str) -> list[str]:
         """The daemon log's lines that contain ``needle``."""

@@ -138,6 +138,7 @@ class _Demo:
         )
         self.admitted: list[Pod] = []
         self.started = time.monotonic()
+        self.phase = "setting up"
 
     # -- output --------------------------------------------------------------------------------
 
@@ -157,6 +158,7 @@ class _Demo:
         )
 
     def _phase(self, number: int, title: str) -> None:
+        self.phase = f"phase {number}, {title}"
         elapsed = time.monotonic() - self.started
         self.console.rule(f"[bold]{number}. {title}[/]  [dim](t={elapsed:4.1f} s)[/]")
 
@@ -393,10 +395,10 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         pid = demo.daemon.pid
         killed = ""
         if pid is not None:
-            with contextlib.suppress(DaemonError):
+            with contextlib.suppress(DaemonError):  # raised when it had exited already
                 demo.daemon.kill()
-            killed = f"; killed qrmd run (pid {pid})"
-        raise DemoError(f"{exc}{killed}") from None
+                killed = f"; killed qrmd run (pid {pid})"
+        raise DemoError(f"{demo.phase}: {exc}{killed}") from None
     finally:
         demo.sim.stop()
         if not finished:

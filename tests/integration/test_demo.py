@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,3 +81,18 @@ def test_demo_keep_leaves_the_daemon_running() -> None:
     while pid_is_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not pid_is_alive(pid)
+
+
+def test_a_daemon_that_cannot_start_is_one_error_line() -> None:
+    work = Path(tempfile.mkdtemp(prefix="qrmd-bad-", dir="/tmp"))
+    try:
+        state = work / "state"
+        state.mkdir()
+        (state / "0000000000000001.seg").write_bytes(b"not a journal segment" * 10)
+        done = run_demo("--state-dir", str(state))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("qrmd demo: error: phase 1, start qrmd run and register it")
+    assert "qrmd run exited with status 2" in line and "corrupt journal record" in line
