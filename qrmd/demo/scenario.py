@@ -35,7 +35,7 @@ from qrmd.demo.daemon_process import (
     DaemonOptions,
     DaemonProcess,
 )
-from qrmd.demo.view import Snapshot, render_phase, snapshot
+from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
 from qrmd.demo.workload import DELETED, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
 from qrmd.kubelet_sim import (
     AdmissionError,
@@ -45,7 +45,6 @@ from qrmd.kubelet_sim import (
     Pod,
     RegistrationOutcome,
 )
-from qrmd.kubelet_sim.pods import ContainerKind
 
 __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
 
@@ -242,28 +241,12 @@ class _Demo:
             first_cpusets[pod.uid] = {
                 name: res[PLUGIN].allocation_result for name, res in granted.items()
             }
-            parts = []
-            for slot in pod.admission_order():
-                if not slot.container.requests_resource:
-                    continue
-                name = slot.container.name
-                hint = kubelet.affinity(pod.uid, name)
-                where = f"NUMA {list(hint.nodes)}" if hint is not None else "no hint"
-                got = first_cpusets[pod.uid].get(name)
-                result = f"CPUs {got}" if got is not None else "no allocation (init container)"
-                kind = slot.kind.name.lower() if slot.kind is not ContainerKind.MAIN else "main"
-                parts.append(f"{name} ({kind}, hint {where}) → {result}")
-            self.console.print(
-                f"  [bold]{pod.name}[/] [dim]{pod.qos_level}[/]: " + "; ".join(parts)
-            )
-        view = {
-            pod.uid: {
-                name: props["CpusetCpus"]
-                for (uid, name), props in kubelet.runtime_properties().items()
-                if uid == pod.uid and "CpusetCpus" in props
+            affinities = {
+                s.container.name: kubelet.affinity(pod.uid, s.container.name)
+                for s in pod.admission_order()
             }
-            for pod in self.admitted
-        }
+            self.console.print(admission_line(pod, first_cpusets[pod.uid], affinities))
+        view = runtime_view(kubelet.runtime_properties())
         self._show(
             "the cpusets Allocate answered: shared pods are ramping up on every pooled CPU", view
         )

@@ -28,16 +28,18 @@ from rich.text import Text
 
 from policy.cpuset import CPUSet
 from policy.topology import CPUTopology
-from qrmd.kubelet_sim import AllocationInfo, Pod
+from qrmd.kubelet_sim import AllocationInfo, Hint, Pod
 from qrmd.kubelet_sim.pods import CPU
 
 __all__ = [
     "Holder",
     "Snapshot",
+    "admission_line",
     "holders",
     "render_numa_map",
     "render_phase",
     "render_pools",
+    "runtime_view",
     "snapshot",
 ]
 
@@ -218,6 +220,41 @@ def render_pools(topology: CPUTopology, held: Sequence[Holder]) -> RenderableTyp
         "the reserve, and CPUs kept for NUMA-bound pods",
     )
     return table
+
+
+def runtime_view(properties: Mapping[tuple[str, str], Mapping[str, str]]) -> Snapshot:
+    """What the container runtime was told (``Kubelet.runtime_properties``), as a Snapshot."""
+    view: Snapshot = {}
+    for (uid, container), props in sorted(properties.items()):
+        if "CpusetCpus" in props:
+            view.setdefault(uid, {})[container] = props["CpusetCpus"]
+    return view
+
+
+def admission_line(
+    pod: Pod, cpusets: Mapping[str, str], affinities: Mapping[str, Hint | None]
+) -> str:
+    """One console line for an admitted pod: each container's type, hint and CPUs.
+
+    Args:
+        pod: the pod.
+        cpusets: container name → the CPUs ``Allocate`` answered (absent: no allocation).
+        affinities: container name → the affinity chosen at admission.
+
+    Returns:
+        Rich markup.
+    """
+    parts = []
+    for slot in pod.admission_order():
+        if not slot.container.requests_resource:
+            continue
+        name = slot.container.name
+        hint = affinities.get(name)
+        where = f"NUMA {list(hint.nodes)}" if hint is not None else "none"
+        got = cpusets.get(name)
+        result = f"CPUs {got}" if got is not None else "no allocation (init container)"
+        parts.append(f"{name} ({slot.kind.name.lower()}, hint {where}) → {result}")
+    return f"  [bold]{pod.name}[/] [dim]{pod.qos_level}[/]: " + "; ".join(parts)
 
 
 def render_phase(topology: CPUTopology, pods: Sequence[Pod], view: Snapshot) -> RenderableType:

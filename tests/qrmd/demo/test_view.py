@@ -7,8 +7,15 @@ from rich.console import Console
 
 from policy.cpuset import CPUSet
 from policy.synthetic import parse_synthetic_spec
-from qrmd.demo.view import holders, render_numa_map, render_pools, snapshot
-from qrmd.kubelet_sim import AllocationInfo, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.demo.view import (
+    admission_line,
+    holders,
+    render_numa_map,
+    render_pools,
+    runtime_view,
+    snapshot,
+)
+from qrmd.kubelet_sim import AllocationInfo, Hint, dedicated_pod, reclaimed_pod, shared_pod
 
 # Spec cpu-policy §1.3's generated layout: NUMA 0 = CPUs 0-1,8-9; core k = CPUs k and k+8.
 SYNTH_16_2_4 = parse_synthetic_spec("synthetic:cpus=16,sockets=2,numas=4")
@@ -101,3 +108,28 @@ def test_pool_table_ends_with_the_cpus_nobody_holds() -> None:
     assert ["s", "share", "shared_cores", "3-6,11-14", "8", "1:2", "2:4", "3:2", "web/app"] in rows
     unheld = next(r for r in rows if r[1:2] == ["unheld"])
     assert unheld[2:6] == ["2,7,10,15", "4", "1:2", "3:2"]
+
+
+def test_runtime_view_keeps_the_cpuset_property() -> None:
+    properties = {
+        ("u-web", "app"): {"CpusetCpus": "2-7"},
+        ("u-db", "main"): {"CpusetCpus": "0-1,8-9", "CpusetMems": "0"},
+        ("u-x", "debug"): {"CpuShares": "2"},
+    }
+    assert runtime_view(properties) == {"u-db": {"main": "0-1,8-9"}, "u-web": {"app": "2-7"}}
+
+
+def test_admission_line_names_each_container_its_hint_and_cpus() -> None:
+    pod = shared_pod("u-w", "web", 1, init={"migrate": 1}, sidecars={"envoy": 1})
+    every = Hint((0, 1, 2, 3), True)
+    line = admission_line(
+        pod,
+        {"app": "2-7", "envoy": "2-7"},
+        {"migrate": every, "app": every, "envoy": every},
+    )
+    assert line == (
+        "  [bold]web[/] [dim]shared_cores[/]: "
+        "migrate (init, hint NUMA [0, 1, 2, 3]) → no allocation (init container); "
+        "app (main, hint NUMA [0, 1, 2, 3]) → CPUs 2-7; "
+        "envoy (sidecar, hint NUMA [0, 1, 2, 3]) → CPUs 2-7"
+    )
