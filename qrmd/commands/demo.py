@@ -26,7 +26,7 @@ a temporary state directory, and drive it with a built-in kubelet simulator over
 socket: registration, a mixed workload (dedicated NUMA-bound pods, shared pods with init and
 sidecar containers, reclaimed pods), ramp-up, pod deletion, then SIGKILL and a restart that
 recovers every allocation from the journal. Prints a per-NUMA CPU map and the pools after
-each phase. Takes about 25 s (about 10 s with --fast).
+each phase. Takes about 20 s (about 10 s with --fast).
 """
 
 
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--fast",
         action="store_true",
-        help="1 s reconcile and ramp-up periods instead of the kubelet's 3 s and qrmd's 3 s",
+        help="1 s reconcile and ramp-up (transition) periods instead of 3 s each",
     )
     p.set_defaults(run=run)
 
