@@ -2,7 +2,8 @@
 
 Requests become the Allocator's commands (``actors.allocator_messages``) and the policy's
 ``ResourceRequest``; replies (``policy.replies``, ``policy.reconcile``) become the response
-messages. Nothing else in qrmd touches these message types.
+messages (GetResourcesAllocation's straight into its bytes, for speed at thousands of
+containers). Nothing else in qrmd touches these message types.
 
 The rules enforced here, because only the wire sees them:
 
@@ -21,8 +22,9 @@ The rules enforced here, because only the wire sees them:
 * A request's ``hint`` is absent in GetTopologyHints; in Allocate the reference echoes
   ``[req.hint]`` in the allocation's ``resource_hints`` even when it is nil (cpu-policy §7.3
   step 5). Python cannot put nil into a repeated field, so a ``None`` element is written as an
-  empty ``TopologyHint`` (no nodes, not preferred), which is what Go decodes a zero-length
-  element to.
+  empty ``TopologyHint`` (no nodes, not preferred), which the Go peer reads as an empty hint
+  rather than nil. kubelet only caches these hints (wire.md §4.3), and with topology alignment
+  it always sends a hint, so the difference does not reach it in practice.
 """
 
 from __future__ import annotations

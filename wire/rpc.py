@@ -163,13 +163,21 @@ def unary_handler(
             raise  # unreachable: abort raises; keeps the type checker sure of the flow
         finally:
             if observer is not None:
-                observer.observe(rpc, time.monotonic() - started, code.name)
+                _observe(observer, rpc, time.monotonic() - started, code.name)
 
     return grpc.unary_unary_rpc_method_handler(
         behaviour,
         request_deserializer=tolerant_parser(request_type),
         response_serializer=_serialize,
     )
+
+
+def _observe(observer: RpcObserver, rpc: str, seconds: float, code: str) -> None:
+    """Tell the observer; metrics that fail must not fail the call they measure."""
+    try:
+        observer.observe(rpc, seconds, code)
+    except Exception:
+        logger.exception("the RPC observer failed on %s (%s)", rpc, code)
 
 
 def _serialize(response: Message | bytes) -> bytes:

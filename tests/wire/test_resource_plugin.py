@@ -132,3 +132,21 @@ class Context:
 def test_ask_timeout(remaining: float | None, want: float) -> None:
     got = ask_timeout(Context(remaining), 10.0)  # type: ignore[arg-type]
     assert got == pytest.approx(want)
+
+
+class BrokenObserver:
+    def observe(self, rpc: str, seconds: float, code: str) -> None:
+        raise RuntimeError("metrics registry gone")
+
+
+def test_a_failing_observer_does_not_fail_the_call() -> None:
+    directory = short_dir()
+    ref = RecordingRef()
+    server = PluginServer(directory, ref, ready=lambda: True, observer=BrokenObserver())
+    server.start()
+    try:
+        with Client(server.socket_path) as client:
+            assert client.plugin.GetResourcePluginOptions(pb.Empty(), timeout=5).need_reconcile
+    finally:
+        server.stop(grace_s=0.1)
+        shutil.rmtree(directory, ignore_errors=True)
