@@ -3,7 +3,7 @@
 This is the only module of the simulator that touches protobuf: it builds ``ResourceRequest``s
 from the simulator's pods and turns answers into plain values. Deadlines are the kubelet's
 (wire.md §9.6): dial 10 s (blocking), ``GetInfo`` 1 s, ``NotifyRegistrationStatus`` 5 s,
-``GetResourcePluginOptions`` none, the six resource calls 10 s each.
+``GetResourcePluginOptions`` none, the six resource calls 10 s each, ``PreStartContainer`` 30 s.
 
 The no-preference rule of wire.md §1.1 is kept apart from "no feasible placement": a hint
 answer whose map lacks the resource key is ``None``, a present but empty list is ``()``.
@@ -27,6 +27,7 @@ __all__ = [
     "DIAL_TIMEOUT_S",
     "GET_INFO_TIMEOUT_S",
     "NOTIFY_TIMEOUT_S",
+    "PRE_START_TIMEOUT_S",
     "RESOURCE_CALL_TIMEOUT_S",
     "AllocationInfo",
     "Hint",
@@ -42,6 +43,7 @@ DIAL_TIMEOUT_S = 10.0
 GET_INFO_TIMEOUT_S = 1.0
 NOTIFY_TIMEOUT_S = 5.0
 RESOURCE_CALL_TIMEOUT_S = 10.0
+PRE_START_TIMEOUT_S = 30.0
 
 
 class PluginCallError(Exception):
@@ -292,6 +294,20 @@ class PluginConnection:
             }
             for pod_uid, resources in answer.pod_resources.items()
         }
+
+    def pre_start_container(self, pod: Pod, container_name: str) -> None:
+        """``PreStartContainer`` with the 30 s deadline (only if the plugin asked for it)."""
+        self._call(
+            "PreStartContainer",
+            self._plugin.PreStartContainer,
+            rp_pb.PreStartContainerRequest(
+                pod_uid=pod.uid,
+                pod_namespace=pod.namespace,
+                pod_name=pod.name,
+                container_name=container_name,
+            ),
+            PRE_START_TIMEOUT_S,
+        )
 
     def remove_pod(self, pod_uid: str) -> None:
         """``RemovePod`` with the 10 s deadline."""

@@ -8,8 +8,9 @@ It drives the plugins registered in its ``EndpointTable`` as the kubelet fork do
   ``GetTopologyHints`` (when the plugin declared ``with_topology_alignment`` and the policy asks
   for hints; a cached allocation with hints large enough is reused instead), choose the
   affinity (``topology_manager``), then ``Allocate`` with it, unless a cached scalar allocation
-  already covers the request. An error rejects the pod; an answer without
-  ``allocation_result`` records nothing.
+  already covers the request; then ``PreStartContainer`` when the plugin asked for it and the
+  container holds an allocation (init containers get none from the reference plugin). An error rejects the pod; an answer without ``allocation_result`` records
+  nothing.
 * **Reconcile** (§9.2, every 3 s by default): garbage-collect, then for each endpoint with
   ``need_reconcile`` call ``GetResourcesAllocation``; every app container of an active pod takes
   its entry from the answer, or, when the answer lacks it, is allocated again; then its
@@ -168,9 +169,12 @@ class Kubelet:
             return self._allocations[key]
         try:
             answer = endpoint.connection.allocate(pod, slot, plugin, hint)
+            self._record(key, answer)
+            if endpoint.options.pre_start_required and plugin in self._allocations.get(key, {}):
+                # Before the container is created, for the resources it holds (§9.1 step 4).
+                endpoint.connection.pre_start_container(pod, slot.container.name)
         except PluginCallError as exc:
             raise AdmissionError(f"{where}: {exc}") from None
-        self._record(key, answer)
         return answer
 
     def _affinity_for(

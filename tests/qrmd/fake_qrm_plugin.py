@@ -269,6 +269,10 @@ class FakeQRMPlugin(reg_grpc.RegistrationServicer, rp_grpc.ResourcePluginService
                 )
         return answer
 
+    def PreStartContainer(self, request, context):  # type: ignore[no-untyped-def]
+        self._record("PreStartContainer", request, context)
+        return rp_pb.PreStartContainerResponse()
+
     def GetTopologyAwareAllocatableResources(self, request, context):  # type: ignore[no-untyped-def]
         self._record("GetTopologyAwareAllocatableResources", request, context)
         answer = rp_pb.GetTopologyAwareAllocatableResourcesResponse()

@@ -230,6 +230,25 @@ def test_without_topology_alignment_no_hints_are_asked_and_allocate_has_none() -
     assert not plugin.calls_of("Allocate")[0].request.HasField("hint")  # type: ignore[attr-defined]
 
 
+def test_pre_start_container_follows_allocate_for_allocated_containers_when_asked() -> None:
+    options = rp_pb.ResourcePluginOptions(
+        pre_start_required=True, with_topology_alignment=True, need_reconcile=True
+    )
+    pod = shared_pod("u9", "web", 1, init={"migrate": 1})
+    with registered_kubelet(options=options) as (plugin, kubelet):
+        kubelet.admit(pod)
+    assert plugin.methods() == [
+        "GetTopologyHints",
+        "Allocate",  # migrate: no allocation, so no PreStartContainer
+        "GetTopologyHints",
+        "Allocate",
+        "PreStartContainer",
+    ]
+    (pre_start,) = plugin.calls_of("PreStartContainer")
+    assert pre_start.request.container_name == "app"  # type: ignore[attr-defined]
+    assert has_deadline(pre_start, 30.0)
+
+
 def test_a_pod_cannot_be_admitted_twice() -> None:
     with registered_kubelet() as (_, kubelet):
         kubelet.admit(shared_pod("u8", "api", 1))
