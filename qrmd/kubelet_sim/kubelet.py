@@ -9,8 +9,8 @@ It drives the plugins registered in its ``EndpointTable`` as the kubelet fork do
   for hints; a cached allocation with hints large enough is reused instead), choose the
   affinity (``topology_manager``), then ``Allocate`` with it, unless a cached scalar allocation
   already covers the request; then ``PreStartContainer`` when the plugin asked for it and the
-  container holds an allocation (init containers get none from the reference plugin). An error rejects the pod; an answer without ``allocation_result`` records
-  nothing.
+  container holds an allocation (init containers get none from the reference plugin). An
+  error rejects the pod; an answer without ``allocation_result`` records nothing.
 * **Reconcile** (§9.2, every 3 s by default): garbage-collect, then for each endpoint with
   ``need_reconcile`` call ``GetResourcesAllocation``; every app container of an active pod takes
   its entry from the answer, or, when the answer lacks it, is allocated again; then its
