@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
+from actors.ports.commit import Committer
 from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
 from policy.balance.config import POOL_RECLAIM
 from policy.cpu_state import CPUState
@@ -35,6 +36,7 @@ __all__ = [
     "container_ids_of",
     "gather_inputs",
     "pods_in_pools",
+    "store_pods",
 ]
 
 _log = logging.getLogger(__name__)
@@ -114,6 +116,15 @@ def pods_in_pools(cpu: CPUState) -> PodsInPools:
             )
         )
     return PodsInPools(pools=pools, pods=tuple(pods))
+
+
+def store_pods(committer: Committer) -> PodsProvider:
+    """A ``PodsProvider`` on the StateStore's latest snapshot: one ``GetSnapshot`` per round,
+    so each round sees the CPU state the Allocator last committed.
+
+    The provider raises ``StoreUnavailable`` when the store cannot answer (the round fails).
+    """
+    return lambda: pods_in_pools(committer.latest().state.cpu)
 
 
 def gather_inputs(
