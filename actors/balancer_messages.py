@@ -136,8 +136,17 @@ class RoundReport:
 
 @dataclass(frozen=True, slots=True)
 class BalancerView:
-    """The balancer's durable state, the snapshot sequence it came from, and its counters."""
+    """The balancer's durable state, the snapshot sequence it came from, and its counters.
+
+    Attributes:
+        state: ``current`` and ``last``.
+        seq: the sequence number of the snapshot the state is from.
+        metrics: the plain counters by name (``BalancerMetrics.counters``).
+        round_metric: ``numa_memory_balance`` counts by tag set, each tag set a tuple of
+            ``(name, value)`` pairs in the reference's order (§12).
+    """
 
     state: BalancerState
     seq: int
     metrics: Mapping[str, int] = field(default_factory=dict)
+    round_metric: Mapping[tuple[tuple[str, str], ...], int] = field(default_factory=dict)

@@ -220,6 +220,10 @@ class MemoryBalancerCore:
             advice, plan = self._take_advice(now, "Tick", execute=True)
         except BalancerUnavailable as err:
             return replace(report, error=_join(report.error, str(err)))
+        except Exception as err:
+            # Same reason: an executor that breaks its "never raises" must not stop the actor.
+            _log.exception("balance advice at %s failed unexpectedly", now)
+            return replace(report, error=_join(report.error, f"internal error: {err!r}"))
         return replace(report, advice=advice, execution=None if plan is None else plan.to_json())
 
     def _round(self, now: float) -> RoundReport:
@@ -377,7 +381,12 @@ class MemoryBalancerCore:
 
     def view(self) -> BalancerView:
         """The durable state, its snapshot's seq and the counters."""
-        return BalancerView(self.state, self.snapshot.seq, self.metrics.counters())
+        return BalancerView(
+            self.state,
+            self.snapshot.seq,
+            self.metrics.counters(),
+            dict(self.metrics.round_metric),
+        )
 
     # -- the commit protocol ---------------------------------------------------------------
 

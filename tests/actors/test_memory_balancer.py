@@ -330,3 +330,33 @@ def test_record_machine_state_resumes_from_flags(
     flagged = replace(record, balance_executed=flags[0], evict_executed=flags[1])
     assert record_machine_state(flagged) == want
     assert record_machine_state(None) is None
+
+
+def test_an_executor_that_raises_costs_the_tick_not_the_advice() -> None:
+    b = Balancer()
+
+    def broken_plan(advice, container_ids):  # type: ignore[no-untyped-def]
+        raise RuntimeError("cgroup tree unreadable")
+
+    b.executor.plan = broken_plan  # type: ignore[method-assign]
+    report = b.core.handle(Tick(b.at(0)))
+    assert report.result is RoundResult.STORED and report.advice is None
+    assert "internal error: RuntimeError('cgroup tree unreadable')" in report.error
+    assert b.store.kinds() == ["BalanceRoundRecorded"], "the advice was not taken"
+    assert len(b.core.handle(GetAdvices())) == 1
+
+
+def test_the_view_carries_the_round_metric_by_tags() -> None:
+    b = Balancer()
+    b.core.handle(Tick(b.at(0)))
+    view = b.core.handle(GetBalancerState())
+    assert view.round_metric == {
+        (
+            ("need_balance", "true"),
+            ("balance_level", "graceBalance"),
+            ("bandwidth_pressure", "false"),
+            ("status", "prepareSuccess"),
+            ("bandwidth_level", "high"),
+            ("failed_reason", ""),
+        ): 1
+    }
