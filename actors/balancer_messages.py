@@ -124,6 +124,8 @@ class RoundReport:
             would do), or None without an advice or executor.
         error: why the tick could not do all of that (a failed round's reason, or a commit
             that did not go through); empty otherwise.
+        window: the balancer's window when the tick began (``machines.balance_round``:
+            ``open``, ``cooling_down`` or ``ping_pong_window``, §6.3).
     """
 
     now: float
@@ -132,6 +134,7 @@ class RoundReport:
     advice: MemoryAdvice | None = None
     execution: Mapping[str, object] | None = None
     error: str = ""
+    window: str = ""
 
 
 @dataclass(frozen=True, slots=True)

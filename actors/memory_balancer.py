@@ -8,8 +8,10 @@ the store answers with, and only then acts or answers; the balance round machine
 the planner's outcome. One mailbox serialises every read and write of ``current``, ``last``
 and their flags, which fixes the reference's unlocked reads of ``last`` (§13, O16).
 
-* ``Tick(now)``: one advisor-loop iteration (§1.1). ``start``: within the cool-down the round
-  is skipped and nothing is committed; else the inputs are read from the ports and the round
+* ``Tick(now)``: one advisor-loop iteration (§1.1). The windows machine says where ``now``
+  falls after the last emitted round (cool-down, ping-pong window, open), which answers the
+  round's ``in_cool_down`` guard. ``start``: within the cool-down the round is skipped and
+  nothing is committed; else the inputs are read from the ports and the round
   planned; ``fail`` commits ``BalanceRoundFailed`` (inputs and reason; ``current`` kept, O8),
   ``conclude`` commits ``BalanceRoundRecorded`` (record and inputs). Then, even after a failed
   round, the ``GetAdvices`` step: an advice not yet taken is planned by the executor,
@@ -76,6 +78,8 @@ from policy.balance import (
     top_eviction_pods,
 )
 from policy.balance.advice import ExtraMemoryAdvice, extra_entries
+from policy.balance.constants import BALANCE_INTERVAL_NS, PING_PONG_WINDOW_NS
+from policy.balance.gojson import to_nanos
 from policy.balance_events import (
     BalanceAdviceTaken,
     BalanceEvent,
@@ -84,7 +88,13 @@ from policy.balance_events import (
     BalanceRoundRecorded,
 )
 
-__all__ = ["BalancerPorts", "MemoryBalancerActor", "MemoryBalancerCore", "record_machine_state"]
+__all__ = [
+    "BalancerPorts",
+    "MemoryBalancerActor",
+    "MemoryBalancerCore",
+    "balancer_window",
+    "record_machine_state",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -106,6 +116,20 @@ class BalancerPorts:
     memory: ContainerMemoryReader
     pods: PodsProvider
     executor: AdviceExecutor | None = None
+
+
+def balancer_window(last: BalanceInfo | None, now: float) -> str:
+    """The windows machine's state at ``now`` (§6.3): emitting ``last``'s advice put it in
+    the cool-down; one ``tick`` at ``now`` moves it on as far as the time passed allows."""
+    if last is None:
+        return machine.OPEN
+    elapsed_ns = to_nanos(now) - to_nanos(last.detect_time)
+    guards = {
+        "ping_pong_window_passed": elapsed_ns > PING_PONG_WINDOW_NS,
+        "balance_interval_passed": elapsed_ns >= BALANCE_INTERVAL_NS,
+    }
+    step = machine.windows_lifecycle().step(machine.COOLING_DOWN, "tick", guards)
+    return machine.COOLING_DOWN if step is None else step.dest
 
 
 def record_machine_state(record: BalanceInfo | None) -> str | None:
@@ -229,14 +253,22 @@ class MemoryBalancerCore:
     def _round(self, now: float) -> RoundReport:
         """``Reconcile`` (§6.2): skip, or plan and commit the round."""
         state = self.state
-        cool_down = in_cool_down(state.last, now)
+        window = balancer_window(state.last, now)
+        cool_down = window == machine.COOLING_DOWN
+        if cool_down != in_cool_down(state.last, now):  # the planner skips by its own rule
+            _log.error("window %s disagrees with the planner's cool-down at %s", window, now)
+            cool_down = not cool_down
         start = self._lifecycle.step(machine.SCHEDULED, "start", {"in_cool_down": cool_down})
         assert start is not None  # "start" has a transition for either answer
         if start.dest == machine.SKIPPED:
             # §6.2 step 2: "balance occurs recently"; nothing computed, stored or measured.
             self.metrics.rounds_skipped_total += 1
             _log.debug("balance occurs recently, round at %s skipped", now)
-            return RoundReport(now, RoundResult.SKIPPED)
+            return RoundReport(now, RoundResult.SKIPPED, window=window)
+        return replace(self._compute(now, state), window=window)
+
+    def _compute(self, now: float, state: BalancerState) -> RoundReport:
+        """§6.2 steps 3-6: read the inputs, plan, and commit the outcome."""
         try:
             inputs = self._read_inputs(now, state.last)
         except Exception as err:

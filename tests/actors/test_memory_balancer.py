@@ -18,7 +18,7 @@ from actors.balancer_messages import (
     ThresholdMet,
     Tick,
 )
-from actors.memory_balancer import record_machine_state
+from actors.memory_balancer import balancer_window, record_machine_state
 from actors.ports.migration import MigrationMode
 from machines import balance_round as machine
 from policy.balance import (
@@ -360,3 +360,25 @@ def test_the_view_carries_the_round_metric_by_tags() -> None:
             ("failed_reason", ""),
         ): 1
     }
+
+
+@pytest.mark.parametrize(
+    ("elapsed_s", "window"),
+    [
+        pytest.param(None, machine.OPEN, id="no advice emitted yet: open"),
+        pytest.param(0, machine.COOLING_DOWN, id="at the emitted round's detect time"),
+        pytest.param(29.999999, machine.COOLING_DOWN, id="just under 30 s"),
+        pytest.param(30, machine.PING_PONG_WINDOW, id="30 s ends the cool-down"),
+        pytest.param(15 * 60, machine.PING_PONG_WINDOW, id="exactly 15 minutes"),
+        pytest.param(15 * 60 + 1e-6, machine.OPEN, id="a microsecond past 15 minutes"),
+        pytest.param(-10, machine.COOLING_DOWN, id="a clock that stepped back"),
+    ],
+)
+def test_the_windows_machine_follows_last(elapsed_s: float | None, window: str) -> None:
+    b = Balancer()
+    if elapsed_s is not None:
+        b.core.handle(Tick(b.at(0)))
+    last = b.core.state.last
+    now = NOW + (elapsed_s or 0)
+    assert balancer_window(last, now) == window
+    assert b.core.handle(Tick(now)).window == window
