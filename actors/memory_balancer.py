@@ -63,6 +63,7 @@ from policy.balance import (
     BalanceInfo,
     BalancerConfig,
     BalancerState,
+    BalanceStatus,
     EvictOffer,
     MemoryAdvice,
     RoundInputs,
@@ -254,10 +255,10 @@ class MemoryBalancerCore:
         """``Reconcile`` (§6.2): skip, or plan and commit the round."""
         state = self.state
         window = balancer_window(state.last, now)
-        cool_down = window == machine.COOLING_DOWN
-        if cool_down != in_cool_down(state.last, now):  # the planner skips by its own rule
+        # The planner skips by its own rule (``plan_round``); the two must agree.
+        cool_down = in_cool_down(state.last, now)
+        if cool_down != (window == machine.COOLING_DOWN):
             _log.error("window %s disagrees with the planner's cool-down at %s", window, now)
-            cool_down = not cool_down
         start = self._lifecycle.step(machine.SCHEDULED, "start", {"in_cool_down": cool_down})
         assert start is not None  # "start" has a transition for either answer
         if start.dest == machine.SKIPPED:
@@ -276,7 +277,11 @@ class MemoryBalancerCore:
             # as a missing metric does (§7.12); the next tick tries again.
             if not isinstance(err, BalanceError):
                 _log.exception("balance round at %s cannot read its inputs", now)
-            return self._fail(now, {"now": now}, f"cannot read the round's inputs: {err}", None)
+            reason = f"cannot read the round's inputs: {err}"
+            # Measured like any failed round (§12): a record with nothing but the reason.
+            failed = BalanceInfo(now, status=BalanceStatus.PREPARE_FAILED, failed_reason=reason)
+            self.metrics.count_round(failed)
+            return self._fail(now, {"now": now}, reason, failed)
         new_state, outcome = reconcile(state, inputs)
         record = outcome.record
         assert record is not None  # not skipped: the cool-down was answered above

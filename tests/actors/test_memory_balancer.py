@@ -296,7 +296,10 @@ def test_a_failing_pod_source_fails_the_round_and_journals_it() -> None:
     report = core.handle(Tick(b.at(0)))
     assert report.result is RoundResult.FAILED
     assert report.error == "cannot read the round's inputs: the state store is gone"
+    assert report.record is not None and report.record.failed_reason == report.error
     assert b.store.kinds() == ["BalanceRoundFailed"]
+    (tags,) = core.metrics.round_metric
+    assert dict(tags)["status"] == "prepareFailed", "measured like any failed round (§12)"
     msgpack.packb(b.store.causes[0])
 
 
