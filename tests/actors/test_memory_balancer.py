@@ -8,6 +8,7 @@ from dataclasses import replace
 import msgpack
 import pytest
 
+from actors.balancer_machine import balancer_window, record_machine_state
 from actors.balancer_messages import (
     BalancerUnavailable,
     GetAdvices,
@@ -18,7 +19,6 @@ from actors.balancer_messages import (
     ThresholdMet,
     Tick,
 )
-from actors.memory_balancer import balancer_window, record_machine_state
 from actors.ports.migration import MigrationMode
 from machines import balance_round as machine
 from policy.balance import (
