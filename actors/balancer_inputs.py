@@ -14,13 +14,17 @@
   any node, so the round skips it (§4.2) and the journaled inputs show it.
 * **Metrics** (§4.1) are sampled for every node of the distance map; **distances** (§4.4) are
   read once, when the balancer starts.
+
+A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
+and ``with_pods`` adds them. The MemoryBalancer plans on the first and reads the pods only if
+that round found pressure to act on (the reference, too, lists pods only from step 7 on).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
 from actors.ports.commit import Committer
@@ -34,9 +38,10 @@ __all__ = [
     "PodsProvider",
     "PoolPod",
     "container_ids_of",
-    "gather_inputs",
+    "metric_inputs",
     "pods_in_pools",
     "store_pods",
+    "with_pods",
 ]
 
 _log = logging.getLogger(__name__)
@@ -127,37 +132,55 @@ def store_pods(committer: Committer) -> PodsProvider:
     return lambda: pods_in_pools(committer.latest().state.cpu)
 
 
-def gather_inputs(
+def metric_inputs(
     *,
     now: float,
     distances: Mapping[int, tuple[NumaDistance, ...]],
     metrics: NumaMetricSource,
-    pods: PodsInPools,
-    memory: ContainerMemoryReader,
     config: BalancerConfig,
     cpu_vendor: str,
     last: BalanceInfo | None,
-) -> tuple[RoundInputs, int]:
-    """Read the ports and build one round's inputs.
+) -> RoundInputs:
+    """A round's inputs without pods: the metrics sampled now, the distances, the settings.
 
     Args:
         now: the round's time.
         distances: the distance map read at start.
         metrics: the NUMA metric source.
-        pods: the pods in pools (``PodsProvider``'s answer).
-        memory: the container memory reader.
         config: the balancer configuration.
         cpu_vendor: the CPUID vendor string.
         last: the last emitted round.
+
+    Raises:
+        BalanceError: the source gave a value the inputs refuse; the round fails with it.
+    """
+    return RoundInputs(
+        now=now,
+        numa_metrics=dict(metrics.sample(sorted(distances))),
+        distances=distances,
+        pools={},
+        pods=(),
+        config=config,
+        cpu_vendor=cpu_vendor,
+        last=last,
+    )
+
+
+def with_pods(
+    inputs: RoundInputs, pods: PodsInPools, memory: ContainerMemoryReader
+) -> tuple[RoundInputs, int]:
+    """``inputs`` with the pools and the pods a round can use, their memory read now.
+
+    Only pods of ``reclaim`` and the supported pools are read (no other pool is listed by
+    a round, §7.8, §7.10).
 
     Returns:
         The inputs, and how many pods' memory could not be read (they have no samples).
 
     Raises:
-        BalanceError: a port gave a value the inputs refuse (a negative amount, a NUMA id
-            outside the map); the round fails with this error.
+        BalanceError: the reader gave a value the inputs refuse (a negative amount).
     """
-    used_pools = {POOL_RECLAIM, *config.supported_pools}
+    used_pools = {POOL_RECLAIM, *inputs.config.supported_pools}
     listed: list[Pod] = []
     unreadable = 0
     for pod in pods.pods:
@@ -166,18 +189,7 @@ def gather_inputs(
         containers, readable = _containers(pod, memory)
         unreadable += not readable
         listed.append(Pod(pod.uid, pod.namespace, pod.name, pod.pool, containers))
-    numa_ids = sorted(distances)
-    inputs = RoundInputs(
-        now=now,
-        numa_metrics=dict(metrics.sample(numa_ids)),
-        distances=distances,
-        pools=pods.pools,
-        pods=tuple(listed),
-        config=config,
-        cpu_vendor=cpu_vendor,
-        last=last,
-    )
-    return inputs, unreadable
+    return replace(inputs, pools=pods.pools, pods=tuple(listed)), unreadable
 
 
 def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Container, ...], bool]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import pykka
 
-from actors.balancer_inputs import container_ids_of, gather_inputs
+from actors.balancer_inputs import container_ids_of, metric_inputs, with_pods
 from actors.balancer_machine import BalancerPorts, balancer_window, record_machine_state
 from actors.balancer_messages import (
     BalancerCommand,
@@ -211,9 +211,26 @@ class MemoryBalancerCore:
         return replace(self._compute(now, state), window=window)
 
     def _compute(self, now: float, state: BalancerState) -> RoundReport:
-        """§6.2 steps 3-6: read the inputs, plan, and commit the outcome."""
+        """§6.2 steps 3-6: read the inputs, plan, and commit the outcome.
+
+        The round is planned on the metrics alone first. Only if it found pressure to act on
+        are the pods read (every pod's cgroup: the costly part) and the round planned again
+        with them; otherwise the pods could not change the outcome, so the journaled inputs
+        leave them out and still recompute to the same record.
+        """
         try:
-            inputs = self._read_inputs(now, state.last)
+            inputs = metric_inputs(
+                now=now,
+                distances=self._distances,
+                metrics=self._ports.metrics,
+                config=self._config,
+                cpu_vendor=self._cpu_vendor,
+                last=state.last,
+            )
+            new_state, outcome = reconcile(state, inputs)
+            if outcome.record is not None and outcome.record.need_balance:
+                inputs = self._with_pods(inputs)
+                new_state, outcome = reconcile(state, inputs)
         except Exception as err:
             # A port that fails (the store gone, a value the inputs refuse) fails the round,
             # as a missing metric does (§7.12); the next tick tries again.
@@ -224,7 +241,6 @@ class MemoryBalancerCore:
             failed = BalanceInfo(now, status=BalanceStatus.PREPARE_FAILED, failed_reason=reason)
             self.metrics.count_round(failed)
             return self._fail(now, {"now": now}, reason, failed)
-        new_state, outcome = reconcile(state, inputs)
         record = outcome.record
         assert record is not None  # not skipped: the cool-down was answered above
         self.metrics.count_round(record)
@@ -246,18 +262,9 @@ class MemoryBalancerCore:
         self.metrics.rounds_stored_total += 1
         return RoundReport(now, RoundResult.STORED, record)
 
-    def _read_inputs(self, now: float, last: BalanceInfo | None) -> RoundInputs:
+    def _with_pods(self, inputs: RoundInputs) -> RoundInputs:
         pods = self._ports.pods()
-        inputs, unreadable = gather_inputs(
-            now=now,
-            distances=self._distances,
-            metrics=self._ports.metrics,
-            pods=pods,
-            memory=self._ports.memory,
-            config=self._config,
-            cpu_vendor=self._cpu_vendor,
-            last=last,
-        )
+        inputs, unreadable = with_pods(inputs, pods, self._ports.memory)
         self.metrics.pods_unreadable_total += unreadable
         self._container_ids = container_ids_of(pods.pods)
         return inputs

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from actors.balancer_inputs import PodsInPools, PoolPod, gather_inputs, pods_in_pools
-from policy.balance import BalancerConfig
+from actors.balancer_inputs import PodsInPools, PoolPod, metric_inputs, pods_in_pools, with_pods
+from policy.balance import BalancerConfig, RoundInputs
 from policy.cpuset import CPUSet
 from policy.entries import RAMPING, RECLAIMED_CORES, InPool
 from policy.events import ContainerAllocated, PoolSet, RampCPUsSet
@@ -56,17 +56,17 @@ def test_container_order_follows_the_pod_spec_index() -> None:
     assert listed.containers == ("zeta", "alpha")
 
 
-def _gather(pods: PodsInPools, memory: FakeMemory) -> tuple[object, int]:
-    return gather_inputs(
+def _gather(pods: PodsInPools, memory: FakeMemory) -> tuple[RoundInputs, int]:
+    inputs = metric_inputs(
         now=NOW,
         distances=FakeDistances(T4).distances(),
         metrics=FakeMetrics(EX2_L, EX2_B),
-        pods=pods,
-        memory=memory,
         config=BalancerConfig(),
         cpu_vendor="GenuineIntel",
         last=None,
     )
+    assert inputs.pods == () and inputs.pools == {}
+    return with_pods(inputs, pods, memory)
 
 
 def test_with_container_ids_each_container_has_its_own_figure() -> None:
@@ -75,7 +75,7 @@ def test_with_container_ids_each_container_has_its_own_figure() -> None:
                      (container_id("s4", "a"), container_id("s4", "b")))  # fmt: skip
     inputs, unreadable = _gather(PodsInPools({"share": (0, 1)}, (listed,)), FakeMemory([s4]))
     assert unreadable == 0
-    (got,) = inputs.pods  # type: ignore[attr-defined]
+    (got,) = inputs.pods
     assert [(c.name, dict(c.anon)) for c in got.containers] == [
         ("a", {0: 2 * GiB}),
         ("b", {0: GiB}),
@@ -86,7 +86,7 @@ def test_without_container_ids_the_pod_figure_goes_to_the_first_container() -> N
     s4 = pod("s4", "share", containers=[("a", {0: 2 * GiB}), ("b", {0: GiB})])
     listed = PoolPod("s4", "default", "s4", "share", ("a", "b"))
     inputs, _ = _gather(PodsInPools({"share": (0, 1)}, (listed,)), FakeMemory([s4]))
-    (got,) = inputs.pods  # type: ignore[attr-defined]
+    (got,) = inputs.pods
     assert [(c.name, dict(c.anon)) for c in got.containers] == [("a", {0: 3 * GiB}), ("b", {0: 0})]
     assert got.anon_on(0) == 3 * GiB, "the pod sum, all a round uses, is exact"
 
@@ -99,7 +99,7 @@ def test_unreadable_pods_have_no_samples_and_unused_pools_are_not_read() -> None
     memory = FakeMemory([])
     inputs, unreadable = _gather(PodsInPools({"share": (0, 1)}, listed), memory)
     assert unreadable == 1 and memory.reads == 1, "the dedicated pod's memory is not read"
-    (got,) = inputs.pods  # type: ignore[attr-defined]
+    (got,) = inputs.pods
     assert got.uid == "gone" and got.anon_on(0) is None
 
 

@@ -32,7 +32,7 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY
 from policy.balance_events import BalanceRoundFailed, BalanceRoundRecorded
 from tests.actors.balancer_fakes import Balancer
-from tests.policy.balance.examples import EX2_ADVICE, EX2_PODS, NOW, GiB, R, S
+from tests.policy.balance.examples import EX2_ADVICE, EX2_L, EX2_PODS, NOW, GiB, R, S
 
 ACTIVE = tuple(p.uid for p in EX2_PODS)
 REASON_0 = "the memory node 0 is under bandwidth pressure"
@@ -385,3 +385,18 @@ def test_the_windows_machine_follows_last(elapsed_s: float | None, window: str) 
     now = NOW + (elapsed_s or 0)
     assert balancer_window(last, now) == window
     assert b.core.handle(Tick(now)).window == window
+
+
+def test_a_round_without_pressure_reads_no_pod_and_journals_none() -> None:
+    """The pods cannot change a round without pressure (§7.4), so their cgroups are not read
+    and the journaled inputs, which leave them out, recompute to the same record."""
+    b = Balancer(latency=[40, 30, 30, 20])
+    report = b.core.handle(Tick(b.at(0)))
+    assert report.record is not None and not report.record.need_balance
+    assert b.memory.reads == 0
+    (event,) = b.store.events
+    assert isinstance(event, BalanceRoundRecorded) and event.inputs["pods"] == []
+    assert plan_round(RoundInputs.from_json(event.inputs)).record == event.record
+    b.metrics.latency = list(EX2_L)
+    assert b.core.handle(Tick(b.at(5))).advice is not None
+    assert b.memory.reads == len(EX2_PODS)
