@@ -19,6 +19,7 @@ Cost: O(containers), which the reply itself is; the adjustment is the pool engin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -68,6 +69,12 @@ class ResourcesAllocation:
 
     pod_resources: Mapping[str, Mapping[str, ContainerCPUAllocation]]
     warnings: tuple[str, ...] = field(default=())
+
+
+# kubelet lists every container every 3 s (wire.md §9.2) and a container's timestamp only
+# changes when it is re-ramped, so parsing each distinct string once keeps the listing cheap
+# at thousands of containers. Pure function of the string: caching cannot change an answer.
+_parse_init_timestamp = functools.lru_cache(maxsize=1 << 15)(parse_qrm_time)
 
 
 def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesAllocation:
@@ -132,7 +139,7 @@ def _settle(
 ) -> ContainerEntry | None:
     """One container's lifecycle step; returns it when a shared ramp-up just finished."""
     pod_uid, name = entry.key
-    started = parse_qrm_time(entry.init_timestamp)
+    started = _parse_init_timestamp(entry.init_timestamp)
     if started is None:
         step = fire(container_phase(entry), "repair_timestamp")
         assert step is not None  # repair_timestamp has no guards

@@ -13,17 +13,15 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from qrmd.commands import balance, diagrams, journal, topology
+from qrmd.commands import CommandError, balance, diagrams, journal, run, topology
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance, journal)
+COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance, journal, run)
+
+__all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
 
 EXIT_USAGE_OR_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
-
-
-class CommandError(Exception):
-    """A failure a sub-command reports to the operator as one line."""
 
 
 def build_parser() -> argparse.ArgumentParser:

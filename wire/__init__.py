@@ -15,9 +15,15 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
   committed; a test fails when they are stale. Never edit them by hand.
 - the gRPC servers and clients: the plugin-watcher registration, the ResourcePlugin
   and EvictionPlugin servers, and the sys-advisor client that implements its actor port;
+  today `plugin_server` (the CPU plugin's socket per plugin-watcher directory, serving
+  Registration and ResourcePlugin, driven by `machines.registration`), `resource_plugin`
+  (the eight RPCs as one table: convert, ask the Allocator within the deadline, convert
+  back) and `rpc` (what every handler does around that: tolerant parsing, error mapping,
+  the `RpcObserver` metrics hook);
 - the conversion between protobuf messages and the domain types of `policy/` and
-  `actors/`, in both directions, where the wire rules are enforced (wire.md §1.1: "no
-  NUMA preference" leaves the `resource_hints` key out, never an empty list).
+  `actors/`, in both directions, where the wire rules are enforced (`convert`; wire.md
+  §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list);
+- `errors`: the one gRPC status each error class answers.
 
 The rule: protobuf types never leave this package. Servers convert a request into
 domain values before anything else sees it and convert the answer back last; nothing

@@ -1,0 +1,367 @@
+"""The Supervisor: starts the actors in order, restarts one that dies, stops them in reverse.
+
+Rules (DESIGN.md "Actors and messages", the commit protocol step 5; STYLE.md "Actors"):
+
+* ``start`` starts each child in the order given and waits until it is ready (its ``ready``
+  call returns) before starting the next, so a child may use the ones before it: the
+  StateStore first (it recovers from disk), then the Allocator, built from the store's
+  recovered snapshot. If one fails, the ones already started are stopped in reverse and
+  ``SupervisorError`` names the child and the cause.
+* A monitor thread checks the children's liveness every ``poll_interval_s``. When a child has
+  died it is restarted together with every child after it (rest-for-one): those depend on it,
+  and an Allocator must never keep a state that a restarted StateStore did not recover. While
+  that happens ``available()`` is False and every ``ask`` through a ``SupervisedRef`` fails
+  with the child's unavailability error (the wire answers UNAVAILABLE), never with stale data.
+  A restart that fails is retried with a doubling back-off, and so is a child that dies again
+  soon after its restart (a crash loop).
+* ``stop`` stops the children in reverse and returns (and logs, as a bug) any still alive.
+
+Callers hold ``SupervisedRef``s, never a child's own ref, so a restart is invisible to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+__all__ = [
+    "ActorUnavailable",
+    "ChildSpec",
+    "ChildStatus",
+    "SupervisedRef",
+    "Supervisor",
+    "SupervisorError",
+    "SupervisorStatus",
+]
+
+_log = logging.getLogger("actors.supervisor")
+
+
+class ActorUnavailable(Exception):  # noqa: N818 (a state, like AllocatorUnavailable)
+    """A supervised actor cannot be asked now: it is starting, restarting or stopped."""
+
+
+class SupervisorError(Exception):
+    """A child could not be started; the message names it and the cause."""
+
+
+def _no_wait(_ref: pykka.ActorRef[Any]) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """How to start one supervised actor.
+
+    Attributes:
+        name: the child's name in logs, status and ``Supervisor.ref``.
+        start: starts the actor, given the refs of the children before it (by name).
+        ready: waits until the started actor is ready to serve (e.g. an ``ask`` with a
+            timeout); raises if it never will.
+        unavailable: builds the error an ``ask`` through its ``SupervisedRef`` raises while
+            it cannot be asked.
+        stop_timeout_s: how long ``stop`` waits for it.
+    """
+
+    name: str
+    start: Callable[[Mapping[str, pykka.ActorRef[Any]]], pykka.ActorRef[Any]]
+    ready: Callable[[pykka.ActorRef[Any]], None] = _no_wait
+    unavailable: Callable[[str], Exception] = ActorUnavailable
+    stop_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildStatus:
+    """One child's liveness for health and metrics."""
+
+    name: str
+    alive: bool
+    restarts: int
+    last_failure: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorStatus:
+    """The children's liveness; ``available`` is False while any is down or restarting."""
+
+    available: bool
+    children: tuple[ChildStatus, ...] = field(default_factory=tuple)
+
+    def problems(self) -> list[str]:
+        """Why the actors are not available, one phrase per down child."""
+        out = []
+        for child in self.children:
+            if not child.alive:
+                why = f": {child.last_failure}" if child.last_failure else ""
+                out.append(f"actor {child.name} is down{why}")
+        if not self.available and not out:
+            out.append("actors are restarting")
+        return out
+
+
+@dataclass(slots=True)
+class _Child:
+    spec: ChildSpec
+    ref: pykka.ActorRef[Any] | None = None
+    restarts: int = 0
+    last_failure: str | None = None
+    restarted_at: float | None = None
+    quick_deaths: int = 0
+
+    def is_alive(self) -> bool:
+        return self.ref is not None and self.ref.is_alive()
+
+
+class Supervisor:
+    """Starts, watches and stops the daemon's actors (see the module docstring).
+
+    Args:
+        children: in dependency order.
+        poll_interval_s: how often the monitor checks liveness.
+        backoff_s: first and longest wait between failed restarts, and before restarting a
+            child that died again within ``stable_s`` of its last restart.
+        stable_s: a child alive this long after a restart is restarted at once if it dies.
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        poll_interval_s: float = 0.1,
+        backoff_s: tuple[float, float] = (0.5, 30.0),
+        stable_s: float = 10.0,
+    ) -> None:
+        names = [c.name for c in children]
+        if len(set(names)) != len(names):
+            raise ValueError(f"supervised children need distinct names, got {names}")
+        self._children = [_Child(spec) for spec in children]
+        self._poll_interval_s = poll_interval_s
+        self._backoff_s = backoff_s
+        self._stable_s = stable_s
+        self._lock = threading.RLock()
+        self._restarting = False
+        self._running = False
+        self._stopping = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every child in order, each ready before the next, then watch them.
+
+        Raises:
+            SupervisorError: a child failed to start or to become ready; the children already
+                started were stopped in reverse.
+        """
+        try:
+            self._start_from(0)
+        except SupervisorError:
+            self._stop_from(0)
+            raise
+        self._running = True
+        self._monitor = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+        self._monitor.start()
+
+    def stop(self) -> list[str]:
+        """Stop watching, then stop the children in reverse order.
+
+        Returns:
+            The names of children still alive afterwards (each logged as a bug).
+        """
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join()
+        with self._lock:
+            self._running = False
+            self._stop_from(0)
+            alive = [c.spec.name for c in self._children if c.is_alive()]
+        for name in alive:
+            _log.error("bug: actor %s is still alive after shutdown", name)
+        return alive
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """True when every child is running and none is restarting."""
+        with self._lock:
+            return (
+                self._running and not self._restarting and all(c.is_alive() for c in self._children)
+            )
+
+    def status(self) -> SupervisorStatus:
+        """Each child's liveness, restart count and last failure."""
+        with self._lock:
+            return SupervisorStatus(
+                available=self.available(),
+                children=tuple(
+                    ChildStatus(c.spec.name, c.is_alive(), c.restarts, c.last_failure)
+                    for c in self._children
+                ),
+            )
+
+    def ref(self, name: str) -> SupervisedRef:
+        """A ref to the child ``name`` that follows it across restarts.
+
+        Raises:
+            KeyError: no child has that name.
+        """
+        self._child(name)
+        return SupervisedRef(self, name)
+
+    def current(self, name: str) -> pykka.ActorRef[Any]:
+        """The running actor of child ``name``.
+
+        Raises:
+            Exception: the child's ``unavailable`` error while the actors are not available.
+        """
+        child = self._child(name)
+        with self._lock:
+            ref = child.ref
+            if ref is None or not self.available():
+                raise child.spec.unavailable(self._why_unavailable(name))
+            return ref
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _child(self, name: str) -> _Child:
+        for child in self._children:
+            if child.spec.name == name:
+                return child
+        raise KeyError(f"no supervised actor named {name!r}")
+
+    def _why_unavailable(self, name: str) -> str:
+        if self._stopping.is_set():
+            return f"{name} is unavailable: the daemon is stopping"
+        if not self._running:
+            return f"{name} is unavailable: the daemon is starting"
+        problems = self.status().problems()
+        return f"{name} is unavailable: " + "; ".join(problems or ["actors are restarting"])
+
+    def _start_from(self, index: int) -> None:
+        refs = {c.spec.name: c.ref for c in self._children[:index] if c.ref is not None}
+        for child in self._children[index:]:
+            spec = child.spec
+            try:
+                child.ref = spec.start(refs)
+                spec.ready(child.ref)
+            except Exception as err:
+                child.last_failure = f"start failed: {err}"
+                raise SupervisorError(f"actor {spec.name} failed to start: {err}") from err
+            if not child.ref.is_alive():
+                child.last_failure = "stopped while starting"
+                raise SupervisorError(f"actor {spec.name} stopped while starting")
+            refs[spec.name] = child.ref
+            _log.debug("actor %s started", spec.name)
+
+    def _stop_from(self, index: int) -> None:
+        for child in reversed(self._children[index:]):
+            ref = child.ref
+            if ref is None:
+                continue
+            try:
+                ref.stop(block=True, timeout=child.spec.stop_timeout_s)
+            except pykka.Timeout:
+                _log.error(
+                    "actor %s did not stop within %.1f s",
+                    child.spec.name,
+                    child.spec.stop_timeout_s,
+                )
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self._poll_interval_s):
+            dead = next((i for i, c in enumerate(self._children) if not c.is_alive()), None)
+            if dead is not None:
+                self._restart_from(dead)
+
+    def _restart_from(self, index: int) -> None:
+        """Rest-for-one: restart child ``index`` and every child after it."""
+        with self._lock:
+            self._restarting = True
+        failed = self._children[index]
+        failed.last_failure = "died"
+        after = [c.spec.name for c in self._children[index + 1 :]]
+        # A child that keeps dying soon after each restart is restarted ever more slowly,
+        # so a crash loop does not spin the CPU or flood the log.
+        now = time.monotonic()
+        if failed.restarted_at is not None and now - failed.restarted_at < self._stable_s:
+            failed.quick_deaths += 1
+        else:
+            failed.quick_deaths = 0
+        wait = 0.0
+        if failed.quick_deaths:
+            wait = min(self._backoff_s[0] * 2 ** (failed.quick_deaths - 1), self._backoff_s[1])
+        _log.error(
+            "actor %s died; restarting it%s%s; the daemon answers UNAVAILABLE meanwhile",
+            failed.spec.name,
+            f" and the actors after it ({', '.join(after)})" if after else "",
+            f" in {wait:.1f} s (it died {failed.quick_deaths} times soon after a restart)"
+            if wait
+            else "",
+        )
+        delay = self._backoff_s[0]
+        if wait and self._stopping.wait(wait):
+            return  # stopping: ``stop`` takes the children down
+        while not self._stopping.is_set():
+            self._stop_from(index)
+            for child in self._children[index:]:
+                child.restarts += 1
+            try:
+                self._start_from(index)
+            except SupervisorError as err:
+                _log.error("restart failed, retrying in %.1f s: %s", delay, err)
+                if self._stopping.wait(delay):
+                    break
+                delay = min(delay * 2, self._backoff_s[1])
+                continue
+            failed.last_failure = None
+            failed.restarted_at = time.monotonic()
+            _log.warning("actor %s restarted", failed.spec.name)
+            break
+        with self._lock:
+            self._restarting = False
+
+
+class SupervisedRef:
+    """Asks a supervised child, whichever actor currently runs it.
+
+    Quacks like the part of ``pykka.ActorRef`` callers use (``ask``, ``tell``), so it can be
+    handed to the gRPC servers and to committers in place of a real ref.
+    """
+
+    def __init__(self, supervisor: Supervisor, name: str) -> None:
+        self._supervisor = supervisor
+        self._name = name
+
+    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+        """``ask`` the running child.
+
+        Raises:
+            Exception: the child's unavailability error while it cannot be asked, or when it
+                stops before answering; whatever the child raises for this message.
+        """
+        ref = self._supervisor.current(self._name)
+        try:
+            return ref.ask(message, block=block, timeout=timeout)
+        except pykka.ActorDeadError as err:
+            raise self._unavailable(f"{self._name} stopped before answering: {err}") from err
+
+    def tell(self, message: Any) -> None:
+        """``tell`` the running child (fire and forget).
+
+        Raises:
+            Exception: the child's unavailability error while it cannot be told.
+        """
+        ref = self._supervisor.current(self._name)
+        try:
+            ref.tell(message)
+        except pykka.ActorDeadError as err:
+            raise self._unavailable(f"{self._name} stopped: {err}") from err
+
+    def _unavailable(self, reason: str) -> Exception:
+        return self._supervisor._child(self._name).spec.unavailable(reason)

@@ -1,0 +1,45 @@
+"""``qrmd run``: the node daemon (issue 5 item 3; flags in ``qrmd.config``, wiring in
+``qrmd.daemon``).
+
+It recovers its state from ``--state-dir``, serves kubelet on one unix socket per
+``--socket-dir`` and metrics/health on ``--metrics-address``, until SIGTERM or SIGINT. A bad
+setting, or a failure before serving, is one error line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from qrmd.commands import CommandError
+from qrmd.config import add_arguments, config_from_args
+from qrmd.daemon import DaemonError, run_daemon
+from qrmd.logs import configure_logging
+
+__all__ = ["register", "run"]
+
+_DESCRIPTION = """\
+Run the CPU plugin daemon: recover the state from the journal in --state-dir, then serve
+kubelet's QoS resource manager on <socket-dir>/qrm_cpu_plugin_dynamic.sock (one per
+--socket-dir) and Prometheus metrics and /healthz on --metrics-address. SIGTERM or SIGINT
+stop it cleanly. Settings come from --config (YAML or TOML; keys are the flag names) and
+flags, which win. Each help line gives the default and the katalyst-agent flag it maps to.
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the daemon: serve kubelet on unix sockets, metrics and health on HTTP",
+        description=_DESCRIPTION,
+    )
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    configure_logging(config.log_level, config.log_format)
+    try:
+        return run_daemon(config)
+    except DaemonError as err:
+        raise CommandError(str(err)) from err

@@ -1,0 +1,416 @@
+"""The daemon's configuration: one frozen ``DaemonConfig`` from a config file overlaid by flags.
+
+Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
+
+* Every setting is an ``Option`` of ``OPTIONS``: its flag name, its default, what it does and
+  the reference (katalyst-agent) flag it maps to. The argparse flags, the config-file keys and
+  the README's table all come from that one list.
+* A config file (``--config PATH``) is YAML (``.yaml``/``.yml``) or TOML (``.toml``); its keys
+  are the flag names without ``--``, written with ``-`` or ``_``. A flag given on the command
+  line wins over the file; a repeatable flag given on the command line replaces the file's list.
+* Everything is validated before anything starts. A bad value is one ``ConfigError`` naming
+  its key: ``--transition-period: '3x' is not a duration (use 0s, 10ms, 1m30s)``.
+* A socket path longer than a unix socket can hold (``MAX_SOCKET_PATH_BYTES``, 107) is a
+  configuration error, so the daemon refuses to start rather than fail after recovery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from policy.context import (
+    DEFAULT_MAX_FULL_HINT_NUMA_NODES,
+    DEFAULT_MAX_HINTS,
+    DEFAULT_TRANSITION_PERIOD_S,
+)
+from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
+from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
+
+__all__ = [
+    "DEFAULT_METRICS_ADDRESS",
+    "DEFAULT_SOCKET_DIR",
+    "DEFAULT_STATE_DIR",
+    "MAX_SOCKET_PATH_BYTES",
+    "OPTIONS",
+    "PLUGIN_SOCKET_NAME",
+    "ConfigError",
+    "DaemonConfig",
+    "Option",
+    "add_arguments",
+    "config_from_args",
+    "load_config",
+    "parse_duration",
+]
+
+DEFAULT_STATE_DIR = "/var/lib/qrmd"
+DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
+#: wire.md §2: ``<agent name>_<policy>.sock``.
+PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LogFormat = Literal["text", "json"]
+Durability = Literal["always", "none"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key and the value."""
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Every setting of ``qrmd run``, validated (see ``OPTIONS`` for each one's meaning).
+
+    Attributes:
+        state_dir: journal and checkpoints.
+        topology: the ``--topology`` SPEC.
+        reserved_cpu_cores: CPUs kept for the system (spec cpu-policy §3).
+        socket_dirs: one plugin socket per directory, duplicates removed.
+        transition_period_s: ramp-up length (§9.6).
+        enable_reclaim: the dynamic ``enable-reclaim`` option.
+        qos_enhancement_defaults: ``qos-enhancement-default-values`` as (key, value) pairs.
+        pod_debug_anno_keys: ``qrm-pod-debug-anno-keys``.
+        durability: ``always`` (fsync before acknowledging) or ``none``.
+        metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
+        log_level: ``debug``, ``info``, ``warning`` or ``error``.
+        log_format: ``text`` or ``json`` (one JSON object per line).
+        node_name: the journal's node name.
+        max_full_hint_numa_nodes: NUMA nodes up to which hints are fully enumerated.
+        max_hints: the most hints of the reduced answer.
+        config_file: the file the settings were read from, if any.
+    """
+
+    state_dir: str = DEFAULT_STATE_DIR
+    topology: str = DEFAULT_TOPOLOGY_SPEC
+    reserved_cpu_cores: int = 0
+    socket_dirs: tuple[str, ...] = (DEFAULT_SOCKET_DIR,)
+    transition_period_s: float = DEFAULT_TRANSITION_PERIOD_S
+    enable_reclaim: bool = False
+    qos_enhancement_defaults: tuple[tuple[str, str], ...] = ()
+    pod_debug_anno_keys: tuple[str, ...] = ()
+    durability: Durability = "always"
+    metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
+    log_level: str = "info"
+    log_format: LogFormat = "text"
+    node_name: str = ""
+    max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
+    max_hints: int = DEFAULT_MAX_HINTS
+    config_file: str | None = None
+
+    def socket_paths(self) -> tuple[str, ...]:
+        """The plugin socket of each socket directory, absolute (wire.md §2).
+
+        Raises:
+            SocketPathError: a path is longer than a unix socket allows.
+        """
+        return tuple(plugin_socket_path(d) for d in self.socket_dirs)
+
+
+# -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float:
+    """A Go-style duration (``30s``, ``10ms``, ``1m30s``, ``0``) in seconds.
+
+    Raises:
+        ValueError: not a non-negative duration with units.
+    """
+    bad = ValueError(f"{text!r} is not a duration (use 0s, 10ms, 1m30s)")
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            raise bad
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0 or pos != len(text):
+        raise bad
+    return total
+
+
+def _text(raw: object) -> str:
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ValueError(f"{raw!r} is not a single value")
+    return str(raw)
+
+
+def _nonempty(raw: object) -> str:
+    text = _text(raw)
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def _duration(raw: object) -> float:
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a duration (use 0s, 10ms, 1m30s)")
+    return parse_duration(_text(raw))
+
+
+def _count(minimum: int) -> Callable[[object], int]:
+    def parse(raw: object) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"{raw!r} is not a whole number")
+        try:
+            value = int(_text(raw))
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a whole number") from None
+        if value < minimum:
+            raise ValueError(f"{value} is below the minimum {minimum}")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[object], str]:
+    def parse(raw: object) -> str:
+        text = _text(raw).lower()
+        if text not in choices:
+            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _switch(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = _text(raw).lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise ValueError(f"{raw!r} is not true or false")
+
+
+def _metrics_address(raw: object) -> tuple[str, int] | None:
+    if raw is False:  # YAML 1.1 reads an unquoted ``off`` as false
+        return None
+    text = _text(raw)
+    if text.lower() == "off":
+        return None
+    host, sep, port_text = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT or off")
+    return host, int(port_text)
+
+
+def _key_value(raw: object) -> tuple[str, str]:
+    key, sep, value = _text(raw).partition("=")
+    if not sep or not key:
+        raise ValueError(f"{raw!r} is not KEY=VALUE")
+    return key, value
+
+
+# -- the options ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting: its flag, config key, parser, default, help and reference flag."""
+
+    flag: str
+    field: str
+    parse: Callable[[object], Any]
+    default: str
+    help: str
+    reference: str = ""
+    metavar: str | None = None
+    repeatable: bool = False
+    switch: bool = False
+
+    def help_text(self) -> str:
+        """The ``--help`` line: what it does, its default and the reference flag."""
+        ref = f"; reference: {self.reference}" if self.reference else ""
+        return f"{self.help} (default: {self.default}{ref})"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("state-dir", "state_dir", _nonempty, DEFAULT_STATE_DIR,
+           "directory of the journal and its checkpoints", "--qrm-state-dir", "DIR"),
+    Option("topology", "topology", _nonempty, DEFAULT_TOPOLOGY_SPEC,
+           f"the machine: {SPEC_FORMS}", "", "SPEC"),
+    Option("reserved-cpu-cores", "reserved_cpu_cores", _count(0), "0",
+           "CPUs reserved for the system, one per NUMA node per round (cpu-policy §3)",
+           "--cpu-resource-plugin-reserved", "N"),
+    Option("socket-dir", "socket_dirs", _nonempty, DEFAULT_SOCKET_DIR,
+           f"kubelet plugin-watcher directory; the plugin socket {PLUGIN_SOCKET_NAME} is "
+           "created there (repeat for several)", "--qrm-socket-dirs", "DIR", repeatable=True),
+    Option("transition-period", "transition_period_s", _duration, "30s",
+           "ramp-up period of shared containers, e.g. 0s, 10ms, 1m30s (cpu-policy §9.6)",
+           "none (a constant of 30s)", "DURATION"),
+    Option("enable-reclaim", "enable_reclaim", _switch, "false",
+           "give idle shared CPUs to reclaimed_cores pods", "--enable-reclaim", switch=True),
+    Option("qos-enhancement-default", "qos_enhancement_defaults", _key_value, "none",
+           "default value of a QoS enhancement key (repeat for several)",
+           "--qos-enhancement-default-values", "KEY=VALUE", repeatable=True),
+    Option("pod-debug-anno-key", "pod_debug_anno_keys", _nonempty, "none",
+           "annotation key that marks a debug pod: its containers are left where the runtime "
+           "puts them, nothing is stored (repeat for several)",
+           "--qrm-pod-debug-anno-keys", "KEY", repeatable=True),
+    Option("durability", "durability", _choice("always", "none"), "always",
+           "'always' fsyncs each record before answering kubelet; 'none' does not "
+           "(a killed process loses nothing, a power loss may)",
+           "none (the reference rewrites a state file)", "always|none"),
+    Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
+           "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
+    Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",
+           f"least severe log level shown: {', '.join(LOG_LEVELS)}", "-v (klog verbosity)",
+           "LEVEL"),
+    Option("log-format", "log_format", _choice("text", "json"), "text",
+           "log lines as text or one JSON object per line", "", "text|json"),
+    Option("node-name", "node_name", _nonempty, "$NODE_NAME, else this host's name",
+           "node name written into the journal, checked when it is reopened", "", "NAME"),
+    Option("max-full-hint-numa-nodes", "max_full_hint_numa_nodes", _count(1),
+           str(DEFAULT_MAX_FULL_HINT_NUMA_NODES),
+           "up to this many NUMA nodes, dedicated hints enumerate every NUMA combination",
+           "", "N"),
+    Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
+           "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
+)  # fmt: skip
+
+_BY_FLAG = {o.flag: o for o in OPTIONS}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and every option's flag to ``parser``.
+
+    Values stay strings here and are checked by ``load_config``, so a bad value is one error
+    line naming its key rather than argparse's usage text.
+    """
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
+        "(with - or _); flags given here win over it",
+    )
+    for opt in OPTIONS:
+        if opt.switch:
+            parser.add_argument(
+                f"--{opt.flag}", action="store_true", default=argparse.SUPPRESS,
+                help=opt.help_text(),
+            )  # fmt: skip
+        else:
+            parser.add_argument(
+                f"--{opt.flag}", metavar=opt.metavar, default=argparse.SUPPRESS,
+                action="append" if opt.repeatable else "store", help=opt.help_text(),
+            )  # fmt: skip
+
+
+def config_from_args(args: argparse.Namespace) -> DaemonConfig:
+    """The configuration from parsed flags (and the ``--config`` file they name).
+
+    Raises:
+        ConfigError: a bad value, an unknown file key, or an unreadable file.
+    """
+    given: dict[str, object] = {}
+    for opt in OPTIONS:
+        dest = opt.flag.replace("-", "_")  # argparse's name for ``--state-dir``
+        if hasattr(args, dest):
+            given[opt.flag] = getattr(args, dest)
+    return load_config(given, getattr(args, "config", None))
+
+
+def load_config(flags: Mapping[str, object], config_file: str | None = None) -> DaemonConfig:
+    """Validate settings: the file's values, overlaid by ``flags`` (keyed by flag name).
+
+    Args:
+        flags: flag name (``state-dir``) → raw value; a repeatable flag's value is a list.
+        config_file: a YAML or TOML file of the same keys, or None.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: the first bad value, naming its key (and the file for a file's value).
+    """
+    raw: dict[str, tuple[object, str]] = {}
+    if config_file is not None:
+        for key, value in _read_file(config_file).items():
+            raw[_file_key(key, config_file)] = (value, f" (in {config_file})")
+    for flag, value in flags.items():
+        raw[flag] = (value, "")
+    values: dict[str, Any] = {"config_file": config_file}
+    for opt in OPTIONS:
+        if opt.flag not in raw:
+            continue
+        value, where = raw[opt.flag]
+        try:
+            values[opt.field] = _parse(opt, value)
+        except ValueError as err:
+            raise ConfigError(f"--{opt.flag}{where}: {err}") from None
+    # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
+    # reads it; the host name is the fallback (a pod without host networking has its own).
+    values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
+    config = DaemonConfig(**values)
+    _check_socket_paths(config)
+    return config
+
+
+def _parse(opt: Option, value: object) -> Any:
+    if not opt.repeatable:
+        return opt.parse(value)
+    if opt.field == "qos_enhancement_defaults" and isinstance(value, Mapping):
+        items: Sequence[object] = [f"{k}={v}" for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        items = [value]
+    parsed = [opt.parse(item) for item in items]
+    if opt.field == "socket_dirs":
+        if not parsed:
+            raise ValueError("at least one directory is needed")
+        return tuple(dict.fromkeys(parsed))
+    return tuple(parsed)
+
+
+def _check_socket_paths(config: DaemonConfig) -> None:
+    """Refuse a socket path a unix socket cannot hold (at most ``MAX_SOCKET_PATH_BYTES``)."""
+    try:
+        config.socket_paths()
+    except ValueError as err:
+        raise ConfigError(f"--socket-dir: {err}") from None
+
+
+def _file_key(key: object, config_file: str) -> str:
+    flag = str(key).replace("_", "-")
+    if flag not in _BY_FLAG:
+        raise ConfigError(f"{config_file}: unknown key {key!r}; keys are the flag names of --help")
+    return flag
+
+
+def _read_file(path: str) -> dict[str, object]:
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".yaml", ".yml", ".toml"):
+        raise ConfigError(f"--config: {path!r} is neither YAML (.yaml, .yml) nor TOML (.toml)")
+    try:
+        with open(path, "rb") as file:
+            data: object = tomllib.load(file) if suffix == ".toml" else yaml.safe_load(file)
+    except OSError as err:
+        raise ConfigError(f"--config: cannot read {path!r}: {err.strerror}") from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
+        reason = " ".join(str(err).split())
+        raise ConfigError(
+            f"--config: {path!r} is not valid {suffix[1:].upper()}: {reason}"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {path!r} must hold a mapping of flag names to values")
+    return data

@@ -1,0 +1,367 @@
+"""The composition root of ``qrmd run``: one function starts everything in order, one stops it
+in reverse (STYLE.md "Actors"; DESIGN.md "Actors and messages", the commit protocol step 5).
+
+Start, in order:
+
+1. the machine (``--topology``), its system reserve (spec cpu-policy §3) and the policy
+   context (QoS configuration, ``enable-reclaim``, transition period, hint limits);
+2. the metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
+3. the Supervisor: the StateStore (it recovers from the journal), then the Allocator, built
+   from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6);
+4. the endpoint starts answering; the residual-state checker would start here, but qrmd has
+   no pod source yet, and like the reference without pod metadata (§12.4 step 1) it does not
+   run: a log line says so;
+5. one PluginServer per socket directory (wire.md §2, §8.1): only now, with the state
+   recovered and the actors ready, does a socket appear for kubelet to dial.
+
+Stop (SIGTERM/SIGINT): servers first (no new calls; their sockets are removed), then the actors
+in reverse (the StateStore writes a checkpoint and closes the journal), then the endpoint. An
+actor still alive afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with
+durability ``always`` every answered commit was fsynced before the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from types import FrameType
+from typing import Any, Protocol
+
+import pykka
+
+from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_messages import AllocatorUnavailable, StartPolicy
+from actors.ports.clock import SYSTEM_CLOCK, Clock
+from actors.ports.commit import StateStoreCommitter
+from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
+from actors.store_messages import GetSnapshot, Snapshot
+from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
+from policy.context import PolicyContext
+from policy.qos import QoSConfig
+from policy.reserve import reserved_cpus
+from qrmd.config import DaemonConfig
+from qrmd.endpoint import StatusEndpoint
+from qrmd.health import HealthRegistry
+from qrmd.metrics import DaemonMetrics, MetricSources, StoreView
+from qrmd.topology_source import load_topology
+from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
+
+__all__ = [
+    "RESOURCE_NAME",
+    "Daemon",
+    "DaemonError",
+    "PluginServing",
+    "ServerFactory",
+    "run_daemon",
+]
+
+_log = logging.getLogger("qrmd.daemon")
+
+#: wire.md §12.5: ``PluginInfo.name``, the resource kubelet routes to the plugin.
+RESOURCE_NAME = "cpu"
+
+#: Recovery replays the journal tail; a big one on a slow disk takes a while.
+RECOVERY_TIMEOUT_S = 600.0
+START_POLICY_TIMEOUT_S = 60.0
+#: How long in-flight kubelet calls may finish when the daemon stops.
+SERVER_GRACE_S = 2.0
+
+
+class DaemonError(Exception):
+    """The daemon could not start; the message says what failed and why."""
+
+
+class PluginServing(Protocol):
+    """What the daemon needs of a plugin server (``wire.plugin_server.PluginServer``)."""
+
+    def start(self) -> None:
+        """Listen on the socket and serve."""
+        ...
+
+    def stop(self, grace_s: float) -> None:
+        """Stop serving, let calls in flight finish for ``grace_s``, remove the socket."""
+        ...
+
+
+#: Builds the server of one socket directory: (dir, allocator, ready, observer) → server.
+ServerFactory = Callable[[str, SupervisedRef, Callable[[], bool], DaemonMetrics], PluginServing]
+
+
+def _wire_plugin_server(
+    socket_dir: str, allocator: SupervisedRef, ready: Callable[[], bool], observer: DaemonMetrics
+) -> PluginServing:
+    return PluginServer(
+        socket_dir,
+        allocator,
+        name=PLUGIN_NAME,
+        resource_name=RESOURCE_NAME,
+        ready=ready,
+        observer=observer,
+    )
+
+
+class _StoreWiring:
+    """Opens the StateStore for its actor and keeps what the metrics and health read of it."""
+
+    def __init__(self, config: StoreConfig, ctx: PolicyContext, clock: Clock) -> None:
+        self._config = config
+        self._ctx = ctx
+        self._clock = clock
+        self.core: StateStoreCore | None = None
+        self.open_error: Exception | None = None
+        self.latest: Snapshot | None = None
+
+    def open(self) -> StateStoreCore:
+        """The actor's opener: runs in ``on_start``, so a restarted store reloads from disk."""
+        self.open_error = None
+        try:
+            core = StateStoreCore.open(self._config, self._ctx.topology, clock=self._clock)
+        except Exception as err:
+            self.open_error = err
+            raise
+        self.core, self.latest = core, core.snapshot
+        return core
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """Subscriber: remember the latest durable snapshot (pool sizes for the metrics)."""
+        self.latest = snapshot
+
+    def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
+        """Start the store's actor. The first time, recovery runs here, in the daemon's thread,
+        so that a journal that cannot be opened is one clear error at start; every restart
+        recovers in the actor's ``on_start`` instead."""
+        if self.core is None:
+            core = self.open()
+            return StateStoreActor.start(lambda: core, [self.publish])
+        return StateStoreActor.start(self.open, [self.publish])
+
+    def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
+        try:
+            ref.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
+        except pykka.ActorDeadError:
+            if self.open_error is not None:
+                raise self.open_error from None
+            raise
+
+    def view(self) -> StoreView | None:
+        core = self.core
+        if core is None:
+            return None
+        return StoreView(core.metrics, core.journal_stats, core.recovery)
+
+    def problems(self) -> list[str]:
+        core = self.core
+        if core is not None and not core.healthy:
+            return [f"state store refuses commits: {core.failure}"]
+        return []
+
+
+def build_context(config: DaemonConfig) -> PolicyContext:
+    """The policy's fixed inputs from the configuration (topology, reserve, QoS, options).
+
+    Raises:
+        TopologyError, ReserveError, QoSConfigError: the machine or an option is invalid.
+    """
+    topology = load_topology(config.topology)
+    reserved = reserved_cpus(
+        topology, use_kubelet_reserved_config=False, reserved_cpu_cores=config.reserved_cpu_cores
+    )
+    qos = QoSConfig.build(
+        enhancement_defaults=dict(config.qos_enhancement_defaults),
+        debug_annotation_keys=config.pod_debug_anno_keys,
+    )
+    return PolicyContext(
+        topology=topology,
+        reserved=reserved,
+        qos=qos,
+        enable_reclaim=config.enable_reclaim,
+        transition_period_s=config.transition_period_s,
+        max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
+        max_hints=config.max_hints,
+    )
+
+
+class Daemon:
+    """The running daemon: ``start`` brings everything up in order, ``stop`` takes it down.
+
+    Args:
+        config: the validated configuration.
+        server_factory: builds each socket's plugin server (default: the gRPC one).
+        clock: the clock the actors and the journal use.
+    """
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        *,
+        server_factory: ServerFactory = _wire_plugin_server,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.config = config
+        self._server_factory = server_factory
+        self._clock = clock
+        self.supervisor: Supervisor | None = None
+        self.metrics: DaemonMetrics | None = None
+        self.health = HealthRegistry(clock.monotonic)
+        self.endpoint: StatusEndpoint | None = None
+        self.servers: list[PluginServing] = []
+        self.socket_dirs: tuple[str, ...] = ()
+        self._store: _StoreWiring | None = None
+        self.context: PolicyContext | None = None
+
+    def start(self) -> None:
+        """Start everything in order (module docstring); on a failure, stop what started.
+
+        Raises:
+            DaemonError: a step failed; the message names it.
+            TopologyError, ReserveError, QoSConfigError, OSError: bad machine or option.
+        """
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        config = self.config
+        # 1. The machine, its reserve and the policy context.
+        ctx = build_context(config)
+        self.context = ctx
+        store = _StoreWiring(
+            StoreConfig(config.state_dir, config.node_name, config.durability), ctx, self._clock
+        )
+        self._store = store
+        supervisor = Supervisor(
+            [
+                ChildSpec("store", store.start_actor, store.wait_recovered),
+                ChildSpec(
+                    "allocator",
+                    lambda refs: _start_allocator(refs["store"], ctx, self._clock),
+                    _start_policy,
+                    unavailable=AllocatorUnavailable,
+                ),
+            ]
+        )
+        self.supervisor = supervisor
+        self.health.add_source(lambda: supervisor.status().problems())
+        self.health.add_source(store.problems)
+        self.metrics = DaemonMetrics(
+            MetricSources(
+                store=store.view,
+                snapshot=lambda: store.latest,
+                supervisor=supervisor.status,
+                health=self.health,
+            )
+        )
+        # 2. The endpoint's socket, before recovery: a taken port fails fast.
+        if config.metrics_address is not None:
+            host, port = config.metrics_address
+            self.endpoint = StatusEndpoint(host, port, self.metrics, self.health)
+        # 3. The actors: the StateStore recovers, then the Allocator starts from its snapshot.
+        try:
+            supervisor.start()
+        except SupervisorError as err:
+            raise DaemonError(f"{err} (state directory {config.state_dir})") from err
+        # 4. The endpoint answers; the residual checker has no pod source to run on.
+        if self.endpoint is not None:
+            self.endpoint.start()
+        _log.info(
+            "no pod source configured: the residual-state checker does not run "
+            "(as the reference without pod metadata, cpu-policy §12.4 step 1)"
+        )
+        # 5. Only now a socket appears for kubelet (wire.md §8.1).
+        allocator = supervisor.ref("allocator")
+        # Missing directories are created (0755); one socket per inode (wire.md §2).
+        self.socket_dirs = tuple(distinct_socket_dirs(config.socket_dirs))
+        for socket_dir in self.socket_dirs:
+            server = self._server_factory(socket_dir, allocator, supervisor.available, self.metrics)
+            server.start()
+            self.servers.append(server)
+        _log.info(self._serving_line())
+
+    def stop(self) -> None:
+        """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        for server in reversed(self.servers):
+            try:
+                server.stop(SERVER_GRACE_S)
+            except Exception:
+                _log.exception("a plugin server failed to stop")
+        self.servers = []
+        if self.supervisor is not None:
+            self.supervisor.stop()
+            self.supervisor = None
+        if self.endpoint is not None:
+            self.endpoint.stop()
+            self.endpoint = None
+        for ref in pykka.ActorRegistry.get_all():
+            _log.error("bug: actor %s is still alive after shutdown", ref)
+
+    def _serving_line(self) -> str:
+        store = self._store
+        recovered = "nothing recovered"
+        if store is not None and store.core is not None:
+            r = store.core.recovery
+            recovered = (
+                f"recovered seq {r.last_seq} from {r.directory} ({r.records_replayed} records "
+                f"replayed, {r.bytes_truncated} bytes truncated, in {r.elapsed_s:.3f} s)"
+            )
+        sockets = ", ".join(os.path.join(d, f"{PLUGIN_NAME}.sock") for d in self.socket_dirs)
+        endpoint = "off"
+        if self.endpoint is not None:
+            host, port = self.endpoint.address
+            endpoint = f"http://{host}:{port}/metrics and /healthz"
+        return f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}"
+
+
+def _start_allocator(
+    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock
+) -> pykka.ActorRef[Any]:
+    snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
+    if not isinstance(snapshot, Snapshot):
+        raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
+    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time)
+    return AllocatorActor.start(core)
+
+
+def _start_policy(allocator: pykka.ActorRef[Any]) -> None:
+    allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+
+
+def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:
+    """Run until SIGTERM or SIGINT, then stop cleanly.
+
+    Args:
+        config: the validated configuration.
+        server_factory: see ``Daemon`` (tests inject one).
+
+    Returns:
+        The exit status, 0 after a clean stop.
+
+    Raises:
+        DaemonError: the daemon could not start (nothing is left running).
+    """
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            _log.warning("%s again: already stopping", signal.Signals(signum).name)
+        else:
+            _log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    daemon = Daemon(config, server_factory=server_factory or _wire_plugin_server)
+    try:
+        daemon.start()
+        # A bounded wait, so the signal handler runs promptly on every platform.
+        while not stop.wait(0.5):
+            pass
+        daemon.stop()
+        _log.info("qrmd stopped")
+        return 0
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

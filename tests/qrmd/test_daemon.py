@@ -1,0 +1,321 @@
+"""The composition root in-process, with a stand-in for the gRPC server: start order, the
+servers' readiness, restarts that keep the durable state, health and metrics over HTTP, stop in
+reverse. The real process over real gRPC is in ``tests/integration``."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import grpc
+import pykka
+import pytest
+
+from actors.allocator_messages import (
+    Allocate,
+    AllocatorUnavailable,
+    GetResourcesAllocation,
+    RemovePod,
+)
+from actors.state_store import StateStoreCore
+from actors.supervisor import SupervisedRef
+from journal import Journal, JournalError
+from policy.request import ContainerType, ResourceRequest
+from qrmd.config import DaemonConfig, load_config
+from qrmd.daemon import Daemon, DaemonError
+from qrmd.metrics import DaemonMetrics
+from tests.integration.daemon_process import PluginClient
+
+SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
+
+
+class FakeServer:
+    """Records what the daemon hands a plugin server and when it is started and stopped."""
+
+    def __init__(
+        self,
+        events: list[str],
+        socket_dir: str,
+        allocator: SupervisedRef,
+        ready: Callable[[], bool],
+        observer: DaemonMetrics,
+    ) -> None:
+        self.events, self.socket_dir, self.allocator = events, socket_dir, allocator
+        self.ready, self.observer = ready, observer
+        self.ready_at_start: bool | None = None
+
+    def start(self) -> None:
+        self.ready_at_start = self.ready()
+        self.events.append(f"serve {Path(self.socket_dir).name}")
+
+    def stop(self, grace_s: float) -> None:
+        self.events.append(f"stop {Path(self.socket_dir).name}")
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.events: list[str] = []
+        self.servers: list[FakeServer] = []
+
+    def config(self, **flags: Any) -> DaemonConfig:
+        base: dict[str, object] = {
+            "topology": SYNTH,
+            "reserved-cpu-cores": "2",
+            "state-dir": str(self.root / "state"),
+            "socket-dir": [str(self.root / "k1")],
+            "metrics-address": "127.0.0.1:0",
+            "durability": "none",
+        }
+        base.update(flags)
+        return load_config(base)
+
+    def factory(self, *args: Any) -> FakeServer:
+        server = FakeServer(self.events, *args)
+        self.servers.append(server)
+        return server
+
+    def daemon(self, **flags: Any) -> Daemon:
+        return Daemon(self.config(**flags), server_factory=self.factory)
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    with tempfile.TemporaryDirectory(dir="/tmp") as root:
+        yield Harness(Path(root))
+    pykka.ActorRegistry.stop_all()
+
+
+def shared(pod: str, container: str = "app") -> ResourceRequest:
+    return ResourceRequest(
+        pod_uid=pod,
+        pod_namespace="default",
+        pod_name=pod,
+        container_name=container,
+        container_type=ContainerType.MAIN,
+        container_index=0,
+        resource_name="cpu",
+        resource_requests={"cpu": 2.0},
+    )
+
+
+def http(daemon: Daemon, path: str) -> tuple[int, str]:
+    assert daemon.endpoint is not None
+    host, port = daemon.endpoint.address
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_servers_start_last_one_per_directory_and_only_when_ready(harness: Harness) -> None:
+    daemon = harness.daemon(**{"socket-dir": [str(harness.root / "k1"), str(harness.root / "k2")]})
+    daemon.start()
+    try:
+        assert harness.events == ["serve k1", "serve k2"]
+        assert all(s.ready_at_start for s in harness.servers)
+        assert (harness.root / "k2").is_dir()
+        assert http(daemon, "/healthz") == (200, "ok\n")
+    finally:
+        daemon.stop()
+    assert harness.events[-2:] == ["stop k2", "stop k1"]
+    assert pykka.ActorRegistry.get_all() == []
+
+
+def test_a_directory_listed_twice_through_a_symlink_gets_one_server(harness: Harness) -> None:
+    (harness.root / "k1").mkdir()
+    (harness.root / "alias").symlink_to(harness.root / "k1")
+    daemon = harness.daemon(
+        **{"socket-dir": [str(harness.root / "k1"), str(harness.root / "alias")]}
+    )
+    daemon.start()
+    daemon.stop()
+    assert harness.events == ["serve k1", "stop k1"]
+
+
+def test_allocations_survive_a_store_restart_and_a_daemon_restart(harness: Harness) -> None:
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        allocator = harness.servers[0].allocator
+        allocator.ask(Allocate(shared("pod-a")))
+        allocator.ask(Allocate(shared("pod-b")))
+        allocator.ask(RemovePod("pod-b"))
+        before = allocator.ask(GetResourcesAllocation())
+        assert set(before.pod_resources) == {"pod-a"}
+        assert daemon.supervisor is not None
+        daemon.supervisor.current("store").stop()  # the store dies
+        with pytest.raises(AllocatorUnavailable):
+            allocator.ask(GetResourcesAllocation())
+        wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
+        assert allocator.ask(GetResourcesAllocation()) == before
+    finally:
+        daemon.stop()
+    again = harness.daemon()
+    again.start()
+    try:
+        assert harness.servers[-1].allocator.ask(GetResourcesAllocation()) == before
+    finally:
+        again.stop()
+
+
+def take_the_journal_from_a_dead_store(daemon: Daemon, directory: Path) -> Journal:
+    """Stop the store and open its journal before the supervisor restarts it (retrying if
+    the supervisor wins the race)."""
+    assert daemon.supervisor is not None and daemon.context is not None
+    for _ in range(20):
+        wait_until(daemon.supervisor.available)
+        daemon.supervisor.current("store").stop()
+        try:
+            journal, _ = Journal.open(
+                str(directory),
+                node_name=daemon.config.node_name,
+                topology_fingerprint=daemon.context.topology.fingerprint(),
+                durability="none",
+            )
+        except JournalError:
+            continue
+        return journal
+    raise AssertionError("the supervisor always restarted the store first")
+
+
+def test_health_turns_unhealthy_while_an_actor_cannot_restart(harness: Harness) -> None:
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        assert daemon.supervisor is not None
+        intruder = take_the_journal_from_a_dead_store(daemon, harness.root / "state")
+        try:
+            wait_until(lambda: "start failed" in http(daemon, "/healthz")[1])
+            status, body = http(daemon, "/healthz")
+            assert status == 503
+            assert "actor store is down: start failed" in body
+            assert "is in use by another process" in body
+            assert 'qrmd_actor_up{actor="store"} 0.0' in http(daemon, "/metrics")[1]
+        finally:
+            intruder.close()
+        wait_until(lambda: http(daemon, "/healthz") == (200, "ok\n"))
+    finally:
+        daemon.stop()
+
+
+def test_metrics_show_reference_names_pools_and_recovery(harness: Harness) -> None:
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        harness.servers[0].allocator.ask(Allocate(shared("pod-a")))
+        status, text = http(daemon, "/metrics")
+        assert status == 200
+        for line in (
+            'heartbeat{policy="dynamic"} 1.0',
+            'alloc_failed{policy="dynamic"} 0.0',
+            'pool_size{policy="dynamic",poolName="reserve",pool_type="reserve"} 2.0',
+            'pool_size{policy="dynamic",poolName="reclaim",pool_type="reclaim"} 4.0',
+            "qrmd_recovery_records_replayed 0.0",
+            'qrmd_actor_up{actor="allocator"} 1.0',
+            "qrmd_healthy 1.0",
+        ):
+            assert line in text.splitlines()
+        assert http(daemon, "/nope")[0] == 404
+    finally:
+        daemon.stop()
+
+
+def test_a_journal_of_another_machine_is_one_clear_error_and_nothing_left_running(
+    harness: Harness,
+) -> None:
+    first = harness.daemon()
+    first.start()
+    first.stop()
+    other = harness.daemon(
+        topology="synthetic:cpus=8,sockets=1,numas=1", **{"reserved-cpu-cores": "0"}
+    )
+    with pytest.raises(DaemonError, match=r"actor store failed to start: .*topology"):
+        other.start()
+    assert pykka.ActorRegistry.get_all() == []
+    assert harness.events == ["serve k1", "stop k1"]  # the second daemon never served
+
+
+def test_metrics_off_opens_no_port(harness: Harness) -> None:
+    daemon = harness.daemon(**{"metrics-address": "off"})
+    daemon.start()
+    try:
+        assert daemon.endpoint is None
+    finally:
+        daemon.stop()
+
+
+def test_a_taken_metrics_port_fails_before_recovery(harness: Harness) -> None:
+    first = harness.daemon()
+    first.start()
+    try:
+        assert first.endpoint is not None
+        host, port = first.endpoint.address
+        second = Harness(harness.root / "second")
+        with pytest.raises(OSError, match=f"cannot listen on --metrics-address {host}:{port}"):
+            second.daemon(**{"metrics-address": f"{host}:{port}"}).start()
+        assert not (harness.root / "second" / "state").exists()
+    finally:
+        first.stop()
+
+
+def test_over_grpc_the_daemon_answers_unavailable_while_the_store_is_down(
+    harness: Harness,
+) -> None:
+    """The real PluginServer in front of the supervisor: while the StateStore cannot restart,
+    kubelet's calls get UNAVAILABLE, never an answer from a state the disk may not hold."""
+    daemon = Daemon(harness.config())  # the real gRPC server
+    daemon.start()
+    client = PluginClient(Path(daemon.config.socket_paths()[0]))
+    try:
+        assert client.allocate("pod-a") == "1,3-15"
+        intruder = take_the_journal_from_a_dead_store(daemon, harness.root / "state")
+        try:
+            for call in (lambda: client.allocate("pod-b"), client.allocations):
+                with pytest.raises(grpc.RpcError) as err:
+                    call()
+                assert err.value.code() is grpc.StatusCode.UNAVAILABLE, err.value.details()
+        finally:
+            intruder.close()
+        wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
+        assert set(client.allocations()) == {"pod-a"}
+    finally:
+        client.close()
+        daemon.stop()
+    assert not Path(daemon.config.socket_paths()[0]).exists()
+
+
+def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness) -> None:
+    """A journal that failed beyond repair (the store refuses every commit) is a reason."""
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        store = daemon._store
+        assert store is not None and store.core is not None
+        real = store.core
+        store.core = cast(
+            StateStoreCore,
+            SimpleNamespace(healthy=False, failure="cannot cut back segment 00000001"),
+        )
+        assert http(daemon, "/healthz") == (
+            503,
+            "state store refuses commits: cannot cut back segment 00000001\n",
+        )
+        store.core = real
+        assert http(daemon, "/healthz") == (200, "ok\n")
+    finally:
+        daemon.stop()
