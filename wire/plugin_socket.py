@@ -1,0 +1,281 @@
+"""One plugin socket through its plugin-watcher registration (wire.md §3, §8.1, §8.3).
+
+A plugin serves ``pluginregistration.Registration`` next to its own service on one gRPC server
+and one unix socket; the kubelet (or katalyst-agent's plugin manager) sees the file appear,
+asks ``GetInfo``, dials, and reports the outcome with ``NotifyRegistrationStatus``. The life
+cycle is the registration machine of ``machines.registration``; this module carries out its
+actions and nothing else decides when they happen:
+
+* ``serve`` (guard ``actors_ready``): create the socket: remove a stale file, bind owner-only,
+  start the server, then dial it to confirm it is serving (5 s, as the reference's wrapper
+  does, memory-balancer.md §10).
+* ``registration_accepted``: nothing to do. A second ``true`` (a restarted agent re-registers
+  existing sockets) keeps the state.
+* ``registration_rejected``: the peer has recorded the socket as registered and will not retry
+  until the file is created anew (wire.md §8.1), so the socket is torn down and re-created, on
+  a thread of its own: the notifying RPC must be answered before its server stops. A failed
+  re-creation is retried every 5 s until it succeeds or the plugin stops.
+* ``stop``: stop the server and remove the socket file, which makes the peer deregister.
+
+Every step taken is passed to the observer (health and metrics in the composition root).
+Registration holds no persistent state, so nothing here is journaled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from machines import registration
+from machines.lifecycle import InvalidTransition, Step
+from wire.gen import pluginregistration_pb2 as reg
+from wire.gen import pluginregistration_pb2_grpc as reg_grpc
+from wire.sockets import BoundSocket, bind_owner_only, check_socket_path, remove_socket
+
+__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
+
+logger = logging.getLogger(__name__)
+
+#: Called with every registration step a socket takes, after its actions were carried out.
+RegistrationObserver = Callable[[Step], None]
+
+#: How long the self-check dial may take before serving counts as failed (§10).
+VERIFY_TIMEOUT_S = 5.0
+#: Pause between attempts to re-create a socket that could not be re-created (§10).
+RETRY_PERIOD_S = 5.0
+#: How long in-flight calls may finish when the server stops.
+STOP_GRACE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PluginIdentity:
+    """What ``GetInfo`` answers (wire.md §3).
+
+    Attributes:
+        type: ``ResourcePlugin`` for a QRM plugin, ``EvictionPlugin`` for an eviction plugin.
+        name: the resource name (``cpu``) or the eviction plugin's name.
+        supported_versions: API versions the peer validates (``v1alpha1``).
+        endpoint: empty: the main service is on the same socket.
+    """
+
+    type: str
+    name: str
+    supported_versions: tuple[str, ...] = ("v1alpha1",)
+    endpoint: str = ""
+
+
+class _RegistrationService(reg_grpc.RegistrationServicer):
+    """``pluginregistration.Registration`` for one socket."""
+
+    def __init__(self, identity: PluginIdentity, notify: Callable[[bool, str], None]) -> None:
+        self._info = reg.PluginInfo(
+            type=identity.type,
+            name=identity.name,
+            endpoint=identity.endpoint,
+            supported_versions=list(identity.supported_versions),
+        )
+        self._notify = notify
+
+    def GetInfo(  # noqa: N802 - the RPC's name
+        self, request: reg.InfoRequest, context: grpc.ServicerContext
+    ) -> reg.PluginInfo:
+        return self._info
+
+    def NotifyRegistrationStatus(  # noqa: N802 - the RPC's name
+        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    ) -> reg.RegistrationStatusResponse:
+        # Always answered successfully: the peer only logs an error here (wire.md §3).
+        self._notify(request.plugin_registered, request.error)
+        return reg.RegistrationStatusResponse()
+
+
+class PluginSocket:
+    """A gRPC server on one unix socket, with its registration life cycle.
+
+    Args:
+        path: the socket file, at most 107 bytes long.
+        identity: the ``GetInfo`` answer.
+        add_services: adds the plugin's own servicers to a fresh server; called once per
+            socket creation (a re-created socket is a new server).
+        actors_ready: the ``actors_ready`` guard: whether the actors behind the services answer.
+        observer: told every step taken.
+        max_workers: threads of each server's pool.
+
+    Raises:
+        ValueError: ``path`` is longer than 107 bytes.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        identity: PluginIdentity,
+        add_services: Callable[[grpc.Server], None],
+        *,
+        actors_ready: Callable[[], bool],
+        observer: RegistrationObserver | None = None,
+        max_workers: int = 4,
+    ) -> None:
+        self.path = check_socket_path(path)
+        self.identity = identity
+        self._add_services = add_services
+        self._actors_ready = actors_ready
+        self._observer = observer
+        self._max_workers = max_workers
+        self._lifecycle = registration.lifecycle()
+        self._state = registration.NOT_SERVING
+        self._lock = threading.Lock()
+        self._server: grpc.Server | None = None
+        self._bound: BoundSocket | None = None
+        self._stopping = threading.Event()
+        self._recreator: threading.Thread | None = None
+
+    @property
+    def state(self) -> str:
+        """The registration state (a ``machines.registration`` state name)."""
+        return self._state
+
+    def serve(self) -> None:
+        """Create the socket and serve on it (trigger ``serve``).
+
+        Raises:
+            RuntimeError: the actors are not ready (the socket is not created).
+            InvalidTransition: the socket was served before; nothing changed.
+            ValueError, OSError: the socket could not be created; the state is unchanged and
+                no file is left behind.
+        """
+        with self._lock:
+            step = self._lifecycle.step(
+                self._state, "serve", {"actors_ready": self._actors_ready()}
+            )
+            if step is None:
+                raise RuntimeError(
+                    f"not serving {str(self.path)!r}: the actors behind plugin "
+                    f"{self.identity.name!r} are not ready"
+                )
+            self._carry_out(step)
+            self._adopt(step)
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket file (trigger ``stop``); idempotent."""
+        self._stopping.set()
+        recreator = self._recreator
+        if recreator is not None:
+            recreator.join()
+        with self._lock:
+            if self._state == registration.DEREGISTERED:
+                return
+            step = self._lifecycle.step(self._state, "stop")
+            assert step is not None  # stop has no guard
+            self._carry_out(step)
+            self._adopt(step)
+
+    def notify(self, registered: bool, error: str) -> None:
+        """What the peer said in ``NotifyRegistrationStatus``.
+
+        Args:
+            registered: ``plugin_registered``.
+            error: the peer's error text when not registered.
+        """
+        trigger = "registration_accepted" if registered else "registration_rejected"
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            try:
+                step = self._lifecycle.step(self._state, trigger)
+            except InvalidTransition:
+                # A late status for a socket already being re-created: the new socket will
+                # be registered afresh, so this one's outcome no longer matters.
+                logger.info("%s: ignoring %s in state %s", self.path, trigger, self._state)
+                return
+            assert step is not None  # neither trigger has a guard
+            if not registered:
+                logger.warning(
+                    "%s: %s rejected plugin %r (%s); re-creating the socket",
+                    self.path,
+                    self.identity.type,
+                    self.identity.name,
+                    error or "no reason given",
+                )
+            self._adopt(step)
+            if step.actions:
+                # Torn down on another thread: this RPC is answered by the server it stops.
+                self._recreator = threading.Thread(
+                    target=self._recreate, args=(step,), name=f"recreate {self.path.name}"
+                )
+                self._recreator.start()
+
+    def _recreate(self, step: Step) -> None:
+        """Carry out a re-creation's actions, retrying until done or stopped."""
+        while not self._stopping.is_set():
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                try:
+                    self._carry_out(step)
+                except (OSError, ValueError) as exc:
+                    logger.error("%s: cannot re-create the socket, retrying: %s", self.path, exc)
+                else:
+                    done = self._lifecycle.step(self._state, "socket_recreated")
+                    assert done is not None
+                    self._adopt(done)
+                    return
+            self._stopping.wait(RETRY_PERIOD_S)
+
+    def _adopt(self, step: Step) -> None:
+        self._state = step.dest
+        if self._observer is not None:
+            self._observer(step)
+
+    def _carry_out(self, step: Step) -> None:
+        for action in step.actions:
+            if action == "create_socket":
+                self._create_socket()
+            elif action == "remove_socket":
+                self._remove_socket()
+            else:  # pragma: no cover - the table names only these two
+                raise AssertionError(f"registration action {action!r} is not implemented")
+
+    def _create_socket(self) -> None:
+        server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=self._max_workers, thread_name_prefix=self.identity.name
+            )
+        )
+        registration_service = _RegistrationService(self.identity, self.notify)
+        # The generated registration function is untyped.
+        reg_grpc.add_RegistrationServicer_to_server(registration_service, server)  # type: ignore[no-untyped-call]
+        self._add_services(server)
+        bound = bind_owner_only(server, self.path)
+        server.start()
+        try:
+            _verify_serving(self.path)
+        except OSError:
+            server.stop(grace=None).wait()
+            remove_socket(bound)
+            raise
+        self._server, self._bound = server, bound
+
+    def _remove_socket(self) -> None:
+        server, bound = self._server, self._bound
+        self._server = self._bound = None
+        if server is not None:
+            # Wait for the old server to be gone before the path is reused: grpc unlinks
+            # its socket path when it shuts down, which would take a new file with it.
+            server.stop(grace=STOP_GRACE_S).wait()
+        if bound is not None:
+            remove_socket(bound)
+
+
+def _verify_serving(path: Path, timeout_s: float = VERIFY_TIMEOUT_S) -> None:
+    """Dial the socket as the peer will, to confirm the server accepts connections."""
+    with grpc.insecure_channel(f"unix://{path}") as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError as exc:
+            raise OSError(f"{str(path)!r} accepts no connection within {timeout_s} s") from exc
