@@ -56,6 +56,7 @@ __all__ = [
     "EVICTION_PLUGIN_TYPE",
     "STATUS_OF",
     "EvictionPluginServer",
+    "status_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ DEFAULT_SOCKET_DIR = Path("/var/lib/katalyst/plugin-socks")
 EVICTION_PLUGIN_TYPE = "EvictionPlugin"
 #: The eviction manager's deadline for each RPC (wire.md §9.6), used when a caller sets none.
 DEFAULT_ASK_TIMEOUT_S = 10.0
+#: A remaining time beyond a day means the caller set no deadline.
+NO_DEADLINE_S = 86_400.0
 
 #: The gRPC status of each error a handler can meet, most specific first.
 STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
@@ -77,7 +80,8 @@ STATUS_OF: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
 R = TypeVar("R")
 
 
-def _status_of(exc: BaseException) -> grpc.StatusCode:
+def status_of(exc: BaseException) -> grpc.StatusCode:
+    """The gRPC status an error of a handler is answered with (``STATUS_OF``, else INTERNAL)."""
     for kind, code in STATUS_OF:
         if isinstance(exc, kind):
             return code
@@ -85,7 +89,7 @@ def _status_of(exc: BaseException) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, rpc: str, exc: BaseException) -> NoReturn:
-    code = _status_of(exc)
+    code = status_of(exc)
     if code is grpc.StatusCode.INTERNAL:
         logger.exception("%s failed", rpc)
     context.abort(code, f"{rpc}: {exc or type(exc).__name__}")
@@ -107,7 +111,9 @@ class _EvictionService(ep_grpc.EvictionPluginServicer):
     ) -> R:
         """Ask the balancer within the RPC's deadline and convert its reply."""
         remaining = context.time_remaining()
-        timeout = DEFAULT_ASK_TIMEOUT_S if remaining is None else remaining
+        # grpc reports "no deadline" as None or as the far future (about 9.2e18 s).
+        no_deadline = remaining is None or remaining > NO_DEADLINE_S
+        timeout = DEFAULT_ASK_TIMEOUT_S if no_deadline else remaining
         try:
             if timeout <= 0:
                 raise pykka.Timeout("the deadline passed before the memory balancer was asked")

@@ -1,0 +1,378 @@
+"""The balancer's eviction plugin over its real unix socket, driven as katalyst-agent drives it
+(wire.md §8.3, §11; memory-balancer.md §9, §10).
+
+The balancer behind the server is a pykka actor answering the MemoryBalancer's commands
+(``actors.balancer_messages``) with the policy's own transitions (``policy.balance.state``),
+holding the stored record of worked example 2: source NUMA 0, eviction pod ``r1``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pykka
+import pytest
+
+from actors.balancer_messages import (
+    BalancerUnavailable,
+    GetEvictPods,
+    GetToken,
+    GetTopEvictionPods,
+    ThresholdMet,
+)
+from machines.lifecycle import InvalidTransition, Step
+from policy.balance import BalancerState, threshold_met, token, top_eviction_pods
+from policy.balance.state import reconcile, take_eviction
+from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, make_inputs
+from tests.wire.eviction_agent import EvictionAgent, go_pod, unknown_fields_of
+from wire.eviction_server import EvictionPluginServer, status_of
+from wire.gen import evictionplugin_pb2 as ep
+from wire.gen import evictionplugin_pb2_grpc as ep_grpc
+from wire.gen import pluginregistration_pb2 as reg
+from wire.gen import pluginregistration_pb2_grpc as reg_grpc
+
+REASON = "the memory node 0 is under bandwidth pressure"  # example 2: source NUMA 0
+PLUGIN_INFO = reg.PluginInfo(
+    type="EvictionPlugin", name="numa_memory_balancer", endpoint="", supported_versions=["v1alpha1"]
+)
+#: Example 2's record, stored and not yet taken.
+EX2_STATE, _ = reconcile(BalancerState(), make_inputs(EX2_L, EX2_B, EX2_PODS))
+assert EX2_STATE.current is not None and [p.uid for p in EX2_STATE.current.evict_pods] == ["r1"]
+
+#: What the agent lists: r1 among pods the balancer does not evict.
+ACTIVE_PODS = (
+    go_pod("web-0", "uid-web-0"),
+    go_pod("r1", "r1", namespace="batch"),
+    go_pod("s1", "s1"),
+)
+
+
+@dataclass(frozen=True)
+class RefuseNext:
+    """The next GetEvictPods cannot make its "taken" mark durable."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Keep the balancer busy until ``release`` is set."""
+
+    release: threading.Event
+
+
+class BalancerStandIn(pykka.ThreadingActor):
+    """Answers the eviction commands as the MemoryBalancer does, on one mailbox."""
+
+    def __init__(self, state: BalancerState) -> None:
+        super().__init__()
+        self.state = state
+        self.refuse = False
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case GetEvictPods(active_pod_uids=uids):
+                if self.refuse:
+                    self.refuse = False
+                    raise BalancerUnavailable("cannot journal the eviction: disk full")
+                self.state, offers = take_eviction(self.state, uids)
+                return offers
+            case ThresholdMet():
+                return threshold_met()
+            case GetTopEvictionPods():
+                return top_eviction_pods()
+            case GetToken():
+                return token()
+            case RefuseNext():
+                self.refuse = True
+            case Hold(release=release):
+                release.wait(timeout=10)
+        return None
+
+
+@dataclass
+class Plugin:
+    server: EvictionPluginServer
+    balancer: pykka.ActorRef[BalancerStandIn]
+    steps: list[Step]
+    agent: EvictionAgent
+
+    @property
+    def triggers(self) -> list[str]:
+        return [s.trigger for s in self.steps]
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    # Short on purpose: pytest's tmp_path can exceed the 107-byte socket path limit.
+    directory = Path(tempfile.mkdtemp(prefix="qrmd-ev-", dir="/tmp"))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def make_plugin(socket_dir: Path, state: BalancerState = EX2_STATE) -> Plugin:
+    balancer = BalancerStandIn.start(state)
+    steps: list[Step] = []
+    server = EvictionPluginServer(socket_dir, balancer, observer=steps.append)
+    return Plugin(server, balancer, steps, EvictionAgent(server.socket_path))
+
+
+@pytest.fixture
+def plugin(socket_dir: Path) -> Iterator[Plugin]:
+    made = make_plugin(socket_dir)
+    made.server.start()
+    try:
+        yield made
+    finally:
+        made.agent.close()
+        made.server.stop()
+        made.balancer.stop()
+
+
+def test_the_agent_registers_the_plugin_and_polls_it(plugin: Plugin) -> None:
+    path = plugin.server.socket_path
+    assert path == path.parent / "numa_memory_balancer.sock"
+    assert stat.S_ISSOCK(path.lstat().st_mode) and stat.S_IMODE(path.lstat().st_mode) == 0o600
+
+    info = plugin.agent.register()
+
+    assert info == PLUGIN_INFO
+    assert plugin.agent.token == ""
+    assert plugin.server.registration_state == "registered"
+    assert plugin.triggers == ["serve", "registration_accepted"]
+
+    first = plugin.agent.run_pass(ACTIVE_PODS)
+
+    # §9.1: r1, found among the active pods, echoed whole, force-evicted by the balancer.
+    assert first.evict == ep.GetEvictPodsResponse(
+        evict_pods=[
+            ep.EvictPod(
+                pod=ACTIVE_PODS[1],
+                reason=REASON,
+                force_evict=True,
+                eviction_plugin_name="numa_memory_balancer",
+            )
+        ]
+    )
+    (evict,) = first.evict.evict_pods
+    assert not evict.HasField("deletion_options") and not first.evict.HasField("condition")
+    assert evict.pod.SerializeToString() == ACTIVE_PODS[1].SerializeToString()
+    assert (evict.pod.metadata.namespace, evict.pod.metadata.name) == ("batch", "r1")
+    echoed = evict.pod.SerializeToString()
+    assert all(unknown in echoed for unknown in unknown_fields_of("r1"))
+    # §9.2: never met, so the agent asks no top pods.
+    assert first.threshold == ep.ThresholdMetResponse()
+    assert first.threshold.SerializeToString() == b""
+    assert first.top is None
+
+    # Taken once: the next pass, with the same pods, is offered nothing.
+    second = plugin.agent.run_pass(ACTIVE_PODS)
+    assert second.evict == ep.GetEvictPodsResponse()
+    assert second.evict.SerializeToString() == b""
+
+
+def test_top_eviction_pods_names_none(plugin: Plugin) -> None:
+    plugin.agent.register()
+    top = plugin.agent.plugin.GetTopEvictionPods(
+        ep.GetTopEvictionPodsRequest(active_pods=ACTIVE_PODS, topN=1, eviction_scope="memory"),
+        timeout=10,
+    )
+    assert top == ep.GetTopEvictionPodsResponse()
+    assert top.SerializeToString() == b""
+
+
+def test_the_offer_is_taken_even_when_no_active_pod_matches(plugin: Plugin) -> None:
+    plugin.agent.register()
+    assert plugin.agent.run_pass([ACTIVE_PODS[0], ACTIVE_PODS[2]]).evict.evict_pods == []
+    assert plugin.agent.run_pass(ACTIVE_PODS).evict.evict_pods == []  # O10
+
+
+def test_no_stored_record_offers_nothing(socket_dir: Path) -> None:
+    made = make_plugin(socket_dir, BalancerState())
+    made.server.start()
+    try:
+        made.agent.register()
+        assert made.agent.run_pass(ACTIVE_PODS).evict == ep.GetEvictPodsResponse()
+    finally:
+        made.agent.close()
+        made.server.stop()
+        made.balancer.stop()
+
+
+def _stale_socket(path: Path) -> None:
+    """A socket file left by a killed process: bound, never unlinked, nobody listening."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as leftover:
+        leftover.bind(str(path))
+
+
+def _stale_file(path: Path) -> None:
+    path.write_text("left over")
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        pytest.param(_stale_socket, id="a stale socket is replaced"),
+        pytest.param(_stale_file, id="a stale regular file is replaced"),
+    ],
+)
+def test_a_stale_file_at_the_socket_path_is_replaced(socket_dir: Path, leave: Any) -> None:
+    made = make_plugin(socket_dir)
+    leave(made.server.socket_path)
+    made.server.start()
+    try:
+        assert made.agent.register() == PLUGIN_INFO
+        assert made.agent.run_pass(ACTIVE_PODS).evict.evict_pods[0].reason == REASON
+    finally:
+        made.agent.close()
+        made.server.stop()
+        made.balancer.stop()
+
+
+def test_a_missing_registration_directory_is_created(socket_dir: Path) -> None:
+    made = make_plugin(socket_dir / "plugin-socks")
+    made.server.start()
+    try:
+        assert made.agent.register() == PLUGIN_INFO
+    finally:
+        made.agent.close()
+        made.server.stop()
+        made.balancer.stop()
+
+
+def test_a_rejected_registration_recreates_the_socket(plugin: Plugin) -> None:
+    recreated = threading.Event()
+    steps = plugin.steps
+
+    def watch(step: Step) -> None:
+        steps.append(step)
+        if step.trigger == "socket_recreated":
+            recreated.set()
+
+    plugin.server._socket._observer = watch
+    path = plugin.server.socket_path
+    first = path.lstat()
+
+    plugin.agent.register(accept=False, error="a plugin named numa_memory_balancer exists")
+
+    assert recreated.wait(timeout=10)
+    assert plugin.triggers == ["serve", "registration_rejected", "socket_recreated"]
+    assert plugin.server.registration_state == "serving"
+    # A new file (the inode number may be reused): the watcher sees a socket created anew.
+    assert path.lstat().st_ctime_ns > first.st_ctime_ns
+    assert stat.S_IMODE(path.lstat().st_mode) == 0o600
+
+    # The agent registers the new socket, and the balancer's offer is still there.
+    assert plugin.agent.register() == PLUGIN_INFO
+    assert plugin.server.registration_state == "registered"
+    assert plugin.agent.run_pass(ACTIVE_PODS).evict.evict_pods[0].pod == ACTIVE_PODS[1]
+
+
+def test_a_restarted_agent_re_registers_the_same_socket(plugin: Plugin) -> None:
+    plugin.agent.register()
+    plugin.agent.register()
+    assert plugin.triggers == ["serve", "registration_accepted", "registration_accepted"]
+    assert plugin.server.registration_state == "registered"
+
+
+def test_stop_removes_the_socket_and_is_idempotent(plugin: Plugin) -> None:
+    plugin.agent.register()
+    plugin.server.stop()
+    assert not plugin.server.socket_path.exists()
+    assert plugin.server.registration_state == "deregistered"
+    plugin.server.stop()
+    assert plugin.triggers == ["serve", "registration_accepted", "stop"]
+    with pytest.raises(InvalidTransition):
+        plugin.server.start()
+
+
+def test_no_socket_while_the_balancer_is_not_running(socket_dir: Path) -> None:
+    made = make_plugin(socket_dir)
+    made.balancer.stop()
+    with pytest.raises(RuntimeError, match=r"numa_memory_balancer.*not ready"):
+        made.server.start()
+    assert not made.server.socket_path.exists()
+    assert made.server.registration_state == "not_serving"
+
+
+def test_a_socket_path_over_107_bytes_is_refused(socket_dir: Path) -> None:
+    balancer = BalancerStandIn.start(EX2_STATE)
+    try:
+        with pytest.raises(ValueError, match="limited to 107 bytes"):
+            EvictionPluginServer(socket_dir / ("d" * 100), balancer)
+    finally:
+        balancer.stop()
+
+
+def _code_of(call: Any) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    error: Any = caught.value
+    return error.code(), error.details()
+
+
+def test_a_refused_taken_mark_is_unavailable_and_takes_nothing(plugin: Plugin) -> None:
+    plugin.agent.register()
+    plugin.balancer.tell(RefuseNext())
+    request = ep.GetEvictPodsRequest(active_pods=ACTIVE_PODS)
+    code, details = _code_of(lambda: plugin.agent.plugin.GetEvictPods(request, timeout=10))
+    assert code == grpc.StatusCode.UNAVAILABLE
+    assert details == "GetEvictPods: cannot journal the eviction: disk full"
+    # Nothing was taken: the agent's next poll gets the offer.
+    assert plugin.agent.run_pass(ACTIVE_PODS).evict.evict_pods[0].reason == REASON
+
+
+def test_a_stopped_balancer_is_unavailable(plugin: Plugin) -> None:
+    plugin.agent.register()
+    plugin.balancer.stop()
+    code, details = _code_of(lambda: plugin.agent.plugin.ThresholdMet(ep.Empty(), timeout=10))
+    assert (code, details) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "ThresholdMet: the memory balancer is not running",
+    )
+
+
+def test_a_busy_balancer_answers_within_the_callers_deadline(plugin: Plugin) -> None:
+    plugin.agent.register()
+    release = threading.Event()
+    plugin.balancer.tell(Hold(release))
+    try:
+        code, _ = _code_of(lambda: plugin.agent.plugin.GetToken(ep.Empty(), timeout=0.3))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        release.set()
+    assert plugin.agent.plugin.GetToken(ep.Empty(), timeout=10).token == ""
+
+
+def test_a_call_without_a_deadline_is_answered(plugin: Plugin) -> None:
+    # The server asks with its own 10 s default; a caller without a deadline still gets answers.
+    with grpc.insecure_channel(f"unix://{plugin.server.socket_path}") as channel:
+        info = reg_grpc.RegistrationStub(channel).GetInfo(reg.InfoRequest())
+        token_answer = ep_grpc.EvictionPluginStub(channel).GetToken(ep.Empty())
+    assert info == PLUGIN_INFO and token_answer == ep.GetTokenResponse(token="")
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        pytest.param(BalancerUnavailable("disk full"), grpc.StatusCode.UNAVAILABLE,
+                     id="a taken mark that is not durable is UNAVAILABLE"),
+        pytest.param(pykka.ActorDeadError("gone"), grpc.StatusCode.UNAVAILABLE,
+                     id="a stopped balancer is UNAVAILABLE"),
+        pytest.param(pykka.Timeout("slow"), grpc.StatusCode.DEADLINE_EXCEEDED,
+                     id="a balancer that does not answer in time is DEADLINE_EXCEEDED"),
+        pytest.param(ValueError("offer points nowhere"), grpc.StatusCode.INTERNAL,
+                     id="anything else is INTERNAL"),
+    ],
+)  # fmt: skip
+def test_status_of_each_error(error: BaseException, code: grpc.StatusCode) -> None:
+    assert status_of(error) == code
