@@ -85,6 +85,14 @@ def threshold_met_response(answer: ThresholdMetAnswer) -> ep.ThresholdMetRespons
     Raises:
         ValueError: the answer names an operator or met type the protocol does not have.
     """
+    for field, name, known in (
+        ("threshold operator", answer.threshold_operator, ep.ThresholdOperator.keys()),
+        ("met type", answer.met_type, ep.ThresholdMetType.keys()),
+    ):
+        if name not in known:
+            raise ValueError(
+                f"ThresholdMet answer has an unknown {field} {name!r} (known: {', '.join(known)})"
+            )
     return ep.ThresholdMetResponse(
         threshold_value=answer.threshold_value,
         observed_value=answer.observed_value,

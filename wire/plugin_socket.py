@@ -274,7 +274,7 @@ class PluginSocket:
 
 def _verify_serving(path: Path, timeout_s: float = VERIFY_TIMEOUT_S) -> None:
     """Dial the socket as the peer will, to confirm the server accepts connections."""
-    with grpc.insecure_channel(f"unix://{path}") as channel:
+    with grpc.insecure_channel(f"unix:{path}") as channel:
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout_s)
         except grpc.FutureTimeoutError as exc:

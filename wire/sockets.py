@@ -104,7 +104,9 @@ def bind_owner_only(server: grpc.Server, path: Path) -> BoundSocket:
     path = check_socket_path(path)
     _clear_stale(path)
     try:
-        port = server.add_insecure_port(f"unix://{path}")
+        # "unix:<path>", not "unix://<path>": grpc counts the latter's slashes against the
+        # 107 bytes and refuses the longest paths the kernel takes.
+        port = server.add_insecure_port(f"unix:{path}")
     except RuntimeError as exc:  # grpc reports every bind failure this way
         raise OSError(f"cannot bind the gRPC server to {str(path)!r}: {exc}") from exc
     if port == 0:

@@ -88,7 +88,7 @@ class EvictionAgent:
 
     def register(self, *, accept: bool = True, error: str = "") -> reg.PluginInfo:
         """Register the plugin; ``accept=False`` plays an agent that then rejects it."""
-        target = f"unix://{self.socket_path}"
+        target = f"unix:{self.socket_path}"
         with grpc.insecure_channel(target) as watcher:
             grpc.channel_ready_future(watcher).result(timeout=DIAL_TIMEOUT_S)
             registration = reg_grpc.RegistrationStub(watcher)
@@ -96,7 +96,7 @@ class EvictionAgent:
             if info.type != "EvictionPlugin" or "v1alpha1" not in info.supported_versions:
                 raise RegistrationFailed(f"unsupported plugin {info}")
             endpoint = info.endpoint or str(self.socket_path)
-            self.channel = grpc.insecure_channel(f"unix://{endpoint}")
+            self.channel = grpc.insecure_channel(f"unix:{endpoint}")
             grpc.channel_ready_future(self.channel).result(timeout=DIAL_TIMEOUT_S)
             self.token = self.plugin.GetToken(ep.Empty(), timeout=RPC_TIMEOUT_S).token
             registration.NotifyRegistrationStatus(

@@ -355,7 +355,7 @@ def test_a_busy_balancer_answers_within_the_callers_deadline(plugin: Plugin) -> 
 
 def test_a_call_without_a_deadline_is_answered(plugin: Plugin) -> None:
     # The server asks with its own 10 s default; a caller without a deadline still gets answers.
-    with grpc.insecure_channel(f"unix://{plugin.server.socket_path}") as channel:
+    with grpc.insecure_channel(f"unix:{plugin.server.socket_path}") as channel:
         info = reg_grpc.RegistrationStub(channel).GetInfo(reg.InfoRequest())
         token_answer = ep_grpc.EvictionPluginStub(channel).GetToken(ep.Empty())
     assert info == PLUGIN_INFO and token_answer == ep.GetTokenResponse(token="")
