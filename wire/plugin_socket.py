@@ -7,8 +7,8 @@ cycle is the registration machine of ``machines.registration``; this module carr
 actions and nothing else decides when they happen:
 
 * ``serve`` (guard ``actors_ready``): create the socket: remove a stale file, bind owner-only,
-  start the server, then dial it to confirm it is serving (5 s, as the reference's wrapper
-  does, memory-balancer.md §10).
+  start the server, then dial it and ask ``GetInfo`` to confirm it is serving (5 s, as the
+  reference's wrapper dials, memory-balancer.md §10).
 * ``registration_accepted``: nothing to do. A second ``true`` (a restarted agent re-registers
   existing sockets) keeps the state.
 * ``registration_rejected``: the peer has recorded the socket as registered and will not retry
@@ -254,7 +254,7 @@ class PluginSocket:
         bound = bind_owner_only(server, self.path)
         server.start()
         try:
-            _verify_serving(self.path)
+            _verify_serving(self.path, self.identity)
         except OSError:
             server.stop(grace=None).wait()
             remove_socket(bound)
@@ -272,10 +272,16 @@ class PluginSocket:
             remove_socket(bound)
 
 
-def _verify_serving(path: Path, timeout_s: float = VERIFY_TIMEOUT_S) -> None:
-    """Dial the socket as the peer will, to confirm the server accepts connections."""
+def _verify_serving(path: Path, identity: PluginIdentity) -> None:
+    """Dial the socket as the peer will and ask ``GetInfo``, to confirm the server answers."""
     with grpc.insecure_channel(f"unix:{path}") as channel:
+        stub = reg_grpc.RegistrationStub(channel)  # type: ignore[no-untyped-call]
         try:
-            grpc.channel_ready_future(channel).result(timeout=timeout_s)
-        except grpc.FutureTimeoutError as exc:
-            raise OSError(f"{str(path)!r} accepts no connection within {timeout_s} s") from exc
+            info = stub.GetInfo(reg.InfoRequest(), timeout=VERIFY_TIMEOUT_S, wait_for_ready=True)
+        except grpc.RpcError as exc:
+            raise OSError(f"{str(path)!r} does not answer GetInfo: {exc}") from exc
+    if (info.type, info.name) != (identity.type, identity.name):
+        raise OSError(
+            f"{str(path)!r} answers as {info.type} {info.name!r}, "
+            f"not {identity.type} {identity.name!r}"
+        )

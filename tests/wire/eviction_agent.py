@@ -21,7 +21,7 @@ from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 
 GET_INFO_TIMEOUT_S = 1.0
-DIAL_TIMEOUT_S = 10.0
+DIAL_TIMEOUT_S = 10.0  # the dial and GetToken have 10 s each
 RPC_TIMEOUT_S = 10.0
 NOTIFY_TIMEOUT_S = 5.0
 
@@ -90,15 +90,19 @@ class EvictionAgent:
         """Register the plugin; ``accept=False`` plays an agent that then rejects it."""
         target = f"unix:{self.socket_path}"
         with grpc.insecure_channel(target) as watcher:
-            grpc.channel_ready_future(watcher).result(timeout=DIAL_TIMEOUT_S)
             registration = reg_grpc.RegistrationStub(watcher)
-            info = registration.GetInfo(reg.InfoRequest(), timeout=GET_INFO_TIMEOUT_S)
+            # The agent dials blocking (10 s), then asks GetInfo (1 s); wait_for_ready plays the
+            # blocking dial without grpc's 200 ms connectivity polling.
+            info = registration.GetInfo(
+                reg.InfoRequest(), timeout=GET_INFO_TIMEOUT_S, wait_for_ready=True
+            )
             if info.type != "EvictionPlugin" or "v1alpha1" not in info.supported_versions:
                 raise RegistrationFailed(f"unsupported plugin {info}")
             endpoint = info.endpoint or str(self.socket_path)
             self.channel = grpc.insecure_channel(f"unix:{endpoint}")
-            grpc.channel_ready_future(self.channel).result(timeout=DIAL_TIMEOUT_S)
-            self.token = self.plugin.GetToken(ep.Empty(), timeout=RPC_TIMEOUT_S).token
+            self.token = self.plugin.GetToken(
+                ep.Empty(), timeout=DIAL_TIMEOUT_S, wait_for_ready=True
+            ).token
             registration.NotifyRegistrationStatus(
                 reg.RegistrationStatus(plugin_registered=accept, error=error),
                 timeout=NOTIFY_TIMEOUT_S,
