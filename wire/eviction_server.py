@@ -51,6 +51,7 @@ from wire.gen import evictionplugin_pb2_grpc as ep_grpc
 from wire.plugin_socket import PluginIdentity, PluginSocket, RegistrationObserver
 
 __all__ = [
+    "DEADLINE_MARGIN_S",
     "DEFAULT_ASK_TIMEOUT_S",
     "DEFAULT_SOCKET_DIR",
     "EVICTION_PLUGIN_TYPE",
@@ -67,6 +68,8 @@ DEFAULT_SOCKET_DIR = Path("/var/lib/katalyst/plugin-socks")
 EVICTION_PLUGIN_TYPE = "EvictionPlugin"
 #: The eviction manager's deadline for each RPC (wire.md §9.6), used when a caller sets none.
 DEFAULT_ASK_TIMEOUT_S = 10.0
+#: Time kept back from the caller's deadline, to answer before the caller gives up.
+DEADLINE_MARGIN_S = 0.05
 #: A remaining time beyond a day means the caller set no deadline.
 NO_DEADLINE_S = 86_400.0
 
@@ -110,13 +113,17 @@ class _EvictionService(ep_grpc.EvictionPluginServicer):
         convert: Callable[[Any], R],
     ) -> R:
         """Ask the balancer within the RPC's deadline and convert its reply."""
-        remaining = context.time_remaining()
-        # grpc reports "no deadline" as None or as the far future (about 9.2e18 s).
-        no_deadline = remaining is None or remaining > NO_DEADLINE_S
-        timeout = DEFAULT_ASK_TIMEOUT_S if no_deadline else remaining
+        remaining: float | None = context.time_remaining()
+        if remaining is None or remaining > NO_DEADLINE_S:
+            # grpc reports "no deadline" as None or as the far future (about 9.2e18 s).
+            timeout = DEFAULT_ASK_TIMEOUT_S
+        else:
+            # A margin kept back lets the caller hear why (DEADLINE_EXCEEDED with a reason)
+            # before its own deadline cuts the call.
+            timeout = remaining - DEADLINE_MARGIN_S
         try:
             if timeout <= 0:
-                raise pykka.Timeout("the deadline passed before the memory balancer was asked")
+                raise pykka.Timeout("too little of the deadline is left to ask the memory balancer")
             try:
                 reply = self._balancer.ask(command, timeout=timeout)
             except pykka.Timeout as exc:
