@@ -95,7 +95,9 @@ def _abort(context: grpc.ServicerContext, rpc: str, exc: BaseException) -> NoRet
     code = status_of(exc)
     if code is grpc.StatusCode.INTERNAL:
         logger.exception("%s failed", rpc)
-    context.abort(code, f"{rpc}: {exc or type(exc).__name__}")
+    reason = str(exc) or type(exc).__name__
+    # The balancer's own messages may already name the RPC.
+    context.abort(code, reason if reason.startswith(f"{rpc}:") else f"{rpc}: {reason}")
     raise AssertionError("grpc's abort returned")  # pragma: no cover - abort always raises
 
 

@@ -1,9 +1,10 @@
 """The balancer's eviction plugin over its real unix socket, driven as katalyst-agent drives it
 (wire.md §8.3, §11; memory-balancer.md §9, §10).
 
-The balancer behind the server is a pykka actor answering the MemoryBalancer's commands
-(``actors.balancer_messages``) with the policy's own transitions (``policy.balance.state``),
-holding the stored record of worked example 2: source NUMA 0, eviction pod ``r1``.
+Behind the server is the real MemoryBalancer actor (``actors.memory_balancer``) on an in-memory
+committer, fed worked example 2 through its ports (latency ``[75, 50, 30, 20]``, bandwidth
+``[900, 300, 200, 100]``, the example's pods): one tick stores the example's record, whose
+eviction pod is ``r1`` on source NUMA 0.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import socket
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,17 +23,16 @@ import grpc
 import pykka
 import pytest
 
-from actors.balancer_messages import (
-    BalancerUnavailable,
-    GetEvictPods,
-    GetToken,
-    GetTopEvictionPods,
-    ThresholdMet,
-)
+from actors.balancer_inputs import PodsInPools, PoolPod
+from actors.balancer_messages import BalancerUnavailable, GetBalancerState, RoundReport, Tick
+from actors.memory_balancer import BalancerPorts, MemoryBalancerActor, MemoryBalancerCore
+from actors.ports.balancer import PodAnonMemory
 from machines.lifecycle import InvalidTransition, Step
-from policy.balance import BalancerState, threshold_met, token, top_eviction_pods
-from policy.balance.state import reconcile, take_eviction
-from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, make_inputs
+from policy.balance import BalancerConfig, NumaDistance, NumaMetrics, RoundResult
+from policy.state import empty_state
+from tests.actors.fakes import ApplyingCommitter, FakeClock
+from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, POOLS, T4
+from tests.policy.state_fixtures import SYNTH_16_2_4
 from tests.wire.eviction_agent import EvictionAgent, go_pod, unknown_fields_of
 from wire.eviction_server import EvictionPluginServer, status_of
 from wire.gen import evictionplugin_pb2 as ep
@@ -44,9 +44,6 @@ REASON = "the memory node 0 is under bandwidth pressure"  # example 2: source NU
 PLUGIN_INFO = reg.PluginInfo(
     type="EvictionPlugin", name="numa_memory_balancer", endpoint="", supported_versions=["v1alpha1"]
 )
-#: Example 2's record, stored and not yet taken.
-EX2_STATE, _ = reconcile(BalancerState(), make_inputs(EX2_L, EX2_B, EX2_PODS))
-assert EX2_STATE.current is not None and [p.uid for p in EX2_STATE.current.evict_pods] == ["r1"]
 
 #: What the agent lists: r1 among pods the balancer does not evict.
 ACTIVE_PODS = (
@@ -56,51 +53,83 @@ ACTIVE_PODS = (
 )
 
 
-@dataclass(frozen=True)
-class RefuseNext:
-    """The next GetEvictPods cannot make its "taken" mark durable."""
+class Example2Metrics:
+    """Example 2's NUMA metrics; ``hold`` keeps the next sample (and the balancer) waiting."""
+
+    def __init__(self) -> None:
+        self.hold: threading.Event | None = None
+        self.held = threading.Event()
+
+    def sample(self, numa_ids: Sequence[int]) -> Mapping[int, NumaMetrics]:
+        if self.hold is not None:
+            self.held.set()
+            self.hold.wait(timeout=10)
+        return {n: NumaMetrics(float(EX2_L[n]), float(EX2_B[n])) for n in numa_ids}
 
 
-@dataclass(frozen=True)
-class Hold:
-    """Keep the balancer busy until ``release`` is set."""
-
-    release: threading.Event
+class Example2Distances:
+    def distances(self) -> Mapping[int, tuple[NumaDistance, ...]]:
+        return {k: tuple(NumaDistance(n, d) for n, d in row) for k, row in T4.items()}
 
 
-class BalancerStandIn(pykka.ThreadingActor):
-    """Answers the eviction commands as the MemoryBalancer does, on one mailbox."""
+class Example2Memory:
+    """Each example pod's anon per NUMA, as the pod cgroup's figure (no container IDs)."""
 
-    def __init__(self, state: BalancerState) -> None:
-        super().__init__()
-        self.state = state
-        self.refuse = False
+    def anon_by_numa(self, pod_uid: str, container_ids: Sequence[str] | None) -> PodAnonMemory:
+        (pod,) = (p for p in EX2_PODS if p.uid == pod_uid)
+        total: dict[int, int] = {}
+        for container in pod.containers:
+            for numa, anon in container.anon.items():
+                total[numa] = total.get(numa, 0) + int(anon)
+        return PodAnonMemory(pod=total)
 
-    def on_receive(self, message: Any) -> Any:
-        match message:
-            case GetEvictPods(active_pod_uids=uids):
-                if self.refuse:
-                    self.refuse = False
-                    raise BalancerUnavailable("cannot journal the eviction: disk full")
-                self.state, offers = take_eviction(self.state, uids)
-                return offers
-            case ThresholdMet():
-                return threshold_met()
-            case GetTopEvictionPods():
-                return top_eviction_pods()
-            case GetToken():
-                return token()
-            case RefuseNext():
-                self.refuse = True
-            case Hold(release=release):
-                release.wait(timeout=10)
-        return None
+
+def example2_pods() -> PodsInPools:
+    return PodsInPools(
+        pools=POOLS,
+        pods=tuple(
+            PoolPod(p.uid, p.namespace, p.name, p.pool, tuple(c.name for c in p.containers))
+            for p in EX2_PODS
+        ),
+    )
+
+
+@dataclass
+class Balancer:
+    ref: pykka.ActorRef[MemoryBalancerActor]
+    committer: ApplyingCommitter
+    metrics: Example2Metrics
+
+    def tick(self) -> RoundReport:
+        report: RoundReport = self.ref.ask(Tick(NOW), timeout=10)
+        return report
+
+
+def start_balancer(*, tick: bool = True) -> Balancer:
+    """The real MemoryBalancer on example 2; with ``tick``, its round is stored."""
+    committer = ApplyingCommitter(empty_state(SYNTH_16_2_4))
+    metrics = Example2Metrics()
+    ports = BalancerPorts(metrics, Example2Distances(), Example2Memory(), example2_pods)
+    core = MemoryBalancerCore(
+        committer.snapshot,
+        committer,
+        ports,
+        BalancerConfig(),
+        now_fn=FakeClock(NOW).time,
+        cpu_vendor="GenuineIntel",
+    )
+    balancer = Balancer(MemoryBalancerActor.start(core), committer, metrics)
+    if tick:
+        report = balancer.tick()
+        assert report.result is RoundResult.STORED and report.record is not None
+        assert [p.uid for p in report.record.evict_pods] == ["r1"]
+    return balancer
 
 
 @dataclass
 class Plugin:
     server: EvictionPluginServer
-    balancer: pykka.ActorRef[BalancerStandIn]
+    balancer: Balancer
     steps: list[Step]
     agent: EvictionAgent
 
@@ -119,10 +148,10 @@ def socket_dir() -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def make_plugin(socket_dir: Path, state: BalancerState = EX2_STATE) -> Plugin:
-    balancer = BalancerStandIn.start(state)
+def make_plugin(socket_dir: Path, *, tick: bool = True) -> Plugin:
+    balancer = start_balancer(tick=tick)
     steps: list[Step] = []
-    server = EvictionPluginServer(socket_dir, balancer, observer=steps.append)
+    server = EvictionPluginServer(socket_dir, balancer.ref, observer=steps.append)
     return Plugin(server, balancer, steps, EvictionAgent(server.socket_path))
 
 
@@ -135,7 +164,11 @@ def plugin(socket_dir: Path) -> Iterator[Plugin]:
     finally:
         made.agent.close()
         made.server.stop()
-        made.balancer.stop()
+        made.balancer.ref.stop()
+
+
+def _committed(plugin: Plugin) -> list[str]:
+    return [type(e).__name__ for e in plugin.balancer.committer.events]
 
 
 def test_the_agent_registers_the_plugin_and_polls_it(plugin: Plugin) -> None:
@@ -174,10 +207,14 @@ def test_the_agent_registers_the_plugin_and_polls_it(plugin: Plugin) -> None:
     assert first.threshold.SerializeToString() == b""
     assert first.top is None
 
-    # Taken once: the next pass, with the same pods, is offered nothing.
+    # Taken once, and journaled before the answer: the next pass is offered nothing.
+    assert _committed(plugin).count("BalanceEvictionTaken") == 1
     second = plugin.agent.run_pass(ACTIVE_PODS)
     assert second.evict == ep.GetEvictPodsResponse()
     assert second.evict.SerializeToString() == b""
+    assert _committed(plugin).count("BalanceEvictionTaken") == 1
+    view = plugin.balancer.ref.ask(GetBalancerState(), timeout=10)
+    assert view.state.current is not None and view.state.current.evict_executed
 
 
 def test_top_eviction_pods_names_none(plugin: Plugin) -> None:
@@ -197,7 +234,7 @@ def test_the_offer_is_taken_even_when_no_active_pod_matches(plugin: Plugin) -> N
 
 
 def test_no_stored_record_offers_nothing(socket_dir: Path) -> None:
-    made = make_plugin(socket_dir, BalancerState())
+    made = make_plugin(socket_dir, tick=False)
     made.server.start()
     try:
         made.agent.register()
@@ -205,7 +242,7 @@ def test_no_stored_record_offers_nothing(socket_dir: Path) -> None:
     finally:
         made.agent.close()
         made.server.stop()
-        made.balancer.stop()
+        made.balancer.ref.stop()
 
 
 def _stale_socket(path: Path) -> None:
@@ -235,7 +272,7 @@ def test_a_stale_file_at_the_socket_path_is_replaced(socket_dir: Path, leave: An
     finally:
         made.agent.close()
         made.server.stop()
-        made.balancer.stop()
+        made.balancer.ref.stop()
 
 
 def test_a_missing_registration_directory_is_created(socket_dir: Path) -> None:
@@ -246,7 +283,7 @@ def test_a_missing_registration_directory_is_created(socket_dir: Path) -> None:
     finally:
         made.agent.close()
         made.server.stop()
-        made.balancer.stop()
+        made.balancer.ref.stop()
 
 
 def test_a_rejected_registration_recreates_the_socket(plugin: Plugin) -> None:
@@ -297,7 +334,7 @@ def test_stop_removes_the_socket_and_is_idempotent(plugin: Plugin) -> None:
 
 def test_no_socket_while_the_balancer_is_not_running(socket_dir: Path) -> None:
     made = make_plugin(socket_dir)
-    made.balancer.stop()
+    made.balancer.ref.stop()
     with pytest.raises(RuntimeError, match=r"numa_memory_balancer.*not ready"):
         made.server.start()
     assert not made.server.socket_path.exists()
@@ -305,12 +342,12 @@ def test_no_socket_while_the_balancer_is_not_running(socket_dir: Path) -> None:
 
 
 def test_a_socket_path_over_107_bytes_is_refused(socket_dir: Path) -> None:
-    balancer = BalancerStandIn.start(EX2_STATE)
+    balancer = start_balancer(tick=False)
     try:
         with pytest.raises(ValueError, match="limited to 107 bytes"):
-            EvictionPluginServer(socket_dir / ("d" * 100), balancer)
+            EvictionPluginServer(socket_dir / ("d" * 100), balancer.ref)
     finally:
-        balancer.stop()
+        balancer.ref.stop()
 
 
 def _code_of(call: Any) -> tuple[grpc.StatusCode, str]:
@@ -322,18 +359,20 @@ def _code_of(call: Any) -> tuple[grpc.StatusCode, str]:
 
 def test_a_refused_taken_mark_is_unavailable_and_takes_nothing(plugin: Plugin) -> None:
     plugin.agent.register()
-    plugin.balancer.tell(RefuseNext())
+    plugin.balancer.committer.refuse_next("disk full")
     request = ep.GetEvictPodsRequest(active_pods=ACTIVE_PODS)
     code, details = _code_of(lambda: plugin.agent.plugin.GetEvictPods(request, timeout=10))
     assert code == grpc.StatusCode.UNAVAILABLE
-    assert details == "GetEvictPods: cannot journal the eviction: disk full"
+    assert details.startswith("GetEvictPods: the eviction offer was not taken: ")
+    assert details.endswith("disk full")
+    assert "BalanceEvictionTaken" not in _committed(plugin)
     # Nothing was taken: the agent's next poll gets the offer.
     assert plugin.agent.run_pass(ACTIVE_PODS).evict.evict_pods[0].reason == REASON
 
 
 def test_a_stopped_balancer_is_unavailable(plugin: Plugin) -> None:
     plugin.agent.register()
-    plugin.balancer.stop()
+    plugin.balancer.ref.stop()
     code, details = _code_of(lambda: plugin.agent.plugin.ThresholdMet(ep.Empty(), timeout=10))
     assert (code, details) == (
         grpc.StatusCode.UNAVAILABLE,
@@ -344,7 +383,10 @@ def test_a_stopped_balancer_is_unavailable(plugin: Plugin) -> None:
 def test_a_busy_balancer_answers_within_the_callers_deadline(plugin: Plugin) -> None:
     plugin.agent.register()
     release = threading.Event()
-    plugin.balancer.tell(Hold(release))
+    # A round in progress: the balancer waits on its metric source.
+    plugin.balancer.metrics.hold = release
+    plugin.balancer.ref.tell(Tick(NOW + 60))
+    assert plugin.balancer.metrics.held.wait(timeout=10)
     try:
         code, details = _code_of(lambda: plugin.agent.plugin.GetToken(ep.Empty(), timeout=0.5))
         assert code == grpc.StatusCode.DEADLINE_EXCEEDED
