@@ -164,7 +164,10 @@ class PluginSocket:
     def stop(self) -> None:
         """Stop serving and remove the socket file (trigger ``stop``); idempotent."""
         self._stopping.set()
-        recreator = self._recreator
+        with self._lock:
+            # No re-creation starts once stopping is set (notify checks it under the lock),
+            # so after this join no thread of this socket is left.
+            recreator = self._recreator
         if recreator is not None:
             recreator.join()
         with self._lock:
