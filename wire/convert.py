@@ -1,0 +1,391 @@
+"""Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3; issue 5 item 1).
+
+Requests become the Allocator's commands (``actors.allocator_messages``) and the policy's
+``ResourceRequest``; replies (``policy.replies``, ``policy.reconcile``) become the response
+messages. Nothing else in qrmd touches these message types.
+
+The rules enforced here, because only the wire sees them:
+
+* **No NUMA preference leaves the key out** (wire.md §1.1). ``HintsReply.hints is None`` is sent
+  as a ``resource_hints`` map without the ``cpu`` key; an empty tuple is sent as the key with an
+  empty ``ListOfTopologyHints`` (nothing fits). The map is never indexed with ``[...]``, which
+  would create the key: it is built whole from a dict.
+* **A message is not a request until it converts.** proto3 has open enums, so
+  ``container_type`` may hold any int: an unknown value is a ``RequestError``. So are
+  annotations or labels past Kubernetes' own limit (256 KiB in total, apimachinery
+  ``TotalAnnotationSizeLimitB``): no pod can carry them, and the policy would copy them into
+  state and the journal. Every other check (empty uid, NaN or absurd quantities, a hint naming
+  a NUMA node twice) is the policy's (``policy.request.validate_request``/``parse_quantity``).
+  Absent strings are ``""`` in proto3, as they are to the Go peers.
+* Empty ``labels``/``annotations`` maps become ``None`` (``ResourceRequest`` says so).
+* A request's ``hint`` is absent in GetTopologyHints; in Allocate the reference echoes
+  ``[req.hint]`` in the allocation's ``resource_hints`` even when it is nil (cpu-policy §7.3
+  step 5). Python cannot put nil into a repeated field, so a ``None`` element is written as an
+  empty ``TopologyHint`` (no nodes, not preferred), which is what Go decodes a zero-length
+  element to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from actors.allocator_messages import (
+    Allocate,
+    GetResourcePluginOptions,
+    GetResourcesAllocation,
+    GetTopologyAwareAllocatableResources,
+    GetTopologyAwareResources,
+    GetTopologyHints,
+    PreStartContainer,
+    RemovePod,
+)
+from policy.reconcile import ContainerCPUAllocation, ResourcesAllocation
+from policy.replies import (
+    RESOURCE_NAME,
+    AllocatableReply,
+    AllocationReply,
+    CPUAllocation,
+    HintsReply,
+    PluginOptions,
+    TopologyAwareQuantity,
+    TopologyAwareReply,
+)
+from policy.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from wire.gen import resourceplugin_pb2 as pb
+
+__all__ = [
+    "MAX_MAP_BYTES",
+    "allocatable_command",
+    "allocatable_response",
+    "allocate_command",
+    "allocation_response",
+    "hints_command",
+    "hints_response",
+    "options_command",
+    "options_response",
+    "pre_start_command",
+    "pre_start_response",
+    "remove_pod_command",
+    "remove_pod_response",
+    "resource_request",
+    "resources_allocation_command",
+    "resources_allocation_response",
+    "topology_aware_command",
+    "topology_aware_response",
+]
+
+#: Largest total size of a request's labels or annotations (keys plus values, UTF-8 bytes):
+#: Kubernetes refuses pods whose annotations exceed 256 KiB, so a bigger map is not a pod's.
+MAX_MAP_BYTES = 256 * 1024
+
+_CONTAINER_TYPES = {member.value: member for member in ContainerType}
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def _string_map(field: str, message_map: Mapping[str, str], who: str) -> Mapping[str, str] | None:
+    """A request's label or annotation map as a dict, ``None`` when empty; refuse giant maps."""
+    if not message_map:
+        return None
+    copied = dict(message_map)
+    size = sum(len(key.encode()) + len(value.encode()) for key, value in copied.items())
+    if size > MAX_MAP_BYTES:
+        raise RequestError(
+            f"{who}: {field} hold {size} bytes, more than Kubernetes allows ({MAX_MAP_BYTES})"
+        )
+    return copied
+
+
+def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
+    """Convert the ``ResourceRequest`` of GetTopologyHints and Allocate (wire.md §4.3).
+
+    Args:
+        message: the parsed request.
+
+    Returns:
+        The domain request; identity and quantities are checked later, by the policy.
+
+    Raises:
+        RequestError: ``container_type`` is not an enum value, or labels/annotations exceed
+            :data:`MAX_MAP_BYTES`; the message names pod and container.
+    """
+    who = (
+        f"pod {message.pod_namespace}/{message.pod_name} (uid {message.pod_uid}), "
+        f"container {message.container_name}"
+    )
+    container_type = _CONTAINER_TYPES.get(message.container_type)
+    if container_type is None:
+        raise RequestError(f"{who}: unknown container_type {message.container_type}")
+    hint = None
+    if message.HasField("hint"):
+        hint = TopologyHint(tuple(message.hint.nodes), message.hint.preferred)
+    return ResourceRequest(
+        pod_uid=message.pod_uid,
+        pod_namespace=message.pod_namespace,
+        pod_name=message.pod_name,
+        container_name=message.container_name,
+        container_type=container_type,
+        container_index=message.container_index,
+        resource_name=message.resource_name,
+        resource_requests=dict(message.resource_requests),
+        pod_role=message.pod_role,
+        pod_type=message.pod_type,
+        hint=hint,
+        labels=_string_map("labels", message.labels, who),
+        annotations=_string_map("annotations", message.annotations, who),
+        native_qos_class=message.native_qos_class,
+    )
+
+
+def hints_command(message: pb.ResourceRequest) -> GetTopologyHints:
+    """GetTopologyHints request → command (raises as :func:`resource_request`)."""
+    return GetTopologyHints(resource_request(message))
+
+
+def allocate_command(message: pb.ResourceRequest) -> Allocate:
+    """Allocate request → command (raises as :func:`resource_request`)."""
+    return Allocate(resource_request(message))
+
+
+def remove_pod_command(message: pb.RemovePodRequest) -> RemovePod:
+    """RemovePod request → command; an empty or unknown uid is the policy's to answer."""
+    return RemovePod(message.pod_uid)
+
+
+def resources_allocation_command(
+    message: pb.GetResourcesAllocationRequest,
+) -> GetResourcesAllocation:
+    """GetResourcesAllocation request (no fields) → command."""
+    del message
+    return GetResourcesAllocation()
+
+
+def topology_aware_command(
+    message: pb.GetTopologyAwareResourcesRequest,
+) -> GetTopologyAwareResources:
+    """GetTopologyAwareResources request → command."""
+    return GetTopologyAwareResources(message.pod_uid, message.container_name)
+
+
+def allocatable_command(
+    message: pb.GetTopologyAwareAllocatableResourcesRequest,
+) -> GetTopologyAwareAllocatableResources:
+    """GetTopologyAwareAllocatableResources request (no fields) → command."""
+    del message
+    return GetTopologyAwareAllocatableResources()
+
+
+def options_command(message: pb.Empty) -> GetResourcePluginOptions:
+    """GetResourcePluginOptions request (``Empty``) → command."""
+    del message
+    return GetResourcePluginOptions()
+
+
+def pre_start_command(message: pb.PreStartContainerRequest) -> PreStartContainer:
+    """PreStartContainer request → command."""
+    return PreStartContainer(
+        message.pod_uid, message.pod_namespace, message.pod_name, message.container_name
+    )
+
+
+# -- replies ----------------------------------------------------------------------------------
+
+
+def _hint(hint: TopologyHint | None) -> pb.TopologyHint:
+    if hint is None:  # Go's nil element; see the module docstring
+        return pb.TopologyHint()
+    return pb.TopologyHint(nodes=hint.nodes, preferred=hint.preferred)
+
+
+def _hint_list(hints: Iterable[TopologyHint | None]) -> pb.ListOfTopologyHints:
+    return pb.ListOfTopologyHints(hints=[_hint(hint) for hint in hints])
+
+
+def _allocation_info(allocation: CPUAllocation) -> pb.ResourceAllocationInfo:
+    info = pb.ResourceAllocationInfo(
+        oci_property_name=allocation.oci_property_name,
+        is_node_resource=allocation.is_node_resource,
+        is_scalar_resource=allocation.is_scalar_resource,
+        allocated_quantity=allocation.allocated_quantity,
+        allocation_result=allocation.allocation_result,
+    )
+    if allocation.resource_hints is not None:
+        info.resource_hints.CopyFrom(_hint_list(allocation.resource_hints))
+    return info
+
+
+def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationResponse:
+    """Allocate's reply → ``ResourceAllocationResponse``.
+
+    Args:
+        reply: the policy's reply; ``None`` (no reply at all) gives the empty response.
+
+    Returns:
+        The echo of the request and, unless ``reply.allocation is None`` (INIT containers),
+        ``allocation_result = {"cpu": info}``.
+    """
+    if reply is None:
+        return pb.ResourceAllocationResponse()
+    response = pb.ResourceAllocationResponse(
+        pod_uid=reply.pod_uid,
+        pod_namespace=reply.pod_namespace,
+        pod_name=reply.pod_name,
+        container_name=reply.container_name,
+        container_type=reply.container_type.name,
+        container_index=reply.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
+    if reply.allocation is not None:
+        response.allocation_result.CopyFrom(
+            pb.ResourceAllocation(
+                resource_allocation={RESOURCE_NAME: _allocation_info(reply.allocation)}
+            )
+        )
+    return response
+
+
+def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
+    """GetTopologyHints' reply → ``ResourceHintsResponse``, honouring wire.md §1.1.
+
+    Args:
+        reply: the policy's reply.
+
+    Returns:
+        The echo of the request; ``resource_hints`` without the ``cpu`` key when
+        ``reply.hints is None`` (no preference), else ``{"cpu": [hints...]}`` (possibly empty:
+        nothing fits).
+    """
+    resource_hints: dict[str, pb.ListOfTopologyHints] = {}
+    if reply.hints is not None:
+        resource_hints[RESOURCE_NAME] = _hint_list(reply.hints)
+    return pb.ResourceHintsResponse(
+        pod_uid=reply.pod_uid,
+        pod_namespace=reply.pod_namespace,
+        pod_name=reply.pod_name,
+        container_name=reply.container_name,
+        container_type=reply.container_type.name,
+        container_index=reply.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        resource_hints=resource_hints,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
+
+
+def remove_pod_response(reply: None) -> pb.RemovePodResponse:
+    """RemovePod answers nothing."""
+    del reply
+    return pb.RemovePodResponse()
+
+
+def _container_allocation(allocation: ContainerCPUAllocation) -> pb.ResourceAllocation:
+    # GetResourcesAllocation leaves resource_hints out (wire.md §4.3, ResourceAllocationInfo).
+    info = pb.ResourceAllocationInfo(
+        oci_property_name=allocation.oci_property_name,
+        is_node_resource=allocation.is_node_resource,
+        is_scalar_resource=allocation.is_scalar_resource,
+        allocated_quantity=float(allocation.allocated_quantity),
+        allocation_result=allocation.allocation_result,
+    )
+    return pb.ResourceAllocation(resource_allocation={RESOURCE_NAME: info})
+
+
+def resources_allocation_response(
+    reply: ResourcesAllocation,
+) -> pb.GetResourcesAllocationResponse:
+    """GetResourcesAllocation's reply → ``{pod uid: {container name: {"cpu": info}}}``.
+
+    Containers of one pool share one ``ContainerCPUAllocation`` value, so each distinct value
+    is converted once (the listing is O(containers), the conversions O(distinct cpusets)).
+    """
+    converted: dict[int, pb.ResourceAllocation] = {}
+    pod_resources: dict[str, pb.ContainerResources] = {}
+    for pod_uid, containers in reply.pod_resources.items():
+        by_name: dict[str, pb.ResourceAllocation] = {}
+        for name, allocation in containers.items():
+            message = converted.get(id(allocation))
+            if message is None:
+                message = converted[id(allocation)] = _container_allocation(allocation)
+            by_name[name] = message
+        pod_resources[pod_uid] = pb.ContainerResources(container_resources=by_name)
+    return pb.GetResourcesAllocationResponse(pod_resources=pod_resources)
+
+
+def _quantities(
+    quantities: Iterable[TopologyAwareQuantity] | None,
+) -> list[pb.TopologyAwareQuantity]:
+    if quantities is None:
+        return []
+    return [
+        pb.TopologyAwareQuantity(resource_value=q.resource_value, node=q.node) for q in quantities
+    ]
+
+
+def topology_aware_response(reply: TopologyAwareReply) -> pb.GetTopologyAwareResourcesResponse:
+    """GetTopologyAwareResources' reply → response (name is field 2, namespace 3)."""
+    resource = reply.resource
+    aware = pb.TopologyAwareResource(
+        is_node_resource=resource.is_node_resource,
+        is_scalar_resource=resource.is_scalar_resource,
+        aggregated_quantity=resource.aggregated_quantity,
+        original_aggregated_quantity=resource.original_aggregated_quantity,
+        topology_aware_quantity_list=_quantities(resource.topology_aware_quantity_list),
+        original_topology_aware_quantity_list=_quantities(
+            resource.original_topology_aware_quantity_list
+        ),
+    )
+    return pb.GetTopologyAwareResourcesResponse(
+        pod_uid=reply.pod_uid,
+        pod_name=reply.pod_name,
+        pod_namespace=reply.pod_namespace,
+        container_topology_aware_resources=pb.ContainerTopologyAwareResources(
+            container_name=reply.container_name,
+            allocated_resources={RESOURCE_NAME: aware},
+        ),
+    )
+
+
+def allocatable_response(
+    reply: AllocatableReply,
+) -> pb.GetTopologyAwareAllocatableResourcesResponse:
+    """GetTopologyAwareAllocatableResources' reply → response (allocatable 3–4, capacity 5–6)."""
+    resource = reply.resource
+    allocatable = pb.AllocatableTopologyAwareResource(
+        is_node_resource=resource.is_node_resource,
+        is_scalar_resource=resource.is_scalar_resource,
+        aggregated_allocatable_quantity=resource.aggregated_allocatable_quantity,
+        topology_aware_allocatable_quantity_list=_quantities(
+            resource.topology_aware_allocatable_quantity_list
+        ),
+        aggregated_capacity_quantity=resource.aggregated_capacity_quantity,
+        topology_aware_capacity_quantity_list=_quantities(
+            resource.topology_aware_capacity_quantity_list
+        ),
+    )
+    return pb.GetTopologyAwareAllocatableResourcesResponse(
+        allocatable_resources={RESOURCE_NAME: allocatable}
+    )
+
+
+def options_response(reply: PluginOptions) -> pb.ResourcePluginOptions:
+    """GetResourcePluginOptions' reply → ``ResourcePluginOptions`` (wire.md §12.6)."""
+    return pb.ResourcePluginOptions(
+        pre_start_required=reply.pre_start_required,
+        with_topology_alignment=reply.with_topology_alignment,
+        need_reconcile=reply.need_reconcile,
+    )
+
+
+def pre_start_response(reply: None) -> pb.PreStartContainerResponse:
+    """PreStartContainer answers nothing."""
+    del reply
+    return pb.PreStartContainerResponse()

@@ -1,0 +1,138 @@
+"""The ``resourceplugin.v1alpha1.ResourcePlugin`` service: eight RPCs, each one row of a table.
+
+Each row names the method, its request message, the conversion to the Allocator's command, the
+conversion of the reply, and the ask timeout used when kubelet sets no deadline (wire.md §4.4,
+§9.6: 10 s, PreStartContainer 30 s; GetResourcePluginOptions has no deadline and gets 10 s).
+Every handler does the same (DESIGN.md): refuse with UNAVAILABLE while qrmd is not ready,
+convert the request, ``ask`` the Allocator with the call's remaining deadline, convert the
+reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from wire import convert
+from wire.errors import NotReady
+from wire.gen import resourceplugin_pb2 as pb
+from wire.rpc import ActorRef, RpcObserver, ask_timeout, unary_handler
+
+__all__ = ["DEFAULT_TIMEOUT_S", "RESOURCE_PLUGIN_RPCS", "SERVICE", "ResourcePluginRpc", "handler"]
+
+#: The full service name (wire.md §1.3).
+SERVICE = "resourceplugin.v1alpha1.ResourcePlugin"
+
+#: kubelet's deadline for most calls (wire.md §9.6), and the ask timeout without one.
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePluginRpc:
+    """One method of the service.
+
+    Attributes:
+        name: the method name.
+        request_type: its request message.
+        command: request message → Allocator command (may raise ``RequestError``).
+        response: the Allocator's reply → response message.
+        default_timeout_s: the ask timeout when the caller sets no deadline.
+    """
+
+    name: str
+    request_type: type[Message]
+    command: Callable[[Any], Any]
+    response: Callable[[Any], Message]
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+# The order of the proto file (wire.md §4.1).
+RESOURCE_PLUGIN_RPCS = (
+    ResourcePluginRpc(
+        "GetTopologyHints", pb.ResourceRequest, convert.hints_command, convert.hints_response
+    ),
+    ResourcePluginRpc(
+        "RemovePod", pb.RemovePodRequest, convert.remove_pod_command, convert.remove_pod_response
+    ),
+    ResourcePluginRpc(
+        "GetResourcesAllocation",
+        pb.GetResourcesAllocationRequest,
+        convert.resources_allocation_command,
+        convert.resources_allocation_response,
+    ),
+    ResourcePluginRpc(
+        "GetTopologyAwareResources",
+        pb.GetTopologyAwareResourcesRequest,
+        convert.topology_aware_command,
+        convert.topology_aware_response,
+    ),
+    ResourcePluginRpc(
+        "GetTopologyAwareAllocatableResources",
+        pb.GetTopologyAwareAllocatableResourcesRequest,
+        convert.allocatable_command,
+        convert.allocatable_response,
+    ),
+    ResourcePluginRpc(
+        "GetResourcePluginOptions", pb.Empty, convert.options_command, convert.options_response
+    ),
+    ResourcePluginRpc(
+        "Allocate", pb.ResourceRequest, convert.allocate_command, convert.allocation_response
+    ),
+    ResourcePluginRpc(
+        "PreStartContainer",
+        pb.PreStartContainerRequest,
+        convert.pre_start_command,
+        convert.pre_start_response,
+        default_timeout_s=30.0,
+    ),
+)
+
+
+def _subject(request: Any) -> str:
+    """Who a request is about, for error messages; as ``policy.request.describe_container``."""
+    if not hasattr(request, "pod_uid"):
+        return ""
+    if hasattr(request, "pod_namespace"):
+        who = f"pod {request.pod_namespace}/{request.pod_name} (uid {request.pod_uid})"
+    else:
+        who = f"pod (uid {request.pod_uid})"
+    if hasattr(request, "container_name"):
+        who += f", container {request.container_name}"
+    return who
+
+
+def _method(
+    rpc: ResourcePluginRpc,
+    allocator: ActorRef,
+    ready: Callable[[], bool],
+    observer: RpcObserver | None,
+) -> grpc.RpcMethodHandler:
+    def work(request: Message, context: grpc.ServicerContext) -> Message:
+        if not ready():
+            raise NotReady("qrmd is not ready (starting, stopping or recovering its state)")
+        command = rpc.command(request)
+        reply = allocator.ask(command, timeout=ask_timeout(context, rpc.default_timeout_s))
+        return rpc.response(reply)
+
+    return unary_handler(rpc.name, rpc.request_type, work, observer, _subject)
+
+
+def handler(
+    allocator: ActorRef, ready: Callable[[], bool], observer: RpcObserver | None
+) -> grpc.GenericRpcHandler:
+    """The ResourcePlugin service, every method asking ``allocator``.
+
+    Args:
+        allocator: the Allocator actor's ref.
+        ready: whether qrmd may serve; ``False`` answers UNAVAILABLE.
+        observer: told about every call, or ``None``.
+
+    Returns:
+        The generic handler to add to a ``grpc.Server``.
+    """
+    methods = {rpc.name: _method(rpc, allocator, ready, observer) for rpc in RESOURCE_PLUGIN_RPCS}
+    return grpc.method_handlers_generic_handler(SERVICE, methods)
