@@ -17,15 +17,15 @@ actions and nothing else decides when they happen:
   re-creation is retried every 5 s until it succeeds or the plugin stops.
 * ``stop``: stop the server and remove the socket file, which makes the peer deregister.
 
-Every step taken is passed to the observer (health and metrics in the composition root).
-Registration holds no persistent state, so nothing here is journaled.
+Every step taken is passed to ``on_step`` (health in the composition root), every call to the
+RPC observer (metrics). Registration holds no persistent state, so nothing here is journaled.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +36,16 @@ from machines import registration
 from machines.lifecycle import InvalidTransition, Step
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
+from wire.rpc import RpcObserver, unary_handler
 from wire.sockets import BoundSocket, bind_owner_only, check_socket_path, remove_socket
 
-__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
+__all__ = [
+    "REGISTRATION_SERVICE",
+    "PluginIdentity",
+    "PluginSocket",
+    "RegistrationObserver",
+    "registration_handler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,29 +77,49 @@ class PluginIdentity:
     endpoint: str = ""
 
 
-class _RegistrationService(reg_grpc.RegistrationServicer):
-    """``pluginregistration.Registration`` for one socket."""
+#: The full service name (wire.md §1.3).
+REGISTRATION_SERVICE = "pluginregistration.Registration"
 
-    def __init__(self, identity: PluginIdentity, notify: Callable[[bool, str], None]) -> None:
-        self._info = reg.PluginInfo(
-            type=identity.type,
-            name=identity.name,
-            endpoint=identity.endpoint,
-            supported_versions=list(identity.supported_versions),
-        )
-        self._notify = notify
 
-    def GetInfo(  # noqa: N802 - the RPC's name
-        self, request: reg.InfoRequest, context: grpc.ServicerContext
-    ) -> reg.PluginInfo:
-        return self._info
+def registration_handler(
+    identity: PluginIdentity,
+    notify: Callable[[bool, str], None],
+    observer: RpcObserver | None = None,
+) -> grpc.GenericRpcHandler:
+    """``pluginregistration.Registration`` for one socket.
 
-    def NotifyRegistrationStatus(  # noqa: N802 - the RPC's name
-        self, request: reg.RegistrationStatus, context: grpc.ServicerContext
+    Args:
+        identity: the ``GetInfo`` answer.
+        notify: told ``(plugin_registered, error)`` of each ``NotifyRegistrationStatus``.
+        observer: told about every call, or ``None``.
+
+    Returns:
+        The generic handler to add to a ``grpc.Server``.
+    """
+    info = reg.PluginInfo(
+        type=identity.type,
+        name=identity.name,
+        endpoint=identity.endpoint,
+        supported_versions=list(identity.supported_versions),
+    )
+
+    def get_info(request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
+        return info
+
+    def notify_status(
+        request: reg.RegistrationStatus, context: grpc.ServicerContext
     ) -> reg.RegistrationStatusResponse:
         # Always answered successfully: the peer only logs an error here (wire.md §3).
-        self._notify(request.plugin_registered, request.error)
+        notify(request.plugin_registered, request.error)
         return reg.RegistrationStatusResponse()
+
+    methods = {
+        "GetInfo": unary_handler("GetInfo", reg.InfoRequest, get_info, observer),
+        "NotifyRegistrationStatus": unary_handler(
+            "NotifyRegistrationStatus", reg.RegistrationStatus, notify_status, observer
+        ),
+    }
+    return grpc.method_handlers_generic_handler(REGISTRATION_SERVICE, methods)
 
 
 class PluginSocket:
@@ -101,10 +128,11 @@ class PluginSocket:
     Args:
         path: the socket file, at most 107 bytes long.
         identity: the ``GetInfo`` answer.
-        add_services: adds the plugin's own servicers to a fresh server; called once per
-            socket creation (a re-created socket is a new server).
+        services: the plugin's own services, served next to ``Registration`` by every server
+            the socket gets (a re-created socket is a new server).
         actors_ready: the ``actors_ready`` guard: whether the actors behind the services answer.
-        observer: told every step taken.
+        on_step: told every registration step taken.
+        observer: told about every call, or ``None``.
         max_workers: threads of each server's pool.
 
     Raises:
@@ -115,16 +143,18 @@ class PluginSocket:
         self,
         path: Path,
         identity: PluginIdentity,
-        add_services: Callable[[grpc.Server], None],
+        services: Sequence[grpc.GenericRpcHandler],
         *,
         actors_ready: Callable[[], bool],
-        observer: RegistrationObserver | None = None,
+        on_step: RegistrationObserver | None = None,
+        observer: RpcObserver | None = None,
         max_workers: int = 4,
     ) -> None:
         self.path = check_socket_path(path)
         self.identity = identity
-        self._add_services = add_services
+        self._services = tuple(services)
         self._actors_ready = actors_ready
+        self._on_step = on_step
         self._observer = observer
         self._max_workers = max_workers
         self._lifecycle = registration.lifecycle()
@@ -232,8 +262,8 @@ class PluginSocket:
 
     def _adopt(self, step: Step) -> None:
         self._state = step.dest
-        if self._observer is not None:
-            self._observer(step)
+        if self._on_step is not None:
+            self._on_step(step)
 
     def _carry_out(self, step: Step) -> None:
         for action in step.actions:
@@ -250,10 +280,8 @@ class PluginSocket:
                 max_workers=self._max_workers, thread_name_prefix=self.identity.name
             )
         )
-        registration_service = _RegistrationService(self.identity, self.notify)
-        # The generated registration function is untyped.
-        reg_grpc.add_RegistrationServicer_to_server(registration_service, server)  # type: ignore[no-untyped-call]
-        self._add_services(server)
+        registration = registration_handler(self.identity, self.notify, self._observer)
+        server.add_generic_rpc_handlers((registration, *self._services))
         bound = bind_owner_only(server, self.path)
         server.start()
         try:

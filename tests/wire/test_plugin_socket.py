@@ -69,9 +69,9 @@ def make(socket_dir: Path) -> Iterator[Callable[..., tuple[PluginSocket, Recorde
         sock = PluginSocket(
             socket_dir / "probe.sock",
             IDENTITY,
-            lambda server: None,
+            (),
             actors_ready=lambda: ready,
-            observer=recorder,
+            on_step=recorder,
         )
         made.append(sock)
         return sock, recorder
