@@ -49,7 +49,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Called with every registration step a socket takes, after its actions were carried out.
+#: Called with every registration step a socket takes, once the socket is in its new state. A
+#: rejection is reported at once; its re-creation follows on a thread of its own and is reported
+#: as ``socket_recreated`` when done.
 RegistrationObserver = Callable[[Step], None]
 
 #: How long the self-check dial may take before serving counts as failed (§10).
@@ -239,7 +241,10 @@ class PluginSocket:
             if step.actions:
                 # Torn down on another thread: this RPC is answered by the server it stops.
                 self._recreator = threading.Thread(
-                    target=self._recreate, args=(step,), name=f"recreate {self.path.name}"
+                    target=self._recreate,
+                    args=(step,),
+                    name=f"recreate {self.path.name}",
+                    daemon=True,  # stop() joins it; a process exiting without stop() must not hang
                 )
                 self._recreator.start()
 
