@@ -13,10 +13,10 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from qrmd.commands import balance, diagrams, topology
+from qrmd.commands import balance, diagrams, journal, topology
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance)
+COMMANDS: tuple[ModuleType, ...] = (topology, diagrams, balance, journal)
 
 EXIT_USAGE_OR_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by it

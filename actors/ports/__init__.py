@@ -9,4 +9,6 @@ implements the same interface as the real adapter.
   per-container anonymous memory per NUMA).
 * ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
   asks the StateStore actor).
+* ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the
+  journal it owns read time only through it.
 """

@@ -66,9 +66,10 @@ def test_registration_handshake_as_kubelet_does_it(node: WireNode) -> None:
         options = kubelet.plugin.GetResourcePluginOptions(pb.Empty())
         assert (options.with_topology_alignment, options.need_reconcile) == (True, True)
         status = reg.RegistrationStatus(plugin_registered=True)
-        assert kubelet.registration.NotifyRegistrationStatus(
-            status, timeout=5
-        ) == reg.RegistrationStatusResponse()
+        assert (
+            kubelet.registration.NotifyRegistrationStatus(status, timeout=5)
+            == reg.RegistrationStatusResponse()
+        )
     assert server.wait_for_state(registration.REGISTERED, timeout_s=5)
     # a kubelet restart re-registers: still registered
     node.client.registration.NotifyRegistrationStatus(status, timeout=5)
@@ -79,9 +80,10 @@ def test_rejected_registration_recreates_the_socket(node: WireNode) -> None:
     server = node.servers[0]
     before = os.stat(server.socket_path)
     status = reg.RegistrationStatus(plugin_registered=False, error="GetResourcePluginOptions: EOF")
-    assert node.client.registration.NotifyRegistrationStatus(
-        status, timeout=5
-    ) == reg.RegistrationStatusResponse()
+    assert (
+        node.client.registration.NotifyRegistrationStatus(status, timeout=5)
+        == reg.RegistrationStatusResponse()
+    )
     assert server.wait_for_state(registration.SERVING, timeout_s=10)
     after = os.stat(server.socket_path)
     # a new file: kubelet's plugin watcher sees a new creation and registers again

@@ -1,0 +1,370 @@
+"""The StateStore: the one owner of the authoritative state and of the journal (DESIGN.md).
+
+The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in order:
+
+1. Apply the events to a *candidate* state. Events that do not fit (``StateError``) are refused
+   before anything is written: a record that cannot be replayed must never reach the journal.
+2. Encode the events and append one record (cause + events); with durability ``always`` the
+   journal fsyncs it before returning. Write-ahead: nothing is published that is not on disk.
+3. Publish the candidate as the new ``Snapshot(state, seq)``, tell subscribers, answer with it.
+4. When a checkpoint is due, write the encoded state; a failed checkpoint is logged and
+   counted, never a failed commit (the records are durable; recovery replays them).
+
+A failed append (``JournalWriteError``) was cut back by the journal: the commit is refused
+with ``CommitRefused`` and state is unchanged, and the next commit may succeed. If the journal
+could not cut it back (``JournalFailed``) the store answers ``StoreUnavailable`` to this and
+every later commit and reports itself unhealthy; the next start decides from what the disk
+holds (the Supervisor restarts it).
+
+On open the store recovers: the newest valid checkpoint plus every later record
+(``actors.state_replay``), and reports what it did in the log and in ``StoreMetrics``.
+
+The store is generic over state sections: it only calls ``apply_all``, ``encode_event``,
+``encode_state`` and the decoders, so a new section (the memory balancer's rounds) needs no
+change here. ``StateStoreCore`` is the behaviour, driven directly by unit tests;
+``StateStoreActor`` is the thin pykka shell (STYLE.md, Actors).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from actors.ports.clock import SYSTEM_CLOCK, Clock
+from actors.state_replay import replay_records, state_from_checkpoint
+from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
+from actors.store_report import RecoveryReport, StoreMetrics
+from journal import (
+    Durability,
+    FileOps,
+    Journal,
+    JournalError,
+    JournalStats,
+    JournalWriteError,
+    Retention,
+    UnencodableRecord,
+)
+from policy.events import Event
+from policy.state import apply_all
+from policy.state_codec import encode_event, encode_state
+from policy.state_errors import StateError
+from policy.topology import CPUTopology
+
+__all__ = ["StateStoreActor", "StateStoreCore", "StoreConfig", "Subscriber"]
+
+_log = logging.getLogger("actors.state_store")
+
+#: Told every new snapshot. It must not block (an actor ref's ``tell`` is the usual one).
+Subscriber = Callable[[Snapshot], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Where the journal lives and how it is written (the journal's settings, DESIGN.md).
+
+    Attributes:
+        directory: the journal directory.
+        node_name: this node's name, written into every journal header and checked on open.
+        durability: ``"always"`` (fsync before acknowledging; the default) or ``"none"``.
+        segment_max_bytes: start a new segment before one would grow past this.
+        checkpoint_every_records: write a checkpoint after this many records...
+        checkpoint_every_s: ...or this many seconds since the last one (checked on commit).
+        retention: limits on forensic history (default ``journal.Retention()``).
+    """
+
+    directory: str
+    node_name: str
+    durability: Durability = "always"
+    segment_max_bytes: int = 64 * 1024 * 1024
+    checkpoint_every_records: int = 10_000
+    checkpoint_every_s: float = 300.0
+    retention: Retention | None = None
+
+
+class StateStoreCore:
+    """The state, its journal and the commit protocol. Build it with ``StateStoreCore.open``.
+
+    Not thread-safe: one owner (the actor's thread) calls it.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        snapshot: Snapshot,
+        recovery: RecoveryReport,
+        *,
+        clock: Clock,
+        metrics: StoreMetrics,
+    ) -> None:
+        """Internal: use ``StateStoreCore.open``."""
+        self._journal = journal
+        self._snapshot = snapshot
+        self._clock = clock
+        self._failure: str | None = None
+        self._closed = False
+        self._subscribers: list[Subscriber] = []
+        self.recovery = recovery
+        self.metrics = metrics
+
+    @classmethod
+    def open(
+        cls,
+        config: StoreConfig,
+        topology: CPUTopology,
+        *,
+        fs: FileOps | None = None,
+        clock: Clock | None = None,
+    ) -> StateStoreCore:
+        """Open the journal, rebuild the state it holds and report what recovery did.
+
+        Args:
+            config: the journal directory and settings.
+            topology: this node's topology; the journal must have been written for it.
+            fs: the file-system seam (default the real one).
+            clock: the clock port (default the system clocks); the journal uses it too.
+
+        Returns:
+            The store, its snapshot the recovered state.
+
+        Raises:
+            ValueError: a setting out of range.
+            JournalError: the journal cannot be opened (another node's or topology's, damaged
+                before its tail, locked by another process); the message names the file.
+            ReplayError: a checkpoint or record does not decode or fit; names its seq.
+            OSError: the directory cannot be read or created.
+        """
+        clock = clock or SYSTEM_CLOCK
+        started = clock.monotonic()
+        journal, found = Journal.open(
+            config.directory,
+            node_name=config.node_name,
+            topology_fingerprint=topology.fingerprint(),
+            durability=config.durability,
+            segment_max_bytes=config.segment_max_bytes,
+            checkpoint_every_records=config.checkpoint_every_records,
+            checkpoint_every_s=config.checkpoint_every_s,
+            retention=config.retention,
+            fs=fs,
+            clock=clock,
+        )
+        try:
+            state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, topology)
+            state, replayed, events = replay_records(state, found.records)
+        except BaseException:
+            journal.close()
+            raise
+        report = RecoveryReport(
+            directory=config.directory,
+            checkpoint_seq=found.checkpoint_seq,
+            records_replayed=replayed,
+            events_replayed=events,
+            last_seq=found.last_seq,
+            bytes_truncated=found.truncated_bytes,
+            broken_path=found.broken_path,
+            skipped_checkpoints=tuple(f"{s.path}: {s.reason}" for s in found.skipped_checkpoints),
+            removed_temp_files=found.removed_temp_files,
+            journal_s=found.elapsed_s,
+            elapsed_s=clock.monotonic() - started,
+        )
+        _log.log(logging.WARNING if report.bytes_truncated else logging.INFO, report.summary())
+        for skipped in report.skipped_checkpoints:
+            _log.warning("state store skipped a damaged checkpoint: %s", skipped)
+        metrics = StoreMetrics(
+            last_seq=found.last_seq,
+            checkpoint_seq=journal.checkpoint_seq,
+            recovery_records_replayed=replayed,
+            recovery_events_replayed=events,
+            recovery_bytes_truncated=found.truncated_bytes,
+            recovery_seconds=report.elapsed_s,
+        )
+        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock, metrics=metrics)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The latest published snapshot: the durable state and the seq it includes."""
+        return self._snapshot
+
+    @property
+    def healthy(self) -> bool:
+        """False once the store refuses every commit (the journal could not undo a failure)."""
+        return self._failure is None
+
+    @property
+    def failure(self) -> str | None:
+        """Why the store is unhealthy, or None."""
+        return self._failure
+
+    @property
+    def journal_stats(self) -> JournalStats:
+        """The journal's own counters (fsync latency, bytes, rotations, retention)."""
+        return self._journal.stats
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Tell ``subscriber`` every snapshot published from now on.
+
+        Args:
+            subscriber: called with each new snapshot after the commit is durable; it must not
+                block. An exception it raises is logged and does not affect the commit.
+        """
+        self._subscribers.append(subscriber)
+
+    def commit(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
+        """Journal ``events`` with their ``cause``, then apply and publish them (module rules).
+
+        Args:
+            events: the decision's events, applied in order, all or none.
+            cause: the decision's whole input, a msgpack-able map.
+
+        Returns:
+            The new snapshot; its seq is the record's, which is on disk per the durability.
+
+        Raises:
+            CommitRefused: the events do not fit the state, the record cannot be encoded, or
+                the journal could not write it (and cut it back); state is unchanged.
+            StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
+        """
+        if self._failure is not None or self._closed:
+            self.metrics.commits_unavailable_total += 1
+            reason = self._failure or "the state store is closed"
+            raise StoreUnavailable(f"commit refused: {reason}")
+        started = self._clock.monotonic()
+        try:
+            candidate = apply_all(self._snapshot.state, events)
+            encoded = [encode_event(event) for event in events]
+        except StateError as err:
+            self.metrics.commits_refused_total += 1
+            raise CommitRefused(f"commit refused, nothing was written: {err}") from err
+        seq = self._append(dict(cause), encoded)
+        snapshot = Snapshot(candidate, seq)
+        self._snapshot = snapshot
+        metrics = self.metrics
+        metrics.commits_total += 1
+        metrics.events_committed_total += len(encoded)
+        metrics.last_seq = seq
+        metrics.commit_seconds_total += self._clock.monotonic() - started
+        self._publish(snapshot)
+        if self._journal.checkpoint_due():
+            self.checkpoint()
+        return snapshot
+
+    def checkpoint(self) -> str | None:
+        """Write a checkpoint of the published state now, if a record is not covered yet.
+
+        Returns:
+            The checkpoint's path, or None when nothing was written (nothing new, or a
+            failure, which is logged and counted in ``checkpoint_failures_total``).
+        """
+        snapshot = self._snapshot
+        if self._closed or snapshot.seq <= self._journal.checkpoint_seq:
+            return None
+        try:
+            path = self._journal.write_checkpoint(snapshot.seq, encode_state(snapshot.state))
+        except (JournalError, StateError) as err:
+            # The records are durable; recovery replays them from the older checkpoint.
+            self.metrics.checkpoint_failures_total += 1
+            _log.warning("checkpoint at seq %d failed, commits go on: %s", snapshot.seq, err)
+            return None
+        self.metrics.checkpoints_total += 1
+        self.metrics.checkpoint_seq = snapshot.seq
+        return path
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Stop accepting commits and close the journal; later calls do nothing.
+
+        Args:
+            checkpoint: first write a checkpoint of the newest state (shortens the next
+                recovery), if the store is healthy.
+        """
+        if self._closed:
+            return
+        if checkpoint and self._failure is None:
+            self.checkpoint()
+        self._closed = True
+        self._journal.close()
+
+    def _append(self, cause: dict[str, Any], encoded: list[Any]) -> int:
+        try:
+            return self._journal.append(cause, encoded)
+        except UnencodableRecord as err:
+            self.metrics.commits_refused_total += 1
+            raise CommitRefused(f"commit refused, nothing was written: {err}") from err
+        except JournalWriteError as err:
+            self.metrics.commit_failures_total += 1
+            raise CommitRefused(f"commit refused, state unchanged: {err}") from err
+        except JournalError as err:  # JournalFailed: the cut-back failed; or closed
+            self._fail(str(err))
+            raise StoreUnavailable(f"commit refused: {err}") from err
+
+    def _fail(self, reason: str) -> None:
+        self._failure = reason
+        self.metrics.healthy = 0
+        self.metrics.commit_failures_total += 1
+        _log.error("state store unhealthy, refusing every commit: %s", reason)
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        for subscriber in self._subscribers:
+            try:
+                subscriber(snapshot)
+            except Exception:
+                _log.exception("a snapshot subscriber failed at seq %d", snapshot.seq)
+
+
+class StateStoreActor(pykka.ThreadingActor):
+    """The pykka shell around ``StateStoreCore``: opens it on start, closes it on stop.
+
+    Messages (``actors.store_messages``), to be ``ask``-ed:
+
+    - ``Commit(events, cause)`` → the new ``Snapshot``; raises ``CommitRefused`` or
+      ``StoreUnavailable`` in the asker (pykka hands an exception to whoever asked).
+    - ``GetSnapshot()`` → the latest ``Snapshot``.
+
+    Anything else raises ``TypeError``. Opening happens in ``on_start`` so that a restarted
+    actor reloads from disk (DESIGN.md, Supervisor); if it fails, the actor stops and the
+    error is logged by pykka.
+    """
+
+    def __init__(
+        self,
+        opener: Callable[[], StateStoreCore],
+        subscribers: Sequence[Subscriber] = (),
+    ) -> None:
+        """Args:
+        opener: builds the core, e.g. ``lambda: StateStoreCore.open(config, topology)``.
+        subscribers: told each new snapshot (``tell`` only; they must not block).
+        """
+        super().__init__()
+        self._opener = opener
+        self._subscribers = tuple(subscribers)
+        self._core: StateStoreCore | None = None
+
+    @property
+    def core(self) -> StateStoreCore:
+        """The open core (only from the actor's own thread, or after it stopped)."""
+        if self._core is None:
+            raise StoreUnavailable("the state store is not open")
+        return self._core
+
+    def on_start(self) -> None:
+        self._core = self._opener()
+        for subscriber in self._subscribers:
+            self._core.subscribe(subscriber)
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case Commit(events=events, cause=cause):
+                return self.core.commit(events, cause)
+            case GetSnapshot():
+                return self.core.snapshot
+        raise TypeError(f"the state store does not handle {type(message).__name__}")
+
+    def on_stop(self) -> None:
+        if self._core is not None:
+            self._core.close()
+
+    def on_failure(self, *exc_info: object) -> None:
+        if self._core is not None:
+            self._core.close(checkpoint=False)

@@ -1,0 +1,331 @@
+"""``qrmd journal verify|repair|show|stats DIR``: forensics on a journal (issue 3, item 4).
+
+All four work offline, on a live node's directory or a copy taken off it: ``verify``, ``show``
+and ``stats`` only read (no writer lock, nothing changed); ``repair`` changes files only as
+``journal.repair`` allows — a torn tail is cut (nothing acknowledged is lost, opening does the
+same), anything else is described and done only with ``--force``, and nothing is deleted.
+
+- ``verify``: every checksum and the sequence (``journal.verify``), then replay from empty —
+  through the same decode-and-apply path as the StateStore (``actors.state_replay``) — must
+  equal every valid checkpoint it passes, the newest included. Replaying needs the node's
+  topology (``--topology``, default this host's sysfs); a topology whose fingerprint differs
+  from the journal's is refused with both fingerprints.
+- ``repair``: prints what it found and what it does or would do, and what is lost.
+- ``show``: the timeline, one header line per record (seq, time, cause) and one line per
+  event; filters in ``qrmd.journal_view``; ``--json`` prints one object per record per line.
+- ``stats``: records, events by kind, causes, bytes, segments, checkpoints, time span.
+
+Exit status: 0 when all is well, 1 when verify found problems or repair needs ``--force``,
+2 for an error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
+from journal import JournalError, OsFileOps, load_checkpoint, read_records, repair, verify
+from journal.checkpoints import checkpoint_name
+from policy.state import State, empty_state
+from policy.topology import CPUTopology
+from qrmd.journal_view import (
+    JournalSums,
+    RecordFilter,
+    cause_target,
+    format_event,
+    format_time,
+    parse_time,
+    record_document,
+    sum_records,
+)
+from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
+
+__all__ = ["JournalCommandError", "register", "run_repair", "run_show", "run_stats", "run_verify"]
+
+EXIT_PROBLEMS = 1
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("journal", help="verify, repair, show or sum up a journal directory")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    v = actions.add_parser("verify", help="check every checksum; replay must equal checkpoints")
+    v.add_argument("directory", metavar="DIR")
+    v.add_argument(
+        "--topology",
+        default=DEFAULT_TOPOLOGY_SPEC,
+        metavar="SPEC",
+        help=f"the node's topology, for replay: {SPEC_FORMS}; default: %(default)s",
+    )
+    v.set_defaults(run=run_verify)
+
+    r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
+    r.add_argument("directory", metavar="DIR")
+    r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
+    r.set_defaults(run=run_repair)
+
+    s = actions.add_parser("show", help="print the timeline of records and events")
+    s.add_argument("directory", metavar="DIR")
+    s.add_argument("--pod", metavar="UID", help="records whose cause or events name this pod")
+    s.add_argument("--container", metavar="NAME", help="...this container")
+    s.add_argument("--kind", metavar="EVENT", help="records with events of this kind")
+    s.add_argument("--since", metavar="TIME", help="epoch seconds or ISO 8601 (UTC default)")
+    s.add_argument("--until", metavar="TIME", help="epoch seconds or ISO 8601 (UTC default)")
+    s.add_argument("--from-seq", type=int, metavar="N", help="first seq (inclusive)")
+    s.add_argument("--to-seq", type=int, metavar="N", help="last seq (inclusive)")
+    s.add_argument("--json", action="store_true", help="one JSON object per record per line")
+    s.set_defaults(run=run_show)
+
+    t = actions.add_parser("stats", help="records, events by kind, bytes, time span")
+    t.add_argument("directory", metavar="DIR")
+    t.add_argument("--json", action="store_true", help="print one JSON document")
+    t.set_defaults(run=run_stats)
+
+
+class JournalCommandError(ValueError):
+    """A failure reported as one line (``qrmd.cli`` prints every ``ValueError`` so)."""
+
+
+def _refuse(message: str) -> Exception:
+    return JournalCommandError(message)
+
+
+def _need_directory(directory: str) -> None:
+    if not os.path.isdir(directory):
+        raise _refuse(f"no journal at {directory}: not a directory")
+
+
+# -- verify ------------------------------------------------------------------------------------
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    _need_directory(args.directory)
+    out = Console(highlight=False, soft_wrap=True)
+    report = verify(args.directory)
+    topology = load_topology(args.topology)
+    if report.topology_fingerprint and report.topology_fingerprint != topology.fingerprint():
+        raise _refuse(
+            f"journal {args.directory} was written for topology {report.topology_fingerprint}, "
+            f"but --topology {args.topology} is {topology.fingerprint()}: pass the node's own "
+            f"topology (a machine file, or sysfs:ROOT copied from the node)"
+        )
+    span = "no records" if report.first_seq is None else f"{report.first_seq}-{report.last_seq}"
+    out.print(
+        Text(
+            f"{args.directory}: {report.segments} segments, {report.records} records "
+            f"(seq {span}), {len(report.checkpoints)} valid checkpoints"
+        )
+    )
+    for finding in report.findings:
+        where = f"{finding.path}" + (f" @ {finding.offset}" if finding.offset is not None else "")
+        blocks = "blocks recovery" if finding.blocks_recovery else "recovery cuts it"
+        out.print(Text(f"  {finding.kind}: {where}: {finding.message} ({blocks})"))
+    problems = list(
+        _replay_problems(args.directory, report.first_seq, report.checkpoints, topology, out)
+    )
+    for problem in problems:
+        out.print(Text(f"  replay: {problem}"))
+    ok = report.ok and not problems
+    out.print(Text("ok" if ok else f"{len(report.findings) + len(problems)} problems"))
+    return 0 if ok else EXIT_PROBLEMS
+
+
+def _replay_problems(
+    directory: str,
+    first_seq: int | None,
+    checkpoints: tuple[int, ...],
+    topology: CPUTopology,
+    out: Console,
+) -> Iterator[str]:
+    """Replay from empty (or the oldest checkpoint retention left a start for) and compare."""
+    fs = OsFileOps()
+    base_seq = 0
+    state: State = empty_state(topology)
+    if first_seq is not None and first_seq > 1:
+        starts = [seq for seq in checkpoints if seq + 1 >= first_seq]
+        if not starts:
+            yield f"records before seq {first_seq} are gone and no valid checkpoint covers them"
+            return
+        base_seq = starts[0]
+        path = os.path.join(directory, checkpoint_name(base_seq))
+        try:
+            state = state_from_checkpoint(load_checkpoint(fs, path).state, base_seq, topology)
+        except ReplayError as err:
+            yield str(err)
+            return
+        out.print(Text(f"replaying from checkpoint {base_seq} (older records were retired)"))
+    pending = [seq for seq in checkpoints if seq > base_seq]
+    matched: list[int] = []
+    seq = base_seq
+    try:
+        for record in read_records(directory, from_seq=base_seq + 1):
+            state, _, _ = replay_records(state, [record])
+            seq = record.seq
+            while pending and pending[0] == seq:
+                problem = _compare_checkpoint(fs, directory, seq, state, topology)
+                if problem:
+                    yield problem
+                else:
+                    matched.append(seq)
+                pending.pop(0)
+    except (JournalError, ReplayError) as err:
+        yield f"stopped after seq {seq}: {err}"
+        return
+    for ahead in pending:
+        yield f"checkpoint {ahead} is ahead of the newest record {seq}"
+    start = "empty" if base_seq == 0 else f"checkpoint {base_seq}"
+    shown = ", ".join(map(str, matched[-5:])) if matched else "none"
+    out.print(
+        Text(
+            f"replay from {start} through seq {seq}: every record applies; matches "
+            f"{len(matched)} checkpoints (newest: {shown})"
+        )
+    )
+
+
+def _compare_checkpoint(
+    fs: OsFileOps, directory: str, seq: int, state: State, topology: CPUTopology
+) -> str | None:
+    path = os.path.join(directory, checkpoint_name(seq))
+    try:
+        saved = state_from_checkpoint(load_checkpoint(fs, path).state, seq, topology)
+    except (JournalError, ReplayError) as err:
+        return str(err)
+    if saved == state:
+        return None
+    differing = [
+        name for name in state.sections if saved.sections.get(name) != state.sections[name]
+    ]
+    detail = ""
+    if "cpu" in differing:
+        ours, theirs = state.cpu, saved.cpu
+        keys = {e.key for e in ours.entries()} ^ {e.key for e in theirs.entries()}
+        keys |= {e.key for e in ours.entries() if theirs.entry(*e.key) not in (None, e)}
+        pools = sorted(set(ours.pools.items()) ^ set(theirs.pools.items()))
+        detail = f": containers {sorted(keys)[:5]}, pools {sorted({p for p, _ in pools})}"
+    return (
+        f"checkpoint {seq} differs from the replay of the records up to it in sections "
+        f"{differing}{detail}"
+    )
+
+
+# -- repair ------------------------------------------------------------------------------------
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    _need_directory(args.directory)
+    try:
+        report = repair(args.directory, force=args.force)
+    except JournalError as err:
+        raise _refuse(str(err)) from err
+    Console(highlight=False, soft_wrap=True).print(Text(report.description))
+    return EXIT_PROBLEMS if report.needs_force and not report.applied else 0
+
+
+# -- show --------------------------------------------------------------------------------------
+
+
+def run_show(args: argparse.Namespace) -> int:
+    _need_directory(args.directory)
+    selection = RecordFilter(
+        pod=args.pod,
+        container=args.container,
+        kind=args.kind,
+        since=None if args.since is None else parse_time(args.since),
+        until=None if args.until is None else parse_time(args.until),
+    )
+    out = Console(highlight=False, soft_wrap=True)
+    try:
+        for record in read_records(args.directory, args.from_seq, args.to_seq):
+            events = selection.select(record)
+            if events is None:
+                continue
+            if args.json:
+                line = json.dumps(record_document(record, events), sort_keys=True, default=str)
+                sys.stdout.write(line + "\n")
+                continue
+            rpc, pod, container = cause_target(record.cause)
+            header = Text(f"{record.seq:>8}  {format_time(record.wall_time)}  ", style="bold")
+            header.append(rpc or "?", style="cyan")
+            if pod:
+                header.append(f" {pod}" + (f"/{container}" if container else ""))
+            out.print(header)
+            for raw in events:
+                out.print(Text(f"          {format_event(raw)}"))
+    except JournalError as err:
+        raise _refuse(f"{err} (the records before it were shown)") from err
+    return 0
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    _need_directory(args.directory)
+    sums = JournalSums()
+    damage = ""
+    try:
+        sum_records(read_records(args.directory), sums)
+    except JournalError as err:
+        damage = str(err)
+    files = _file_sizes(args.directory)
+    document: dict[str, Any] = {
+        "directory": args.directory,
+        "records": sums.records,
+        "events": sums.events,
+        "first_seq": sums.first_seq,
+        "last_seq": sums.last_seq,
+        "first_time": None if sums.first_time is None else format_time(sums.first_time),
+        "last_time": None if sums.last_time is None else format_time(sums.last_time),
+        "span_s": (sums.last_time or 0.0) - (sums.first_time or 0.0),
+        "segments": len(files[".seg"]),
+        "segment_bytes": sum(files[".seg"]),
+        "checkpoints": len(files[".ckpt"]),
+        "checkpoint_bytes": sum(files[".ckpt"]),
+        "events_by_kind": dict(sums.events_by_kind.most_common()),
+        "records_by_cause": dict(sums.records_by_cause.most_common()),
+        "damage": damage or None,
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        _print_stats(document)
+    return EXIT_PROBLEMS if damage else 0
+
+
+def _file_sizes(directory: str) -> dict[str, list[int]]:
+    sizes: dict[str, list[int]] = {".seg": [], ".ckpt": []}
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            suffix = os.path.splitext(entry.name)[1]
+            if suffix in sizes and entry.is_file():
+                sizes[suffix].append(entry.stat().st_size)
+    return sizes
+
+
+def _print_stats(doc: dict[str, Any]) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    seqs = "none" if doc["first_seq"] is None else f"{doc['first_seq']}-{doc['last_seq']}"
+    lines = [
+        f"journal    {doc['directory']}",
+        f"records    {doc['records']} (seq {seqs}), {doc['events']} events",
+        f"time span  {doc['first_time']} .. {doc['last_time']} ({doc['span_s']:.1f} s)",
+        f"segments   {doc['segments']} ({doc['segment_bytes']} bytes)",
+        f"checkpoints {doc['checkpoints']} ({doc['checkpoint_bytes']} bytes)",
+        "events by kind:",
+        *(f"  {kind:<22} {n}" for kind, n in doc["events_by_kind"].items()),
+        "records by cause:",
+        *(f"  {cause:<22} {n}" for cause, n in doc["records_by_cause"].items()),
+    ]
+    if doc["damage"]:
+        lines.append(f"stopped at damage: {doc['damage']}")
+    for line in lines:
+        out.print(Text(line))

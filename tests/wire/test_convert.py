@@ -1,0 +1,241 @@
+"""Protobuf ↔ domain (wire.convert): requests, replies, and the wire rules they enforce."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.allocator_messages import (
+    Allocate,
+    GetTopologyAwareResources,
+    PreStartContainer,
+    RemovePod,
+)
+from policy.reconcile import ContainerCPUAllocation, ResourcesAllocation
+from policy.replies import (
+    AllocationReply,
+    CPUAllocation,
+    HintsReply,
+    PluginOptions,
+    TopologyAwareQuantity,
+    TopologyAwareReply,
+    TopologyAwareResource,
+)
+from policy.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from tests.wire.plugin_node import resource_request
+from wire import convert
+from wire.gen import resourceplugin_pb2 as pb
+
+DOMAIN = ResourceRequest(
+    pod_uid="pod-a",
+    pod_namespace="default",
+    pod_name="name-pod-a",
+    container_name="app",
+    container_type=ContainerType.MAIN,
+    container_index=0,
+    resource_name="cpu",
+    resource_requests={"cpu": 2.0},
+)
+
+
+def hints_reply(hints: tuple[TopologyHint, ...] | None) -> HintsReply:
+    return HintsReply.echo(DOMAIN, None, None, hints)
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def test_request_converts_every_field() -> None:
+    message = resource_request("pod-a", hint=(1, 0), annotations={"a": "b"})
+    message.labels["l"] = "v"
+    message.pod_role = "role"
+    message.pod_type = "type"
+    converted = convert.resource_request(message)
+    assert converted == ResourceRequest(
+        pod_uid="pod-a",
+        pod_namespace="default",
+        pod_name="name-pod-a",
+        container_name="app",
+        container_type=ContainerType.MAIN,
+        container_index=0,
+        resource_name="cpu",
+        resource_requests={"cpu": 2.0},
+        pod_role="role",
+        pod_type="type",
+        hint=TopologyHint((1, 0), True),  # kubelet's order kept
+        labels={"l": "v"},
+        annotations={"a": "b"},
+        native_qos_class="Guaranteed",
+    )
+
+
+def test_absent_hint_and_empty_maps_are_none() -> None:
+    converted = convert.resource_request(pb.ResourceRequest(pod_uid="p", container_name="c"))
+    assert converted.hint is None
+    assert converted.labels is None and converted.annotations is None
+
+
+def test_present_hint_without_nodes_is_an_empty_hint_not_none() -> None:
+    # kubelet sends nodes [] under topology-manager policy none (wire.md §4.3, field 10)
+    message = pb.ResourceRequest(pod_uid="p", container_name="c", hint=pb.TopologyHint())
+    assert convert.resource_request(message).hint == TopologyHint((), False)
+
+
+@pytest.mark.parametrize("value", [4, 99, -1], ids=["EPHEMERAL+1", "99", "negative"])
+def test_unknown_container_type_is_a_request_error(value: int) -> None:
+    message = resource_request("pod-t", container_type=value)
+    with pytest.raises(
+        RequestError, match=f"pod default/name-pod-t .*unknown container_type {value}"
+    ):
+        convert.resource_request(message)
+
+
+@pytest.mark.parametrize("field", ["annotations", "labels"])
+def test_maps_beyond_kubernetes_limit_are_a_request_error(field: str) -> None:
+    message = resource_request("pod-big")
+    getattr(message, field)["huge"] = "x" * convert.MAX_MAP_BYTES
+    with pytest.raises(RequestError, match=f"{field} hold 262148 bytes"):
+        convert.resource_request(message)
+
+
+def test_maps_at_the_limit_pass() -> None:
+    message = resource_request("pod-big", annotations={"k": "x" * (convert.MAX_MAP_BYTES - 1)})
+    assert convert.resource_request(message).annotations is not None
+
+
+def test_commands() -> None:
+    assert convert.allocate_command(resource_request()) == Allocate(
+        convert.resource_request(resource_request())
+    )
+    assert convert.remove_pod_command(pb.RemovePodRequest(pod_uid="u")) == RemovePod("u")
+    assert convert.topology_aware_command(
+        pb.GetTopologyAwareResourcesRequest(pod_uid="u", container_name="c")
+    ) == GetTopologyAwareResources("u", "c")
+    assert convert.pre_start_command(
+        pb.PreStartContainerRequest(
+            pod_uid="u", pod_namespace="ns", pod_name="n", container_name="c"
+        )
+    ) == PreStartContainer("u", "ns", "n", "c")
+
+
+# -- replies: wire.md §1.1 --------------------------------------------------------------------
+
+
+def test_no_preference_leaves_the_key_out() -> None:
+    response = convert.hints_response(hints_reply(None))
+    assert "cpu" not in response.resource_hints
+    assert b"\x0a\x03cpu" not in response.SerializeToString()
+
+
+def test_nothing_fits_is_the_key_with_an_empty_list() -> None:
+    data = convert.hints_response(hints_reply(())).SerializeToString()
+    assert b"\x52\x07\x0a\x03cpu\x12\x00" in data
+
+
+def test_hints_keep_their_order() -> None:
+    hints = (TopologyHint((2,), True), TopologyHint((0, 1), False))
+    response = convert.hints_response(hints_reply(hints))
+    got = [(list(h.nodes), h.preferred) for h in response.resource_hints["cpu"].hints]
+    assert got == [([2], True), ([0, 1], False)]
+    assert response.container_type == pb.MAIN
+
+
+def test_allocation_without_result_leaves_the_field_out() -> None:
+    reply = AllocationReply.echo(DOMAIN, None, None, None)
+    response = convert.allocation_response(reply)
+    assert not response.HasField("allocation_result")
+    assert response.pod_uid == "pod-a" and response.resource_name == "cpu"
+
+
+def test_no_reply_is_the_empty_response() -> None:
+    assert convert.allocation_response(None) == pb.ResourceAllocationResponse()
+
+
+@pytest.mark.parametrize(
+    ("resource_hints", "want"),
+    [
+        pytest.param(None, None, id="no hints leaves resource_hints out"),
+        pytest.param((TopologyHint((0,), True),), [([0], True)], id="the request's hint"),
+        pytest.param((None,), [([], False)], id="a nil hint is an empty element"),
+    ],
+)
+def test_allocation_info(
+    resource_hints: tuple[TopologyHint | None, ...] | None,
+    want: list[tuple[list[int], bool]] | None,
+) -> None:
+    allocation = CPUAllocation(
+        oci_property_name="CpusetCpus",
+        allocated_quantity=3.0,
+        allocation_result="1,8-9",
+        resource_hints=resource_hints,
+    )
+    reply = AllocationReply.echo(DOMAIN, {"q": "v"}, None, allocation)
+    info = convert.allocation_response(reply).allocation_result.resource_allocation["cpu"]
+    assert (info.oci_property_name, info.allocated_quantity, info.allocation_result) == (
+        "CpusetCpus",
+        3.0,
+        "1,8-9",
+    )
+    assert info.is_scalar_resource and not info.is_node_resource
+    if want is None:
+        assert not info.HasField("resource_hints")
+    else:
+        assert [(list(h.nodes), h.preferred) for h in info.resource_hints.hints] == want
+
+
+def test_resources_allocation_shares_one_conversion_per_cpuset() -> None:
+    pool = ContainerCPUAllocation(11, "3-7,10-15")
+    own = ContainerCPUAllocation(3, "1,8-9")
+    reply = ResourcesAllocation({"pod-a": {"app": pool, "side": pool}, "pod-d": {"app": own}})
+    response = convert.resources_allocation_response(reply)
+    got = {
+        uid: {
+            name: (a.resource_allocation["cpu"].allocation_result, a.resource_allocation["cpu"])
+            for name, a in pod.container_resources.items()
+        }
+        for uid, pod in response.pod_resources.items()
+    }
+    assert {uid: {n: v[0] for n, v in c.items()} for uid, c in got.items()} == {
+        "pod-a": {"app": "3-7,10-15", "side": "3-7,10-15"},
+        "pod-d": {"app": "1,8-9"},
+    }
+    info = got["pod-d"]["app"][1]
+    assert info.oci_property_name == "CpusetCpus" and info.allocated_quantity == 3
+    assert not info.HasField("resource_hints")  # GetResourcesAllocation leaves it out
+
+
+def test_topology_aware_sidecar_has_no_lists() -> None:
+    reply = TopologyAwareReply(
+        "pod-a",
+        "name-pod-a",
+        "default",
+        "side",
+        TopologyAwareResource(False, True, 0.0, 0.0, None, None),
+    )
+    response = convert.topology_aware_response(reply)
+    data = response.SerializeToString()
+    parsed = pb.GetTopologyAwareResourcesResponse.FromString(data)
+    resource = parsed.container_topology_aware_resources.allocated_resources["cpu"]
+    assert list(resource.topology_aware_quantity_list) == []
+    assert (parsed.pod_name, parsed.pod_namespace) == ("name-pod-a", "default")
+
+
+def test_topology_aware_quantities() -> None:
+    quantities = (TopologyAwareQuantity(1.0, 0), TopologyAwareQuantity(2.0, 1))
+    reply = TopologyAwareReply(
+        "u", "n", "ns", "c", TopologyAwareResource(False, True, 3.0, 3.0, quantities, quantities)
+    )
+    resource = convert.topology_aware_response(
+        reply
+    ).container_topology_aware_resources.allocated_resources["cpu"]
+    assert [
+        (q.node, q.resource_value, q.topology_level) for q in resource.topology_aware_quantity_list
+    ] == [
+        (0, 1.0, pb.NUMA),
+        (1, 2.0, pb.NUMA),
+    ]
+
+
+def test_options() -> None:
+    assert convert.options_response(PluginOptions()) == pb.ResourcePluginOptions(
+        pre_start_required=False, with_topology_alignment=True, need_reconcile=True
+    )
