@@ -53,6 +53,8 @@ class PlannedTarget:
         dest_numas: NUMA nodes the containers may be moved to (their pool's NUMA list).
         error: why the cgroup or its processes could not be resolved; such a target is
             left out of the migration (§11 step 2).
+        whole_pod: the cgroup is the pod's (container IDs unknown); its figure is the pod's
+            hierarchical one.
     """
 
     pod_uid: str
@@ -61,6 +63,7 @@ class PlannedTarget:
     pids: tuple[int, ...]
     dest_numas: tuple[int, ...]
     error: str = ""
+    whole_pod: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The plain form, for the journal's cause."""
@@ -71,6 +74,7 @@ class PlannedTarget:
             "pids": list(self.pids),
             "dest_numas": list(self.dest_numas),
             "error": self.error,
+            "whole_pod": self.whole_pod,
         }
 
 
