@@ -1,10 +1,10 @@
 """The balancer's eviction plugin over its real unix socket, driven as katalyst-agent drives it
 (wire.md §8.3, §11; memory-balancer.md §9, §10).
 
-Behind the server is the real MemoryBalancer actor (``actors.memory_balancer``) on an in-memory
-committer, fed worked example 2 through its ports (latency ``[75, 50, 30, 20]``, bandwidth
-``[900, 300, 200, 100]``, the example's pods): one tick stores the example's record, whose
-eviction pod is ``r1`` on source NUMA 0.
+Behind the server is the real MemoryBalancer actor (``actors.memory_balancer``) on a journaling
+committer, fed worked example 2 through its ports (``tests.actors.balancer_fakes``: latency
+``[75, 50, 30, 20]``, bandwidth ``[900, 300, 200, 100]``, the example's pods): one tick stores
+the example's record, whose eviction pod is ``r1`` on source NUMA 0.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ import grpc
 import pykka
 import pytest
 
-from actors.balancer_inputs import PodsInPools, PoolPod
 from actors.balancer_messages import BalancerUnavailable, GetBalancerState, RoundReport, Tick
-from actors.memory_balancer import BalancerPorts, MemoryBalancerActor, MemoryBalancerCore
-from actors.ports.balancer import PodAnonMemory
+from actors.memory_balancer import MemoryBalancerActor
 from machines.lifecycle import InvalidTransition, Step
-from policy.balance import BalancerConfig, NumaDistance, NumaMetrics, RoundResult
-from policy.state import empty_state
-from tests.actors.fakes import ApplyingCommitter, FakeClock
-from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, POOLS, T4
-from tests.policy.state_fixtures import SYNTH_16_2_4
+from policy.balance import NumaMetrics, RoundResult
+from tests.actors.balancer_fakes import Balancer as ExampleNode
+from tests.actors.balancer_fakes import FakeMetrics, JournalingCommitter
+from tests.policy.balance.examples import NOW
 from tests.wire.eviction_agent import EvictionAgent, go_pod, unknown_fields_of
 from wire.errors import code_for
 from wire.eviction_server import EvictionPluginServer
@@ -54,10 +51,11 @@ ACTIVE_PODS = (
 )
 
 
-class Example2Metrics:
-    """Example 2's NUMA metrics; ``hold`` keeps the next sample (and the balancer) waiting."""
+class HeldSamples:
+    """Wraps a metric source: while ``hold`` is set, a sample (and so the balancer) waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: FakeMetrics) -> None:
+        self._sample = source.sample
         self.hold: threading.Event | None = None
         self.held = threading.Event()
 
@@ -65,41 +63,14 @@ class Example2Metrics:
         if self.hold is not None:
             self.held.set()
             self.hold.wait(timeout=10)
-        return {n: NumaMetrics(float(EX2_L[n]), float(EX2_B[n])) for n in numa_ids}
-
-
-class Example2Distances:
-    def distances(self) -> Mapping[int, tuple[NumaDistance, ...]]:
-        return {k: tuple(NumaDistance(n, d) for n, d in row) for k, row in T4.items()}
-
-
-class Example2Memory:
-    """Each example pod's anon per NUMA, as the pod cgroup's figure (no container IDs)."""
-
-    def anon_by_numa(self, pod_uid: str, container_ids: Sequence[str] | None) -> PodAnonMemory:
-        (pod,) = (p for p in EX2_PODS if p.uid == pod_uid)
-        total: dict[int, int] = {}
-        for container in pod.containers:
-            for numa, anon in container.anon.items():
-                total[numa] = total.get(numa, 0) + int(anon)
-        return PodAnonMemory(pod=total)
-
-
-def example2_pods() -> PodsInPools:
-    return PodsInPools(
-        pools=POOLS,
-        pods=tuple(
-            PoolPod(p.uid, p.namespace, p.name, p.pool, tuple(c.name for c in p.containers))
-            for p in EX2_PODS
-        ),
-    )
+        return self._sample(numa_ids)
 
 
 @dataclass
 class Balancer:
     ref: pykka.ActorRef[MemoryBalancerActor]
-    committer: ApplyingCommitter
-    metrics: Example2Metrics
+    committer: JournalingCommitter
+    metrics: HeldSamples
 
     def tick(self) -> RoundReport:
         report: RoundReport = self.ref.ask(Tick(NOW), timeout=10)
@@ -107,19 +78,11 @@ class Balancer:
 
 
 def start_balancer(*, tick: bool = True) -> Balancer:
-    """The real MemoryBalancer on example 2; with ``tick``, its round is stored."""
-    committer = ApplyingCommitter(empty_state(SYNTH_16_2_4))
-    metrics = Example2Metrics()
-    ports = BalancerPorts(metrics, Example2Distances(), Example2Memory(), example2_pods)
-    core = MemoryBalancerCore(
-        committer.snapshot,
-        committer,
-        ports,
-        BalancerConfig(),
-        now_fn=FakeClock(NOW).time,
-        cpu_vendor="GenuineIntel",
-    )
-    balancer = Balancer(MemoryBalancerActor.start(core), committer, metrics)
+    """The real MemoryBalancer on example 2's node; with ``tick``, its round is stored."""
+    example = ExampleNode()
+    held = HeldSamples(example.metrics)
+    example.metrics.sample = held.sample  # type: ignore[method-assign]
+    balancer = Balancer(MemoryBalancerActor.start(example.core), example.store, held)
     if tick:
         report = balancer.tick()
         assert report.result is RoundResult.STORED and report.record is not None
