@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from policy.balance import EvictOffer, ThresholdMetAnswer
+from policy.balance import (
+    BalanceInfo,
+    EvictOffer,
+    EvictPod,
+    NumaLatencyInfo,
+    ThresholdMetAnswer,
+    evict_offers,
+)
+from tests.policy.balance.examples import NOW
 from tests.wire.eviction_agent import go_pod, unknown_fields_of
 from wire.eviction_convert import (
     active_pod_uids,
@@ -96,3 +106,34 @@ def test_top_eviction_pods_are_the_received_pods_by_uid() -> None:
 def test_token() -> None:
     assert token_response("") == ep.GetTokenResponse()
     assert token_response("t0k3n").token == "t0k3n"
+
+
+UIDS = st.sampled_from(["r1", "r2", "s1", "w1", ""])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    active=st.lists(UIDS, max_size=6),
+    evicted=st.lists(UIDS.filter(bool), max_size=3, unique=True),
+    source=st.integers(min_value=0, max_value=7),
+)
+def test_get_evict_pods_echoes_exactly_the_matching_active_pods(
+    active: list[str], evicted: list[str], source: int
+) -> None:
+    pods = [go_pod(f"pod-{i}", uid) for i, uid in enumerate(active)]
+    record = BalanceInfo(
+        detect_time=NOW,
+        evict_pods=tuple(EvictPod("default", uid, uid) for uid in evicted),
+        source_numa=NumaLatencyInfo(source, 90.0, 900.0),
+    )
+
+    response = evict_pods_response(evict_offers(record, active_pod_uids(pods)), pods)
+
+    want = [pods[i] for uid in evicted for i, a in enumerate(active) if a == uid]
+    assert [e.pod.SerializeToString() for e in response.evict_pods] == [
+        p.SerializeToString() for p in want
+    ]
+    assert {e.reason for e in response.evict_pods} <= {
+        f"the memory node {source} is under bandwidth pressure"
+    }
+    assert all(e.force_evict for e in response.evict_pods)
