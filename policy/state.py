@@ -2,10 +2,11 @@
 
 The StateStore keeps a ``State`` and applies committed events to it with :func:`apply`. Each
 event names its section (``Event.section``); each section is an immutable value with its own
-apply function, registered in ``SECTION_APPLY``. The CPU section (``CPUState``) is the only
-one today; the memory balancer's rounds will be a second section with its own events, added
-here without touching CPU code. Replaying the journal's events from :func:`empty_state` gives
-the live state, and ``==`` compares states section by section.
+apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
+Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
+``last`` rounds, written by the MemoryBalancer; ``policy.balance_events``). Replaying the
+journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
+section by section.
 """
 
 from __future__ import annotations
@@ -16,25 +17,37 @@ from typing import Any, Final
 
 import immutables
 
+from policy.balance import BalancerState
+from policy.balance_events import BALANCE_SECTION, apply_balance_event
 from policy.cpu_apply import apply_cpu_event
 from policy.cpu_state import CPUState
 from policy.events import Event
 from policy.state_errors import StateError
 from policy.topology import CPUTopology
 
-__all__ = ["CPU_SECTION", "SECTION_APPLY", "State", "apply", "apply_all", "empty_state"]
+__all__ = [
+    "BALANCE_SECTION",
+    "CPU_SECTION",
+    "SECTION_APPLY",
+    "State",
+    "apply",
+    "apply_all",
+    "empty_state",
+]
 
 CPU_SECTION: Final = "cpu"
 
 #: How each section applies its events: ``(section value, event) -> new section value``.
 SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
     CPU_SECTION: apply_cpu_event,
+    BALANCE_SECTION: apply_balance_event,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """Named, immutable state sections (``"cpu"``: a ``CPUState``)."""
+    """Named, immutable state sections (``"cpu"``: a ``CPUState``; ``"balance"``: a
+    ``BalancerState``)."""
 
     sections: immutables.Map[str, object]
 
@@ -56,6 +69,13 @@ class State:
         assert isinstance(section, CPUState)
         return section
 
+    @property
+    def balance(self) -> BalancerState:
+        """The balance section."""
+        section = self.section(BALANCE_SECTION)
+        assert isinstance(section, BalancerState)
+        return section
+
     def with_section(self, name: str, value: object) -> State:
         """This state with section ``name`` replaced by ``value``."""
         return State(self.sections.set(name, value))
@@ -63,7 +83,9 @@ class State:
 
 def empty_state(topology: CPUTopology) -> State:
     """The state of a node nothing has happened on: every section empty."""
-    return State(immutables.Map({CPU_SECTION: CPUState.empty(topology)}))
+    return State(
+        immutables.Map({CPU_SECTION: CPUState.empty(topology), BALANCE_SECTION: BalancerState()})
+    )
 
 
 def apply(state: State, event: Event) -> State:

@@ -12,7 +12,13 @@ The format, schema version ``SCHEMA_VERSION``:
 * a container entry is a dict of every ``ContainerEntry`` field, by field name;
 * a state is ``{"schema": N, "topology": fingerprint, "sections": {name: section}}``; the CPU
   section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": [entry]}``.
-  Derived indexes are never encoded: decoding rebuilds them by applying the entries.
+  Derived indexes are never encoded: decoding rebuilds them by applying the entries;
+* the balance section and its events are described in ``policy.balance_codec``.
+
+Each section registers one :class:`SectionCodec` in ``SECTION_CODECS``: its event types, how
+their fields and its value are encoded and decoded. This module dispatches on the event's
+``kind`` and the section's name and checks the framing (the ``kind``, exactly the event's
+fields, every section present), so a new section adds a codec and touches no other section.
 
 Only dict, list, str, int, float, bool and None appear. Decoding checks every field and
 raises ``CodecError`` naming it (``ContainerAllocated.entry.placement.result: ...``) for any
@@ -24,10 +30,18 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import immutables
 
+from policy.balance_codec import (
+    decode_balance_event,
+    decode_balance_section,
+    encode_balance_event,
+    encode_balance_section,
+)
+from policy.balance_events import BALANCE_EVENT_TYPES, BALANCE_SECTION
 from policy.cpu_apply import apply_cpu_event
 from policy.cpu_state import CPUState
 from policy.cpuset import CPUSet
@@ -41,6 +55,8 @@ __all__ = [
     "EVENT_TYPES",
     "MAX_CPU_ID",
     "SCHEMA_VERSION",
+    "SECTION_CODECS",
+    "SectionCodec",
     "decode_event",
     "decode_state",
     "encode_event",
@@ -55,9 +71,6 @@ SCHEMA_VERSION: Final = 1
 MAX_CPU_ID: Final = 65535
 
 _UINT64_MAX: Final = 2**64 - 1
-
-#: Event classes by ``kind``. Another state section registers its events here too.
-EVENT_TYPES: Final[Mapping[str, type[Event]]] = {cls.__name__: cls for cls in CPU_EVENT_TYPES}
 
 _NUMBER = re.compile(r"\d+")
 
@@ -206,7 +219,7 @@ def _decode_entry(value: object, where: str) -> ContainerEntry:
     return ContainerEntry(**fields)
 
 
-# -- events -------------------------------------------------------------------------------
+# -- events of the CPU section --------------------------------------------------------------
 
 # Field codecs by the annotation the event dataclass declares (its source text).
 _FIELD_CODECS: Final[dict[str, tuple[Callable[[Any], Any], Callable[[object, str], Any]]]] = {
@@ -226,41 +239,24 @@ def _event_fields(cls: type[Event]) -> tuple[tuple[str, str], ...]:
     return fields
 
 
-_EVENT_FIELDS: Final = {kind: _event_fields(cls) for kind, cls in EVENT_TYPES.items()}
+_CPU_EVENT_FIELDS: Final[dict[type[Event], tuple[tuple[str, str], ...]]] = {
+    cls: _event_fields(cls) for cls in CPU_EVENT_TYPES
+}
 
 
-def encode_event(event: Event) -> dict[str, Any]:
-    """An event as a dict of primitives with its ``kind``.
-
-    Raises:
-        CodecError: the event type is not registered in ``EVENT_TYPES``.
-    """
-    kind = type(event).__name__
-    fields = _EVENT_FIELDS.get(kind)
-    if fields is None or EVENT_TYPES[kind] is not type(event):
-        raise CodecError(f"{kind} is not a registered event type")
-    out: dict[str, Any] = {"kind": kind}
-    for name, field_type in fields:
-        out[name] = _FIELD_CODECS[field_type][0](getattr(event, name))
-    return out
-
-
-def decode_event(data: object) -> Event:
-    """The event a dict from :func:`encode_event` describes.
-
-    Raises:
-        CodecError: ``data`` is not a well-formed event; the message names the field.
-    """
-    kind = _expect_str(_expect_dict(data, "event").get("kind"), "event.kind")
-    fields = _EVENT_FIELDS.get(kind)
-    if fields is None:
-        raise CodecError(f"event.kind: unknown event kind {kind!r:.60}")
-    items = _fields_of(data, kind, ("kind", *(name for name, _ in fields)))
-    values = {
-        name: _FIELD_CODECS[field_type][1](items[name], f"{kind}.{name}")
-        for name, field_type in fields
+def _encode_cpu_event(event: Event) -> dict[str, Any]:
+    return {
+        name: _FIELD_CODECS[field_type][0](getattr(event, name))
+        for name, field_type in _CPU_EVENT_FIELDS[type(event)]
     }
-    return EVENT_TYPES[kind](**values)
+
+
+def _decode_cpu_event(cls: type[Event], items: Mapping[str, Any], where: str) -> Event:
+    values = {
+        name: _FIELD_CODECS[field_type][1](items[name], f"{where}.{name}")
+        for name, field_type in _CPU_EVENT_FIELDS[cls]
+    }
+    return cls(**values)
 
 
 # -- states -------------------------------------------------------------------------------
@@ -304,9 +300,89 @@ def _decode_cpu_section(data: object, topology: CPUTopology) -> CPUState:
     return state
 
 
-_SECTION_CODECS: Final[
-    dict[str, tuple[Callable[[Any], dict[str, Any]], Callable[[object, CPUTopology], Any]]]
-] = {CPU_SECTION: (_encode_cpu_section, _decode_cpu_section)}
+@dataclass(frozen=True, slots=True)
+class SectionCodec:
+    """How one state section's events and value become primitives and back.
+
+    Attributes:
+        event_types: the section's event classes; each is encoded under its class name.
+        encode_event: an event's fields as primitives, without its ``kind``.
+        decode_event: ``(event class, fields, where) -> event``; the field names are checked.
+        encode_section: the section value as primitives.
+        decode_section: ``(primitives, topology) -> section value``.
+    """
+
+    event_types: tuple[type[Event], ...]
+    encode_event: Callable[[Any], dict[str, Any]]
+    decode_event: Callable[[type[Event], Mapping[str, Any], str], Event]
+    encode_section: Callable[[Any], Any]
+    decode_section: Callable[[object, CPUTopology], Any]
+
+
+#: Every section's codec, by section name.
+SECTION_CODECS: Final[Mapping[str, SectionCodec]] = {
+    CPU_SECTION: SectionCodec(
+        CPU_EVENT_TYPES,
+        _encode_cpu_event,
+        _decode_cpu_event,
+        _encode_cpu_section,
+        _decode_cpu_section,
+    ),
+    BALANCE_SECTION: SectionCodec(
+        BALANCE_EVENT_TYPES,
+        encode_balance_event,
+        decode_balance_event,
+        encode_balance_section,
+        decode_balance_section,
+    ),
+}
+
+
+def _event_types() -> dict[str, type[Event]]:
+    kinds: dict[str, type[Event]] = {}
+    for name, codec in SECTION_CODECS.items():
+        for cls in codec.event_types:
+            if cls.section != name:
+                raise TypeError(f"{cls.__name__} is registered in section {name!r}, not its own")
+            if cls.__name__ in kinds:
+                raise TypeError(f"event kind {cls.__name__} is registered twice")
+            kinds[cls.__name__] = cls
+    return kinds
+
+
+#: Event classes by ``kind``, over every section.
+EVENT_TYPES: Final[Mapping[str, type[Event]]] = _event_types()
+
+_EVENT_FIELD_NAMES: Final = {
+    kind: tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    for kind, cls in EVENT_TYPES.items()
+}
+
+
+def encode_event(event: Event) -> dict[str, Any]:
+    """An event as a dict of primitives with its ``kind``.
+
+    Raises:
+        CodecError: the event type is not registered in ``EVENT_TYPES``.
+    """
+    kind = type(event).__name__
+    if EVENT_TYPES.get(kind) is not type(event):
+        raise CodecError(f"{kind} is not a registered event type")
+    return {"kind": kind, **SECTION_CODECS[event.section].encode_event(event)}
+
+
+def decode_event(data: object) -> Event:
+    """The event a dict from :func:`encode_event` describes.
+
+    Raises:
+        CodecError: ``data`` is not a well-formed event; the message names the field.
+    """
+    kind = _expect_str(_expect_dict(data, "event").get("kind"), "event.kind")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise CodecError(f"event.kind: unknown event kind {kind!r:.60}")
+    items = _fields_of(data, kind, ("kind", *_EVENT_FIELD_NAMES[kind]))
+    return SECTION_CODECS[cls.section].decode_event(cls, items, kind)
 
 
 def encode_state(state: State) -> dict[str, Any]:
@@ -317,10 +393,10 @@ def encode_state(state: State) -> dict[str, Any]:
     """
     sections: dict[str, Any] = {}
     for name, value in state.sections.items():
-        codec = _SECTION_CODECS.get(name)
+        codec = SECTION_CODECS.get(name)
         if codec is None:
             raise CodecError(f"state section {name!r} has no codec")
-        sections[name] = codec[0](value)
+        sections[name] = codec.encode_section(value)
     return {
         "schema": SCHEMA_VERSION,
         "topology": state.cpu.topology.fingerprint(),
@@ -345,8 +421,9 @@ def decode_state(data: object, topology: CPUTopology) -> State:
             f"state.topology: written for topology {fingerprint:.40}, "
             f"this node is {topology.fingerprint()}"
         )
-    raw_sections = _fields_of(items["sections"], "state.sections", tuple(_SECTION_CODECS))
+    raw_sections = _fields_of(items["sections"], "state.sections", tuple(SECTION_CODECS))
     sections = {
-        name: codec[1](raw_sections[name], topology) for name, codec in _SECTION_CODECS.items()
+        name: codec.decode_section(raw_sections[name], topology)
+        for name, codec in SECTION_CODECS.items()
     }
     return State(immutables.Map(sections))

@@ -15,9 +15,9 @@ reason is a shortage ("not enough", "results can't meet",
 any other ``PolicyError`` (no NUMA binding for a dedicated       ``FAILED_PRECONDITION``
 container, a nil or empty hint, a multi-NUMA hint for a
 non-exclusive container, a failed pool adjustment)
-``AllocatorUnavailable``, ``CommitRefused``, the ask timing      ``UNAVAILABLE``
-out (``pykka.Timeout``), the Allocator stopped
-(``pykka.ActorDeadError``), qrmd not ready
+``AllocatorUnavailable``, ``BalancerUnavailable``,               ``UNAVAILABLE``
+``CommitRefused``, the ask timing out (``pykka.Timeout``), the
+actor stopped (``pykka.ActorDeadError``), qrmd not ready
 anything else (a bug)                                           ``INTERNAL``
 ==============================================================  ======================
 
@@ -41,6 +41,7 @@ import grpc
 import pykka
 
 from actors.allocator_messages import AllocatorUnavailable
+from actors.balancer_messages import BalancerUnavailable
 from actors.store_messages import CommitRefused
 from policy.allocate import AllocationError
 from policy.errors import PolicyError
@@ -67,6 +68,7 @@ class NotReady(Exception):  # noqa: N818 (a state, like AllocatorUnavailable)
 _UNAVAILABLE = (
     NotReady,
     AllocatorUnavailable,
+    BalancerUnavailable,
     CommitRefused,
     pykka.Timeout,
     pykka.ActorDeadError,
@@ -141,6 +143,8 @@ def status_for(error: BaseException, rpc: str, subject: str = "") -> Status:
         reason = f"internal error ({type(error).__name__}): {reason}"
     elif code is grpc.StatusCode.UNAVAILABLE and isinstance(error, pykka.Timeout):
         reason = f"no answer from the allocator in time ({reason})"
+    # An actor's message may name the RPC already (the MemoryBalancer's do).
+    reason = reason.removeprefix(f"{rpc}: ")
     if subject and subject not in reason:
         reason = f"{subject}: {reason}"
     return Status(code, f"{rpc}: {reason}")

@@ -9,6 +9,8 @@ implements the same interface as the real adapter.
   per-container anonymous memory per NUMA).
 * ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
   asks the StateStore actor).
+* ``migration``: how the MemoryBalancer has its advices carried out (``AdviceExecutor``:
+  plan, then start; ``qrmd.host.migrate.CgroupMigrator`` implements it).
 * ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the
   journal it owns read time only through it.
 """

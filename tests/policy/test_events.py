@@ -160,8 +160,8 @@ def test_a_dedicated_allocation_replaced_by_a_smaller_one_updates_machine_indexe
 
 
 @dataclass(frozen=True, slots=True)
-class _BalancerRound(Event):
-    section: ClassVar[str] = "balance"
+class _SensorReading(Event):
+    section: ClassVar[str] = "sensors"
 
 
 REFUSED = [
@@ -215,7 +215,7 @@ REFUSED = [
     ),
     pytest.param(RequestQuantitySet("pod-a", "app", float("nan")), "not finite", id="NaN quantity"),
     pytest.param(
-        _BalancerRound(), "unknown state section 'balance'", id="event of an unknown section"
+        _SensorReading(), "unknown state section 'sensors'", id="event of an unknown section"
     ),
 ]
 

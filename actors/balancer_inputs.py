@@ -1,0 +1,223 @@
+"""What a balance round reads, gathered from the ports into ``RoundInputs`` (memory-balancer §4).
+
+* **Pods in pools** (§4.5) come from the StateStore's CPU section: a pod is listed in the pool
+  its main container's entry is owned by (each pod once, O22), with its regular containers in
+  pod-spec order (``container_index``); a pool's NUMA list is the ascending NUMA ids its
+  cpuset has CPUs on. The CPU state knows no container IDs, so they are None until a pod
+  source supplies them.
+* **Anonymous memory** (§4.2) is read per pod, only for the pools a round can use (``reclaim``
+  and the supported pools). With container IDs, each container gets its own cgroup's figure.
+  Without them a container's cgroup cannot be told from the sandbox's, so the pod's own
+  (hierarchical) figure is given to its first container and the others hold zero on the same
+  nodes: a round only ever uses the per-pod sum (§4.2), which is then exact, and the advice
+  still names every container. A pod whose memory cannot be read is listed with no sample on
+  any node, so the round skips it (§4.2) and the journaled inputs show it.
+* **Metrics** (§4.1) are sampled for every node of the distance map; **distances** (§4.4) are
+  read once, when the balancer starts.
+
+A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
+and ``with_pods`` adds them. The MemoryBalancer plans on the first and reads the pods only if
+that round found pressure to act on (the reference, too, lists pods only from step 7 on).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
+from actors.ports.commit import Committer
+from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
+from policy.balance.config import POOL_RECLAIM
+from policy.cpu_state import CPUState
+from policy.entries import CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR
+
+__all__ = [
+    "PodsInPools",
+    "PodsProvider",
+    "PoolPod",
+    "container_ids_of",
+    "metric_inputs",
+    "pods_in_pools",
+    "store_pods",
+    "with_pods",
+]
+
+_log = logging.getLogger(__name__)
+
+# Regular containers (§4.2): kubelet allocates CPUs for these; init containers are not counted.
+_REGULAR = (CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPod:
+    """A pod listed in a pool through its main container (§4.5).
+
+    Attributes:
+        uid, namespace, name: the pod.
+        pool: its main container's owner pool.
+        containers: its regular containers' names, in pod-spec order.
+        container_ids: their IDs (``containerd://...``), same order; None when unknown.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    pool: str
+    containers: tuple[str, ...]
+    container_ids: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.container_ids is not None and len(self.container_ids) != len(self.containers):
+            raise ValueError(
+                f"pod {self.uid}: {len(self.container_ids)} container IDs for "
+                f"{len(self.containers)} containers {list(self.containers)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class PodsInPools:
+    """Each pool's NUMA list and the pods in the pools."""
+
+    pools: Mapping[str, tuple[int, ...]]
+    pods: tuple[PoolPod, ...]
+
+
+#: Gives the pods in pools now; called once per computed round.
+PodsProvider = Callable[[], PodsInPools]
+
+
+def pods_in_pools(cpu: CPUState) -> PodsInPools:
+    """The pools and the pods in them, from the CPU section of a snapshot (§4.5).
+
+    Args:
+        cpu: the CPU section.
+
+    Returns:
+        Every pool's NUMA list, and every pod whose main container has an owner pool, by UID.
+    """
+    numa_masks = cpu.topology.numa_masks()
+    pools = {
+        name: tuple(numa for numa, mask in sorted(numa_masks.items()) if cpus.mask & mask)
+        for name, cpus in sorted(cpu.pools.items())
+    }
+    pods: list[PoolPod] = []
+    for uid in sorted(cpu.pods.keys()):
+        main = cpu.main_container_entry(uid)
+        if main is None or not main.owner_pool_name:
+            continue
+        regular = sorted(
+            (e for e in cpu.pod_containers(uid).values() if e.container_type in _REGULAR),
+            key=lambda e: (e.container_index, e.container_name),
+        )
+        pods.append(
+            PoolPod(
+                uid=uid,
+                namespace=main.pod_namespace,
+                name=main.pod_name,
+                pool=main.owner_pool_name,
+                containers=tuple(e.container_name for e in regular),
+            )
+        )
+    return PodsInPools(pools=pools, pods=tuple(pods))
+
+
+def store_pods(committer: Committer) -> PodsProvider:
+    """A ``PodsProvider`` on the StateStore's latest snapshot: one ``GetSnapshot`` per round,
+    so each round sees the CPU state the Allocator last committed.
+
+    The provider raises ``StoreUnavailable`` when the store cannot answer (the round fails).
+    """
+    return lambda: pods_in_pools(committer.latest().state.cpu)
+
+
+def metric_inputs(
+    *,
+    now: float,
+    distances: Mapping[int, tuple[NumaDistance, ...]],
+    metrics: NumaMetricSource,
+    config: BalancerConfig,
+    cpu_vendor: str,
+    last: BalanceInfo | None,
+) -> RoundInputs:
+    """A round's inputs without pods: the metrics sampled now, the distances, the settings.
+
+    Args:
+        now: the round's time.
+        distances: the distance map read at start.
+        metrics: the NUMA metric source.
+        config: the balancer configuration.
+        cpu_vendor: the CPUID vendor string.
+        last: the last emitted round.
+
+    Raises:
+        BalanceError: the source gave a value the inputs refuse; the round fails with it.
+    """
+    return RoundInputs(
+        now=now,
+        numa_metrics=dict(metrics.sample(sorted(distances))),
+        distances=distances,
+        pools={},
+        pods=(),
+        config=config,
+        cpu_vendor=cpu_vendor,
+        last=last,
+    )
+
+
+def with_pods(
+    inputs: RoundInputs, pods: PodsInPools, memory: ContainerMemoryReader
+) -> tuple[RoundInputs, int]:
+    """``inputs`` with the pools and the pods a round can use, their memory read now.
+
+    Only pods of ``reclaim`` and the supported pools are read (no other pool is listed by
+    a round, §7.8, §7.10).
+
+    Returns:
+        The inputs, and how many pods' memory could not be read (they have no samples).
+
+    Raises:
+        BalanceError: the reader gave a value the inputs refuse (a negative amount).
+    """
+    used_pools = {POOL_RECLAIM, *inputs.config.supported_pools}
+    listed: list[Pod] = []
+    unreadable = 0
+    for pod in pods.pods:
+        if pod.pool not in used_pools or not pod.containers:
+            continue
+        containers, readable = _containers(pod, memory)
+        unreadable += not readable
+        listed.append(Pod(pod.uid, pod.namespace, pod.name, pod.pool, containers))
+    return replace(inputs, pools=pods.pools, pods=tuple(listed)), unreadable
+
+
+def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Container, ...], bool]:
+    """A pod's containers with their anon per NUMA, and whether it could be read."""
+    try:
+        read = memory.anon_by_numa(pod.uid, pod.container_ids)
+    except AnonMemoryUnavailable as err:
+        _log.info("balance round skips pod %s: %s", pod.uid, err)
+        return tuple(Container(name, {}) for name in pod.containers), False
+    if pod.container_ids is not None:
+        by_id = read.containers
+        return tuple(
+            Container(name, dict(by_id.get(cid, {})))
+            for name, cid in zip(pod.containers, pod.container_ids, strict=True)
+        ), True
+    first, *others = pod.containers
+    zeros = dict.fromkeys(read.pod, 0.0)
+    return (
+        Container(first, {n: float(v) for n, v in read.pod.items()}),
+        *(Container(name, zeros) for name in others),
+    ), True
+
+
+def container_ids_of(pods: Sequence[PoolPod]) -> dict[tuple[str, str], str]:
+    """``(pod UID, container name)`` → container ID, for the pods whose IDs are known."""
+    return {
+        (pod.uid, name): cid
+        for pod in pods
+        if pod.container_ids is not None
+        for name, cid in zip(pod.containers, pod.container_ids, strict=True)
+    }

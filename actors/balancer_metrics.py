@@ -1,0 +1,48 @@
+"""The MemoryBalancer's counters (memory-balancer §12), as plain values.
+
+The round metric ``numa_memory_balance`` has raw value 1 and is emitted for every computed
+round, failed ones included, never for a skipped one; it is kept here as a count per tag set
+(``need_balance``, ``balance_level``, ``bandwidth_pressure``, ``status``, ``bandwidth_level``,
+``failed_reason``, in the reference's order). The other counters say what the actor did. The
+daemon exports them on its metrics endpoint; nothing here knows Prometheus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from policy.balance import BalanceInfo
+from policy.balance.constants import ROUND_METRIC
+
+__all__ = ["ROUND_METRIC", "BalancerMetrics", "RoundTags"]
+
+#: The round metric's tags, as ``((name, value), ...)`` in the reference's order.
+RoundTags = tuple[tuple[str, str], ...]
+
+
+@dataclass(slots=True)
+class BalancerMetrics:
+    """Counters since the actor started. Owned by the actor's thread; read through a copy."""
+
+    ticks_total: int = 0
+    rounds_skipped_total: int = 0
+    rounds_failed_total: int = 0
+    rounds_stored_total: int = 0
+    advices_emitted_total: int = 0
+    eviction_polls_total: int = 0
+    evictions_taken_total: int = 0
+    eviction_offers_total: int = 0
+    pods_unreadable_total: int = 0
+    commit_failures_total: int = 0
+    migrations_planned_total: int = 0
+    migrations_dropped_total: int = 0
+    round_metric: dict[RoundTags, int] = field(default_factory=dict)
+
+    def count_round(self, record: BalanceInfo) -> None:
+        """Emit ``numa_memory_balance`` for a computed round (§12)."""
+        tags = tuple(record.metric_tags().items())
+        self.round_metric[tags] = self.round_metric.get(tags, 0) + 1
+
+    def counters(self) -> dict[str, int]:
+        """Every plain counter by name (the round metric is in ``round_metric``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "round_metric"}

@@ -1,0 +1,168 @@
+"""The MemoryBalancer through real pykka actors and the real StateStore: rounds journaled,
+concurrent eviction polls served once (§13), a restart resuming from the journal (§6.1)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.balancer_inputs import store_pods
+from actors.balancer_messages import (
+    BalancerView,
+    GetBalancerState,
+    GetEvictPods,
+    GetToken,
+    RoundReport,
+    Tick,
+)
+from actors.memory_balancer import MemoryBalancerActor, MemoryBalancerCore
+from actors.ports.commit import StateStoreCommitter
+from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
+from actors.store_messages import Commit, GetSnapshot, Snapshot
+from policy.balance import BalancerConfig, RoundResult
+from policy.cpuset import CPUSet
+from policy.entries import RECLAIMED_CORES, InPool
+from policy.events import ContainerAllocated, PoolSet
+from tests.actors.balancer_fakes import Balancer, FakeMemory, RecordingExecutor
+from tests.policy.balance.examples import EX2_PODS, NOW
+from tests.policy.state_fixtures import SYNTH_16_2_4, container
+
+ACTIVE = tuple(p.uid for p in EX2_PODS)
+
+
+def start_store(directory: Path) -> Any:
+    config = StoreConfig(directory=str(directory), node_name="node-a", durability="none")
+    return StateStoreActor.start(lambda: StateStoreCore.open(config, SYNTH_16_2_4))
+
+
+def populate_cpu(store: Any) -> None:
+    """Example 2's pods as the Allocator would have committed them: share on NUMA 0-1,
+    reclaim on NUMA 0-3 of SYNTH_16_2_4 (the pools overlap, as example 2's do)."""
+    events: list[Any] = [
+        PoolSet("share", CPUSet.parse("0-3,8-11")),
+        PoolSet("reclaim", CPUSet.parse("0-15")),
+    ]
+    for p in EX2_PODS:
+        qos = {"qos": RECLAIMED_CORES} if p.pool == "reclaim" else {}
+        for i, c in enumerate(p.containers):
+            entry = container(p.uid, c.name, InPool(p.pool), owner=p.pool, **qos)  # type: ignore[arg-type]
+            if i:
+                entry = replace(entry, container_type="SIDECAR", container_index=i)
+            events.append(ContainerAllocated(entry))
+    store.ask(Commit(tuple(events), {"rpc": "test"}), timeout=10)
+
+
+def balancer_on(store: Any, clock_now: list[float]) -> tuple[Any, MemoryBalancerCore]:
+    fakes = Balancer()  # its metric, distance and memory fakes; its own store is unused
+    committer = StateStoreCommitter(store)
+    ports = replace(fakes.ports, pods=store_pods(committer), memory=FakeMemory(EX2_PODS))
+    ports = replace(ports, executor=RecordingExecutor())
+    snapshot = store.ask(GetSnapshot(), timeout=10)
+    assert isinstance(snapshot, Snapshot)
+    core = MemoryBalancerCore(
+        snapshot, committer, ports, BalancerConfig(), now_fn=lambda: clock_now[0]
+    )
+    return MemoryBalancerActor.start(core), core
+
+
+def test_rounds_through_the_store_and_a_restart_resumes_the_cool_down(tmp_path: Path) -> None:
+    now = [NOW]
+    store = start_store(tmp_path)
+    try:
+        populate_cpu(store)
+        actor, _ = balancer_on(store, now)
+        try:
+            report = actor.ask(Tick(NOW), timeout=10)
+            assert isinstance(report, RoundReport) and report.result is RoundResult.STORED
+            assert report.advice is not None and report.advice.source_numa == 0
+            assert {c.pod_uid for c in report.advice.migrate_containers} <= set(ACTIVE)
+            offers = actor.ask(GetEvictPods(ACTIVE), timeout=10)
+            assert [o.pod_uid for o in offers] == ["r1"]
+            assert actor.ask(GetToken(), timeout=10) == ""
+            view = actor.ask(GetBalancerState(), timeout=10)
+            assert isinstance(view, BalancerView)
+        finally:
+            actor.stop()
+        served = store.ask(GetSnapshot(), timeout=10)
+        assert served.state.balance == view.state and served.seq == view.seq == 4
+    finally:
+        store.stop()
+
+    store = start_store(tmp_path)
+    try:
+        recovered = store.ask(GetSnapshot(), timeout=10)
+        assert recovered.state == served.state, "the journal rebuilds current and last"
+        actor, _ = balancer_on(store, now)
+        try:
+            assert actor.ask(Tick(NOW + 10), timeout=10).result is RoundResult.SKIPPED
+            assert actor.ask(GetEvictPods(ACTIVE), timeout=10) == ()
+            assert actor.ask(Tick(NOW + 30), timeout=10).result is RoundResult.STORED
+        finally:
+            actor.stop()
+    finally:
+        store.stop()
+
+
+def test_concurrent_eviction_polls_get_the_offer_exactly_once(tmp_path: Path) -> None:
+    """§13: gRPC threads ask at once; the mailbox serialises them, one gets the pod."""
+    store = start_store(tmp_path)
+    try:
+        populate_cpu(store)
+        actor, _ = balancer_on(store, [NOW])
+        try:
+            actor.ask(Tick(NOW), timeout=10)
+            answers: list[Any] = []
+            barrier = threading.Barrier(8)
+
+            def poll() -> None:
+                barrier.wait()
+                answers.append(actor.ask(GetEvictPods(ACTIVE), timeout=10))
+
+            threads = [threading.Thread(target=poll) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(10)
+            assert sorted(len(a) for a in answers) == [0] * 7 + [1]
+        finally:
+            actor.stop()
+    finally:
+        store.stop()
+
+
+def test_a_told_tick_that_fails_does_not_stop_the_actor(tmp_path: Path) -> None:
+    store = start_store(tmp_path)
+    try:
+        actor, core = balancer_on(store, [NOW])
+        try:
+
+            def broken() -> Any:
+                raise RuntimeError("pod source crashed")
+
+            core._ports = replace(core._ports, pods=broken)
+            actor.tell(Tick(NOW))
+            view = actor.ask(GetBalancerState(), timeout=10)
+            assert view.metrics["rounds_failed_total"] == 1
+            assert actor.is_alive()
+        finally:
+            actor.stop()
+    finally:
+        store.stop()
+
+
+def test_unknown_messages_fail_the_asker_only(tmp_path: Path) -> None:
+    store = start_store(tmp_path)
+    try:
+        actor, _ = balancer_on(store, [NOW])
+        try:
+            with pytest.raises(TypeError, match="no command str"):
+                actor.ask("hello", timeout=10)
+            assert actor.ask(GetToken(), timeout=10) == ""
+        finally:
+            actor.stop()
+    finally:
+        store.stop()
