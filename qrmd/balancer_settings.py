@@ -167,12 +167,16 @@ def parse_metrics_source(raw: object) -> MetricsSourceSpec:
         return MetricsSourceSpec(keys)
     if kind == "prometheus":
         if not rest:
-            raise ValueError(f"{text!r}: give the endpoint, e.g. prometheus:http://host:9100/metrics")
+            raise ValueError(
+                f"{text!r}: give the endpoint, e.g. prometheus:http://host:9100/metrics"
+            )
         return MetricsSourceSpec(
             {"numa-latency-source": "prometheus", "numa-metrics-prometheus-url": rest}
         )
     if kind == "resctrl" and not sep:
-        return MetricsSourceSpec({"numa-latency-source": "file", "numa-bandwidth-source": "resctrl"})
+        return MetricsSourceSpec(
+            {"numa-latency-source": "file", "numa-bandwidth-source": "resctrl"}
+        )
     if kind in ("simulated", "simulator"):
         return MetricsSourceSpec({"numa-latency-source": "simulator"}, _pressure(text, rest))
     raise ValueError(

@@ -28,13 +28,13 @@ from typing import Any, Literal
 
 import yaml
 
+from policy.balance import BalancerConfig
+from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
-from policy.balance import BalancerConfig
-from policy.balance.constants import EVICTION_PLUGIN_NAME
 from qrmd.balancer_settings import (
     DEFAULT_METRICS_SOURCE,
     DEFAULT_PLUGIN_REGISTRATION_DIR,
@@ -571,7 +571,9 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     return config
 
 
-def _balancer_values(values: Mapping[str, Any], groups: Mapping[str, dict[str, object]]) -> dict[str, Any]:
+def _balancer_values(
+    values: Mapping[str, Any], groups: Mapping[str, dict[str, object]]
+) -> dict[str, Any]:
     """The balancer's options and metric sources, built from their checked keys."""
     spec: MetricsSourceSpec = parse_metrics_source(
         values.get("numa_metrics_source", DEFAULT_METRICS_SOURCE)
