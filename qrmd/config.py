@@ -22,17 +22,30 @@ import re
 import socket
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from policy.balance import BalancerConfig
+from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from qrmd.balancer_settings import (
+    DEFAULT_METRICS_SOURCE,
+    DEFAULT_PLUGIN_REGISTRATION_DIR,
+    MetricsSourceSpec,
+    balancer_value,
+    build_balancer_config,
+    build_source_settings,
+    parse_metrics_source,
+    source_kind,
+)
+from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -87,6 +100,14 @@ class DaemonConfig:
         node_name: the journal's node name.
         max_full_hint_numa_nodes: NUMA nodes up to which hints are fully enumerated.
         max_hints: the most hints of the reduced answer.
+        enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
+        qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        memory_balance_execute: migrate pages for the advices; False: dry run (§11).
+        plugin_registration_dir: where the eviction plugin's socket is created (§10).
+        numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
+        simulated_pressure: simulated NUMA nodes under pressure from the start.
+        memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
+        numa_metric_sources: where metrics and anonymous memory are read (§4).
         config_file: the file the settings were read from, if any.
     """
 
@@ -105,6 +126,14 @@ class DaemonConfig:
     node_name: str = ""
     max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
     max_hints: int = DEFAULT_MAX_HINTS
+    enable_memory_balancer: bool = False
+    qos_aware_sync_period_s: float = 5.0
+    memory_balance_execute: bool = False
+    plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
+    numa_metrics_source: str = DEFAULT_METRICS_SOURCE
+    simulated_pressure: tuple[int, ...] = ()
+    memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
+    numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -114,6 +143,14 @@ class DaemonConfig:
             SocketPathError: a path is longer than a unix socket allows.
         """
         return tuple(plugin_socket_path(d) for d in self.socket_dirs)
+
+    def eviction_socket_path(self) -> str:
+        """The eviction plugin's socket (memory-balancer §10), absolute.
+
+        Raises:
+            SocketPathError: the path is longer than a unix socket allows.
+        """
+        return plugin_socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
 
 
 # -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
@@ -210,6 +247,41 @@ def _metrics_address(raw: object) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
+def _period(raw: object) -> float:
+    """A duration (``90s``) or a number of seconds (a config file's ``90``), not negative."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        if not raw >= 0:
+            raise ValueError(f"{raw!r} s must be 0 or more")
+        return float(raw)
+    text = _text(raw)
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if not value >= 0:
+        raise ValueError(f"{raw!r} s must be 0 or more")
+    return value
+
+
+def _positive_duration(raw: object) -> float:
+    value = _duration(raw)
+    if value <= 0:
+        raise ValueError(f"{raw!r} must be longer than 0s")
+    return value
+
+
+def _metrics_source(raw: object) -> str:
+    text = _text(raw)
+    parse_metrics_source(text)
+    return text
+
+
+def _labels(raw: object) -> object:
+    if isinstance(raw, Mapping):
+        return {str(k): _text(v) for k, v in raw.items()}
+    return _text(raw)
+
+
 def _key_value(raw: object) -> tuple[str, str]:
     key, sep, value = _text(raw).partition("=")
     if not sep or not key:
@@ -233,6 +305,8 @@ class Option:
     metavar: str | None = None
     repeatable: bool = False
     switch: bool = False
+    #: Options collected into one object by key (``_BALANCER``, ``_SOURCES``), not a field.
+    group: str = ""
 
     def help_text(self) -> str:
         """The ``--help`` line: what it does, its default and the reference flag."""
@@ -282,6 +356,133 @@ OPTIONS: tuple[Option, ...] = (
            "", "N"),
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
+    # -- the NUMA memory balancer (spec memory-balancer §1.1, §3, §3.2, §4, §10, §11) --
+    Option("enable-memory-balancer", "enable_memory_balancer", _switch, "false",
+           "run the NUMA memory balancer: a round every --qos-aware-sync-period, its eviction "
+           "plugin on --plugin-registration-dir",
+           "--memory-advisor-plugins=numa_memory_balancer", switch=True),
+    Option("qos-aware-sync-period", "qos_aware_sync_period_s", _positive_duration, "5s",
+           "time between two balance rounds (the advisor loop's period)",
+           "--qos-aware-sync-period", "DURATION"),
+    Option("memory-balance-execute", "memory_balance_execute", _switch, "false",
+           "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
+           "and journals what it would migrate",
+           "none (the memory plugin executes when --memory-resource-plugin-advisor)",
+           switch=True),
+    Option("plugin-registration-dir", "plugin_registration_dir", _nonempty,
+           DEFAULT_PLUGIN_REGISTRATION_DIR,
+           f"katalyst-agent's plugin-watcher directory; the eviction plugin socket "
+           f"{EVICTION_PLUGIN_NAME}.sock is created there", "--plugin-registration-dir", "DIR"),
+    Option("read-latency-metric-name", "read-latency-metric-name",
+           balancer_value("read-latency-metric-name", "vendor"),
+           "default=mem.latency.read.numa,AMD=mem.latency.amd.l3.miss",
+           "vendor-aware name of the per-NUMA read latency metric",
+           "--read-latency-metric-name", "KEY=NAME,...", group="balancer"),
+    Option("grace-balance-read-latency-threshold", "grace-balance-read-latency-threshold",
+           balancer_value("grace-balance-read-latency-threshold", "vendor"), "default=70,AMD=500",
+           "vendor-aware latency above which a node may be grace-balanced",
+           "--grace-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
+    Option("force-balance-read-latency-threshold", "force-balance-read-latency-threshold",
+           balancer_value("force-balance-read-latency-threshold", "vendor"), "default=80,AMD=600",
+           "vendor-aware latency above which a node is force-balanced",
+           "--force-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
+    Option("grace-balance-read-latency-gap-threshold", "grace-balance-read-latency-gap-threshold",
+           balancer_value("grace-balance-read-latency-gap-threshold", "vendor"),
+           "default=40,AMD=400",
+           "vendor-aware latency gap to the nearest node that triggers a grace balance",
+           "--grace-balance-read-latency-gap-threshold", "KEY=N,...", group="balancer"),
+    Option("grace-balance-numa-distance-max", "grace-balance-numa-distance-max",
+           balancer_value("grace-balance-numa-distance-max", "int"), "19",
+           "farthest NUMA distance a grace balance moves memory to",
+           "--grace-balance-numa-distance-max", "N", group="balancer"),
+    Option("grace-balance-gap-ratio", "grace-balance-gap-ratio",
+           balancer_value("grace-balance-gap-ratio", "ratio"), "0.15",
+           "latency gap ratio a grace-balance destination must have",
+           "--grace-balance-gap-ratio", "RATIO", group="balancer"),
+    Option("force-balance-gap-ratio", "force-balance-gap-ratio",
+           balancer_value("force-balance-gap-ratio", "ratio"), "0.2",
+           "latency gap ratio a force-balance destination must have",
+           "--force-balance-gap-ratio", "RATIO", group="balancer"),
+    Option("balanced-pod-source-numa-rss-max", "balanced-pod-source-numa-rss-max",
+           balancer_value("balanced-pod-source-numa-rss-max", "int"), "10737418240 (10 GiB)",
+           "most anonymous bytes on the source node of a shared pod that is migrated",
+           "--balanced-pod-source-numa-rss-max", "BYTES", group="balancer"),
+    Option("balanced-pod-source-numa-rss-min", "balanced-pod-source-numa-rss-min",
+           balancer_value("balanced-pod-source-numa-rss-min", "int"), "134217728 (128 MiB)",
+           "fewest anonymous bytes on the source node of a shared pod that is migrated",
+           "--balanced-pod-source-numa-rss-min", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-rss-max",
+           "balanced-reclaimed-pod-source-numa-rss-max",
+           balancer_value("balanced-reclaimed-pod-source-numa-rss-max", "int"),
+           "16106127360 (15 GiB)",
+           "most anonymous bytes on the source node of a reclaimed pod that is migrated",
+           "--balanced-reclaimed-pod-source-numa-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-rss-min",
+           "balanced-reclaimed-pod-source-numa-rss-min",
+           balancer_value("balanced-reclaimed-pod-source-numa-rss-min", "int"),
+           "134217728 (128 MiB)",
+           "fewest anonymous bytes on the source node of a reclaimed pod that is migrated",
+           "--balanced-reclaimed-pod-source-numa-rss-min", "BYTES", group="balancer"),
+    Option("balanced-pod-source-numa-total-rss-max", "balanced-pod-source-numa-total-rss-max",
+           balancer_value("balanced-pod-source-numa-total-rss-max", "int"),
+           "12884901888 (12 GiB)", "most anonymous bytes migrated in one round",
+           "--balanced-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-total-rss-max",
+           "balanced-reclaimed-pod-source-numa-total-rss-max",
+           balancer_value("balanced-reclaimed-pod-source-numa-total-rss-max", "int"),
+           "16106127360 (15 GiB)", "most anonymous bytes of reclaimed pods migrated in one round",
+           "--balanced-reclaimed-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-single-round-total-rss-threshold",
+           "balanced-reclaimed-pod-single-round-total-rss-threshold",
+           balancer_value("balanced-reclaimed-pod-single-round-total-rss-threshold", "int"),
+           "3221225472 (3 GiB)",
+           "reclaimed bytes after which a round migrates no shared pods",
+           "--balanced-reclaimed-pod-single-round-total-rss-threshold", "BYTES",
+           group="balancer"),
+    Option("numa-balance-supported-pools", "numa-balance-supported-pools",
+           balancer_value("numa-balance-supported-pools", "pools"), "share",
+           "pools whose pods may be migrated besides reclaim, comma-separated",
+           "--numa-balance-supported-pools", "POOL,...", group="balancer"),
+    Option("numa-metrics-source", "numa_metrics_source", _metrics_source, DEFAULT_METRICS_SOURCE,
+           "where NUMA latency and bandwidth come from: file[:PATH], prometheus:URL, resctrl "
+           "(bandwidth; latency from the file), simulated[:pressure=N]",
+           "none (malachite)", "SPEC"),
+    Option("numa-latency-source", "numa-latency-source", source_kind, "from --numa-metrics-source",
+           "latency source alone: file, prometheus or simulated", "", "KIND", group="sources"),
+    Option("numa-bandwidth-source", "numa-bandwidth-source", source_kind, "as latency",
+           "bandwidth source alone: file, prometheus, resctrl or simulated", "", "KIND",
+           group="sources"),
+    Option("numa-metrics-file", "numa-metrics-file", _nonempty, "/run/qrmd/numa-metrics.json",
+           "the collector's JSON file of per-NUMA metrics", "", "PATH", group="sources"),
+    Option("numa-metrics-prometheus-url", "numa-metrics-prometheus-url", _nonempty, "none",
+           "Prometheus text endpoint scraped each round", "", "URL", group="sources"),
+    Option("numa-metrics-prometheus-latency-metric", "numa-metrics-prometheus-latency-metric",
+           _nonempty, "read-latency-metric-name with . as _", "scraped latency metric", "",
+           "NAME", group="sources"),
+    Option("numa-metrics-prometheus-bandwidth-metric",
+           "numa-metrics-prometheus-bandwidth-metric", _nonempty, "mem_bandwidth_numa",
+           "scraped bandwidth metric", "", "NAME", group="sources"),
+    Option("numa-metrics-prometheus-numa-label", "numa-metrics-prometheus-numa-label",
+           _nonempty, "numa", "the label holding the NUMA id", "", "LABEL", group="sources"),
+    Option("numa-metrics-prometheus-match-labels", "numa-metrics-prometheus-match-labels",
+           _labels, "none", "labels a scraped sample must carry", "", "LABEL=VALUE,...",
+           group="sources"),
+    Option("numa-metrics-prometheus-timeout", "numa-metrics-prometheus-timeout", _period, "2s",
+           "scrape timeout", "", "DURATION", group="sources"),
+    Option("resctrl-root", "resctrl-root", _nonempty, "/sys/fs/resctrl",
+           "resctrl's mount, for resctrl bandwidth", "", "DIR", group="sources"),
+    Option("metric-insurance-period", "metric-insurance-period", _period, "0s",
+           "a metric sample older than this (raised to at least 60s) is missing; 0s: never "
+           "(memory-balancer §4.3)", "--metric-insurance-period", "DURATION", group="sources"),
+    Option("memory-cgroup-root", "memory-cgroup-root", _nonempty,
+           "/sys/fs/cgroup/memory on cgroup v1, else /sys/fs/cgroup",
+           "the memory controller's mount, where memory.numa_stat is read", "", "DIR",
+           group="sources"),
+    Option("cgroup-driver", "cgroup-driver", _choice("auto", "cgroupfs", "systemd"), "auto",
+           "kubelet's cgroup driver, to find pod cgroups; auto tries both", "--cgroup-driver",
+           "auto|cgroupfs|systemd", group="sources"),
+    Option("kubelet-cgroup-root", "kubelet-cgroup-root", _nonempty, "/",
+           "kubelet's --cgroup-root", "--cgroup-root (kubelet)", "PATH", group="sources"),
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -302,9 +503,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for opt in OPTIONS:
         if opt.switch:
+            # ``--flag`` alone is true; ``--flag=false`` as the reference's Go flags accept.
             parser.add_argument(
-                f"--{opt.flag}", action="store_true", default=argparse.SUPPRESS,
-                help=opt.help_text(),
+                f"--{opt.flag}", nargs="?", const=True, default=argparse.SUPPRESS,
+                metavar="true|false", help=opt.help_text(),
             )  # fmt: skip
         else:
             parser.add_argument(
@@ -347,20 +549,45 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
+    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}}
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
         value, where = raw[opt.flag]
         try:
-            values[opt.field] = _parse(opt, value)
+            parsed = _parse(opt, value)
         except ValueError as err:
             raise ConfigError(f"--{opt.flag}{where}: {err}") from None
+        if opt.group:
+            groups[opt.group][opt.field] = parsed
+        else:
+            values[opt.field] = parsed
+    values.update(_balancer_values(values, groups))
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
     # reads it; the host name is the fallback (a pod without host networking has its own).
     values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
     config = DaemonConfig(**values)
     _check_socket_paths(config)
     return config
+
+
+def _balancer_values(
+    values: Mapping[str, Any], groups: Mapping[str, dict[str, object]]
+) -> dict[str, Any]:
+    """The balancer's options and metric sources, built from their checked keys."""
+    spec: MetricsSourceSpec = parse_metrics_source(
+        values.get("numa_metrics_source", DEFAULT_METRICS_SOURCE)
+    )
+    try:
+        balancer = build_balancer_config(groups["balancer"])
+        sources = build_source_settings(spec, groups["sources"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return {
+        "memory_balancer": balancer,
+        "numa_metric_sources": sources,
+        "simulated_pressure": spec.pressure,
+    }
 
 
 def _parse(opt: Option, value: object) -> Any:
@@ -386,6 +613,11 @@ def _check_socket_paths(config: DaemonConfig) -> None:
         config.socket_paths()
     except ValueError as err:
         raise ConfigError(f"--socket-dir: {err}") from None
+    if config.enable_memory_balancer:
+        try:
+            config.eviction_socket_path()
+        except ValueError as err:
+            raise ConfigError(f"--plugin-registration-dir: {err}") from None
 
 
 def _file_key(key: object, config_file: str) -> str:
