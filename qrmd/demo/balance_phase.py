@@ -28,24 +28,26 @@ from pathlib import Path
 
 from rich.console import Console
 
-from journal import read_records
+from journal import JournalError, read_records
 from policy.balance import BalanceInfo, MemoryAdvice, RoundInputs, advice_for
 from policy.balance.constants import ADVICE_KEY
 from policy.balance_events import BalanceAdviceTaken, BalanceRoundFailed, BalanceRoundRecorded
 from policy.state_codec import decode_event
+from policy.state_errors import CodecError
 from qrmd.demo.balance_view import Round, numa_table, pods_table, verdict
 from qrmd.demo.eviction_manager import EvictionManager, Offer
 from qrmd.demo.node_files import NumaMetricsCollector, write_pod_cgroups
 from qrmd.demo.workload import ANON_MEMORY
 from qrmd.kubelet_sim import Pod
 
-__all__ = ["BalanceOutcome", "BalancePhase", "BalanceTimeoutError"]
+__all__ = ["BalanceOutcome", "BalancePhase", "BalancePhaseError"]
 
 POLL_S = 0.1
 
 
-class BalanceTimeoutError(Exception):
-    """A round the phase waits for did not come; the message says which and how long."""
+class BalancePhaseError(Exception):
+    """A round the phase waits for did not come or failed, or the journal could not be read;
+    the message says which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ class BalancePhase:
         period_s: the daemon's ``--qos-aware-sync-period``.
         check_alive: raises if the daemon has exited (called while waiting).
         log_lines: the daemon log's lines containing a string.
+        round_timeout_s: how long to wait for a round (default: 10 s and five periods).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class BalancePhase:
         period_s: float,
         check_alive: Callable[[], None],
         log_lines: Callable[[str], list[str]],
+        round_timeout_s: float | None = None,
     ) -> None:
         self.console = console
         self.state_dir = state_dir
@@ -93,13 +97,10 @@ class BalancePhase:
         self.period_s = period_s
         self._check_alive = check_alive
         self._log_lines = log_lines
+        # A round may take a few periods to appear, with the journal's fsyncs.
+        self.timeout_s = round_timeout_s if round_timeout_s is not None else 10.0 + 5 * period_s
         self._next_seq = 1
         self._pending: list[tuple[int, object]] = []  # read from the journal, not yet looked at
-
-    @property
-    def timeout_s(self) -> float:
-        """How long a round may take to appear: a few periods and the journal's fsyncs."""
-        return 10.0 + 5 * self.period_s
 
     # -- reading rounds from the journal ------------------------------------------------------
 
@@ -107,9 +108,12 @@ class BalancePhase:
         """Events not looked at yet, with their record's seq: those left over from the last
         call, then those of the records appended since."""
         found, self._pending = self._pending, []
-        for record in read_records(str(self.state_dir), from_seq=self._next_seq):
-            self._next_seq = record.seq + 1
-            found.extend((record.seq, decode_event(raw)) for raw in record.events)
+        try:
+            for record in read_records(str(self.state_dir), from_seq=self._next_seq):
+                self._next_seq = record.seq + 1
+                found.extend((record.seq, decode_event(raw)) for raw in record.events)
+        except (JournalError, CodecError) as err:
+            raise BalancePhaseError(f"reading the journal {self.state_dir}: {err}") from None
         return found
 
     def _skip_to_end(self) -> None:
@@ -122,13 +126,13 @@ class BalancePhase:
             events = self._events()
             for i, (seq, event) in enumerate(events):
                 if isinstance(event, BalanceRoundFailed):
-                    raise BalanceTimeoutError(f"{what}: round failed: {event.error}")
+                    raise BalancePhaseError(f"{what}: round failed: {event.error}")
                 if isinstance(event, BalanceRoundRecorded) and wanted(event.record):
                     # The same record may hold what follows (the advice taken on this tick).
                     self._pending = events[i + 1 :]
                     return Round(seq, event.record, RoundInputs.from_json(event.inputs))
             if time.monotonic() > deadline:
-                raise BalanceTimeoutError(
+                raise BalancePhaseError(
                     f"{what}: no such round journaled within {self.timeout_s:g} s "
                     f"(rounds every {self.period_s:g} s)"
                 )
@@ -144,7 +148,7 @@ class BalancePhase:
                 ):
                     return
             time.sleep(POLL_S)
-        raise BalanceTimeoutError(
+        raise BalancePhaseError(
             f"the advice of the round at {record.detect_time:.3f} was not taken within "
             f"{self.timeout_s:g} s"
         )
@@ -155,7 +159,8 @@ class BalancePhase:
         """Run the phase (module docstring) with the kubelet's active pods.
 
         Raises:
-            BalanceTimeoutError: a round did not come in time, or failed.
+            BalancePhaseError: a round did not come in time or failed, or the journal
+                cannot be read.
             EvictionManagerError: an eviction-plugin call failed.
             OSError: a node file cannot be written.
         """

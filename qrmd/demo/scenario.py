@@ -35,7 +35,7 @@ from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.synthetic import parse_synthetic_spec
 from policy.topology import CPUTopology
 from qrmd.config import parse_duration
-from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalanceTimeoutError
+from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.demo.daemon_process import (
     BalancerOptions,
     DaemonError,
@@ -352,7 +352,7 @@ class _Demo:
         )
         try:
             return phase.run(self.admitted, PRESSURED_NUMA)
-        except (BalanceTimeoutError, EvictionManagerError) as exc:
+        except (BalancePhaseError, EvictionManagerError) as exc:
             raise DemoError(f"{exc}; daemon log: {self.daemon.log_tail()}") from None
         except OSError as exc:
             raise DemoError(f"the node's files: {exc}") from None
