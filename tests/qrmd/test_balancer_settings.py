@@ -152,7 +152,7 @@ def test_every_balancer_flag_from_the_command_line() -> None:
 @pytest.mark.parametrize(
     ("spec", "latency", "bandwidth", "extra", "pressure"),
     [
-        pytest.param("file", SourceKind.FILE, SourceKind.FILE, {}, (), id="file at its default path"),
+        pytest.param("file", SourceKind.FILE, SourceKind.FILE, {}, (), id="file, default path"),
         pytest.param("file:/run/x.json", SourceKind.FILE, SourceKind.FILE,
                      {"metrics_file": Path("/run/x.json")}, (), id="file at a path"),
         pytest.param("prometheus:http://h:1/m", SourceKind.PROMETHEUS, SourceKind.PROMETHEUS,
@@ -192,33 +192,133 @@ def test_a_source_key_given_alone_wins_over_the_shorthand() -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        pytest.param({"qos-aware-sync-period": "0s"}, "--qos-aware-sync-period: '0s' must be longer than 0s", id="a zero sync period"),
-        pytest.param({"qos-aware-sync-period": "5"}, "--qos-aware-sync-period: '5' is not a duration", id="a sync period without units"),
-        pytest.param({"memory-balance-execute": "maybe"}, "--memory-balance-execute: 'maybe' is not true or false", id="execute neither true nor false"),
-        pytest.param({"enable-memory-balancer": True, "plugin-registration-dir": "/tmp/" + "d" * 100}, "--plugin-registration-dir: socket path", id="a registration dir too long for the socket"),
-        pytest.param({"grace-balance-read-latency-threshold": "AMD=500"}, "--grace-balance-read-latency-threshold: vendor aware configuration must have a default value", id="a vendor-aware value without default"),
-        pytest.param({"force-balance-read-latency-threshold": "default=x"}, "--force-balance-read-latency-threshold: vendor aware value 'default=x'", id="a vendor-aware value not a number"),
-        pytest.param({"grace-balance-read-latency-gap-threshold": "default"}, "--grace-balance-read-latency-gap-threshold: vendor aware value 'default': 'default' is not key=value", id="a vendor-aware pair without ="),
-        pytest.param({"read-latency-metric-name": "default="}, "--read-latency-metric-name", id="an empty metric name"),
-        pytest.param({"grace-balance-numa-distance-max": "far"}, "--grace-balance-numa-distance-max: 'far' is not a whole number", id="a distance not a number"),
-        pytest.param({"balanced-pod-source-numa-rss-max": "-1"}, "--balanced-pod-source-numa-rss-max: -1 is negative", id="negative bytes"),
-        pytest.param({"grace-balance-gap-ratio": "most"}, "--grace-balance-gap-ratio: 'most' is not a number", id="a ratio not a number"),
-        pytest.param({"numa-balance-supported-pools": "share,reclaim"}, "--numa-balance-supported-pools: 'reclaim' may not be listed", id="reclaim among the supported pools"),
-        pytest.param({"numa-balance-supported-pools": "share,share"}, "--numa-balance-supported-pools: pool 'share' is listed twice", id="a pool listed twice"),
-        pytest.param({"numa-metrics-source": "carrier-pigeon"}, "--numa-metrics-source: 'carrier-pigeon' is not file[:PATH], prometheus:URL", id="an unknown metrics source"),
-        pytest.param({"numa-metrics-source": "prometheus"}, "--numa-metrics-source: 'prometheus': give the endpoint", id="prometheus without a URL"),
-        pytest.param({"numa-metrics-source": "simulated:pressure=x"}, "--numa-metrics-source: 'simulated:pressure=x': expected simulated:pressure=N", id="simulated pressure on no node"),
-        pytest.param({"numa-latency-source": "resctrl"}, "--numa-latency-source: 'resctrl' is not one of file, prometheus, simulator", id="resctrl has no latency"),
-        pytest.param({"numa-bandwidth-source": "tea-leaves"}, "--numa-bandwidth-source: 'tea-leaves' is not one of file, prometheus, resctrl, simulated", id="an unknown bandwidth source"),
-        pytest.param({"numa-bandwidth-source": "prometheus"}, "--numa-metrics-prometheus-url: required when a NUMA metric source is 'prometheus'", id="prometheus bandwidth without a URL"),
-        pytest.param({"numa-metrics-prometheus-match-labels": "job"}, "--numa-metrics-prometheus-match-labels: expected label=value pairs", id="a label without a value"),
-        pytest.param({"numa-metrics-prometheus-timeout": "0s"}, "--numa-metrics-prometheus-timeout: 0.0 s must be positive", id="a zero scrape timeout"),
-        pytest.param({"metric-insurance-period": "soon"}, "--metric-insurance-period: 'soon' is not a duration", id="an insurance period not a duration"),
-        pytest.param({"metric-insurance-period": -5}, "--metric-insurance-period: -5 s must be 0 or more", id="a negative insurance period"),
-        pytest.param({"cgroup-driver": "upstart"}, "--cgroup-driver: 'upstart' is not one of auto, cgroupfs, systemd", id="an unknown cgroup driver"),
-        pytest.param({"memory-cgroup-root": ""}, "--memory-cgroup-root: must not be empty", id="an empty cgroup root"),
+        pytest.param(
+            {"qos-aware-sync-period": "0s"},
+            "--qos-aware-sync-period: '0s' must be longer than 0s",
+            id="a zero sync period",
+        ),
+        pytest.param(
+            {"qos-aware-sync-period": "5"},
+            "--qos-aware-sync-period: '5' is not a duration",
+            id="a sync period without units",
+        ),
+        pytest.param(
+            {"memory-balance-execute": "maybe"},
+            "--memory-balance-execute: 'maybe' is not true or false",
+            id="execute neither true nor false",
+        ),
+        pytest.param(
+            {"enable-memory-balancer": True, "plugin-registration-dir": "/tmp/" + "d" * 100},
+            "--plugin-registration-dir: socket path",
+            id="a registration dir too long for the socket",
+        ),
+        pytest.param(
+            {"grace-balance-read-latency-threshold": "AMD=500"},
+            "--grace-balance-read-latency-threshold: vendor aware configuration must have a default",
+            id="a vendor-aware value without default",
+        ),
+        pytest.param(
+            {"force-balance-read-latency-threshold": "default=x"},
+            "--force-balance-read-latency-threshold: vendor aware value 'default=x'",
+            id="a vendor-aware value not a number",
+        ),
+        pytest.param(
+            {"grace-balance-read-latency-gap-threshold": "default"},
+            "--grace-balance-read-latency-gap-threshold: vendor aware value 'default': 'default' is",
+            id="a vendor-aware pair without =",
+        ),
+        pytest.param(
+            {"read-latency-metric-name": "default="},
+            "--read-latency-metric-name",
+            id="an empty metric name",
+        ),
+        pytest.param(
+            {"grace-balance-numa-distance-max": "far"},
+            "--grace-balance-numa-distance-max: 'far' is not a whole number",
+            id="a distance not a number",
+        ),
+        pytest.param(
+            {"balanced-pod-source-numa-rss-max": "-1"},
+            "--balanced-pod-source-numa-rss-max: -1 is negative",
+            id="negative bytes",
+        ),
+        pytest.param(
+            {"grace-balance-gap-ratio": "most"},
+            "--grace-balance-gap-ratio: 'most' is not a number",
+            id="a ratio not a number",
+        ),
+        pytest.param(
+            {"numa-balance-supported-pools": "share,reclaim"},
+            "--numa-balance-supported-pools: 'reclaim' may not be listed",
+            id="reclaim among the supported pools",
+        ),
+        pytest.param(
+            {"numa-balance-supported-pools": "share,share"},
+            "--numa-balance-supported-pools: pool 'share' is listed twice",
+            id="a pool listed twice",
+        ),
+        pytest.param(
+            {"numa-metrics-source": "carrier-pigeon"},
+            "--numa-metrics-source: 'carrier-pigeon' is not file[:PATH], prometheus:URL",
+            id="an unknown metrics source",
+        ),
+        pytest.param(
+            {"numa-metrics-source": "prometheus"},
+            "--numa-metrics-source: 'prometheus': give the endpoint",
+            id="prometheus without a URL",
+        ),
+        pytest.param(
+            {"numa-metrics-source": "simulated:pressure=x"},
+            "--numa-metrics-source: 'simulated:pressure=x': expected simulated:pressure=N",
+            id="simulated pressure on no node",
+        ),
+        pytest.param(
+            {"numa-latency-source": "resctrl"},
+            "--numa-latency-source: 'resctrl' is not one of file, prometheus, simulator",
+            id="resctrl has no latency",
+        ),
+        pytest.param(
+            {"numa-bandwidth-source": "tea-leaves"},
+            "--numa-bandwidth-source: 'tea-leaves' is not one of file, prometheus, resctrl, simul",
+            id="an unknown bandwidth source",
+        ),
+        pytest.param(
+            {"numa-bandwidth-source": "prometheus"},
+            "--numa-metrics-prometheus-url: required when a NUMA metric source is 'prometheus'",
+            id="prometheus bandwidth without a URL",
+        ),
+        pytest.param(
+            {"numa-metrics-prometheus-match-labels": "job"},
+            "--numa-metrics-prometheus-match-labels: expected label=value pairs",
+            id="a label without a value",
+        ),
+        pytest.param(
+            {"numa-metrics-prometheus-timeout": "0s"},
+            "--numa-metrics-prometheus-timeout: 0.0 s must be positive",
+            id="a zero scrape timeout",
+        ),
+        pytest.param(
+            {"metric-insurance-period": "soon"},
+            "--metric-insurance-period: 'soon' is not a duration",
+            id="an insurance period not a duration",
+        ),
+        pytest.param(
+            {"metric-insurance-period": -5},
+            "--metric-insurance-period: -5 s must be 0 or more",
+            id="a negative insurance period",
+        ),
+        pytest.param(
+            {"cgroup-driver": "upstart"},
+            "--cgroup-driver: 'upstart' is not one of auto, cgroupfs, systemd",
+            id="an unknown cgroup driver",
+        ),
+        pytest.param(
+            {"memory-cgroup-root": ""},
+            "--memory-cgroup-root: must not be empty",
+            id="an empty cgroup root",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_balancer_value_names_its_key(flags: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(flags)
@@ -306,7 +406,7 @@ def test_a_bad_file_value_names_the_key_and_the_file(tmp_path: Path) -> None:
     [
         pytest.param([], False, id="dry run by default"),
         pytest.param(["--memory-balance-execute"], True, id="the flag alone executes"),
-        pytest.param(["--memory-balance-execute=false"], False, id="=false as the reference writes it"),
+        pytest.param(["--memory-balance-execute=false"], False, id="=false as the reference has"),
         pytest.param(["--memory-balance-execute=true"], True, id="=true"),
     ],
 )  # fmt: skip
