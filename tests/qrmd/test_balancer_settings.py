@@ -214,7 +214,7 @@ def test_a_source_key_given_alone_wins_over_the_shorthand() -> None:
         ),
         pytest.param(
             {"grace-balance-read-latency-threshold": "AMD=500"},
-            "--grace-balance-read-latency-threshold: vendor aware configuration must have a default",
+            "--grace-balance-read-latency-threshold: vendor aware configuration must have a",
             id="a vendor-aware value without default",
         ),
         pytest.param(
@@ -224,7 +224,7 @@ def test_a_source_key_given_alone_wins_over_the_shorthand() -> None:
         ),
         pytest.param(
             {"grace-balance-read-latency-gap-threshold": "default"},
-            "--grace-balance-read-latency-gap-threshold: vendor aware value 'default': 'default' is",
+            "--grace-balance-read-latency-gap-threshold: vendor aware value 'default': 'default'",
             id="a vendor-aware pair without =",
         ),
         pytest.param(
