@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,42 @@ def test_a_node_under_pressure_gives_a_journaled_round_and_a_dry_run_advice(
     assert len(records) == 2
     assert main(["journal", "show", directory, "--kind", "BalanceAdviceTaken"]) == 0
     assert "BalanceAdviceTaken" in capsys.readouterr().out
+
+
+def test_the_eviction_plugin_offers_the_reclaimed_pod_once(bh: BalancerHarness) -> None:
+    daemon = bh.balancer_daemon()
+    daemon.start()
+    try:
+        assert daemon.balancer is not None and daemon.balancer.server is not None
+        allocator = admit_pods(bh)
+        reclaimed = replace(
+            shared("pod-r"),
+            annotations={"katalyst.kubewharf.io/qos_level": "reclaimed_cores"},
+            labels={"katalyst.kubewharf.io/qos_level": "reclaimed_cores"},
+        )
+        allocator.ask(Allocate(reclaimed))
+        bh.memory.set_container("pod-r", "containerd://r", {0: 3 * GIB, 1: 0, 2: 0, 3: 0})
+        bh.metrics.put_under_pressure(0)
+        bh.clock.advance(5)
+        daemon.balancer.tick()
+        current = state(daemon).state.current
+        assert current is not None and [p.uid for p in current.evict_pods] == ["pod-r"]
+        agent = EvictionAgent(daemon.balancer.server.socket_path)
+        try:
+            agent.register()
+            active = [go_pod("a", "pod-a"), go_pod("r", "pod-r")]
+            first = agent.run_pass(active)
+            assert [p.pod.metadata.uid for p in first.evict.evict_pods] == ["pod-r"]
+            assert first.evict.evict_pods[0].reason == (
+                "the memory node 0 is under bandwidth pressure"
+            )
+            # §9.1: once per record.
+            assert list(agent.run_pass(active).evict.evict_pods) == []
+        finally:
+            agent.close()
+        assert state(daemon).metrics["eviction_offers_total"] == 1
+    finally:
+        daemon.stop()
 
 
 def test_the_eviction_plugin_offers_nothing_without_a_reclaimed_pod(bh: BalancerHarness) -> None:
