@@ -300,3 +300,25 @@ def test_without_the_flag_there_is_no_balancer(bh: BalancerHarness) -> None:
         assert not (bh.root / "ev").exists()
     finally:
         daemon.stop()
+
+
+def test_a_plugin_that_cannot_be_served_is_counted_and_the_rounds_go_on(
+    bh: BalancerHarness,
+) -> None:
+    blocker = bh.root / "not-a-dir"
+    blocker.write_text("a file where the registration directory should be\n")
+    daemon = bh.balancer_daemon(**{"plugin-registration-dir": str(blocker)})
+    daemon.start()
+    try:
+        assert daemon.balancer is not None
+        assert daemon.balancer.server is None and daemon.balancer.plugin_start_failures == 1
+        assert (
+            'plugin_start_failed{pluginName="numa_memory_balancer",pluginType="EvictionPlugin"} 1.0'
+            in http(daemon, "/metrics")[1].splitlines()
+        )
+        bh.clock.advance(5)
+        assert daemon.balancer.tick()
+        assert state(daemon).metrics["ticks_total"] == 1
+    finally:
+        daemon.stop()
+    assert daemon.balancer._retry is not None and not daemon.balancer._retry.is_alive()
