@@ -1,8 +1,10 @@
-"""The memory balancer's settings of ``qrmd run``: value parsers for its flags and the objects
-built from them (spec memory-balancer §3, §3.1, §3.2, §4.3; issue 6 item 9).
+"""The memory balancer's settings of ``qrmd run``: its options (``BALANCER_OPTIONS``, part of
+``qrmd.config.OPTIONS``), their value parsers and the objects built from them (spec
+memory-balancer §3, §3.1, §3.2, §4.3; issue 6 item 9).
 
-``qrmd.config`` lists the flags; this module says what each value may be and turns the
-validated values into the two objects the daemon wires:
+Plain fields (``--enable-memory-balancer``, ``--qos-aware-sync-period``,
+``--memory-balance-execute``, ``--plugin-registration-dir``, ``--numa-metrics-source``) go to
+``DaemonConfig`` as they are; the two groups become the objects the daemon wires:
 
 * the **balancer options** of §3 keep the reference's flag names (``--grace-balance-gap-ratio``,
   the vendor-aware ``--force-balance-read-latency-threshold default=80,AMD=600``, …) and become
@@ -30,15 +32,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from policy.balance import BalanceError, BalancerConfig
+from policy.balance.constants import EVICTION_PLUGIN_NAME
+from qrmd.config_values import (
+    Option,
+    choice,
+    nonempty,
+    period,
+    positive_duration,
+    single_value,
+    switch,
+)
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 
 __all__ = [
+    "BALANCER_OPTIONS",
     "DEFAULT_METRICS_SOURCE",
     "DEFAULT_PLUGIN_REGISTRATION_DIR",
     "MetricsSourceSpec",
     "balancer_value",
+    "balancer_values",
     "build_balancer_config",
     "build_source_settings",
     "parse_metrics_source",
@@ -53,12 +68,6 @@ _SECTION = "memory-balancer"
 
 # The source kinds by the names the flags accept (``simulated`` reads better on a command line).
 _KIND_NAMES = {str(k): k for k in SourceKind} | {"simulated": SourceKind.SIMULATOR}
-
-
-def _text(raw: object) -> str:
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise ValueError(f"{raw!r} is not a single value")
-    return str(raw)
 
 
 def _check(flag: str, value: object) -> None:
@@ -88,15 +97,15 @@ def balancer_value(flag: str, kind: str) -> Callable[[object], object]:
     def parse(raw: object) -> object:
         value: object
         if kind == "vendor":
-            value = dict(raw) if isinstance(raw, Mapping) else _text(raw)
+            value = dict(raw) if isinstance(raw, Mapping) else single_value(raw)
         elif kind == "int":
             value = _whole(raw)
         elif kind == "ratio":
             value = _ratio(raw)
         elif isinstance(raw, list | tuple):
-            value = [_text(p) for p in raw]
+            value = [single_value(p) for p in raw]
         else:
-            value = [p.strip() for p in _text(raw).split(",")]
+            value = [p.strip() for p in single_value(raw).split(",")]
         _check(flag, value)
         return value
 
@@ -107,7 +116,7 @@ def _whole(raw: object) -> int:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not a whole number")
     try:
-        value = int(_text(raw))
+        value = int(single_value(raw))
     except ValueError:
         raise ValueError(f"{raw!r} is not a whole number") from None
     if value < 0:
@@ -119,7 +128,7 @@ def _ratio(raw: object) -> float:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not a number")
     try:
-        return float(_text(raw))
+        return float(single_value(raw))
     except ValueError:
         raise ValueError(f"{raw!r} is not a number") from None
 
@@ -130,7 +139,7 @@ def source_kind(raw: object) -> str:
     Raises:
         ValueError: another name.
     """
-    text = _text(raw).lower()
+    text = single_value(raw).lower()
     if text not in _KIND_NAMES:
         raise ValueError(f"{raw!r} is not one of file, prometheus, resctrl, simulated")
     return str(_KIND_NAMES[text])
@@ -155,7 +164,7 @@ def parse_metrics_source(raw: object) -> MetricsSourceSpec:
     Raises:
         ValueError: not one of the forms.
     """
-    text = _text(raw)
+    text = single_value(raw)
     kind, sep, rest = text.partition(":")
     kind = kind.lower()
     if kind == "file":
@@ -223,3 +232,171 @@ def build_source_settings(
         return BalancerSourceSettings.from_mapping(merged, where=_SECTION)
     except ValueError as err:
         raise ValueError(f"--{str(err).removeprefix(_SECTION + '.')}") from None
+
+
+def _metrics_source(raw: object) -> str:
+    text = single_value(raw)
+    parse_metrics_source(text)
+    return text
+
+
+def _labels(raw: object) -> object:
+    if isinstance(raw, Mapping):
+        return {str(k): single_value(v) for k, v in raw.items()}
+    return single_value(raw)
+
+
+#: The balancer's options of ``qrmd run`` (spec memory-balancer §1.1, §3, §3.2, §4, §10, §11):
+#: the ``balancer`` group becomes the ``BalancerConfig``, the ``sources`` group the
+#: ``BalancerSourceSettings``; the others are fields of ``DaemonConfig``.
+BALANCER_OPTIONS: tuple[Option, ...] = (
+    Option("enable-memory-balancer", "enable_memory_balancer", switch, "false",
+           "run the NUMA memory balancer: a round every --qos-aware-sync-period, its eviction "
+           "plugin on --plugin-registration-dir",
+           "--memory-advisor-plugins=numa_memory_balancer", switch=True),
+    Option("qos-aware-sync-period", "qos_aware_sync_period_s", positive_duration, "5s",
+           "time between two balance rounds (the advisor loop's period)",
+           "--qos-aware-sync-period", "DURATION"),
+    Option("memory-balance-execute", "memory_balance_execute", switch, "false",
+           "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
+           "and journals what it would migrate",
+           "none (the memory plugin executes when --memory-resource-plugin-advisor)",
+           switch=True),
+    Option("plugin-registration-dir", "plugin_registration_dir", nonempty,
+           DEFAULT_PLUGIN_REGISTRATION_DIR,
+           f"katalyst-agent's plugin-watcher directory; the eviction plugin socket "
+           f"{EVICTION_PLUGIN_NAME}.sock is created there", "--plugin-registration-dir", "DIR"),
+    Option("read-latency-metric-name", "read-latency-metric-name",
+           balancer_value("read-latency-metric-name", "vendor"),
+           "default=mem.latency.read.numa,AMD=mem.latency.amd.l3.miss",
+           "vendor-aware name of the per-NUMA read latency metric",
+           "--read-latency-metric-name", "KEY=NAME,...", group="balancer"),
+    Option("grace-balance-read-latency-threshold", "grace-balance-read-latency-threshold",
+           balancer_value("grace-balance-read-latency-threshold", "vendor"), "default=70,AMD=500",
+           "vendor-aware latency above which a node may be grace-balanced",
+           "--grace-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
+    Option("force-balance-read-latency-threshold", "force-balance-read-latency-threshold",
+           balancer_value("force-balance-read-latency-threshold", "vendor"), "default=80,AMD=600",
+           "vendor-aware latency above which a node is force-balanced",
+           "--force-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
+    Option("grace-balance-read-latency-gap-threshold", "grace-balance-read-latency-gap-threshold",
+           balancer_value("grace-balance-read-latency-gap-threshold", "vendor"),
+           "default=40,AMD=400",
+           "vendor-aware latency gap to the nearest node that triggers a grace balance",
+           "--grace-balance-read-latency-gap-threshold", "KEY=N,...", group="balancer"),
+    Option("grace-balance-numa-distance-max", "grace-balance-numa-distance-max",
+           balancer_value("grace-balance-numa-distance-max", "int"), "19",
+           "farthest NUMA distance a grace balance moves memory to",
+           "--grace-balance-numa-distance-max", "N", group="balancer"),
+    Option("grace-balance-gap-ratio", "grace-balance-gap-ratio",
+           balancer_value("grace-balance-gap-ratio", "ratio"), "0.15",
+           "latency gap ratio a grace-balance destination must have",
+           "--grace-balance-gap-ratio", "RATIO", group="balancer"),
+    Option("force-balance-gap-ratio", "force-balance-gap-ratio",
+           balancer_value("force-balance-gap-ratio", "ratio"), "0.2",
+           "latency gap ratio a force-balance destination must have",
+           "--force-balance-gap-ratio", "RATIO", group="balancer"),
+    Option("balanced-pod-source-numa-rss-max", "balanced-pod-source-numa-rss-max",
+           balancer_value("balanced-pod-source-numa-rss-max", "int"), "10737418240 (10 GiB)",
+           "most anonymous bytes on the source node of a shared pod that is migrated",
+           "--balanced-pod-source-numa-rss-max", "BYTES", group="balancer"),
+    Option("balanced-pod-source-numa-rss-min", "balanced-pod-source-numa-rss-min",
+           balancer_value("balanced-pod-source-numa-rss-min", "int"), "134217728 (128 MiB)",
+           "fewest anonymous bytes on the source node of a shared pod that is migrated",
+           "--balanced-pod-source-numa-rss-min", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-rss-max",
+           "balanced-reclaimed-pod-source-numa-rss-max",
+           balancer_value("balanced-reclaimed-pod-source-numa-rss-max", "int"),
+           "16106127360 (15 GiB)",
+           "most anonymous bytes on the source node of a reclaimed pod that is migrated",
+           "--balanced-reclaimed-pod-source-numa-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-rss-min",
+           "balanced-reclaimed-pod-source-numa-rss-min",
+           balancer_value("balanced-reclaimed-pod-source-numa-rss-min", "int"),
+           "134217728 (128 MiB)",
+           "fewest anonymous bytes on the source node of a reclaimed pod that is migrated",
+           "--balanced-reclaimed-pod-source-numa-rss-min", "BYTES", group="balancer"),
+    Option("balanced-pod-source-numa-total-rss-max", "balanced-pod-source-numa-total-rss-max",
+           balancer_value("balanced-pod-source-numa-total-rss-max", "int"),
+           "12884901888 (12 GiB)", "most anonymous bytes migrated in one round",
+           "--balanced-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-source-numa-total-rss-max",
+           "balanced-reclaimed-pod-source-numa-total-rss-max",
+           balancer_value("balanced-reclaimed-pod-source-numa-total-rss-max", "int"),
+           "16106127360 (15 GiB)", "most anonymous bytes of reclaimed pods migrated in one round",
+           "--balanced-reclaimed-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
+    Option("balanced-reclaimed-pod-single-round-total-rss-threshold",
+           "balanced-reclaimed-pod-single-round-total-rss-threshold",
+           balancer_value("balanced-reclaimed-pod-single-round-total-rss-threshold", "int"),
+           "3221225472 (3 GiB)",
+           "reclaimed bytes after which a round migrates no shared pods",
+           "--balanced-reclaimed-pod-single-round-total-rss-threshold", "BYTES",
+           group="balancer"),
+    Option("numa-balance-supported-pools", "numa-balance-supported-pools",
+           balancer_value("numa-balance-supported-pools", "pools"), "share",
+           "pools whose pods may be migrated besides reclaim, comma-separated",
+           "--numa-balance-supported-pools", "POOL,...", group="balancer"),
+    Option("numa-metrics-source", "numa_metrics_source", _metrics_source, DEFAULT_METRICS_SOURCE,
+           "where NUMA latency and bandwidth come from: file[:PATH], prometheus:URL, resctrl "
+           "(bandwidth; latency from the file), simulated[:pressure=N]",
+           "none (malachite)", "SPEC"),
+    Option("numa-latency-source", "numa-latency-source", source_kind, "from --numa-metrics-source",
+           "latency source alone: file, prometheus or simulated", "", "KIND", group="sources"),
+    Option("numa-bandwidth-source", "numa-bandwidth-source", source_kind, "as latency",
+           "bandwidth source alone: file, prometheus, resctrl or simulated", "", "KIND",
+           group="sources"),
+    Option("numa-metrics-file", "numa-metrics-file", nonempty, "/run/qrmd/numa-metrics.json",
+           "the collector's JSON file of per-NUMA metrics", "", "PATH", group="sources"),
+    Option("numa-metrics-prometheus-url", "numa-metrics-prometheus-url", nonempty, "none",
+           "Prometheus text endpoint scraped each round", "", "URL", group="sources"),
+    Option("numa-metrics-prometheus-latency-metric", "numa-metrics-prometheus-latency-metric",
+           nonempty, "read-latency-metric-name with . as _", "scraped latency metric", "",
+           "NAME", group="sources"),
+    Option("numa-metrics-prometheus-bandwidth-metric",
+           "numa-metrics-prometheus-bandwidth-metric", nonempty, "mem_bandwidth_numa",
+           "scraped bandwidth metric", "", "NAME", group="sources"),
+    Option("numa-metrics-prometheus-numa-label", "numa-metrics-prometheus-numa-label",
+           nonempty, "numa", "the label holding the NUMA id", "", "LABEL", group="sources"),
+    Option("numa-metrics-prometheus-match-labels", "numa-metrics-prometheus-match-labels",
+           _labels, "none", "labels a scraped sample must carry", "", "LABEL=VALUE,...",
+           group="sources"),
+    Option("numa-metrics-prometheus-timeout", "numa-metrics-prometheus-timeout", period, "2s",
+           "scrape timeout", "", "DURATION", group="sources"),
+    Option("resctrl-root", "resctrl-root", nonempty, "/sys/fs/resctrl",
+           "resctrl's mount, for resctrl bandwidth", "", "DIR", group="sources"),
+    Option("metric-insurance-period", "metric-insurance-period", period, "0s",
+           "a metric sample older than this (raised to at least 60s) is missing; 0s: never "
+           "(memory-balancer §4.3)", "--metric-insurance-period", "DURATION", group="sources"),
+    Option("memory-cgroup-root", "memory-cgroup-root", nonempty,
+           "/sys/fs/cgroup/memory on cgroup v1, else /sys/fs/cgroup",
+           "the memory controller's mount, where memory.numa_stat is read", "", "DIR",
+           group="sources"),
+    Option("cgroup-driver", "cgroup-driver", choice("auto", "cgroupfs", "systemd"), "auto",
+           "kubelet's cgroup driver, to find pod cgroups; auto tries both", "--cgroup-driver",
+           "auto|cgroupfs|systemd", group="sources"),
+    Option("kubelet-cgroup-root", "kubelet-cgroup-root", nonempty, "/",
+           "kubelet's --cgroup-root", "--cgroup-root (kubelet)", "PATH", group="sources"),
+)  # fmt: skip
+
+
+def balancer_values(
+    values: Mapping[str, Any], groups: Mapping[str, Mapping[str, object]]
+) -> dict[str, Any]:
+    """The ``DaemonConfig`` fields of the balancer, from the options' checked values.
+
+    Args:
+        values: the checked plain fields by field name (``numa_metrics_source`` is read).
+        groups: the checked ``balancer`` and ``sources`` keys given, by group.
+
+    Returns:
+        ``memory_balancer``, ``numa_metric_sources`` and ``simulated_pressure``.
+
+    Raises:
+        ValueError: the values are invalid together; the message names the flag.
+    """
+    spec = parse_metrics_source(values.get("numa_metrics_source", DEFAULT_METRICS_SOURCE))
+    return {
+        "memory_balancer": build_balancer_config(groups.get("balancer", {})),
+        "numa_metric_sources": build_source_settings(spec, groups.get("sources", {})),
+        "simulated_pressure": spec.pressure,
+    }

@@ -2,9 +2,10 @@
 
 Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
 
-* Every setting is an ``Option`` of ``OPTIONS``: its flag name, its default, what it does and
-  the reference (katalyst-agent) flag it maps to. The argparse flags, the config-file keys and
-  the README's table all come from that one list.
+* Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
+  ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its
+  default, what it does and the reference (katalyst-agent) flag it maps to. The argparse
+  flags, the config-file keys and the README's table all come from that one list.
 * A config file (``--config PATH``) is YAML (``.yaml``/``.yml``) or TOML (``.toml``); its keys
   are the flag names without ``--``, written with ``-`` or ``_``. A flag given on the command
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
@@ -18,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import socket
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,15 +36,18 @@ from policy.context import (
     DEFAULT_TRANSITION_PERIOD_S,
 )
 from qrmd.balancer_settings import (
+    BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
     DEFAULT_PLUGIN_REGISTRATION_DIR,
-    MetricsSourceSpec,
-    balancer_value,
-    build_balancer_config,
-    build_source_settings,
-    parse_metrics_source,
-    source_kind,
+    balancer_values,
 )
+from qrmd.config_values import Option, parse_duration
+from qrmd.config_values import choice as _choice
+from qrmd.config_values import count as _count
+from qrmd.config_values import duration as _duration
+from qrmd.config_values import nonempty as _nonempty
+from qrmd.config_values import single_value as _text
+from qrmd.config_values import switch as _switch
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
@@ -153,87 +156,6 @@ class DaemonConfig:
         return plugin_socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
 
 
-# -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def parse_duration(text: str) -> float:
-    """A Go-style duration (``30s``, ``10ms``, ``1m30s``, ``0``) in seconds.
-
-    Raises:
-        ValueError: not a non-negative duration with units.
-    """
-    bad = ValueError(f"{text!r} is not a duration (use 0s, 10ms, 1m30s)")
-    if text == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            raise bad
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if pos == 0 or pos != len(text):
-        raise bad
-    return total
-
-
-def _text(raw: object) -> str:
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise ValueError(f"{raw!r} is not a single value")
-    return str(raw)
-
-
-def _nonempty(raw: object) -> str:
-    text = _text(raw)
-    if not text:
-        raise ValueError("must not be empty")
-    return text
-
-
-def _duration(raw: object) -> float:
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a duration (use 0s, 10ms, 1m30s)")
-    return parse_duration(_text(raw))
-
-
-def _count(minimum: int) -> Callable[[object], int]:
-    def parse(raw: object) -> int:
-        if isinstance(raw, bool):
-            raise ValueError(f"{raw!r} is not a whole number")
-        try:
-            value = int(_text(raw))
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a whole number") from None
-        if value < minimum:
-            raise ValueError(f"{value} is below the minimum {minimum}")
-        return value
-
-    return parse
-
-
-def _choice(*choices: str) -> Callable[[object], str]:
-    def parse(raw: object) -> str:
-        text = _text(raw).lower()
-        if text not in choices:
-            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def _switch(raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = _text(raw).lower()
-    if text in ("true", "yes", "1"):
-        return True
-    if text in ("false", "no", "0"):
-        return False
-    raise ValueError(f"{raw!r} is not true or false")
-
-
 def _metrics_address(raw: object) -> tuple[str, int] | None:
     if raw is False:  # YAML 1.1 reads an unquoted ``off`` as false
         return None
@@ -247,41 +169,6 @@ def _metrics_address(raw: object) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
-def _period(raw: object) -> float:
-    """A duration (``90s``) or a number of seconds (a config file's ``90``), not negative."""
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        if not raw >= 0:
-            raise ValueError(f"{raw!r} s must be 0 or more")
-        return float(raw)
-    text = _text(raw)
-    try:
-        value = float(text)
-    except ValueError:
-        return parse_duration(text)
-    if not value >= 0:
-        raise ValueError(f"{raw!r} s must be 0 or more")
-    return value
-
-
-def _positive_duration(raw: object) -> float:
-    value = _duration(raw)
-    if value <= 0:
-        raise ValueError(f"{raw!r} must be longer than 0s")
-    return value
-
-
-def _metrics_source(raw: object) -> str:
-    text = _text(raw)
-    parse_metrics_source(text)
-    return text
-
-
-def _labels(raw: object) -> object:
-    if isinstance(raw, Mapping):
-        return {str(k): _text(v) for k, v in raw.items()}
-    return _text(raw)
-
-
 def _key_value(raw: object) -> tuple[str, str]:
     key, sep, value = _text(raw).partition("=")
     if not sep or not key:
@@ -290,28 +177,6 @@ def _key_value(raw: object) -> tuple[str, str]:
 
 
 # -- the options ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One setting: its flag, config key, parser, default, help and reference flag."""
-
-    flag: str
-    field: str
-    parse: Callable[[object], Any]
-    default: str
-    help: str
-    reference: str = ""
-    metavar: str | None = None
-    repeatable: bool = False
-    switch: bool = False
-    #: Options collected into one object by key (``_BALANCER``, ``_SOURCES``), not a field.
-    group: str = ""
-
-    def help_text(self) -> str:
-        """The ``--help`` line: what it does, its default and the reference flag."""
-        ref = f"; reference: {self.reference}" if self.reference else ""
-        return f"{self.help} (default: {self.default}{ref})"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -356,133 +221,7 @@ OPTIONS: tuple[Option, ...] = (
            "", "N"),
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
-    # -- the NUMA memory balancer (spec memory-balancer §1.1, §3, §3.2, §4, §10, §11) --
-    Option("enable-memory-balancer", "enable_memory_balancer", _switch, "false",
-           "run the NUMA memory balancer: a round every --qos-aware-sync-period, its eviction "
-           "plugin on --plugin-registration-dir",
-           "--memory-advisor-plugins=numa_memory_balancer", switch=True),
-    Option("qos-aware-sync-period", "qos_aware_sync_period_s", _positive_duration, "5s",
-           "time between two balance rounds (the advisor loop's period)",
-           "--qos-aware-sync-period", "DURATION"),
-    Option("memory-balance-execute", "memory_balance_execute", _switch, "false",
-           "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
-           "and journals what it would migrate",
-           "none (the memory plugin executes when --memory-resource-plugin-advisor)",
-           switch=True),
-    Option("plugin-registration-dir", "plugin_registration_dir", _nonempty,
-           DEFAULT_PLUGIN_REGISTRATION_DIR,
-           f"katalyst-agent's plugin-watcher directory; the eviction plugin socket "
-           f"{EVICTION_PLUGIN_NAME}.sock is created there", "--plugin-registration-dir", "DIR"),
-    Option("read-latency-metric-name", "read-latency-metric-name",
-           balancer_value("read-latency-metric-name", "vendor"),
-           "default=mem.latency.read.numa,AMD=mem.latency.amd.l3.miss",
-           "vendor-aware name of the per-NUMA read latency metric",
-           "--read-latency-metric-name", "KEY=NAME,...", group="balancer"),
-    Option("grace-balance-read-latency-threshold", "grace-balance-read-latency-threshold",
-           balancer_value("grace-balance-read-latency-threshold", "vendor"), "default=70,AMD=500",
-           "vendor-aware latency above which a node may be grace-balanced",
-           "--grace-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
-    Option("force-balance-read-latency-threshold", "force-balance-read-latency-threshold",
-           balancer_value("force-balance-read-latency-threshold", "vendor"), "default=80,AMD=600",
-           "vendor-aware latency above which a node is force-balanced",
-           "--force-balance-read-latency-threshold", "KEY=N,...", group="balancer"),
-    Option("grace-balance-read-latency-gap-threshold", "grace-balance-read-latency-gap-threshold",
-           balancer_value("grace-balance-read-latency-gap-threshold", "vendor"),
-           "default=40,AMD=400",
-           "vendor-aware latency gap to the nearest node that triggers a grace balance",
-           "--grace-balance-read-latency-gap-threshold", "KEY=N,...", group="balancer"),
-    Option("grace-balance-numa-distance-max", "grace-balance-numa-distance-max",
-           balancer_value("grace-balance-numa-distance-max", "int"), "19",
-           "farthest NUMA distance a grace balance moves memory to",
-           "--grace-balance-numa-distance-max", "N", group="balancer"),
-    Option("grace-balance-gap-ratio", "grace-balance-gap-ratio",
-           balancer_value("grace-balance-gap-ratio", "ratio"), "0.15",
-           "latency gap ratio a grace-balance destination must have",
-           "--grace-balance-gap-ratio", "RATIO", group="balancer"),
-    Option("force-balance-gap-ratio", "force-balance-gap-ratio",
-           balancer_value("force-balance-gap-ratio", "ratio"), "0.2",
-           "latency gap ratio a force-balance destination must have",
-           "--force-balance-gap-ratio", "RATIO", group="balancer"),
-    Option("balanced-pod-source-numa-rss-max", "balanced-pod-source-numa-rss-max",
-           balancer_value("balanced-pod-source-numa-rss-max", "int"), "10737418240 (10 GiB)",
-           "most anonymous bytes on the source node of a shared pod that is migrated",
-           "--balanced-pod-source-numa-rss-max", "BYTES", group="balancer"),
-    Option("balanced-pod-source-numa-rss-min", "balanced-pod-source-numa-rss-min",
-           balancer_value("balanced-pod-source-numa-rss-min", "int"), "134217728 (128 MiB)",
-           "fewest anonymous bytes on the source node of a shared pod that is migrated",
-           "--balanced-pod-source-numa-rss-min", "BYTES", group="balancer"),
-    Option("balanced-reclaimed-pod-source-numa-rss-max",
-           "balanced-reclaimed-pod-source-numa-rss-max",
-           balancer_value("balanced-reclaimed-pod-source-numa-rss-max", "int"),
-           "16106127360 (15 GiB)",
-           "most anonymous bytes on the source node of a reclaimed pod that is migrated",
-           "--balanced-reclaimed-pod-source-numa-rss-max", "BYTES", group="balancer"),
-    Option("balanced-reclaimed-pod-source-numa-rss-min",
-           "balanced-reclaimed-pod-source-numa-rss-min",
-           balancer_value("balanced-reclaimed-pod-source-numa-rss-min", "int"),
-           "134217728 (128 MiB)",
-           "fewest anonymous bytes on the source node of a reclaimed pod that is migrated",
-           "--balanced-reclaimed-pod-source-numa-rss-min", "BYTES", group="balancer"),
-    Option("balanced-pod-source-numa-total-rss-max", "balanced-pod-source-numa-total-rss-max",
-           balancer_value("balanced-pod-source-numa-total-rss-max", "int"),
-           "12884901888 (12 GiB)", "most anonymous bytes migrated in one round",
-           "--balanced-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
-    Option("balanced-reclaimed-pod-source-numa-total-rss-max",
-           "balanced-reclaimed-pod-source-numa-total-rss-max",
-           balancer_value("balanced-reclaimed-pod-source-numa-total-rss-max", "int"),
-           "16106127360 (15 GiB)", "most anonymous bytes of reclaimed pods migrated in one round",
-           "--balanced-reclaimed-pod-source-numa-total-rss-max", "BYTES", group="balancer"),
-    Option("balanced-reclaimed-pod-single-round-total-rss-threshold",
-           "balanced-reclaimed-pod-single-round-total-rss-threshold",
-           balancer_value("balanced-reclaimed-pod-single-round-total-rss-threshold", "int"),
-           "3221225472 (3 GiB)",
-           "reclaimed bytes after which a round migrates no shared pods",
-           "--balanced-reclaimed-pod-single-round-total-rss-threshold", "BYTES",
-           group="balancer"),
-    Option("numa-balance-supported-pools", "numa-balance-supported-pools",
-           balancer_value("numa-balance-supported-pools", "pools"), "share",
-           "pools whose pods may be migrated besides reclaim, comma-separated",
-           "--numa-balance-supported-pools", "POOL,...", group="balancer"),
-    Option("numa-metrics-source", "numa_metrics_source", _metrics_source, DEFAULT_METRICS_SOURCE,
-           "where NUMA latency and bandwidth come from: file[:PATH], prometheus:URL, resctrl "
-           "(bandwidth; latency from the file), simulated[:pressure=N]",
-           "none (malachite)", "SPEC"),
-    Option("numa-latency-source", "numa-latency-source", source_kind, "from --numa-metrics-source",
-           "latency source alone: file, prometheus or simulated", "", "KIND", group="sources"),
-    Option("numa-bandwidth-source", "numa-bandwidth-source", source_kind, "as latency",
-           "bandwidth source alone: file, prometheus, resctrl or simulated", "", "KIND",
-           group="sources"),
-    Option("numa-metrics-file", "numa-metrics-file", _nonempty, "/run/qrmd/numa-metrics.json",
-           "the collector's JSON file of per-NUMA metrics", "", "PATH", group="sources"),
-    Option("numa-metrics-prometheus-url", "numa-metrics-prometheus-url", _nonempty, "none",
-           "Prometheus text endpoint scraped each round", "", "URL", group="sources"),
-    Option("numa-metrics-prometheus-latency-metric", "numa-metrics-prometheus-latency-metric",
-           _nonempty, "read-latency-metric-name with . as _", "scraped latency metric", "",
-           "NAME", group="sources"),
-    Option("numa-metrics-prometheus-bandwidth-metric",
-           "numa-metrics-prometheus-bandwidth-metric", _nonempty, "mem_bandwidth_numa",
-           "scraped bandwidth metric", "", "NAME", group="sources"),
-    Option("numa-metrics-prometheus-numa-label", "numa-metrics-prometheus-numa-label",
-           _nonempty, "numa", "the label holding the NUMA id", "", "LABEL", group="sources"),
-    Option("numa-metrics-prometheus-match-labels", "numa-metrics-prometheus-match-labels",
-           _labels, "none", "labels a scraped sample must carry", "", "LABEL=VALUE,...",
-           group="sources"),
-    Option("numa-metrics-prometheus-timeout", "numa-metrics-prometheus-timeout", _period, "2s",
-           "scrape timeout", "", "DURATION", group="sources"),
-    Option("resctrl-root", "resctrl-root", _nonempty, "/sys/fs/resctrl",
-           "resctrl's mount, for resctrl bandwidth", "", "DIR", group="sources"),
-    Option("metric-insurance-period", "metric-insurance-period", _period, "0s",
-           "a metric sample older than this (raised to at least 60s) is missing; 0s: never "
-           "(memory-balancer §4.3)", "--metric-insurance-period", "DURATION", group="sources"),
-    Option("memory-cgroup-root", "memory-cgroup-root", _nonempty,
-           "/sys/fs/cgroup/memory on cgroup v1, else /sys/fs/cgroup",
-           "the memory controller's mount, where memory.numa_stat is read", "", "DIR",
-           group="sources"),
-    Option("cgroup-driver", "cgroup-driver", _choice("auto", "cgroupfs", "systemd"), "auto",
-           "kubelet's cgroup driver, to find pod cgroups; auto tries both", "--cgroup-driver",
-           "auto|cgroupfs|systemd", group="sources"),
-    Option("kubelet-cgroup-root", "kubelet-cgroup-root", _nonempty, "/",
-           "kubelet's --cgroup-root", "--cgroup-root (kubelet)", "PATH", group="sources"),
+    *BALANCER_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -562,32 +301,16 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             groups[opt.group][opt.field] = parsed
         else:
             values[opt.field] = parsed
-    values.update(_balancer_values(values, groups))
+    try:
+        values.update(balancer_values(values, groups))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
     # reads it; the host name is the fallback (a pod without host networking has its own).
     values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
     config = DaemonConfig(**values)
     _check_socket_paths(config)
     return config
-
-
-def _balancer_values(
-    values: Mapping[str, Any], groups: Mapping[str, dict[str, object]]
-) -> dict[str, Any]:
-    """The balancer's options and metric sources, built from their checked keys."""
-    spec: MetricsSourceSpec = parse_metrics_source(
-        values.get("numa_metrics_source", DEFAULT_METRICS_SOURCE)
-    )
-    try:
-        balancer = build_balancer_config(groups["balancer"])
-        sources = build_source_settings(spec, groups["sources"])
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    return {
-        "memory_balancer": balancer,
-        "numa_metric_sources": sources,
-        "simulated_pressure": spec.pressure,
-    }
 
 
 def _parse(opt: Option, value: object) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,42 @@ def test_a_node_under_pressure_gives_a_journaled_round_and_a_dry_run_advice(
     assert "BalanceAdviceTaken" in capsys.readouterr().out
 
 
+def test_the_eviction_plugin_offers_the_reclaimed_pod_once(bh: BalancerHarness) -> None:
+    daemon = bh.balancer_daemon()
+    daemon.start()
+    try:
+        assert daemon.balancer is not None and daemon.balancer.server is not None
+        allocator = admit_pods(bh)
+        reclaimed = replace(
+            shared("pod-r"),
+            annotations={"katalyst.kubewharf.io/qos_level": "reclaimed_cores"},
+            labels={"katalyst.kubewharf.io/qos_level": "reclaimed_cores"},
+        )
+        allocator.ask(Allocate(reclaimed))
+        bh.memory.set_container("pod-r", "containerd://r", {0: 3 * GIB, 1: 0, 2: 0, 3: 0})
+        bh.metrics.put_under_pressure(0)
+        bh.clock.advance(5)
+        daemon.balancer.tick()
+        current = state(daemon).state.current
+        assert current is not None and [p.uid for p in current.evict_pods] == ["pod-r"]
+        agent = EvictionAgent(daemon.balancer.server.socket_path)
+        try:
+            agent.register()
+            active = [go_pod("a", "pod-a"), go_pod("r", "pod-r")]
+            first = agent.run_pass(active)
+            assert [p.pod.metadata.uid for p in first.evict.evict_pods] == ["pod-r"]
+            assert first.evict.evict_pods[0].reason == (
+                "the memory node 0 is under bandwidth pressure"
+            )
+            # §9.1: once per record.
+            assert list(agent.run_pass(active).evict.evict_pods) == []
+        finally:
+            agent.close()
+        assert state(daemon).metrics["eviction_offers_total"] == 1
+    finally:
+        daemon.stop()
+
+
 def test_the_eviction_plugin_offers_nothing_without_a_reclaimed_pod(bh: BalancerHarness) -> None:
     daemon = bh.balancer_daemon()
     daemon.start()
@@ -263,3 +300,25 @@ def test_without_the_flag_there_is_no_balancer(bh: BalancerHarness) -> None:
         assert not (bh.root / "ev").exists()
     finally:
         daemon.stop()
+
+
+def test_a_plugin_that_cannot_be_served_is_counted_and_the_rounds_go_on(
+    bh: BalancerHarness,
+) -> None:
+    blocker = bh.root / "not-a-dir"
+    blocker.write_text("a file where the registration directory should be\n")
+    daemon = bh.balancer_daemon(**{"plugin-registration-dir": str(blocker)})
+    daemon.start()
+    try:
+        assert daemon.balancer is not None
+        assert daemon.balancer.server is None and daemon.balancer.plugin_start_failures == 1
+        assert (
+            'plugin_start_failed{pluginName="numa_memory_balancer",pluginType="EvictionPlugin"} 1.0'
+            in http(daemon, "/metrics")[1].splitlines()
+        )
+        bh.clock.advance(5)
+        assert daemon.balancer.tick()
+        assert state(daemon).metrics["ticks_total"] == 1
+    finally:
+        daemon.stop()
+    assert daemon.balancer._retry is not None and not daemon.balancer._retry.is_alive()
