@@ -49,7 +49,8 @@ from wire.eviction_convert import (
     top_eviction_pods_response,
 )
 from wire.gen import evictionplugin_pb2 as ep
-from wire.plugin_socket import PluginIdentity, PluginSocket, RegistrationObserver
+from wire.plugin_socket import PluginSocket, RegistrationObserver
+from wire.registration_service import PluginIdentity
 from wire.rpc import ActorRef, RpcObserver, ask_timeout, unary_handler
 from wire.sockets import check_socket_path
 

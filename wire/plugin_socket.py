@@ -4,11 +4,12 @@ The one way qrmd serves a plugin socket; the CPU plugin (``wire.plugin_server``)
 eviction plugin (``wire.eviction_server``) are thin layers that choose the path, the
 ``GetInfo`` identity and the plugin's own service.
 
-A plugin serves ``pluginregistration.Registration`` next to its own service on one gRPC server
-and one unix socket; the kubelet (or katalyst-agent's plugin manager) sees the file appear,
-asks ``GetInfo``, dials, and reports the outcome with ``NotifyRegistrationStatus``. The life
-cycle is the registration machine of ``machines.registration``; this module carries out its
-actions and nothing else decides when they happen:
+A plugin serves ``pluginregistration.Registration`` (``wire.registration_service``) next to its
+own service on one gRPC server and one unix socket; the kubelet (or katalyst-agent's plugin
+manager) sees the file appear, asks ``GetInfo``, dials, and reports the outcome with
+``NotifyRegistrationStatus``. The life cycle is the registration machine of
+``machines.registration``; this module carries out its actions and nothing else decides when
+they happen:
 
 * ``serve`` (guard ``actors_ready``), only once the actors behind the services answer: the peer
   dials as soon as the file appears (kubelet asks ``GetResourcePluginOptions`` only once).
@@ -42,7 +43,6 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -52,7 +52,8 @@ from machines.lifecycle import InvalidTransition, Step
 from wire.errors import NotReady
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
-from wire.rpc import RpcObserver, unary_handler
+from wire.registration_service import PluginIdentity, registration_handler
+from wire.rpc import RpcObserver
 from wire.sockets import (
     BoundSocket,
     ServingError,
@@ -61,13 +62,8 @@ from wire.sockets import (
     remove_socket,
 )
 
-__all__ = [
-    "REGISTRATION_SERVICE",
-    "PluginIdentity",
-    "PluginSocket",
-    "RegistrationObserver",
-    "registration_handler",
-]
+# PluginIdentity is ``wire.registration_service``'s, exported here with the class that takes it.
+__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,68 +80,6 @@ RETRY_PERIOD_S = 5.0
 STOP_GRACE_S = 1.0
 #: What a failed socket creation raises (``wire.sockets``, grpc) and a retry outlives.
 _CREATE_ERRORS = (OSError, ValueError, RuntimeError)
-
-
-@dataclass(frozen=True, slots=True)
-class PluginIdentity:
-    """What ``GetInfo`` answers (wire.md §3).
-
-    Attributes:
-        type: ``ResourcePlugin`` for a QRM plugin, ``EvictionPlugin`` for an eviction plugin.
-        name: the resource name (``cpu``) or the eviction plugin's name.
-        supported_versions: API versions the peer validates (``v1alpha1``).
-        endpoint: empty: the main service is on the same socket.
-    """
-
-    type: str
-    name: str
-    supported_versions: tuple[str, ...] = ("v1alpha1",)
-    endpoint: str = ""
-
-
-#: The full service name (wire.md §1.3).
-REGISTRATION_SERVICE = "pluginregistration.Registration"
-
-
-def registration_handler(
-    identity: PluginIdentity,
-    notify: Callable[[bool, str], None],
-    observer: RpcObserver | None = None,
-) -> grpc.GenericRpcHandler:
-    """``pluginregistration.Registration`` for one socket.
-
-    Args:
-        identity: the ``GetInfo`` answer.
-        notify: told ``(plugin_registered, error)`` of each ``NotifyRegistrationStatus``.
-        observer: told about every call, or ``None``.
-
-    Returns:
-        The generic handler to add to a ``grpc.Server``.
-    """
-    info = reg.PluginInfo(
-        type=identity.type,
-        name=identity.name,
-        endpoint=identity.endpoint,
-        supported_versions=list(identity.supported_versions),
-    )
-
-    def get_info(request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
-        return info
-
-    def notify_status(
-        request: reg.RegistrationStatus, context: grpc.ServicerContext
-    ) -> reg.RegistrationStatusResponse:
-        # Always answered successfully: the peer only logs an error here (wire.md §3).
-        notify(request.plugin_registered, request.error)
-        return reg.RegistrationStatusResponse()
-
-    methods = {
-        "GetInfo": unary_handler("GetInfo", reg.InfoRequest, get_info, observer),
-        "NotifyRegistrationStatus": unary_handler(
-            "NotifyRegistrationStatus", reg.RegistrationStatus, notify_status, observer
-        ),
-    }
-    return grpc.method_handlers_generic_handler(REGISTRATION_SERVICE, methods)
 
 
 class PluginSocket:
