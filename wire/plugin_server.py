@@ -69,7 +69,16 @@ def plugin_socket_path(socket_dir: str, name: str = PLUGIN_NAME) -> str:
         SocketPathError: the path is longer than :data:`MAX_SOCKET_PATH_BYTES` bytes; the
             message names it and its length.
     """
-    return str(check_socket_path(Path(socket_dir) / f"{name}.sock"))
+    try:
+        return str(check_socket_path(Path(socket_dir) / f"{name}.sock"))
+    except SocketPathError as err:
+        # The daemon's configuration error quotes this wording (qrmd.config).
+        raise SocketPathError(
+            f"socket path {err.path} is {err.size} bytes, longer than a unix socket allows "
+            f"({MAX_SOCKET_PATH_BYTES}); choose a shorter socket directory",
+            path=err.path,
+            size=err.size,
+        ) from None
 
 
 class PluginServer:

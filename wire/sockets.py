@@ -57,7 +57,16 @@ class SocketPathError(OSError, ValueError):
 
     Both an ``OSError`` and a ``ValueError``: the two plugin servers this module serves were
     written apart and documented one each (the ``io.UnsupportedOperation`` idiom).
+
+    Attributes:
+        path: the absolute socket path.
+        size: its length in bytes when that is the fault, else ``None``.
     """
+
+    def __init__(self, message: str, *, path: Path, size: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.size = size
 
 
 class ServingError(OSError, RuntimeError):
@@ -96,7 +105,9 @@ def check_socket_path(path: Path) -> Path:
     if size > MAX_SOCKET_PATH_BYTES:
         raise SocketPathError(
             f"socket path {str(absolute)!r} is {size} bytes long; unix socket paths are "
-            f"limited to {MAX_SOCKET_PATH_BYTES} bytes; choose a shorter socket directory"
+            f"limited to {MAX_SOCKET_PATH_BYTES} bytes; choose a shorter socket directory",
+            path=absolute,
+            size=size,
         )
     return absolute
 
@@ -136,7 +147,9 @@ def _clear_stale(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        raise SocketPathError(f"cannot serve on {str(path)!r}: a directory is in the way")
+        raise SocketPathError(
+            f"cannot serve on {str(path)!r}: a directory is in the way", path=path
+        )
     logger.info("removing the stale file %s", path)
     path.unlink(missing_ok=True)
 
