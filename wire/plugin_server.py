@@ -154,22 +154,21 @@ class PluginServer:
         self._socket.stop(grace_s)
 
     def recreate_socket(self) -> None:
-        """Tear the socket down and create it anew (trigger ``serving_failed``).
+        """Re-create the socket of a server found not to serve (``PluginSocket.recreate_socket``).
 
-        For a server found not to serve (the reference restarts it); kubelet registers the new
-        file. Does nothing unless serving or registered. A failed creation is retried every
-        5 s until it succeeds or the server is stopped.
+        kubelet registers the new file; nothing happens unless serving or registered, and a
+        failed creation is retried every 5 s until it succeeds or the server is stopped.
         """
         self._socket.recreate_socket()
 
     def wait_for_state(self, state: str, timeout_s: float) -> bool:
-        """Wait until the registration machine is in ``state``.
+        """Block until the socket's registration state is ``state``, at most ``timeout_s``.
 
         Args:
-            state: one of ``machines.registration``'s states.
-            timeout_s: how long to wait.
+            state: a ``machines.registration`` state, e.g. ``registered``.
+            timeout_s: the longest wait, in seconds.
 
         Returns:
-            Whether it got there in time.
+            True once in ``state``; False if the time ran out first.
         """
         return self._socket.wait_for_state(state, timeout_s)
