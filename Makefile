@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck layers pytest topology bench clean
+.PHONY: venv demo test lint typecheck layers pytest topology bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The real daemon, driven by the built-in kubelet simulator on a synthetic 96-CPU node.
+demo: $(STAMP)
+	$(BIN)/qrmd demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,400 @@
+"""The demo's story, phase by phase, against the real ``qrmd run`` over real gRPC.
+
+1. **Start and register**: ``qrmd run`` on the demo machine in a fresh state directory; the
+   kubelet simulator finds its socket and registers it (wire.md §8.1).
+2. **Admit**: the workload, in kubelet order with topology hints (wire.md §9.1). Shared pods
+   start on every pooled CPU (ramp-up, cpu-policy §9.6).
+3. **Ramp-up**: reconcile passes (wire.md §9.2) until shared containers have left the ramp-up
+   cpuset for their pool and two passes agree.
+4. **Delete**: some pods go; garbage collection calls ``RemovePod`` (wire.md §9.3) and the
+   freed CPUs return to the pools.
+5. **Crash and recover**: the daemon is killed with SIGKILL and started again on the same state
+   directory; the kubelet re-registers it, and ``GetResourcesAllocation`` must answer exactly
+   what it answered before the crash: every acknowledged allocation came back from the journal.
+
+After each phase the map and pool table of ``view`` show what the kubelet sees. Any failure
+raises ``DemoError`` with one line saying what went wrong; the daemon is killed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from policy.synthetic import parse_synthetic_spec
+from policy.topology import CPUTopology
+from qrmd.demo.daemon_process import (
+    DaemonError,
+    DaemonOptions,
+    DaemonProcess,
+)
+from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
+from qrmd.demo.workload import DELETED, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
+from qrmd.kubelet_sim import (
+    AdmissionError,
+    Endpoint,
+    KubeletSimulator,
+    PluginCallError,
+    Pod,
+    RegistrationOutcome,
+)
+
+__all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
+
+PLUGIN = "cpu"
+SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
+REGISTER_TIMEOUT_S = 20.0
+WATCH_PERIOD_S = 0.2
+
+
+class DemoError(Exception):
+    """The demo could not complete; the message is one line naming the phase and the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    """How to run the demo.
+
+    Attributes:
+        state_dir: the daemon's state directory; None makes a fresh one under /tmp.
+        keep: leave the daemon running at the end.
+        fast: 1 s reconcile and transition periods instead of the kubelet's 3 s.
+        metrics: serve the daemon's metrics on a free loopback port (else ``off``).
+    """
+
+    state_dir: Path | None = None
+    keep: bool = False
+    fast: bool = False
+    metrics: bool = True
+
+    @property
+    def reconcile_period_s(self) -> float:
+        return 1.0 if self.fast else 3.0
+
+    @property
+    def transition_period(self) -> str:
+        return "1s" if self.fast else "3s"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """Where the demo left things, and what recovery showed."""
+
+    work_dir: Path
+    state_dir: Path
+    socket_path: Path
+    log_path: Path
+    metrics_address: str
+    recovered: int  # allocations GetResourcesAllocation answered after the restart
+    identical: bool
+    kept_pid: int | None  # the daemon left running (--keep), else None
+    elapsed_s: float
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class _Demo:
+    """One run of the story; the phases share the daemon, the simulator and the console."""
+
+    def __init__(self, settings: DemoSettings, console: Console) -> None:
+        self.settings = settings
+        self.console = console
+        self.topology: CPUTopology = parse_synthetic_spec(TOPOLOGY)
+        self.work_dir = Path(tempfile.mkdtemp(prefix="qrmd-demo-", dir="/tmp"))
+        self.state_dir = settings.state_dir or self.work_dir / "state"
+        socket_dir = self.work_dir / "sock"
+        self.socket_path = socket_dir / SOCKET_NAME
+        metrics = f"127.0.0.1:{_free_loopback_port()}" if settings.metrics else "off"
+        self.daemon = DaemonProcess(
+            DaemonOptions(
+                state_dir=self.state_dir,
+                socket_dir=socket_dir,
+                topology=TOPOLOGY,
+                reserved_cpu_cores=RESERVED_CPU_CORES,
+                transition_period=settings.transition_period,
+                metrics_address=metrics,
+            ),
+            self.work_dir / "daemon.log",
+        )
+        self.sim = KubeletSimulator(
+            [socket_dir],
+            self.topology.numa_nodes(),
+            watch_period_s=WATCH_PERIOD_S,
+            reconcile_period_s=settings.reconcile_period_s,
+            on_registration=self._registration_seen,
+        )
+        self.admitted: list[Pod] = []
+        self.started = time.monotonic()
+        self.phase = "setting up"
+
+    # -- output --------------------------------------------------------------------------------
+
+    def _registration_seen(self, outcome: RegistrationOutcome) -> None:
+        # Successes are shown by the phase that waits for them, in order; failures as they come.
+        if not outcome.registered:
+            self.console.print(f"  [dim]kubelet: registration attempt failed: {outcome.error}[/]")
+
+    def _registered(self, endpoint: Endpoint) -> None:
+        options = endpoint.options
+        self.console.print(
+            f"  kubelet registered plugin [bold]{endpoint.name}[/] from {endpoint.socket_path}: "
+            "GetInfo → GetResourcePluginOptions "
+            f"(topology alignment {options.with_topology_alignment}, reconcile "
+            f"{options.need_reconcile}, pre-start {options.pre_start_required}) → "
+            "NotifyRegistrationStatus(true)"
+        )
+
+    def _phase(self, number: int, title: str) -> None:
+        self.phase = f"phase {number}, {title}"
+        elapsed = time.monotonic() - self.started
+        self.console.rule(f"[bold]{number}. {title}[/]  [dim](t={elapsed:4.1f} s)[/]")
+
+    def _show(self, caption: str, view: Snapshot) -> None:
+        self.console.print(render_phase(self.topology, self.admitted, view))
+        self.console.print(f"  [dim]{caption}[/]")
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def _register(self, newer_than: int) -> Endpoint:
+        deadline = time.monotonic() + REGISTER_TIMEOUT_S
+        while True:
+            self.daemon.check_alive()
+            try:
+                return self.sim.kubelet.endpoints.wait_registered(
+                    PLUGIN, newer_than=newer_than, timeout_s=0.2
+                )
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise DemoError(
+                        f"the kubelet could not register qrmd within {REGISTER_TIMEOUT_S:g} s "
+                        f"(socket {self.socket_path}); daemon log: {self.daemon.log_tail()}"
+                    ) from None
+
+    def _wait_stable(self, what: str, condition: Callable[[Snapshot], bool]) -> Snapshot:
+        """Reconcile answers until ``condition`` holds and two passes in a row agree."""
+        timeout_s = 6 * self.settings.reconcile_period_s + 10
+        deadline = time.monotonic() + timeout_s
+        previous: Snapshot | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DemoError(f"{what}: not reached within {timeout_s:g} s of reconcile passes")
+            try:
+                report = self.sim.wait_for_pass(self.sim.passes, timeout_s=remaining)
+            except TimeoutError:
+                continue
+            self.daemon.check_alive()
+            if PLUGIN not in report.answers:
+                previous = None
+                continue
+            view = snapshot(report.answers[PLUGIN])
+            if view == previous and condition(view):
+                return view
+            previous = view
+
+    # -- the phases ----------------------------------------------------------------------------
+
+    def start_and_register(self) -> Endpoint:
+        self._phase(1, "start qrmd run and register it with the kubelet")
+        pid = self.daemon.start()
+        self.console.print(f"  started (pid {pid}): qrmd {' '.join(self.daemon.argv[3:])}")
+        self.sim.start()
+        endpoint = self._register(newer_than=0)
+        self._registered(endpoint)
+        try:
+            allocatable = endpoint.connection.get_topology_aware_allocatable_resources()
+        except PluginCallError as exc:
+            raise DemoError(f"GetTopologyAwareAllocatableResources: {exc}") from None
+        per_numa, capacity = allocatable.get(PLUGIN, ((), ()))
+        self.console.print(
+            "  allocatable CPUs per NUMA node (GetTopologyAwareAllocatableResources), "
+            "of its capacity: "
+            + ", ".join(
+                f"{a.node}: {a.value:g}/{c.value:g}"
+                for a, c in zip(per_numa, capacity, strict=False)
+            )
+        )
+        return endpoint
+
+    def admit(self) -> dict[str, dict[str, str]]:
+        self._phase(2, "admit the workload (init containers first, then app containers)")
+        kubelet = self.sim.kubelet
+        first_cpusets: dict[str, dict[str, str]] = {}
+        for pod in WORKLOAD:
+            try:
+                granted = kubelet.admit(pod)
+            except AdmissionError as exc:
+                raise DemoError(f"admission: {exc}") from None
+            self.admitted.append(pod)
+            first_cpusets[pod.uid] = {
+                name: res[PLUGIN].allocation_result for name, res in granted.items()
+            }
+            affinities = {
+                s.container.name: kubelet.affinity(pod.uid, s.container.name)
+                for s in pod.admission_order()
+            }
+            self.console.print(admission_line(pod, first_cpusets[pod.uid], affinities))
+        view = runtime_view(kubelet.runtime_properties())
+        self._show(
+            "the cpusets Allocate answered: shared pods are ramping up on every pooled CPU", view
+        )
+        return first_cpusets
+
+    def ramp_up(self, first: dict[str, dict[str, str]]) -> Snapshot:
+        self._phase(3, f"ramp-up (transition period {self.settings.transition_period})")
+        shared = [p for p in self.admitted if p.qos_level == "shared_cores"]
+
+        def moved(view: Snapshot) -> bool:
+            return all(
+                view.get(p.uid, {}).get(c) not in (None, cpus)
+                for p in shared
+                for c, cpus in first[p.uid].items()
+            )
+
+        view = self._wait_stable("ramp-up of the shared pods", moved)
+        self._show(
+            "GetResourcesAllocation after ramp-up: shared containers are in the share pool", view
+        )
+        return view
+
+    def delete(self) -> Snapshot:
+        names = [p.name for p in self.admitted if p.uid in DELETED]
+        self._phase(4, f"delete pods {', '.join(names)}")
+        for uid in DELETED:
+            self.sim.kubelet.delete_pod(uid)
+        self.admitted = [p for p in self.admitted if p.uid not in DELETED]
+
+        def gone(view: Snapshot) -> bool:
+            held = self.sim.kubelet.checkpointed_pods()
+            return not any(uid in view or uid in held for uid in DELETED)
+
+        view = self._wait_stable("removal of the deleted pods", gone)
+        self._show(
+            "RemovePod done by the kubelet's garbage collection; CPUs back in the pools", view
+        )
+        return view
+
+    @staticmethod
+    def _topology_aware(endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
+        """Each container's ``GetTopologyAwareResources`` answer (the pod-resources view)."""
+        try:
+            return {
+                (uid, name): endpoint.connection.get_topology_aware_resources(uid, name)
+                for uid, containers in view.items()
+                for name in containers
+            }
+        except PluginCallError as exc:
+            raise DemoError(f"GetTopologyAwareResources: {exc}") from None
+
+    def crash_and_recover(self, endpoint: Endpoint, before: Snapshot) -> tuple[int, bool]:
+        self._phase(5, "kill qrmd with SIGKILL, restart it on the same journal")
+        aware_before = self._topology_aware(endpoint, before)
+        pid = self.daemon.kill()
+        self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
+        new_pid = self.daemon.start()
+        self.console.print(f"  restarted qrmd run (pid {new_pid}) on {self.state_dir}")
+        again = self._register(newer_than=endpoint.generation)
+        self._registered(again)
+        for line in self.daemon.log_lines_matching("qrmd serving:")[-1:]:
+            self.console.print(f"  [dim]daemon: {line.strip()}[/]")
+        try:
+            after = snapshot(again.connection.get_resources_allocation())
+        except PluginCallError as exc:
+            raise DemoError(f"after the restart: {exc}") from None
+        recovered = sum(len(c) for c in after.values())
+        identical = after == before
+        aware_identical = self._topology_aware(again, after) == aware_before
+        self._show("GetResourcesAllocation after the restart", after)
+        self.console.print(
+            f"  [bold]journal recovered {recovered} allocations, identical: "
+            f"{'yes' if identical else 'no'}[/]"
+        )
+        self.console.print(
+            "  GetTopologyAwareResources of every container, identical: "
+            f"{'yes' if aware_identical else 'no'}"
+        )
+        if not identical:
+            raise DemoError(f"recovery: allocations differ: {_first_difference(before, after)}")
+        if not aware_identical:
+            raise DemoError("recovery: GetTopologyAwareResources answers differ after the restart")
+        return recovered, identical
+
+    def finish(self) -> int | None:
+        if self.settings.keep:
+            return self.daemon.abandon()
+        self.daemon.stop()
+        return None
+
+
+def _first_difference(before: Snapshot, after: Snapshot) -> str:
+    for uid in sorted(set(before) | set(after)):
+        b, a = before.get(uid, {}), after.get(uid, {})
+        for container in sorted(set(b) | set(a)):
+            if b.get(container) != a.get(container):
+                return (
+                    f"pod {uid} container {container}: before {b.get(container)!r}, "
+                    f"after {a.get(container)!r}"
+                )
+    return "none"
+
+
+def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
+    """Run the whole story (see the module docstring).
+
+    Args:
+        settings: how to run it.
+        console: where to show it.
+
+    Returns:
+        Where the state, socket and log are, and what recovery showed.
+
+    Raises:
+        DemoError: a phase failed; the daemon has been killed.
+    """
+    demo = _Demo(settings, console)
+    finished = False
+    try:
+        endpoint = demo.start_and_register()
+        first = demo.admit()
+        demo.ramp_up(first)
+        before = demo.delete()
+        recovered, identical = demo.crash_and_recover(endpoint, before)
+        demo.sim.stop()
+        kept = demo.finish()
+        finished = True
+    except (DaemonError, DemoError) as exc:
+        pid = demo.daemon.pid
+        killed = ""
+        if pid is not None:
+            with contextlib.suppress(DaemonError):  # raised when it had exited already
+                demo.daemon.kill()
+                killed = f"; killed qrmd run (pid {pid})"
+        raise DemoError(f"{demo.phase}: {exc}{killed}") from None
+    finally:
+        demo.sim.stop()
+        if not finished:
+            with contextlib.suppress(DaemonError):
+                demo.daemon.kill()
+    return DemoResult(
+        work_dir=demo.work_dir,
+        state_dir=demo.state_dir,
+        socket_path=demo.socket_path,
+        log_path=demo.daemon.log_path,
+        metrics_address=demo.daemon.options.metrics_address,
+        recovered=recovered,
+        identical=identical,
+        kept_pid=kept,
+        elapsed_s=time.monotonic() - demo.started,
+    )

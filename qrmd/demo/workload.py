@@ -1,0 +1,52 @@
+"""The demo's workload: one pod of each kind the CPU plugin treats differently.
+
+On the demo's machine (``synthetic:cpus=96,sockets=2,numas=4``: 24 CPUs per NUMA node, two
+reserved CPUs) this gives a picture with every pool in it:
+
+* two dedicated_cores pods bound exclusively to a NUMA node each (``numa_binding`` and
+  ``numa_exclusive``): each takes a whole node;
+* a dedicated_cores pod bound to a NUMA node without exclusivity, with a sidecar that mirrors
+  its CPUs (cpu-policy §7.5.2);
+* two shared_cores pods, one with init containers (never allocated, cpu-policy §4.7) and one
+  with a sidecar: they ramp up on every pooled CPU, then move to the ``share`` pool;
+* two reclaimed_cores pods asking ``reclaimed_millicpu``: they run in the ``reclaim`` pool.
+
+Then one exclusive pod, one shared pod and one reclaimed pod are deleted, which hands their
+CPUs back to the pools.
+"""
+
+from __future__ import annotations
+
+from qrmd.kubelet_sim import Pod, dedicated_pod, reclaimed_pod, shared_pod
+
+__all__ = ["DELETED", "NAMESPACE", "RESERVED_CPU_CORES", "TOPOLOGY", "WORKLOAD"]
+
+TOPOLOGY = "synthetic:cpus=96,sockets=2,numas=4"
+RESERVED_CPU_CORES = 2
+NAMESPACE = "demo"
+
+WORKLOAD: tuple[Pod, ...] = (
+    dedicated_pod("uid-db-primary", "db-primary", 16, numa_exclusive=True, namespace=NAMESPACE),
+    dedicated_pod("uid-db-replica", "db-replica", 16, numa_exclusive=True, namespace=NAMESPACE),
+    dedicated_pod(
+        "uid-cache",
+        "cache",
+        8,
+        numa_exclusive=False,
+        sidecars={"exporter": 0.5},
+        namespace=NAMESPACE,
+    ),
+    shared_pod(
+        "uid-web",
+        "web",
+        4,
+        init={"migrate": 1, "warm-up": 1},
+        namespace=NAMESPACE,
+    ),
+    shared_pod("uid-api", "api", 2, sidecars={"envoy": 1}, namespace=NAMESPACE),
+    reclaimed_pod("uid-batch-1", "batch-1", 2000, namespace=NAMESPACE),
+    reclaimed_pod("uid-batch-2", "batch-2", 4000, namespace=NAMESPACE),
+)
+
+#: The pods deleted in the demo's third phase.
+DELETED: tuple[str, ...] = ("uid-db-replica", "uid-api", "uid-batch-2")

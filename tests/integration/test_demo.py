@@ -1,0 +1,98 @@
+"""``qrmd demo --fast`` end to end: the real daemon, the kubelet simulator, SIGKILL, recovery.
+
+Slow (about 10 s a run, each a real ``qrmd run`` process started twice); marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from qrmd.demo.daemon_process import pid_is_alive
+
+pytestmark = pytest.mark.slow
+
+DEMO_TIMEOUT_S = 60
+
+
+def run_demo(*flags: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="160", PYTHONPATH=str(Path(__file__).parents[2]))
+    return subprocess.run(
+        [sys.executable, "-m", "qrmd", "demo", "--fast", *flags],
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT_S,
+        env=env,
+        check=False,
+    )
+
+
+def test_demo_recovers_every_allocation_and_stops_the_daemon() -> None:
+    started = time.monotonic()
+    done = run_demo()
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    for phase in (
+        "1. start qrmd run",
+        "2. admit the workload",
+        "3. ramp-up",
+        "4. delete pods db-replica, api, batch-2",
+        "5. kill qrmd with SIGKILL",
+    ):
+        assert phase in out
+    assert "kubelet registered plugin cpu from" in out
+    assert "journal recovered 5 allocations, identical: yes" in out
+    assert "GetTopologyAwareResources of every container, identical: yes" in out
+    assert "0: 23/24, 1: 23/24, 2: 24/24, 3: 24/24" in out  # two reserved CPUs
+    # Ramped up: the shared pods left the ramp-up cpuset for a share pool smaller than it.
+    assert re.search(r"\bs\s+share\s+shared_cores\s+\S+\s+\d+", out)
+    assert "NUMA 3 · socket 1" in out
+    state = re.search(r"journal and checkpoints kept in (\S+);", out)
+    assert state is not None and Path(state.group(1)).is_dir()
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", out)]
+    assert len(set(pids)) == 2  # started, then restarted after the SIGKILL
+    assert not any(pid_is_alive(pid) for pid in pids)  # stopped cleanly at the end
+    assert elapsed < DEMO_TIMEOUT_S
+
+
+def test_demo_keep_leaves_the_daemon_running() -> None:
+    done = run_demo("--keep")
+    assert done.returncode == 0, done.stderr[-2000:]
+    match = re.search(r"stop it with: kill -TERM (\d+)", done.stdout)
+    assert match is not None
+    pid = int(match.group(1))
+    try:
+        assert pid_is_alive(pid)
+        socket_path = re.search(r"socket (\S+qrm_cpu_plugin_dynamic\.sock)", done.stdout)
+        assert socket_path is not None and Path(socket_path.group(1)).is_socket()
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while pid_is_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_is_alive(pid)
+
+
+def test_a_daemon_that_cannot_start_is_one_error_line() -> None:
+    work = Path(tempfile.mkdtemp(prefix="qrmd-bad-", dir="/tmp"))
+    try:
+        state = work / "state"
+        state.mkdir()
+        (state / "0000000000000001.seg").write_bytes(b"not a journal segment" * 10)
+        done = run_demo("--state-dir", str(state))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("qrmd demo: error: phase 1, start qrmd run and register it")
+    assert "qrmd run exited with status 2" in line and "corrupt journal record" in line
