@@ -2,9 +2,10 @@
 
 Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
 
-* Every setting is an ``Option`` of ``OPTIONS``: its flag name, its default, what it does and
-  the reference (katalyst-agent) flag it maps to. The argparse flags, the config-file keys and
-  the README's table all come from that one list.
+* Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
+  ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its
+  default, what it does and the reference (katalyst-agent) flag it maps to. The argparse
+  flags, the config-file keys and the README's table all come from that one list.
 * A config file (``--config PATH``) is YAML (``.yaml``/``.yml``) or TOML (``.toml``); its keys
   are the flag names without ``--``, written with ``-`` or ``_``. A flag given on the command
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
@@ -18,21 +19,36 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import socket
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from policy.balance import BalancerConfig
+from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from qrmd.balancer_settings import (
+    BALANCER_OPTIONS,
+    DEFAULT_METRICS_SOURCE,
+    DEFAULT_PLUGIN_REGISTRATION_DIR,
+    balancer_values,
+)
+from qrmd.config_values import Option, parse_duration
+from qrmd.config_values import choice as _choice
+from qrmd.config_values import count as _count
+from qrmd.config_values import duration as _duration
+from qrmd.config_values import nonempty as _nonempty
+from qrmd.config_values import single_value as _text
+from qrmd.config_values import switch as _switch
+from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -87,6 +103,14 @@ class DaemonConfig:
         node_name: the journal's node name.
         max_full_hint_numa_nodes: NUMA nodes up to which hints are fully enumerated.
         max_hints: the most hints of the reduced answer.
+        enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
+        qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        memory_balance_execute: migrate pages for the advices; False: dry run (§11).
+        plugin_registration_dir: where the eviction plugin's socket is created (§10).
+        numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
+        simulated_pressure: simulated NUMA nodes under pressure from the start.
+        memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
+        numa_metric_sources: where metrics and anonymous memory are read (§4).
         config_file: the file the settings were read from, if any.
     """
 
@@ -105,6 +129,14 @@ class DaemonConfig:
     node_name: str = ""
     max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
     max_hints: int = DEFAULT_MAX_HINTS
+    enable_memory_balancer: bool = False
+    qos_aware_sync_period_s: float = 5.0
+    memory_balance_execute: bool = False
+    plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
+    numa_metrics_source: str = DEFAULT_METRICS_SOURCE
+    simulated_pressure: tuple[int, ...] = ()
+    memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
+    numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -115,86 +147,13 @@ class DaemonConfig:
         """
         return tuple(plugin_socket_path(d) for d in self.socket_dirs)
 
+    def eviction_socket_path(self) -> str:
+        """The eviction plugin's socket (memory-balancer §10), absolute.
 
-# -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-
-
-def parse_duration(text: str) -> float:
-    """A Go-style duration (``30s``, ``10ms``, ``1m30s``, ``0``) in seconds.
-
-    Raises:
-        ValueError: not a non-negative duration with units.
-    """
-    bad = ValueError(f"{text!r} is not a duration (use 0s, 10ms, 1m30s)")
-    if text == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            raise bad
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if pos == 0 or pos != len(text):
-        raise bad
-    return total
-
-
-def _text(raw: object) -> str:
-    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-        raise ValueError(f"{raw!r} is not a single value")
-    return str(raw)
-
-
-def _nonempty(raw: object) -> str:
-    text = _text(raw)
-    if not text:
-        raise ValueError("must not be empty")
-    return text
-
-
-def _duration(raw: object) -> float:
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a duration (use 0s, 10ms, 1m30s)")
-    return parse_duration(_text(raw))
-
-
-def _count(minimum: int) -> Callable[[object], int]:
-    def parse(raw: object) -> int:
-        if isinstance(raw, bool):
-            raise ValueError(f"{raw!r} is not a whole number")
-        try:
-            value = int(_text(raw))
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a whole number") from None
-        if value < minimum:
-            raise ValueError(f"{value} is below the minimum {minimum}")
-        return value
-
-    return parse
-
-
-def _choice(*choices: str) -> Callable[[object], str]:
-    def parse(raw: object) -> str:
-        text = _text(raw).lower()
-        if text not in choices:
-            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def _switch(raw: object) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = _text(raw).lower()
-    if text in ("true", "yes", "1"):
-        return True
-    if text in ("false", "no", "0"):
-        return False
-    raise ValueError(f"{raw!r} is not true or false")
+        Raises:
+            SocketPathError: the path is longer than a unix socket allows.
+        """
+        return plugin_socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
 
 
 def _metrics_address(raw: object) -> tuple[str, int] | None:
@@ -218,26 +177,6 @@ def _key_value(raw: object) -> tuple[str, str]:
 
 
 # -- the options ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One setting: its flag, config key, parser, default, help and reference flag."""
-
-    flag: str
-    field: str
-    parse: Callable[[object], Any]
-    default: str
-    help: str
-    reference: str = ""
-    metavar: str | None = None
-    repeatable: bool = False
-    switch: bool = False
-
-    def help_text(self) -> str:
-        """The ``--help`` line: what it does, its default and the reference flag."""
-        ref = f"; reference: {self.reference}" if self.reference else ""
-        return f"{self.help} (default: {self.default}{ref})"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -282,6 +221,7 @@ OPTIONS: tuple[Option, ...] = (
            "", "N"),
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
+    *BALANCER_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -302,9 +242,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for opt in OPTIONS:
         if opt.switch:
+            # ``--flag`` alone is true; ``--flag=false`` as the reference's Go flags accept.
             parser.add_argument(
-                f"--{opt.flag}", action="store_true", default=argparse.SUPPRESS,
-                help=opt.help_text(),
+                f"--{opt.flag}", nargs="?", const=True, default=argparse.SUPPRESS,
+                metavar="true|false", help=opt.help_text(),
             )  # fmt: skip
         else:
             parser.add_argument(
@@ -347,14 +288,23 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
+    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}}
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
         value, where = raw[opt.flag]
         try:
-            values[opt.field] = _parse(opt, value)
+            parsed = _parse(opt, value)
         except ValueError as err:
             raise ConfigError(f"--{opt.flag}{where}: {err}") from None
+        if opt.group:
+            groups[opt.group][opt.field] = parsed
+        else:
+            values[opt.field] = parsed
+    try:
+        values.update(balancer_values(values, groups))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
     # reads it; the host name is the fallback (a pod without host networking has its own).
     values.setdefault("node_name", os.environ.get("NODE_NAME") or socket.gethostname())
@@ -386,6 +336,11 @@ def _check_socket_paths(config: DaemonConfig) -> None:
         config.socket_paths()
     except ValueError as err:
         raise ConfigError(f"--socket-dir: {err}") from None
+    if config.enable_memory_balancer:
+        try:
+            config.eviction_socket_path()
+        except ValueError as err:
+            raise ConfigError(f"--plugin-registration-dir: {err}") from None
 
 
 def _file_key(key: object, config_file: str) -> str:

@@ -12,12 +12,16 @@ Start, in order:
    no pod source yet, and like the reference without pod metadata (§12.4 step 1) it does not
    run: a log line says so;
 5. one PluginServer per socket directory (wire.md §2, §8.1): only now, with the state
-   recovered and the actors ready, does a socket appear for kubelet to dial.
+   recovered and the actors ready, does a socket appear for kubelet to dial;
+6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
+   (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
+   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``).
 
-Stop (SIGTERM/SIGINT): servers first (no new calls; their sockets are removed), then the actors
-in reverse (the StateStore writes a checkpoint and closes the journal), then the endpoint. An
-actor still alive afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with
-durability ``always`` every answered commit was fsynced before the answer.
+Stop (SIGTERM/SIGINT): the balancer's plugin and ticker, then the kubelet servers (no new calls;
+their sockets are removed), then the actors in reverse (the StateStore writes a checkpoint and
+closes the journal), then the endpoint. An actor still alive afterwards is logged as a bug.
+SIGKILL loses nothing acknowledged: with durability ``always`` every answered commit was fsynced
+before the answer.
 """
 
 from __future__ import annotations
@@ -42,15 +46,19 @@ from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorEr
 from policy.context import PolicyContext
 from policy.qos import QoSConfig
 from policy.reserve import reserved_cpus
+from policy.topology import CPUTopology
+from qrmd.balancer_wiring import BalancerWiring
 from qrmd.config import DaemonConfig
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
+from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.metrics import DaemonMetrics, MetricSources, StoreView
 from qrmd.topology_source import load_topology
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
 __all__ = [
     "RESOURCE_NAME",
+    "BalancerFactory",
     "Daemon",
     "DaemonError",
     "PluginServing",
@@ -88,6 +96,14 @@ class PluginServing(Protocol):
 
 #: Builds the server of one socket directory: (dir, allocator, ready, observer) → server.
 ServerFactory = Callable[[str, SupervisedRef, Callable[[], bool], DaemonMetrics], PluginServing]
+
+
+#: Builds the balancer's wiring: (config, topology, clock) → wiring (tests inject sources).
+BalancerFactory = Callable[[DaemonConfig, CPUTopology, Clock], BalancerWiring]
+
+
+def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
+    return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
 
 
 def _wire_plugin_server(
@@ -191,6 +207,8 @@ class Daemon:
         config: the validated configuration.
         server_factory: builds each socket's plugin server (default: the gRPC one).
         clock: the clock the actors and the journal use.
+        balancer_factory: builds the memory balancer's wiring when it is enabled (default:
+            this host's sources, as the configuration chooses them).
     """
 
     def __init__(
@@ -199,8 +217,11 @@ class Daemon:
         *,
         server_factory: ServerFactory = _wire_plugin_server,
         clock: Clock = SYSTEM_CLOCK,
+        balancer_factory: BalancerFactory = _host_balancer,
     ) -> None:
         self.config = config
+        self._balancer_factory = balancer_factory
+        self.balancer: BalancerWiring | None = None
         self._server_factory = server_factory
         self._clock = clock
         self.supervisor: Supervisor | None = None
@@ -234,17 +255,19 @@ class Daemon:
             StoreConfig(config.state_dir, config.node_name, config.durability), ctx, self._clock
         )
         self._store = store
-        supervisor = Supervisor(
-            [
-                ChildSpec("store", store.start_actor, store.wait_recovered),
-                ChildSpec(
-                    "allocator",
-                    lambda refs: _start_allocator(refs["store"], ctx, self._clock),
-                    _start_policy,
-                    unavailable=AllocatorUnavailable,
-                ),
-            ]
-        )
+        children = [
+            ChildSpec("store", store.start_actor, store.wait_recovered),
+            ChildSpec(
+                "allocator",
+                lambda refs: _start_allocator(refs["store"], ctx, self._clock),
+                _start_policy,
+                unavailable=AllocatorUnavailable,
+            ),
+        ]
+        if config.enable_memory_balancer:
+            self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
+            children.append(self.balancer.child_spec())
+        supervisor = Supervisor(children)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
         self.health.add_source(store.problems)
@@ -256,6 +279,8 @@ class Daemon:
                 health=self.health,
             )
         )
+        if self.balancer is not None:
+            self.metrics.registry.register(self.balancer.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
@@ -280,10 +305,15 @@ class Daemon:
             server = self._server_factory(socket_dir, allocator, supervisor.available, self.metrics)
             server.start()
             self.servers.append(server)
+        # 6. The balancer's rounds and eviction plugin, its actor now running.
+        if self.balancer is not None:
+            self.balancer.start(supervisor, self.metrics)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.balancer is not None:
+            self.balancer.stop()
         for server in reversed(self.servers):
             try:
                 server.stop(SERVER_GRACE_S)
@@ -313,7 +343,18 @@ class Daemon:
         if self.endpoint is not None:
             host, port = self.endpoint.address
             endpoint = f"http://{host}:{port}/metrics and /healthz"
-        return f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}"
+        balancer = "off"
+        if self.balancer is not None:
+            plugin = self.balancer.server
+            balancer = (
+                f"every {self.config.qos_aware_sync_period_s:g} s, "
+                f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
+                f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
+            )
+        return (
+            f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
+            f"memory balancer: {balancer}"
+        )
 
 
 def _start_allocator(

@@ -1,0 +1,165 @@
+"""The pieces every ``qrmd run`` setting is made of: the ``Option`` row and the value parsers
+(DESIGN.md "Time, config, errors"; issue 5 item 3).
+
+A parser takes the raw value, a flag's string or a config file's value (a YAML or TOML
+number, string, list or mapping), and returns the checked value or raises ``ValueError``
+whose message the caller prefixes with the flag: ``--transition-period: '3x' is not a
+duration (use 0s, 10ms, 1m30s)``. ``qrmd.config`` lists the daemon's options and
+``qrmd.balancer_settings`` the memory balancer's, both with these.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Option",
+    "choice",
+    "count",
+    "duration",
+    "nonempty",
+    "parse_duration",
+    "period",
+    "positive_duration",
+    "single_value",
+    "switch",
+]
+
+
+# -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|us|µs|ns|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float:
+    """A Go-style duration (``30s``, ``10ms``, ``1m30s``, ``0``) in seconds.
+
+    Raises:
+        ValueError: not a non-negative duration with units.
+    """
+    bad = ValueError(f"{text!r} is not a duration (use 0s, 10ms, 1m30s)")
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            raise bad
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0 or pos != len(text):
+        raise bad
+    return total
+
+
+def single_value(raw: object) -> str:
+    """The raw value as text; a list, mapping or boolean is not a single value."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ValueError(f"{raw!r} is not a single value")
+    return str(raw)
+
+
+def nonempty(raw: object) -> str:
+    """Non-empty text."""
+    text = single_value(raw)
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def duration(raw: object) -> float:
+    """A duration with units (``30s``), in seconds; a bare number is refused."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a duration (use 0s, 10ms, 1m30s)")
+    return parse_duration(single_value(raw))
+
+
+def count(minimum: int) -> Callable[[object], int]:
+    """A parser of whole numbers of at least ``minimum``."""
+
+    def parse(raw: object) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(f"{raw!r} is not a whole number")
+        try:
+            value = int(single_value(raw))
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a whole number") from None
+        if value < minimum:
+            raise ValueError(f"{value} is below the minimum {minimum}")
+        return value
+
+    return parse
+
+
+def choice(*choices: str) -> Callable[[object], str]:
+    """A parser of one of ``choices`` (any case), lowered."""
+
+    def parse(raw: object) -> str:
+        text = single_value(raw).lower()
+        if text not in choices:
+            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def switch(raw: object) -> bool:
+    """A boolean: ``true``/``yes``/``1`` or ``false``/``no``/``0``, or a file's boolean."""
+    if isinstance(raw, bool):
+        return raw
+    text = single_value(raw).lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0"):
+        return False
+    raise ValueError(f"{raw!r} is not true or false")
+
+
+def period(raw: object) -> float:
+    """A duration (``90s``) or a number of seconds (a config file's ``90``), not negative."""
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        if not raw >= 0:
+            raise ValueError(f"{raw!r} s must be 0 or more")
+        return float(raw)
+    text = single_value(raw)
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if not value >= 0:
+        raise ValueError(f"{raw!r} s must be 0 or more")
+    return value
+
+
+def positive_duration(raw: object) -> float:
+    """A duration longer than zero, in seconds."""
+    value = duration(raw)
+    if value <= 0:
+        raise ValueError(f"{raw!r} must be longer than 0s")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting: its flag, config key, parser, default, help and reference flag."""
+
+    flag: str
+    field: str
+    parse: Callable[[object], Any]
+    default: str
+    help: str
+    reference: str = ""
+    metavar: str | None = None
+    repeatable: bool = False
+    switch: bool = False
+    #: Options whose values are collected by key into one object (``balancer``: the
+    #: ``BalancerConfig``; ``sources``: the metric sources), ``field`` being the key.
+    group: str = ""
+
+    def help_text(self) -> str:
+        """The ``--help`` line: what it does, its default and the reference flag."""
+        ref = f"; reference: {self.reference}" if self.reference else ""
+        return f"{self.help} (default: {self.default}{ref})"
