@@ -29,7 +29,7 @@ sidecar containers, reclaimed pods), ramp-up, pod deletion, the NUMA memory bala
 NUMA node under read-latency pressure (its rounds, dry-run advice and eviction offer, fed by a
 metrics file and a cgroup tree the demo writes), then SIGKILL and a restart that recovers
 every allocation from the journal. Prints a per-NUMA CPU map and the pools after each phase.
-Takes about 25 s (about 10 s with --fast).
+Takes about 20 s (about 10 s with --fast).
 """
 
 
