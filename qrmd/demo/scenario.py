@@ -26,7 +26,6 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -36,22 +35,12 @@ from policy.synthetic import parse_synthetic_spec
 from policy.topology import CPUTopology
 from qrmd.config import parse_duration
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
-from qrmd.demo.daemon_process import (
-    BalancerOptions,
-    DaemonError,
-    DaemonOptions,
-    DaemonProcess,
-)
+from qrmd.demo.daemon_process import BalancerOptions, DaemonError, DaemonOptions, DaemonProcess
 from qrmd.demo.eviction_manager import EvictionManagerError
 from qrmd.demo.node_files import NumaMetricsCollector
+from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
-from qrmd.demo.workload import (
-    DELETED,
-    PRESSURED_NUMA,
-    RESERVED_CPU_CORES,
-    TOPOLOGY,
-    WORKLOAD,
-)
+from qrmd.demo.workload import DELETED, PRESSURED_NUMA, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.kubelet_sim import (
     AdmissionError,
@@ -69,56 +58,6 @@ SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
 EVICTION_SOCKET_NAME = f"{EVICTION_PLUGIN_NAME}.sock"
 REGISTER_TIMEOUT_S = 20.0
 WATCH_PERIOD_S = 0.2
-
-
-class DemoError(Exception):
-    """The demo could not complete; the message is one line naming the phase and the cause."""
-
-
-@dataclass(frozen=True, slots=True)
-class DemoSettings:
-    """How to run the demo.
-
-    Attributes:
-        state_dir: the daemon's state directory; None makes a fresh one under /tmp.
-        keep: leave the daemon running at the end.
-        fast: 1 s reconcile and transition periods instead of the kubelet's 3 s.
-        metrics: serve the daemon's metrics on a free loopback port (else ``off``).
-    """
-
-    state_dir: Path | None = None
-    keep: bool = False
-    fast: bool = False
-    metrics: bool = True
-
-    @property
-    def reconcile_period_s(self) -> float:
-        return 1.0 if self.fast else 3.0
-
-    @property
-    def transition_period(self) -> str:
-        return "1s" if self.fast else "3s"
-
-    @property
-    def balance_period(self) -> str:
-        """The balancer's ``--qos-aware-sync-period`` (the reference's default is 5 s)."""
-        return "500ms" if self.fast else "1s"
-
-
-@dataclass(frozen=True, slots=True)
-class DemoResult:
-    """Where the demo left things, and what recovery showed."""
-
-    work_dir: Path
-    state_dir: Path
-    socket_path: Path
-    log_path: Path
-    metrics_address: str
-    recovered: int  # allocations GetResourcesAllocation answered after the restart
-    identical: bool
-    balance: BalanceOutcome
-    kept_pid: int | None  # the daemon left running (--keep), else None
-    elapsed_s: float
 
 
 def _free_loopback_port() -> int:
