@@ -30,7 +30,7 @@ from rich.console import Console
 
 from journal import JournalError, read_records
 from policy.balance import BalanceInfo, MemoryAdvice, RoundInputs, advice_for
-from policy.balance.constants import ADVICE_KEY
+from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance_events import BalanceAdviceTaken, BalanceRoundFailed, BalanceRoundRecorded
 from policy.state_codec import decode_event
 from policy.state_errors import CodecError
@@ -74,6 +74,7 @@ class BalancePhase:
         check_alive: raises if the daemon has exited (called while waiting).
         log_lines: the daemon log's lines containing a string.
         round_timeout_s: how long to wait for a round (default: 10 s and five periods).
+        cool_down_s: the balancer's cool-down after an advice, added to the first wait.
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class BalancePhase:
         check_alive: Callable[[], None],
         log_lines: Callable[[str], list[str]],
         round_timeout_s: float | None = None,
+        cool_down_s: float = BALANCE_INTERVAL_NS / 1e9,
     ) -> None:
         self.console = console
         self.state_dir = state_dir
@@ -99,6 +101,7 @@ class BalancePhase:
         self._log_lines = log_lines
         # A round may take a few periods to appear, with the journal's fsyncs.
         self.timeout_s = round_timeout_s if round_timeout_s is not None else 10.0 + 5 * period_s
+        self.cool_down_s = cool_down_s
         self._next_seq = 1
         self._pending: list[tuple[int, object]] = []  # read from the journal, not yet looked at
 
@@ -119,8 +122,11 @@ class BalancePhase:
     def _skip_to_end(self) -> None:
         self._events()
 
-    def _wait_round(self, what: str, wanted: Callable[[BalanceInfo], bool]) -> Round:
-        deadline = time.monotonic() + self.timeout_s
+    def _wait_round(
+        self, what: str, wanted: Callable[[BalanceInfo], bool], extra_s: float = 0.0
+    ) -> Round:
+        timeout_s = self.timeout_s + extra_s
+        deadline = time.monotonic() + timeout_s
         while True:
             self._check_alive()
             events = self._events()
@@ -133,7 +139,7 @@ class BalancePhase:
                     return Round(seq, event.record, RoundInputs.from_json(event.inputs))
             if time.monotonic() > deadline:
                 raise BalancePhaseError(
-                    f"{what}: no such round journaled within {self.timeout_s:g} s "
+                    f"{what}: no such round journaled within {timeout_s:g} s "
                     f"(rounds every {self.period_s:g} s)"
                 )
             time.sleep(POLL_S)
@@ -181,7 +187,11 @@ class BalancePhase:
             f"{latencies[0]:g}-{latencies[-1]:g}); thresholds on this CPU ({vendor}): grace "
             f"{grace:g}, force {config.force_balance_read_latency_threshold:g}"
         )
-        quiet = self._wait_round("a quiet round", lambda r: not r.need_balance)
+        # A journal kept from a run less than 30 s ago holds an advice still in its cool-down
+        # (§6.2): no round is computed until it ends.
+        quiet = self._wait_round(
+            "a quiet round", lambda r: not r.need_balance, extra_s=self.cool_down_s
+        )
         self._say(f"round (journal seq {quiet.seq}): {verdict(quiet.record, grace)}")
 
         pressure_readings = self.collector.under_pressure(pressured)

@@ -31,6 +31,7 @@ def phase(tmp_path: Path, state_dir: Path, check_alive: Callable[[], None] = ali
         check_alive=check_alive,
         log_lines=lambda _: [],
         round_timeout_s=0.3,
+        cool_down_s=0.0,
     )
 
 
