@@ -22,7 +22,7 @@ failed RPC raises ``DemoError`` through the caller with one line.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +36,16 @@ from policy.state_codec import decode_event
 from policy.state_errors import CodecError
 from qrmd.demo.balance_view import Round, numa_table, pods_table, verdict
 from qrmd.demo.eviction_manager import EvictionManager, Offer
-from qrmd.demo.node_files import NumaMetricsCollector, write_pod_cgroups
+from qrmd.demo.node_files import NumaMetricsCollector, NumaReading, write_pod_cgroups
 from qrmd.demo.workload import ANON_MEMORY
 from qrmd.kubelet_sim import Pod
 
 __all__ = ["BalanceOutcome", "BalancePhase", "BalancePhaseError"]
 
 POLL_S = 0.1
+LOG_WAIT_S = 2.0
+#: How the dry-run executor's log lines start (``qrmd.host.migrate``).
+DRY_RUN_LINE = "numa balance dry run"
 
 
 class BalancePhaseError(Exception):
@@ -170,65 +173,21 @@ class BalancePhase:
             EvictionManagerError: an eviction-plugin call failed.
             OSError: a node file cannot be written.
         """
-        numas = self.collector.numa_count
-        write_pod_cgroups(self.cgroup_root, active, ANON_MEMORY, numas)
+        write_pod_cgroups(self.cgroup_root, active, ANON_MEMORY, self.collector.numa_count)
         self._say(
             f"kernel: memory.numa_stat of {len(active)} pod cgroups under {self.cgroup_root} "
             "(cgroup v2, cgroupfs driver)"
         )
         self._skip_to_end()
         quiet_readings = self.collector.quiet()
-        config = self.collector.config
-        grace = config.grace_balance_read_latency_threshold
-        latencies = sorted(r.read_latency for r in quiet_readings.values())
-        vendor = self.collector.cpu_vendor or "unknown vendor"
-        self._say(
-            f"collector: every node quiet in {self.collector.path.name} (read latency "
-            f"{latencies[0]:g}-{latencies[-1]:g}); thresholds on this CPU ({vendor}): grace "
-            f"{grace:g}, force {config.force_balance_read_latency_threshold:g}"
-        )
-        # A journal kept from a run less than 30 s ago holds an advice still in its cool-down
-        # (§6.2): no round is computed until it ends.
-        quiet = self._wait_round(
-            "a quiet round", lambda r: not r.need_balance, extra_s=self.cool_down_s
-        )
-        self._say(f"round (journal seq {quiet.seq}): {verdict(quiet.record, grace)}")
-
+        quiet = self._quiet_round(quiet_readings)
         pressure_readings = self.collector.under_pressure(pressured)
         self.collector.write(pressure_readings)
-        hot = pressure_readings[pressured]
-        self._say(
-            f"collector: NUMA {pressured} under pressure in {self.collector.path.name}: read "
-            f"latency {hot.read_latency:g} (force threshold "
-            f"{config.force_balance_read_latency_threshold:g}), bandwidth {hot.bandwidth:g}, "
-            "the highest"
-        )
-        pressure = self._wait_round(
-            f"a balance round with NUMA {pressured} as the source",
-            lambda r: (
-                r.need_balance and r.source_numa is not None and r.source_numa.numa_id == pressured
-            ),
-        )
-        self._say(f"round (journal seq {pressure.seq}): {verdict(pressure.record, grace)}")
+        pressure = self._pressure_round(pressured, pressure_readings)
         self.console.print(numa_table(quiet_readings, pressure_readings, pressure.record))
         self.console.print(pods_table(pressure))
         advice = advice_for(pressure.record)
-        if advice is not None:
-            self._wait_advice_taken(pressure.record)
-            self._say(
-                f"advice taken by the same tick's GetAdvices ({ADVICE_KEY}); a dry run "
-                "(no --memory-balance-execute): logged and journaled, nothing moved"
-            )
-            self.console.print(f"    {advice.to_json_text()}", soft_wrap=True, markup=False)
-            self._say("what qrmd would migrate (its daemon log):")
-            said = "numa balance dry run"
-            for line in self._log_lines(said)[-len(advice.migrate_containers) :]:
-                self.console.print(
-                    f"    daemon: {line[line.index(said) :].strip()}", style="dim", soft_wrap=True
-                )
-        else:
-            self._say("no advice: nothing to migrate this round")
-
+        self._show_advice(pressure.record, advice)
         offers, second = self._evict(active)
         self.collector.write(quiet_readings)
         self._say(
@@ -236,6 +195,64 @@ class BalancePhase:
             "advice)"
         )
         return BalanceOutcome(quiet, pressure, advice, tuple(offers), tuple(second))
+
+    def _quiet_round(self, readings: Mapping[int, NumaReading]) -> Round:
+        config = self.collector.config
+        latencies = sorted(r.read_latency for r in readings.values())
+        vendor = self.collector.cpu_vendor or "unknown vendor"
+        self._say(
+            f"collector: every node quiet in {self.collector.path.name} (read latency "
+            f"{latencies[0]:g}-{latencies[-1]:g}); thresholds on this CPU ({vendor}): grace "
+            f"{config.grace_balance_read_latency_threshold:g}, force "
+            f"{config.force_balance_read_latency_threshold:g}"
+        )
+        # A journal kept from a run less than 30 s ago holds an advice still in its cool-down
+        # (§6.2): no round is computed until it ends.
+        quiet = self._wait_round(
+            "a quiet round", lambda r: not r.need_balance, extra_s=self.cool_down_s
+        )
+        self._say(f"round (journal seq {quiet.seq}): {self._verdict(quiet.record)}")
+        return quiet
+
+    def _pressure_round(self, pressured: int, readings: Mapping[int, NumaReading]) -> Round:
+        hot = readings[pressured]
+        self._say(
+            f"collector: NUMA {pressured} under pressure in {self.collector.path.name}: read "
+            f"latency {hot.read_latency:g} (force threshold "
+            f"{self.collector.config.force_balance_read_latency_threshold:g}), bandwidth "
+            f"{hot.bandwidth:g}, the highest"
+        )
+        pressure = self._wait_round(
+            f"a balance round with NUMA {pressured} as the source",
+            lambda r: (
+                r.need_balance and r.source_numa is not None and r.source_numa.numa_id == pressured
+            ),
+        )
+        self._say(f"round (journal seq {pressure.seq}): {self._verdict(pressure.record)}")
+        return pressure
+
+    def _verdict(self, record: BalanceInfo) -> str:
+        return verdict(record, self.collector.config.grace_balance_read_latency_threshold)
+
+    def _show_advice(self, record: BalanceInfo, advice: MemoryAdvice | None) -> None:
+        if advice is None:
+            self._say("no advice: nothing to migrate this round")
+            return
+        self._wait_advice_taken(record)
+        self._say(
+            f"advice taken by the same tick's GetAdvices ({ADVICE_KEY}); a dry run "
+            "(no --memory-balance-execute): logged and journaled, nothing moved"
+        )
+        self.console.print(f"    {advice.to_json_text()}", soft_wrap=True, markup=False)
+        self._say("what qrmd would migrate (its daemon log):")
+        # The executor logs one line per pod as it takes the advice; give the log a moment.
+        pods = len({c.pod_uid for c in advice.migrate_containers})
+        deadline = time.monotonic() + LOG_WAIT_S
+        while len(lines := self._log_lines(DRY_RUN_LINE)) < pods and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        for line in lines[-pods:]:
+            said = line[line.index(DRY_RUN_LINE) :].strip()
+            self.console.print(f"    daemon: {said}", style="dim", soft_wrap=True, markup=False)
 
     def _evict(self, active: Sequence[Pod]) -> tuple[list[Offer], list[Offer]]:
         manager = EvictionManager(self.eviction_socket)
