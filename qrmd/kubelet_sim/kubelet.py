@@ -64,9 +64,8 @@ class AdmissionError(Exception):
 class ReconcileReport:
     """What one reconcile pass saw and did."""
 
-    answers: dict[str, PodAllocations] = field(
-        default_factory=dict
-    )  # endpoint name → GetResourcesAllocation answer
+    # endpoint name → its GetResourcesAllocation answer
+    answers: dict[str, PodAllocations] = field(default_factory=dict)
     reallocated: list[ContainerKey] = field(default_factory=list)
     removed_pods: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
