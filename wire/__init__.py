@@ -14,14 +14,20 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
 - `gen/`: the stubs grpcio-tools generates from them (`python -m wire.generate`),
   committed; a test fails when they are stale. Never edit them by hand.
 - the gRPC servers and clients: the plugin-watcher registration, the ResourcePlugin
-  and EvictionPlugin servers, and the sys-advisor client that implements its actor port;
-  today `plugin_server` (the CPU plugin's socket per plugin-watcher directory, serving
-  Registration and ResourcePlugin, driven by `machines.registration`), `resource_plugin`
-  (the eight RPCs as one table: convert, ask the Allocator within the deadline, convert
-  back) and `rpc` (what every handler does around that: tolerant parsing, error mapping,
-  the `RpcObserver` metrics hook); and the kubelet's side of the same protocol,
-  `kubelet_client` (one plugin socket, every call with the kubelet's deadline, for the
-  kubelet simulator and tests);
+  and EvictionPlugin servers, and the sys-advisor client that implements its actor port.
+  One mechanism serves every plugin socket: `sockets` (the file: 107-byte path check,
+  stale file removal, owner-only bind on `unix:<path>`, inode-checked removal, socket
+  directories de-duplicated by inode), `registration_service` (`GetInfo` and
+  `NotifyRegistrationStatus`) and `plugin_socket` (one server on one socket through
+  `machines.registration`: self-dial after serving, re-creation on
+  `plugin_registered=false` with retries, stop). On it sit thin layers:
+  `plugin_server` (the CPU plugin's socket per plugin-watcher directory, serving
+  ResourcePlugin) and `eviction_server` (the memory balancer's EvictionPlugin);
+  `resource_plugin` (the eight RPCs as one table: convert, ask the Allocator within the
+  deadline, convert back) and `rpc` (what every handler does around that: tolerant
+  parsing, error mapping, the `RpcObserver` metrics hook); and the kubelet's side of the
+  same protocol, `kubelet_client` (one plugin socket, every call with the kubelet's
+  deadline, for the kubelet simulator and tests);
 - the conversion between protobuf messages and the domain types of `policy/` and
   `actors/`, in both directions, where the wire rules are enforced (`convert`; wire.md
   §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list),

@@ -61,8 +61,12 @@ _SHORTAGE_REASONS = (
 )
 
 
-class NotReady(Exception):  # noqa: N818 (a state, like AllocatorUnavailable)
-    """qrmd is starting, stopping or recovering an actor: the call may be retried."""
+class NotReady(RuntimeError):  # noqa: N818 (a state, like AllocatorUnavailable)
+    """qrmd is starting, stopping or recovering an actor: the call may be retried.
+
+    Also what a plugin socket raises when asked to serve before its actors are ready
+    (``wire.plugin_socket``), hence a ``RuntimeError``.
+    """
 
 
 _UNAVAILABLE = (

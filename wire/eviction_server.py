@@ -49,8 +49,10 @@ from wire.eviction_convert import (
     top_eviction_pods_response,
 )
 from wire.gen import evictionplugin_pb2 as ep
-from wire.plugin_socket import PluginIdentity, PluginSocket, RegistrationObserver
+from wire.plugin_socket import PluginSocket, RegistrationObserver
+from wire.registration_service import PluginIdentity
 from wire.rpc import ActorRef, RpcObserver, ask_timeout, unary_handler
+from wire.sockets import check_socket_path
 
 __all__ = [
     "DEFAULT_SOCKET_DIR",
@@ -167,7 +169,7 @@ class EvictionPluginServer:
         on_registration: told every registration step the socket takes, or ``None``.
 
     Raises:
-        ValueError: the socket path is longer than 107 bytes.
+        SocketPathError: the socket path is longer than 107 bytes (a ``ValueError``).
     """
 
     def __init__(
@@ -180,7 +182,8 @@ class EvictionPluginServer:
         on_registration: RegistrationObserver | None = None,
     ) -> None:
         self._socket = PluginSocket(
-            Path(socket_dir) / f"{name}.sock",
+            # Refused here, before any actor is asked: the directory is the operator's choice.
+            check_socket_path(Path(socket_dir) / f"{name}.sock"),
             PluginIdentity(type=EVICTION_PLUGIN_TYPE, name=name),
             (handler(balancer_ref, observer),),
             actors_ready=balancer_ref.is_alive,
@@ -202,9 +205,11 @@ class EvictionPluginServer:
         """Create the socket and serve; returns once the socket answers ``GetInfo``.
 
         Raises:
-            RuntimeError: the balancer actor is not running; no socket was created.
+            NotReady: the balancer actor is not running (a ``RuntimeError``); no socket was
+                created.
             InvalidTransition: started before.
-            OSError: the socket cannot be created or does not answer within 5 s.
+            OSError: the socket cannot be created or does not answer within 5 s
+                (``SocketPathError`` for a directory in the way, ``ServingError``).
         """
         self._socket.serve()
 

@@ -1,47 +1,39 @@
 """The CPU plugin's socket: one gRPC server per plugin-watcher directory (wire.md §1.2, §2, §8.1).
 
 Each :class:`PluginServer` serves ``pluginregistration.Registration`` and
-``resourceplugin.v1alpha1.ResourcePlugin`` on ``<dir>/qrm_cpu_plugin_dynamic.sock`` and follows
-the registration machine (``machines.registration``), whose actions it carries out:
+``resourceplugin.v1alpha1.ResourcePlugin`` on ``<dir>/qrm_cpu_plugin_dynamic.sock``. It is a
+thin layer over ``wire.plugin_socket.PluginSocket``, which creates the socket (path checked,
+stale file removed, owner-only, self-dial ``GetInfo``) and follows the registration machine
+(``machines.registration``): re-created on ``plugin_registered=false`` or on
+``recreate_socket``, retried every 5 s, removed at stop. This layer chooses:
 
-* **serve** (``start``), only once qrmd is ready (guard ``actors_ready``): kubelet dials as soon
-  as the file appears and asks ``GetResourcePluginOptions`` once. *create_socket*: the path is
-  checked (unix socket paths stop at 107 bytes; a longer one is an error naming it, before any
-  bind), the directory is created if missing (0755, as the reference does), a stale file is
-  removed, the server binds, the socket is made owner-only (0600) at once, serving starts, and
-  the server dials itself and calls ``GetInfo`` (5 s) to confirm it answers (§8.1 step 1).
-* **registration_accepted**: kubelet's ``NotifyRegistrationStatus(true)``.
-* **registration_rejected**: ``NotifyRegistrationStatus(false)``. kubelet has recorded the socket
-  and retries only for a new file, so the socket is torn down and created anew (new inode and
-  ctime), then **socket_recreated**. A failed re-creation is retried every 5 s, as the
-  reference retries a server that failed to serve.
-* **stop** (``stop``): the server stops (in-flight calls get ``grace_s``) and the file is
-  removed, which makes kubelet deregister the plugin.
+* the path ``<socket_dir>/<name>.sock`` (name ``qrm_cpu_plugin_dynamic``: agent
+  ``qrm_cpu_plugin``, policy ``dynamic``, wire.md §12.5), checked when the server starts;
+* the ``GetInfo`` answer: type ``ResourcePlugin``, name the resource (``cpu``), versions
+  ``v1alpha1``, endpoint empty (the same socket, wire.md §3);
+* the service: ``wire.resource_plugin`` asking the Allocator. While ``ready()`` is false the
+  socket is not created, and every ResourcePlugin call on a served one answers UNAVAILABLE (a
+  StateStore being restarted, shutdown); Registration keeps answering so kubelet keeps the
+  plugin.
 
-``NotifyRegistrationStatus`` always answers at once (wire.md §3); the transition it triggers
-runs on its own thread, because re-creating the socket stops the very server answering it.
-While ``ready()`` is false every ResourcePlugin call answers UNAVAILABLE (a StateStore being
-restarted, shutdown); Registration keeps answering so kubelet keeps the plugin.
+The reference de-duplicates socket directories by inode (``distinct_socket_dirs``, wire.md §2).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import stat
-import threading
-from collections.abc import Callable, Iterable
-from concurrent import futures
+from collections.abc import Callable
+from pathlib import Path
 
-import grpc
-
-from machines import registration
-from machines.lifecycle import Step
 from wire import resource_plugin
-from wire.errors import NotReady
-from wire.gen import pluginregistration_pb2 as reg
-from wire.rpc import ActorRef, RpcObserver, unary_handler
+from wire.plugin_socket import PluginIdentity, PluginSocket
+from wire.rpc import ActorRef, RpcObserver
+from wire.sockets import (
+    MAX_SOCKET_PATH_BYTES,
+    SocketPathError,
+    check_socket_path,
+    distinct_socket_dirs,
+)
 
 __all__ = [
     "MAX_SOCKET_PATH_BYTES",
@@ -55,25 +47,12 @@ __all__ = [
     "plugin_socket_path",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: The CPU plugin instance name: agent ``qrm_cpu_plugin``, policy ``dynamic`` (wire.md §12.5).
 PLUGIN_NAME = "qrm_cpu_plugin_dynamic"
 #: ``PluginInfo.type`` of a QRM plugin (wire.md §3).
 PLUGIN_TYPE = "ResourcePlugin"
 #: ``PluginInfo.supported_versions`` (wire.md §3, §4).
 SUPPORTED_VERSIONS = ("v1alpha1",)
-#: Longest unix socket path: ``sun_path`` is 108 bytes with its terminating NUL.
-MAX_SOCKET_PATH_BYTES = 107
-#: The reference dials its own socket with this timeout after serving (wire.md §8.1 step 1).
-SELF_DIAL_TIMEOUT_S = 5.0
-#: Pause between attempts to re-create a socket that could not be created.
-RECREATE_RETRY_S = 5.0
-_REGISTRATION_SERVICE = "pluginregistration.Registration"
-
-
-class SocketPathError(ValueError):
-    """The socket cannot live at this path (too long for a unix socket, or a directory)."""
 
 
 def plugin_socket_path(socket_dir: str, name: str = PLUGIN_NAME) -> str:
@@ -90,41 +69,16 @@ def plugin_socket_path(socket_dir: str, name: str = PLUGIN_NAME) -> str:
         SocketPathError: the path is longer than :data:`MAX_SOCKET_PATH_BYTES` bytes; the
             message names it and its length.
     """
-    path = os.path.join(os.path.abspath(socket_dir), f"{name}.sock")
-    length = len(os.fsencode(path))
-    if length > MAX_SOCKET_PATH_BYTES:
+    try:
+        return str(check_socket_path(Path(socket_dir) / f"{name}.sock"))
+    except SocketPathError as err:
+        # The daemon's configuration error quotes this wording (qrmd.config).
         raise SocketPathError(
-            f"socket path {path} is {length} bytes, longer than a unix socket allows "
-            f"({MAX_SOCKET_PATH_BYTES}); choose a shorter socket directory"
-        )
-    return path
-
-
-def distinct_socket_dirs(socket_dirs: Iterable[str]) -> list[str]:
-    """Create missing socket directories (0755) and drop those that are the same directory.
-
-    The reference de-duplicates directories by inode (wire.md §2), so a directory listed twice,
-    or through a symlink, gets one socket.
-
-    Args:
-        socket_dirs: the configured directories, in order.
-
-    Returns:
-        The absolute directories, first occurrence of each inode kept.
-
-    Raises:
-        OSError: a directory cannot be created or read.
-    """
-    seen: set[tuple[int, int]] = set()
-    distinct = []
-    for directory in socket_dirs:
-        absolute = os.path.abspath(directory)
-        os.makedirs(absolute, mode=0o755, exist_ok=True)
-        info = os.stat(absolute)
-        if (info.st_dev, info.st_ino) not in seen:
-            seen.add((info.st_dev, info.st_ino))
-            distinct.append(absolute)
-    return distinct
+            f"socket path {err.path} is {err.size} bytes, longer than a unix socket allows "
+            f"({MAX_SOCKET_PATH_BYTES}); choose a shorter socket directory",
+            path=err.path,
+            size=err.size,
+        ) from None
 
 
 class PluginServer:
@@ -157,46 +111,39 @@ class PluginServer:
         self.socket_dir = os.path.abspath(socket_dir)
         self.name = name
         self.resource_name = resource_name
-        self._socket_path = os.path.join(self.socket_dir, f"{name}.sock")
-        self._allocator = allocator_ref
-        self._ready = ready
-        self._observer = observer
-        self._max_workers = max_workers
-        self._state = registration.NOT_SERVING
-        self._changed = threading.Condition(threading.RLock())
-        self._server: grpc.Server | None = None
-        self._executor: futures.ThreadPoolExecutor | None = None
-        self._retry: threading.Timer | None = None
-        self._stop_grace_s = 1.0
-
-    # -- public ---------------------------------------------------------------------------
+        self._socket = PluginSocket(
+            Path(self.socket_dir) / f"{name}.sock",
+            PluginIdentity(
+                type=PLUGIN_TYPE, name=resource_name, supported_versions=SUPPORTED_VERSIONS
+            ),
+            (resource_plugin.handler(allocator_ref, ready, observer),),
+            actors_ready=ready,
+            observer=observer,
+            max_workers=max_workers,
+        )
 
     @property
     def socket_path(self) -> str:
         """The socket file's absolute path."""
-        return self._socket_path
+        return str(self._socket.path)
 
     @property
     def state(self) -> str:
         """The registration machine's state (``machines.registration``)."""
-        return self._state
+        return self._socket.state
 
     def start(self) -> None:
-        """Create the socket and serve (trigger ``serve``); see the module docstring.
+        """Create the socket and serve (trigger ``serve``).
 
         Raises:
             NotReady: ``ready()`` is false; nothing was created.
             SocketPathError: the socket path is too long, or a directory is in the way.
             OSError: the directory cannot be created, or the stale file removed.
-            RuntimeError: the server cannot bind, or does not answer its own ``GetInfo``.
+            RuntimeError: the server cannot bind, or does not answer its own ``GetInfo``
+                (``wire.sockets.ServingError``, also an ``OSError``).
             machines.lifecycle.InvalidTransition: already started or stopped.
         """
-        with self._changed:
-            step = self._step("serve", {"actors_ready": self._ready()})
-            if step is None:
-                raise NotReady(f"not serving {self._socket_path}: qrmd is not ready")
-            self._carry_out(step, grace_s=0.0)
-            self._enter(step.dest)
+        self._socket.serve()
 
     def stop(self, grace_s: float = 1.0) -> None:
         """Stop serving and remove the socket (trigger ``stop``); a second call does nothing.
@@ -204,223 +151,24 @@ class PluginServer:
         Args:
             grace_s: how long calls in flight may take to finish before they are cancelled.
         """
-        with self._changed:
-            if self._state == registration.DEREGISTERED:
-                return
-            step = self._step("stop")
-            assert step is not None  # stop has no guard
-            if self._retry is not None:
-                self._retry.cancel()
-            self._carry_out(step, grace_s)
-            self._enter(step.dest)
+        self._socket.stop(grace_s)
 
     def recreate_socket(self) -> None:
-        """Tear the socket down and create it anew (trigger ``serving_failed``).
+        """Re-create the socket of a server found not to serve (``PluginSocket.recreate_socket``).
 
-        For a server found not to serve (the reference restarts it); kubelet registers the new
-        file. Does nothing unless serving or registered. A failed creation is retried every
-        :data:`RECREATE_RETRY_S` seconds until it succeeds or the server is stopped.
+        kubelet registers the new file; nothing happens unless serving or registered, and a
+        failed creation is retried every 5 s until it succeeds or the server is stopped.
         """
-        self._recreate("serving_failed", "serving failed")
+        self._socket.recreate_socket()
 
     def wait_for_state(self, state: str, timeout_s: float) -> bool:
-        """Wait until the registration machine is in ``state``.
+        """Block until the socket's registration state is ``state``, at most ``timeout_s``.
 
         Args:
-            state: one of ``machines.registration``'s states.
-            timeout_s: how long to wait.
+            state: a ``machines.registration`` state, e.g. ``registered``.
+            timeout_s: the longest wait, in seconds.
 
         Returns:
-            Whether it got there in time.
+            True once in ``state``; False if the time ran out first.
         """
-        with self._changed:
-            return self._changed.wait_for(lambda: self._state == state, timeout_s)
-
-    # -- the machine ----------------------------------------------------------------------
-
-    def _step(self, trigger: str, guards: dict[str, bool] | None = None) -> Step | None:
-        return registration.lifecycle().step(self._state, trigger, guards)
-
-    def _enter(self, state: str) -> None:
-        if state != self._state:
-            logger.info("plugin socket %s: %s -> %s", self._socket_path, self._state, state)
-        self._state = state
-        self._changed.notify_all()
-
-    def _registration_status(self, registered: bool, error: str) -> None:
-        """kubelet's verdict, on a thread of its own (module docstring)."""
-        with self._changed:
-            if self._state not in (registration.SERVING, registration.REGISTERED):
-                logger.info("registration status %s ignored in %s", registered, self._state)
-                return
-            if registered:
-                step = self._step("registration_accepted")
-                assert step is not None
-                self._enter(step.dest)
-                return
-            logger.warning(
-                "kubelet did not register %s (%s); re-creating the socket so it retries",
-                self._socket_path,
-                error or "no reason given",
-            )
-        self._recreate("registration_rejected", "kubelet did not register the plugin")
-
-    def _recreate(self, trigger: str, why: str) -> None:
-        """``registration_rejected`` or ``serving_failed``: remove and create the socket."""
-        with self._changed:
-            if self._state not in (registration.SERVING, registration.REGISTERED):
-                logger.info("%s: not re-creating %s in %s", why, self._socket_path, self._state)
-                return
-            step = self._step(trigger)
-            assert step is not None  # no guards
-            self._enter(step.dest)
-            try:
-                self._carry_out(step, self._stop_grace_s)
-            except (OSError, RuntimeError) as err:
-                self._retry_later(err)
-                return
-            self._socket_recreated()
-
-    def _retry_create(self) -> None:
-        """A later attempt at the ``create_socket`` action of a re-creation."""
-        with self._changed:
-            self._retry = None
-            if self._state != registration.RECREATING_SOCKET:
-                return  # stopped meanwhile
-            try:
-                self._create_socket()
-            except (OSError, RuntimeError) as err:
-                self._retry_later(err)
-                return
-            self._socket_recreated()
-
-    def _retry_later(self, err: Exception) -> None:
-        logger.error(
-            "cannot re-create %s (%s); retrying in %.0f s", self._socket_path, err, RECREATE_RETRY_S
-        )
-        self._retry = threading.Timer(RECREATE_RETRY_S, self._retry_create)
-        self._retry.daemon = True
-        self._retry.start()
-
-    def _socket_recreated(self) -> None:
-        step = self._step("socket_recreated")
-        assert step is not None
-        self._enter(step.dest)
-
-    def _carry_out(self, step: Step, grace_s: float) -> None:
-        """Run the step's actions, in the table's order (``machines.registration``)."""
-        actions: dict[str, Callable[[], None]] = {
-            "create_socket": self._create_socket,
-            "remove_socket": lambda: self._remove_socket(grace_s),
-        }
-        for action in step.actions:
-            actions[action]()
-
-    # -- the actions ----------------------------------------------------------------------
-
-    def _create_socket(self) -> None:
-        """The ``create_socket`` action: check, clear, bind, chmod, serve, dial ourselves."""
-        path = plugin_socket_path(self.socket_dir, self.name)
-        os.makedirs(self.socket_dir, mode=0o755, exist_ok=True)
-        _remove_stale(path)
-        # grpcio does not shut down the executor it is given: _remove_socket does.
-        executor = futures.ThreadPoolExecutor(
-            max_workers=self._max_workers, thread_name_prefix=f"grpc-{self.name}"
-        )
-        server = grpc.server(executor)
-        server.add_generic_rpc_handlers(
-            (
-                self._registration_handler(),
-                resource_plugin.handler(self._allocator, self._ready, self._observer),
-            )
-        )
-        try:
-            # "unix:<path>", not "unix://<path>": grpcio refuses the latter form from 106 bytes,
-            # two short of the real limit.
-            server.add_insecure_port(f"unix:{path}")
-            # Owner-only at once: only root's kubelet may call (DESIGN.md, errors and config).
-            os.chmod(path, 0o600)
-            server.start()
-            _confirm_serving(path, self.resource_name)
-        except BaseException:
-            server.stop(None).wait()
-            executor.shutdown(wait=False)
-            _unlink(path)
-            raise
-        self._server, self._executor = server, executor
-        logger.info("serving the %s plugin on %s", self.resource_name, path)
-
-    def _remove_socket(self, grace_s: float) -> None:
-        """The ``remove_socket`` action: stop the server, delete the file."""
-        server, self._server = self._server, None
-        executor, self._executor = self._executor, None
-        if server is not None:
-            server.stop(grace_s).wait()
-        if executor is not None:
-            executor.shutdown(wait=False)
-        _unlink(self._socket_path)
-
-    # -- the Registration service -------------------------------------------------------------
-
-    def _registration_handler(self) -> grpc.GenericRpcHandler:
-        def get_info(request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
-            # endpoint "": the same socket, as the reference plugins answer (wire.md §3).
-            return reg.PluginInfo(
-                type=PLUGIN_TYPE,
-                name=self.resource_name,
-                endpoint="",
-                supported_versions=SUPPORTED_VERSIONS,
-            )
-
-        def notify(
-            request: reg.RegistrationStatus, context: grpc.ServicerContext
-        ) -> reg.RegistrationStatusResponse:
-            worker = threading.Thread(
-                target=self._registration_status,
-                args=(request.plugin_registered, request.error),
-                name=f"registration-{self.name}",
-                daemon=True,
-            )
-            worker.start()
-            return reg.RegistrationStatusResponse()
-
-        methods = {
-            "GetInfo": unary_handler("GetInfo", reg.InfoRequest, get_info, self._observer),
-            "NotifyRegistrationStatus": unary_handler(
-                "NotifyRegistrationStatus", reg.RegistrationStatus, notify, self._observer
-            ),
-        }
-        return grpc.method_handlers_generic_handler(_REGISTRATION_SERVICE, methods)
-
-
-def _remove_stale(path: str) -> None:
-    """Remove a file left at ``path`` (a previous run's socket); refuse to remove a directory."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(info.st_mode):
-        raise SocketPathError(f"cannot create socket {path}: a directory is in the way")
-    logger.info("removing stale file %s", path)
-    os.unlink(path)
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _confirm_serving(path: str, resource_name: str) -> None:
-    """Dial our own socket and call ``GetInfo``, as the reference does after serving."""
-    with grpc.insecure_channel(f"unix:{path}") as channel:
-        try:
-            get_info = channel.unary_unary(
-                f"/{_REGISTRATION_SERVICE}/GetInfo",
-                request_serializer=reg.InfoRequest.SerializeToString,
-                response_deserializer=reg.PluginInfo.FromString,
-            )
-            info = get_info(reg.InfoRequest(), timeout=SELF_DIAL_TIMEOUT_S, wait_for_ready=True)
-        except grpc.RpcError as err:
-            raise RuntimeError(f"the server on {path} does not answer GetInfo: {err}") from err
-    if info.name != resource_name:
-        raise RuntimeError(f"the server on {path} answers as {info.name!r}, not {resource_name!r}")
+        return self._socket.wait_for_state(state, timeout_s)

@@ -1,51 +1,69 @@
-"""One plugin socket through its plugin-watcher registration (wire.md §3, §8.1, §8.3).
+"""One plugin socket through its plugin-watcher registration (wire.md §1.2, §2, §3, §8.1, §8.3).
 
-A plugin serves ``pluginregistration.Registration`` next to its own service on one gRPC server
-and one unix socket; the kubelet (or katalyst-agent's plugin manager) sees the file appear,
-asks ``GetInfo``, dials, and reports the outcome with ``NotifyRegistrationStatus``. The life
-cycle is the registration machine of ``machines.registration``; this module carries out its
-actions and nothing else decides when they happen:
+The one way qrmd serves a plugin socket; the CPU plugin (``wire.plugin_server``) and the
+eviction plugin (``wire.eviction_server``) are thin layers that choose the path, the
+``GetInfo`` identity and the plugin's own service.
 
-* ``serve`` (guard ``actors_ready``): create the socket: remove a stale file, bind owner-only,
-  start the server, then dial it and ask ``GetInfo`` to confirm it is serving (5 s, as the
-  reference's wrapper dials, memory-balancer.md §10).
-* ``registration_accepted``: nothing to do. A second ``true`` (a restarted agent re-registers
-  existing sockets) keeps the state.
+A plugin serves ``pluginregistration.Registration`` (``wire.registration_service``) next to its
+own service on one gRPC server and one unix socket; the kubelet (or katalyst-agent's plugin
+manager) sees the file appear, asks ``GetInfo``, dials, and reports the outcome with
+``NotifyRegistrationStatus``. The life cycle is the registration machine of
+``machines.registration``; this module carries out its actions and nothing else decides when
+they happen:
+
+* ``serve`` (guard ``actors_ready``), only once the actors behind the services answer: the peer
+  dials as soon as the file appears (kubelet asks ``GetResourcePluginOptions`` only once).
+  *create_socket*: the path is checked (107 bytes) before anything is created, the directory
+  is created if missing, a stale file removed, the server bound owner-only (``wire.sockets``)
+  and started; then it is dialled as the peer will and asked ``GetInfo`` (5 s, waiting for
+  the channel to be ready) to confirm it serves (wire.md §8.1 step 1).
+* ``registration_accepted``: nothing to do. A second ``true`` (a restarted peer re-registers
+  existing sockets) keeps the state. Taken before the status call is answered.
 * ``registration_rejected``: the peer has recorded the socket as registered and will not retry
-  until the file is created anew (wire.md §8.1), so the socket is torn down and re-created, on
-  a thread of its own: the notifying RPC must be answered before its server stops. A failed
-  re-creation is retried every 5 s until it succeeds or the plugin stops.
-* ``stop``: stop the server and remove the socket file, which makes the peer deregister.
+  until the file is created anew (wire.md §8.1), so the socket is torn down and re-created (a
+  new inode and ctime), on a thread of its own: the notifying RPC must be answered before its
+  server stops.
+* ``serving_failed`` (``recreate_socket``): the same re-creation for a server found not to
+  serve, the first attempt on the caller's thread.
+* A failed re-creation is retried every 5 s until it succeeds or the plugin stops, as the
+  reference's wrapper restarts a server that failed to serve.
+* ``stop``: stop the server (calls in flight get a grace period), shut its thread pool down
+  and remove the socket file if it is still the one bound, which makes the peer deregister.
 
-Every step taken is passed to ``on_step`` (health in the composition root), every call to the
-RPC observer (metrics). Registration holds no persistent state, so nothing here is journaled.
+A status for a socket that is not serving or registered (late, or for a socket being
+re-created) is logged and ignored. Every step taken is passed to ``on_step`` (health in the
+composition root) and ``wait_for_state`` sees it; every call goes to the RPC observer
+(metrics). Registration holds no persistent state, so nothing here is journaled.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from machines import registration
 from machines.lifecycle import InvalidTransition, Step
+from wire.errors import NotReady
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
-from wire.rpc import RpcObserver, unary_handler
-from wire.sockets import BoundSocket, bind_owner_only, check_socket_path, remove_socket
+from wire.registration_service import PluginIdentity, registration_handler
+from wire.rpc import RpcObserver
+from wire.sockets import (
+    BoundSocket,
+    ServingError,
+    bind_owner_only,
+    check_socket_path,
+    remove_socket,
+)
 
-__all__ = [
-    "REGISTRATION_SERVICE",
-    "PluginIdentity",
-    "PluginSocket",
-    "RegistrationObserver",
-    "registration_handler",
-]
+# PluginIdentity is ``wire.registration_service``'s, exported here with the class that takes it.
+__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,96 +72,36 @@ logger = logging.getLogger(__name__)
 #: as ``socket_recreated`` when done.
 RegistrationObserver = Callable[[Step], None]
 
-#: How long the self-check dial may take before serving counts as failed (§10).
+#: How long the self-check dial may take before serving counts as failed (wire.md §8.1).
 VERIFY_TIMEOUT_S = 5.0
-#: Pause between attempts to re-create a socket that could not be re-created (§10).
+#: Pause between attempts to re-create a socket that could not be re-created (wire.md §8.1).
 RETRY_PERIOD_S = 5.0
-#: How long in-flight calls may finish when the server stops.
+#: How long in-flight calls may finish when a re-created socket's old server stops.
 STOP_GRACE_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class PluginIdentity:
-    """What ``GetInfo`` answers (wire.md §3).
-
-    Attributes:
-        type: ``ResourcePlugin`` for a QRM plugin, ``EvictionPlugin`` for an eviction plugin.
-        name: the resource name (``cpu``) or the eviction plugin's name.
-        supported_versions: API versions the peer validates (``v1alpha1``).
-        endpoint: empty: the main service is on the same socket.
-    """
-
-    type: str
-    name: str
-    supported_versions: tuple[str, ...] = ("v1alpha1",)
-    endpoint: str = ""
-
-
-#: The full service name (wire.md §1.3).
-REGISTRATION_SERVICE = "pluginregistration.Registration"
-
-
-def registration_handler(
-    identity: PluginIdentity,
-    notify: Callable[[bool, str], None],
-    observer: RpcObserver | None = None,
-) -> grpc.GenericRpcHandler:
-    """``pluginregistration.Registration`` for one socket.
-
-    Args:
-        identity: the ``GetInfo`` answer.
-        notify: told ``(plugin_registered, error)`` of each ``NotifyRegistrationStatus``.
-        observer: told about every call, or ``None``.
-
-    Returns:
-        The generic handler to add to a ``grpc.Server``.
-    """
-    info = reg.PluginInfo(
-        type=identity.type,
-        name=identity.name,
-        endpoint=identity.endpoint,
-        supported_versions=list(identity.supported_versions),
-    )
-
-    def get_info(request: reg.InfoRequest, context: grpc.ServicerContext) -> reg.PluginInfo:
-        return info
-
-    def notify_status(
-        request: reg.RegistrationStatus, context: grpc.ServicerContext
-    ) -> reg.RegistrationStatusResponse:
-        # Always answered successfully: the peer only logs an error here (wire.md §3).
-        notify(request.plugin_registered, request.error)
-        return reg.RegistrationStatusResponse()
-
-    methods = {
-        "GetInfo": unary_handler("GetInfo", reg.InfoRequest, get_info, observer),
-        "NotifyRegistrationStatus": unary_handler(
-            "NotifyRegistrationStatus", reg.RegistrationStatus, notify_status, observer
-        ),
-    }
-    return grpc.method_handlers_generic_handler(REGISTRATION_SERVICE, methods)
+#: What a failed socket creation raises (``wire.sockets``, grpc) and a retry outlives.
+_CREATE_ERRORS = (OSError, ValueError, RuntimeError)
 
 
 class PluginSocket:
     """A gRPC server on one unix socket, with its registration life cycle.
 
+    Used once: ``serve``, then ``stop``; build a new one to serve again.
+
     Args:
-        path: the socket file, at most 107 bytes long.
+        path: the socket file; made absolute here, checked for length (107 bytes) when the
+            socket is created.
         identity: the ``GetInfo`` answer.
         services: the plugin's own services, served next to ``Registration`` by every server
             the socket gets (a re-created socket is a new server).
         actors_ready: the ``actors_ready`` guard: whether the actors behind the services answer.
         on_step: told every registration step taken.
         observer: told about every call, or ``None``.
-        max_workers: threads of each server's pool.
-
-    Raises:
-        ValueError: ``path`` is longer than 107 bytes.
+        max_workers: threads of each server's pool; calls beyond them wait in grpcio's queue.
     """
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         identity: PluginIdentity,
         services: Sequence[grpc.GenericRpcHandler],
         *,
@@ -152,7 +110,7 @@ class PluginSocket:
         observer: RpcObserver | None = None,
         max_workers: int = 4,
     ) -> None:
-        self.path = check_socket_path(path)
+        self.path = Path(os.path.abspath(path))
         self.identity = identity
         self._services = tuple(services)
         self._actors_ready = actors_ready
@@ -161,8 +119,10 @@ class PluginSocket:
         self._max_workers = max_workers
         self._lifecycle = registration.lifecycle()
         self._state = registration.NOT_SERVING
-        self._lock = threading.Lock()
+        # Guards the state and the server; waited on by wait_for_state.
+        self._changed = threading.Condition()
         self._server: grpc.Server | None = None
+        self._executor: futures.ThreadPoolExecutor | None = None
         self._bound: BoundSocket | None = None
         self._stopping = threading.Event()
         self._recreator: threading.Thread | None = None
@@ -176,38 +136,48 @@ class PluginSocket:
         """Create the socket and serve on it (trigger ``serve``).
 
         Raises:
-            RuntimeError: the actors are not ready (the socket is not created).
+            NotReady: the actors are not ready (a ``RuntimeError``); the socket is not created.
             InvalidTransition: the socket was served before; nothing changed.
-            ValueError, OSError: the socket could not be created; the state is unchanged and
-                no file is left behind.
+            SocketPathError: the path is longer than 107 bytes (checked before anything is
+                created), or a directory is in the way.
+            ServingError: the server cannot bind, or does not answer its own ``GetInfo``.
+            OSError: the directory cannot be created or the stale file removed.
+
+            On any error the state is unchanged and no file is left behind.
         """
-        with self._lock:
+        with self._changed:
             step = self._lifecycle.step(
                 self._state, "serve", {"actors_ready": self._actors_ready()}
             )
             if step is None:
-                raise RuntimeError(
+                raise NotReady(
                     f"not serving {str(self.path)!r}: the actors behind plugin "
                     f"{self.identity.name!r} are not ready"
                 )
-            self._carry_out(step)
+            self._carry_out(step, STOP_GRACE_S)
             self._adopt(step)
 
-    def stop(self) -> None:
-        """Stop serving and remove the socket file (trigger ``stop``); idempotent."""
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop serving and remove the socket file (trigger ``stop``); idempotent.
+
+        A pending re-creation is abandoned without waiting out its retry period.
+
+        Args:
+            grace_s: how long calls in flight may take to finish before they are cancelled.
+        """
         self._stopping.set()
-        with self._lock:
-            # No re-creation starts once stopping is set (notify checks it under the lock),
+        with self._changed:
+            # No re-creation starts once stopping is set (_take checks it under the lock),
             # so after this join no thread of this socket is left.
             recreator = self._recreator
-        if recreator is not None:
+        if recreator is not None and recreator is not threading.current_thread():
             recreator.join()
-        with self._lock:
+        with self._changed:
             if self._state == registration.DEREGISTERED:
                 return
             step = self._lifecycle.step(self._state, "stop")
             assert step is not None  # stop has no guard
-            self._carry_out(step)
+            self._carry_out(step, grace_s)
             self._adopt(step)
 
     def notify(self, registered: bool, error: str) -> None:
@@ -218,17 +188,10 @@ class PluginSocket:
             error: the peer's error text when not registered.
         """
         trigger = "registration_accepted" if registered else "registration_rejected"
-        with self._lock:
-            if self._stopping.is_set():
+        with self._changed:
+            step = self._take(trigger)
+            if step is None:
                 return
-            try:
-                step = self._lifecycle.step(self._state, trigger)
-            except InvalidTransition:
-                # A late status for a socket already being re-created: the new socket will
-                # be registered afresh, so this one's outcome no longer matters.
-                logger.info("%s: ignoring %s in state %s", self.path, trigger, self._state)
-                return
-            assert step is not None  # neither trigger has a guard
             if not registered:
                 logger.warning(
                     "%s: %s rejected plugin %r (%s); re-creating the socket",
@@ -240,70 +203,144 @@ class PluginSocket:
             self._adopt(step)
             if step.actions:
                 # Torn down on another thread: this RPC is answered by the server it stops.
-                self._recreator = threading.Thread(
-                    target=self._recreate,
-                    args=(step,),
-                    name=f"recreate {self.path.name}",
-                    daemon=True,  # stop() joins it; a process exiting without stop() must not hang
-                )
-                self._recreator.start()
+                self._retry_on_thread(step, attempt_now=True)
 
-    def _recreate(self, step: Step) -> None:
-        """Carry out a re-creation's actions, retrying until done or stopped."""
-        while not self._stopping.is_set():
-            with self._lock:
-                if self._stopping.is_set():
-                    return
-                try:
-                    self._carry_out(step)
-                except (OSError, ValueError) as exc:
-                    logger.error("%s: cannot re-create the socket, retrying: %s", self.path, exc)
-                else:
-                    done = self._lifecycle.step(self._state, "socket_recreated")
-                    assert done is not None
-                    self._adopt(done)
-                    return
-            self._stopping.wait(RETRY_PERIOD_S)
+    def recreate_socket(self) -> None:
+        """Tear the socket down and create it anew (trigger ``serving_failed``).
+
+        For a server found not to serve; the peer registers the new file. Does nothing unless
+        serving or registered. The first attempt runs on the caller's thread; a failed one is
+        retried every :data:`RETRY_PERIOD_S` seconds until it succeeds or the socket stops.
+        """
+        with self._changed:
+            step = self._take("serving_failed")
+            if step is None:
+                return
+            self._adopt(step)
+            if not self._attempt(step):
+                self._retry_on_thread(step, attempt_now=False)
+
+    def wait_for_state(self, state: str, timeout_s: float) -> bool:
+        """Wait until the registration machine is in ``state``.
+
+        Args:
+            state: one of ``machines.registration``'s states.
+            timeout_s: how long to wait.
+
+        Returns:
+            Whether it got there in time.
+        """
+        with self._changed:
+            return self._changed.wait_for(lambda: self._state == state, timeout_s)
+
+    # -- the machine ----------------------------------------------------------------------
+
+    def _take(self, trigger: str) -> Step | None:
+        """The step ``trigger`` takes now, or ``None`` if it is to be ignored (logged)."""
+        if self._stopping.is_set():
+            return None
+        try:
+            step = self._lifecycle.step(self._state, trigger)
+        except InvalidTransition:
+            # A late status, or one for a socket already being re-created: the new socket
+            # will be registered afresh, so this one's outcome no longer matters.
+            logger.info("%s: ignoring %s in state %s", self.path, trigger, self._state)
+            return None
+        assert step is not None  # none of these triggers has a guard
+        return step
 
     def _adopt(self, step: Step) -> None:
+        if step.dest != self._state:
+            logger.info("plugin socket %s: %s -> %s", self.path, self._state, step.dest)
         self._state = step.dest
+        self._changed.notify_all()
         if self._on_step is not None:
             self._on_step(step)
 
-    def _carry_out(self, step: Step) -> None:
+    def _attempt(self, step: Step) -> bool:
+        """One attempt at a re-creation's actions (lock held); whether it is done."""
+        try:
+            self._carry_out(step, STOP_GRACE_S)
+        except _CREATE_ERRORS as exc:
+            logger.error(
+                "%s: cannot re-create the socket (%s); retrying in %.3g s",
+                self.path,
+                exc,
+                RETRY_PERIOD_S,
+            )
+            return False
+        done = self._lifecycle.step(self._state, "socket_recreated")
+        assert done is not None  # no guard
+        self._adopt(done)
+        return True
+
+    def _retry_on_thread(self, step: Step, *, attempt_now: bool) -> None:
+        self._recreator = threading.Thread(
+            target=self._retry,
+            args=(step, attempt_now),
+            name=f"recreate {self.path.name}",
+            daemon=True,  # stop() joins it; a process exiting without stop() must not hang
+        )
+        self._recreator.start()
+
+    def _retry(self, step: Step, attempt_now: bool) -> None:
+        """Attempt the re-creation until done or stopped, every ``RETRY_PERIOD_S``."""
+        if not attempt_now and self._stopping.wait(RETRY_PERIOD_S):
+            return
+        while True:
+            with self._changed:
+                if self._stopping.is_set() or self._attempt(step):
+                    return
+            if self._stopping.wait(RETRY_PERIOD_S):
+                return
+
+    def _carry_out(self, step: Step, grace_s: float) -> None:
+        """Run the step's actions, in the table's order (``machines.registration``)."""
         for action in step.actions:
             if action == "create_socket":
                 self._create_socket()
             elif action == "remove_socket":
-                self._remove_socket()
+                self._remove_socket(grace_s)
             else:  # pragma: no cover - the table names only these two
                 raise AssertionError(f"registration action {action!r} is not implemented")
 
-    def _create_socket(self) -> None:
-        server = grpc.server(
-            futures.ThreadPoolExecutor(
-                max_workers=self._max_workers, thread_name_prefix=self.identity.name
-            )
-        )
-        registration = registration_handler(self.identity, self.notify, self._observer)
-        server.add_generic_rpc_handlers((registration, *self._services))
-        bound = bind_owner_only(server, self.path)
-        server.start()
-        try:
-            _verify_serving(self.path, self.identity)
-        except OSError:
-            server.stop(grace=None).wait()
-            remove_socket(bound)
-            raise
-        self._server, self._bound = server, bound
+    # -- the actions ----------------------------------------------------------------------
 
-    def _remove_socket(self) -> None:
-        server, bound = self._server, self._bound
-        self._server = self._bound = None
+    def _create_socket(self) -> None:
+        """The ``create_socket`` action: check, clear, bind owner-only, serve, dial ourselves."""
+        path = check_socket_path(self.path)  # before any thread or file is made
+        # grpcio does not shut down the executor it is given: _remove_socket does.
+        executor = futures.ThreadPoolExecutor(
+            max_workers=self._max_workers, thread_name_prefix=f"grpc-{path.stem}"
+        )
+        server = grpc.server(executor)
+        handlers = registration_handler(self.identity, self.notify, self._observer)
+        server.add_generic_rpc_handlers((handlers, *self._services))
+        bound: BoundSocket | None = None
+        try:
+            bound = bind_owner_only(server, path)
+            server.start()
+            _verify_serving(path, self.identity)
+        except BaseException:
+            server.stop(grace=None).wait()
+            executor.shutdown(wait=False)
+            if bound is not None:
+                remove_socket(bound)
+            raise
+        self._server, self._executor, self._bound = server, executor, bound
+        logger.info("serving %s %r on %s", self.identity.type, self.identity.name, path)
+
+    def _remove_socket(self, grace_s: float) -> None:
+        """The ``remove_socket`` action: stop the server, its pool, delete the file we bound."""
+        server, executor, bound = self._server, self._executor, self._bound
+        self._server = self._executor = self._bound = None
         if server is not None:
             # Wait for the old server to be gone before the path is reused: grpc unlinks
             # its socket path when it shuts down, which would take a new file with it.
-            server.stop(grace=STOP_GRACE_S).wait()
+            server.stop(grace=grace_s).wait()
+        if executor is not None:
+            # Not waiting: a handler may be blocked on this socket's lock, held here.
+            executor.shutdown(wait=False)
         if bound is not None:
             remove_socket(bound)
 
@@ -315,9 +352,9 @@ def _verify_serving(path: Path, identity: PluginIdentity) -> None:
         try:
             info = stub.GetInfo(reg.InfoRequest(), timeout=VERIFY_TIMEOUT_S, wait_for_ready=True)
         except grpc.RpcError as exc:
-            raise OSError(f"{str(path)!r} does not answer GetInfo: {exc}") from exc
+            raise ServingError(f"{str(path)!r} does not answer GetInfo: {exc}") from exc
     if (info.type, info.name) != (identity.type, identity.name):
-        raise OSError(
+        raise ServingError(
             f"{str(path)!r} answers as {info.type} {info.name!r}, "
             f"not {identity.type} {identity.name!r}"
         )

@@ -7,10 +7,14 @@ The rules every served socket keeps:
 * A missing directory is created (mode 0755, as the reference plugins do); a stale file at the
   path (left by a killed process) is removed before binding, since binding over it fails with
   "address already in use". A directory at the path is refused, never removed.
+* The server binds ``unix:<path>``, not ``unix://<path>``: grpcio counts the latter's slashes
+  against the limit and refuses paths from 106 bytes on, which the kernel takes.
 * The socket file is made owner-only (0600) right after it is bound and before the server
   starts listening, so no other user can connect in between.
 * At stop the file is removed only if it is still the one this process bound (same device and
   inode): a newer qrmd that re-created the socket keeps its own.
+* Plugin-watcher directories that are the same inode (listed twice, or through a symlink) get
+  one socket (wire.md §2).
 
 These are plain functions over paths; ``wire.plugin_socket`` uses them to serve one plugin
 socket through its registration life cycle.
@@ -18,8 +22,10 @@ socket through its registration life cycle.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +34,15 @@ import grpc
 __all__ = [
     "MAX_SOCKET_PATH_BYTES",
     "BoundSocket",
+    "ServingError",
+    "SocketPathError",
     "bind_owner_only",
     "check_socket_path",
+    "distinct_socket_dirs",
     "remove_socket",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Longest unix socket path: ``sizeof(sun_path)`` is 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 107
@@ -39,6 +50,32 @@ MAX_SOCKET_PATH_BYTES = 107
 DIRECTORY_MODE = 0o755
 #: Mode of a bound socket: only the owner (root on a node) may connect.
 SOCKET_MODE = 0o600
+
+
+class SocketPathError(OSError, ValueError):
+    """The socket cannot live at this path: too long for a unix socket, or a directory is there.
+
+    Both an ``OSError`` and a ``ValueError``: the two plugin servers this module serves were
+    written apart and documented one each (the ``io.UnsupportedOperation`` idiom).
+
+    Attributes:
+        path: the absolute socket path.
+        size: its length in bytes when that is the fault, else ``None``.
+    """
+
+    def __init__(self, message: str, *, path: Path, size: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.size = size
+
+
+class ServingError(OSError, RuntimeError):
+    """A socket could not be bound, or its server does not answer as the plugin.
+
+    Both an ``OSError`` and a ``RuntimeError``, for the same reason as :class:`SocketPathError`:
+    the CPU plugin's server documented ``RuntimeError`` for these failures, the eviction
+    plugin's ``OSError``.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +94,49 @@ def check_socket_path(path: Path) -> Path:
         path: where the socket is to be.
 
     Returns:
-        The absolute path.
+        The absolute path (``..`` and ``.`` resolved lexically, links kept).
 
     Raises:
-        ValueError: the absolute path is longer than 107 bytes; the message names it.
+        SocketPathError: the absolute path is longer than 107 bytes; the message names it
+            and its length.
     """
-    absolute = path if path.is_absolute() else Path.cwd() / path
+    absolute = Path(os.path.abspath(path))
     size = len(os.fsencode(absolute))
     if size > MAX_SOCKET_PATH_BYTES:
-        raise ValueError(
-            f"socket path {str(absolute)!r} is {size} bytes long; "
-            f"unix socket paths are limited to {MAX_SOCKET_PATH_BYTES} bytes"
+        raise SocketPathError(
+            f"socket path {str(absolute)!r} is {size} bytes long; unix socket paths are "
+            f"limited to {MAX_SOCKET_PATH_BYTES} bytes; choose a shorter socket directory",
+            path=absolute,
+            size=size,
         )
     return absolute
+
+
+def distinct_socket_dirs(socket_dirs: Iterable[str]) -> list[str]:
+    """Create missing socket directories (0755) and drop those that are the same directory.
+
+    The reference de-duplicates directories by inode (wire.md §2), so a directory listed twice,
+    or through a symlink, gets one socket.
+
+    Args:
+        socket_dirs: the configured directories, in order.
+
+    Returns:
+        The absolute directories, first occurrence of each inode kept.
+
+    Raises:
+        OSError: a directory cannot be created or read.
+    """
+    seen: set[tuple[int, int]] = set()
+    distinct = []
+    for directory in socket_dirs:
+        absolute = os.path.abspath(directory)
+        os.makedirs(absolute, mode=DIRECTORY_MODE, exist_ok=True)
+        info = os.stat(absolute)
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            distinct.append(absolute)
+    return distinct
 
 
 def _clear_stale(path: Path) -> None:
@@ -80,7 +147,10 @@ def _clear_stale(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        raise OSError(f"cannot serve on {str(path)!r}: a directory is in the way")
+        raise SocketPathError(
+            f"cannot serve on {str(path)!r}: a directory is in the way", path=path
+        )
+    logger.info("removing the stale file %s", path)
     path.unlink(missing_ok=True)
 
 
@@ -97,9 +167,10 @@ def bind_owner_only(server: grpc.Server, path: Path) -> BoundSocket:
         The bound socket, for ``remove_socket`` at stop.
 
     Raises:
-        ValueError: the path is longer than 107 bytes.
-        OSError: the directory cannot be created, the stale file removed, the socket bound
-            or made owner-only; the message names the path.
+        SocketPathError: the path is longer than 107 bytes, or a directory is in the way.
+        ServingError: the socket cannot be bound.
+        OSError: the directory cannot be created, the stale file removed or the socket made
+            owner-only; the message names the path.
     """
     path = check_socket_path(path)
     _clear_stale(path)
@@ -108,9 +179,9 @@ def bind_owner_only(server: grpc.Server, path: Path) -> BoundSocket:
         # 107 bytes and refuses the longest paths the kernel takes.
         port = server.add_insecure_port(f"unix:{path}")
     except RuntimeError as exc:  # grpc reports every bind failure this way
-        raise OSError(f"cannot bind the gRPC server to {str(path)!r}: {exc}") from exc
+        raise ServingError(f"cannot bind the gRPC server to {str(path)!r}: {exc}") from exc
     if port == 0:
-        raise OSError(f"cannot bind the gRPC server to {str(path)!r}")
+        raise ServingError(f"cannot bind the gRPC server to {str(path)!r}")
     # Bound but not listening yet: nobody can have connected before the mode is tightened.
     os.chmod(path, SOCKET_MODE)
     info = path.lstat()

@@ -2,40 +2,15 @@
 
 Wall time stamps what people read (journal records, logs); monotonic time measures durations
 (recovery time, checkpoint intervals, timeouts). Tests inject a fake clock they advance by hand,
-so no test sleeps to wait for a period. The protocol has the same shape as the journal's clock
-seam (``journal.Clock``), so one clock serves an actor and the journal it owns.
+so no test sleeps to wait for a period.
+
+The port is the journal's clock seam itself (``journal.clock``), re-exported here so actors and
+the composition root name it as a port: one clock serves an actor and the journal it owns, and
+there is one definition of what a clock is.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Protocol
+from journal.clock import SYSTEM_CLOCK, Clock, SystemClock
 
 __all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
-
-
-class Clock(Protocol):
-    """Where an actor gets the time."""
-
-    def time(self) -> float:
-        """Wall-clock seconds since the epoch."""
-        ...
-
-    def monotonic(self) -> float:
-        """Seconds from an arbitrary origin, never going backwards."""
-        ...
-
-
-class SystemClock:
-    """The process's real clocks."""
-
-    def time(self) -> float:
-        """Wall-clock seconds since the epoch (``time.time``)."""
-        return time.time()
-
-    def monotonic(self) -> float:
-        """Seconds from an arbitrary origin (``time.monotonic``)."""
-        return time.monotonic()
-
-
-SYSTEM_CLOCK = SystemClock()

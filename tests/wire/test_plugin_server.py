@@ -10,6 +10,7 @@ import shutil
 import socket
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from machines import registration
 from machines.lifecycle import InvalidTransition
 from tests.wire.plugin_node import Client, WireNode, resource_request, short_dir
-from wire import plugin_server
+from wire import plugin_socket
 from wire.errors import NotReady
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import resourceplugin_pb2 as pb
@@ -28,6 +29,7 @@ from wire.plugin_server import (
     distinct_socket_dirs,
     plugin_socket_path,
 )
+from wire.plugin_socket import PluginIdentity
 
 
 @pytest.fixture
@@ -228,17 +230,17 @@ def test_recreate_socket_serves_a_new_file(node: WireNode) -> None:
 def test_a_failed_recreation_is_retried_until_it_serves(
     node: WireNode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_confirm = plugin_server._confirm_serving
+    real_confirm = plugin_socket._verify_serving
     failures = []
 
-    def flaky_confirm(path: str, resource_name: str) -> None:
+    def flaky_confirm(path: Path, identity: PluginIdentity) -> None:
         if not failures:
-            failures.append(path)
+            failures.append(str(path))
             raise RuntimeError(f"the server on {path} does not answer GetInfo: test")
-        real_confirm(path, resource_name)
+        real_confirm(path, identity)
 
-    monkeypatch.setattr(plugin_server, "RECREATE_RETRY_S", 0.05)
-    monkeypatch.setattr(plugin_server, "_confirm_serving", flaky_confirm)
+    monkeypatch.setattr(plugin_socket, "RETRY_PERIOD_S", 0.05)
+    monkeypatch.setattr(plugin_socket, "_verify_serving", flaky_confirm)
     server = node.servers[0]
     server.recreate_socket()
     assert server.state == registration.RECREATING_SOCKET
@@ -250,11 +252,11 @@ def test_a_failed_recreation_is_retried_until_it_serves(
 
 
 def test_stop_cancels_a_pending_retry(node: WireNode, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing_confirm(path: str, resource_name: str) -> None:
+    def failing_confirm(path: Path, identity: PluginIdentity) -> None:
         raise RuntimeError("never serves")
 
-    monkeypatch.setattr(plugin_server, "RECREATE_RETRY_S", 0.05)
-    monkeypatch.setattr(plugin_server, "_confirm_serving", failing_confirm)
+    monkeypatch.setattr(plugin_socket, "RETRY_PERIOD_S", 0.05)
+    monkeypatch.setattr(plugin_socket, "_verify_serving", failing_confirm)
     server = node.servers[0]
     server.recreate_socket()
     server.stop()

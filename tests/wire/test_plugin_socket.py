@@ -7,6 +7,7 @@ service next to it.
 from __future__ import annotations
 
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -15,11 +16,14 @@ from pathlib import Path
 import grpc
 import pytest
 
+from machines import registration
 from machines.lifecycle import InvalidTransition, Step
 from wire import plugin_socket
+from wire.errors import NotReady
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 from wire.plugin_socket import PluginIdentity, PluginSocket
+from wire.sockets import MAX_SOCKET_PATH_BYTES, ServingError, SocketPathError
 
 IDENTITY = PluginIdentity(type="EvictionPlugin", name="probe")
 
@@ -64,10 +68,10 @@ def socket_dir() -> Iterator[Path]:
 def make(socket_dir: Path) -> Iterator[Callable[..., tuple[PluginSocket, Recorder]]]:
     made: list[PluginSocket] = []
 
-    def build(ready: bool = True) -> tuple[PluginSocket, Recorder]:
+    def build(ready: bool = True, path: Path | None = None) -> tuple[PluginSocket, Recorder]:
         recorder = Recorder()
         sock = PluginSocket(
-            socket_dir / "probe.sock",
+            path or socket_dir / "probe.sock",
             IDENTITY,
             (),
             actors_ready=lambda: ready,
@@ -118,8 +122,9 @@ def test_serve_twice_is_illegal_and_changes_nothing(
 
 def test_not_ready_creates_no_socket(make: Callable[..., tuple[PluginSocket, Recorder]]) -> None:
     sock, recorder = make(ready=False)
-    with pytest.raises(RuntimeError, match="actors behind plugin 'probe' are not ready"):
+    with pytest.raises(RuntimeError, match="actors behind plugin 'probe' are not ready") as caught:
         sock.serve()
+    assert isinstance(caught.value, NotReady)
     assert not sock.path.exists()
     assert (sock.state, recorder.triggers) == ("not_serving", [])
 
@@ -203,3 +208,109 @@ def test_a_status_while_recreating_is_ignored(
 
     assert sock.state == "recreating_socket"
     assert recorder.triggers == ["serve", "registration_rejected"]
+
+
+def test_recreate_socket_serves_a_new_file(
+    make: Callable[..., tuple[PluginSocket, Recorder]],
+) -> None:
+    sock, recorder = make()
+    sock.serve()
+    before = sock.path.lstat()
+
+    sock.recreate_socket()  # the first attempt runs on this thread
+
+    assert (sock.state, recorder.triggers) == (
+        "serving",
+        ["serve", "serving_failed", "socket_recreated"],
+    )
+    assert sock.wait_for_state(registration.SERVING, timeout_s=0)
+    after = sock.path.lstat()
+    assert after.st_ctime_ns > before.st_ctime_ns
+    assert stat.S_IMODE(after.st_mode) == 0o600
+    assert get_info(sock.path).name == "probe"
+
+
+@pytest.mark.parametrize(
+    "stop_first",
+    [
+        pytest.param(False, id="before serving, recreate_socket does nothing"),
+        pytest.param(True, id="after stop, recreate_socket does nothing"),
+    ],
+)
+def test_recreate_socket_does_nothing_unless_serving(
+    make: Callable[..., tuple[PluginSocket, Recorder]], stop_first: bool
+) -> None:
+    sock, recorder = make()
+    if stop_first:
+        sock.stop()
+    before = (sock.state, recorder.triggers)
+    sock.recreate_socket()
+    assert (sock.state, recorder.triggers) == before
+    assert not sock.path.exists()
+
+
+def test_wait_for_state_gives_up_after_its_timeout(
+    make: Callable[..., tuple[PluginSocket, Recorder]],
+) -> None:
+    sock, _ = make()
+    sock.serve()
+    assert not sock.wait_for_state(registration.REGISTERED, timeout_s=0.05)
+    notify(sock.path, registered=True)
+    assert sock.wait_for_state(registration.REGISTERED, timeout_s=5)
+
+
+def test_a_path_over_107_bytes_is_refused_at_serve_before_anything_is_made(
+    socket_dir: Path, make: Callable[..., tuple[PluginSocket, Recorder]]
+) -> None:
+    deep = socket_dir / ("d" * MAX_SOCKET_PATH_BYTES)
+    sock, recorder = make(path=deep / "probe.sock")  # built: the check is the socket's to make
+    with pytest.raises(SocketPathError, match="limited to 107 bytes"):
+        sock.serve()
+    assert not deep.exists()
+    assert (sock.state, recorder.triggers) == ("not_serving", [])
+
+
+def test_a_server_that_does_not_answer_is_not_served(
+    make: Callable[..., tuple[PluginSocket, Recorder]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def silent(path: Path, identity: PluginIdentity) -> None:
+        raise ServingError(f"{str(path)!r} does not answer GetInfo: test")
+
+    monkeypatch.setattr(plugin_socket, "_verify_serving", silent)
+    sock, recorder = make()
+    # The CPU plugin documented RuntimeError, the eviction plugin OSError: both hold.
+    with pytest.raises(OSError, match="does not answer GetInfo") as caught:
+        sock.serve()
+    assert isinstance(caught.value, RuntimeError)
+    assert not sock.path.exists()
+    assert (sock.state, recorder.triggers) == ("not_serving", [])
+    assert _pool_threads() == []
+
+
+def _pool_threads() -> list[threading.Thread]:
+    """The gRPC handler threads of the probe plugin's servers still alive."""
+    return [t for t in threading.enumerate() if t.name.startswith("grpc-probe_")]
+
+
+def test_stop_shuts_the_handler_threads_down(
+    make: Callable[..., tuple[PluginSocket, Recorder]],
+) -> None:
+    sock, _ = make()
+    sock.serve()
+    notify(sock.path, registered=True)
+    assert _pool_threads()  # the self-check and the status were answered on them
+    sock.stop()
+    for thread in _pool_threads():
+        thread.join(timeout=5)
+    assert _pool_threads() == []
+
+
+def test_stop_leaves_a_file_it_did_not_bind(
+    make: Callable[..., tuple[PluginSocket, Recorder]],
+) -> None:
+    sock, _ = make()
+    sock.serve()
+    sock.path.unlink()
+    sock.path.write_text("a newer qrmd's")  # stands for a socket re-created by someone else
+    sock.stop()
+    assert sock.path.read_text() == "a newer qrmd's"
