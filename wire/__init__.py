@@ -25,14 +25,19 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
   ResourcePlugin) and `eviction_server` (the memory balancer's EvictionPlugin);
   `resource_plugin` (the eight RPCs as one table: convert, ask the Allocator within the
   deadline, convert back) and `rpc` (what every handler does around that: tolerant
-  parsing, error mapping, the `RpcObserver` metrics hook);
+  parsing, error mapping, the `RpcObserver` metrics hook); and the kubelet's side of the
+  same protocol, `kubelet_client` (one plugin socket, every call with the kubelet's
+  deadline, for the kubelet simulator and tests);
 - the conversion between protobuf messages and the domain types of `policy/` and
   `actors/`, in both directions, where the wire rules are enforced (`convert`; wire.md
-  §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list);
+  §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list),
+  and its mirror for the kubelet's side (`kubelet_convert`: requests out, answers in, the
+  absent key read back as no preference);
 - `errors`: the one gRPC status each error class answers.
 
 The rule: protobuf types never leave this package. Servers convert a request into
 domain values before anything else sees it and convert the answer back last; nothing
-outside `wire` imports `wire.gen` or `google.protobuf` (import-linter enforces the
-latter). Protobuf parses and serializes the bytes; meaning is decided elsewhere.
+outside `wire` imports `wire.gen` or `google.protobuf` (import-linter enforces it: the
+layers keep the lower packages out of `wire`, and two contracts keep `google` and `wire.gen`
+out of `qrmd`). Protobuf parses and serializes the bytes; meaning is decided elsewhere.
 """

@@ -9,22 +9,15 @@ reconcile and pod removal. ``qrmd demo`` and the integration tests use it as a l
         sim.kubelet.endpoints.wait_registered("cpu", timeout_s=10)
         sim.kubelet.admit(shared_pod("uid-1", "web", 2))
 
-Modules: ``pods`` (the pod model), ``client`` (gRPC calls and their deadlines, the only module
-that touches protobuf), ``registration`` (the plugin watcher), ``topology_manager`` (choosing
-the affinity), ``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile,
-removal), ``simulator`` (background loops).
+Modules: ``pods`` (the pod model, and each container's request as a plain value),
+``registration`` (the plugin watcher), ``topology_manager`` (choosing the affinity),
+``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile, removal), ``simulator``
+(background loops). The gRPC calls, their deadlines and every protobuf message are in
+``wire.kubelet_client`` and ``wire.kubelet_convert``: the simulator deals in plain values
+only (DESIGN.md, "protobuf types never leave wire"), and re-exports the client's for its users.
 """
 
-from qrmd.kubelet_sim.client import (
-    AllocationInfo,
-    Hint,
-    NUMAQuantity,
-    PluginCallError,
-    PluginConnection,
-    PluginInfo,
-    PluginOptions,
-    TopologyAwareResource,
-)
+from policy.replies import PluginOptions
 from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
 from qrmd.kubelet_sim.kubelet import AdmissionError, Kubelet, ReconcileReport
 from qrmd.kubelet_sim.pods import (
@@ -33,11 +26,19 @@ from qrmd.kubelet_sim.pods import (
     Pod,
     dedicated_pod,
     reclaimed_pod,
+    resource_request,
     shared_pod,
 )
 from qrmd.kubelet_sim.registration import PluginWatcher, RegistrationError, RegistrationOutcome
 from qrmd.kubelet_sim.simulator import KubeletSimulator
-from qrmd.kubelet_sim.topology_manager import TopologyPolicy, choose_affinity
+from qrmd.kubelet_sim.topology_manager import Hint, TopologyPolicy, choose_affinity
+from wire.kubelet_client import PluginCallError, PluginConnection
+from wire.kubelet_convert import (
+    AllocationInfo,
+    NUMAQuantity,
+    PluginInfo,
+    TopologyAwareResource,
+)
 
 __all__ = [
     "AdmissionError",
@@ -64,5 +65,6 @@ __all__ = [
     "choose_affinity",
     "dedicated_pod",
     "reclaimed_pod",
+    "resource_request",
     "shared_pod",
 ]

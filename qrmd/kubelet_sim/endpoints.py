@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from qrmd.kubelet_sim.client import PluginCallError, PluginConnection, PluginOptions
+from policy.replies import PluginOptions
 from qrmd.kubelet_sim.registration import RegistrationError
+from wire.kubelet_client import PluginCallError, PluginConnection
 
 __all__ = ["SUPPORTED_VERSION", "Endpoint", "EndpointTable"]
 

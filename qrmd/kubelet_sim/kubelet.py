@@ -29,14 +29,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from qrmd.kubelet_sim.client import AllocationInfo, Hint, PluginCallError, PluginConnection
 from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
-from qrmd.kubelet_sim.pods import CPU, RECLAIMED_MILLICPU, ContainerSlot, Pod
+from qrmd.kubelet_sim.pods import CPU, RECLAIMED_MILLICPU, ContainerSlot, Pod, resource_request
 from qrmd.kubelet_sim.topology_manager import (
+    Hint,
     TopologyAffinityError,
     TopologyPolicy,
     choose_affinity,
 )
+from wire.kubelet_client import PluginCallError, PluginConnection
+from wire.kubelet_convert import AllocationInfo, PodAllocations
 
 __all__ = ["DEFAULT_RESOURCE_NAMES", "AdmissionError", "Kubelet", "ReconcileReport"]
 
@@ -62,9 +64,8 @@ class AdmissionError(Exception):
 class ReconcileReport:
     """What one reconcile pass saw and did."""
 
-    answers: dict[str, dict[str, dict[str, dict[str, AllocationInfo]]]] = field(
-        default_factory=dict
-    )  # endpoint name → GetResourcesAllocation answer
+    # endpoint name → its GetResourcesAllocation answer
+    answers: dict[str, PodAllocations] = field(default_factory=dict)
     reallocated: list[ContainerKey] = field(default_factory=list)
     removed_pods: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -168,11 +169,13 @@ class Kubelet:
         if cached is not None and cached.is_scalar_resource and _covers(cached, slot):
             return self._allocations[key]
         try:
-            answer = endpoint.connection.allocate(pod, slot, plugin, hint)
+            answer = endpoint.connection.allocate(resource_request(pod, slot, plugin, hint))
             self._record(key, answer)
             if endpoint.options.pre_start_required and plugin in self._allocations.get(key, {}):
                 # Before the container is created, for the resources it holds (§9.1 step 4).
-                endpoint.connection.pre_start_container(pod, slot.container.name)
+                endpoint.connection.pre_start_container(
+                    pod.uid, pod.namespace, pod.name, slot.container.name
+                )
         except PluginCallError as exc:
             raise AdmissionError(f"{where}: {exc}") from None
         return answer
@@ -186,7 +189,9 @@ class Kubelet:
                 hints = cached.hints  # the kubelet reuses cached hints (wire.md §9.1 step 1)
             else:
                 try:
-                    hints = endpoint.connection.get_topology_hints(pod, slot, endpoint.name)
+                    hints = endpoint.connection.get_topology_hints(
+                        resource_request(pod, slot, endpoint.name, None)
+                    )
                 except PluginCallError as exc:
                     log.warning(
                         "pod %s/%s container %s: %s; counted as no feasible placement",
@@ -293,7 +298,7 @@ class Kubelet:
                     self._allocations.get(key, {}).pop(endpoint.name, None)
                     try:
                         again = endpoint.connection.allocate(
-                            pod, slot, endpoint.name, self._affinity.get(key)
+                            resource_request(pod, slot, endpoint.name, self._affinity.get(key))
                         )
                     except PluginCallError as exc:
                         report.errors.append(

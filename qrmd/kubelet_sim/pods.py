@@ -3,10 +3,11 @@
 A pod has QoS annotations (`katalyst.kubewharf.io/qos_level`, the JSON enhancement annotations,
 wire.md §12.3), labels, init containers and app containers, each with at most one CPU request.
 The kubelet sends these facts to the plugin in a ``ResourceRequest`` (wire.md §4.3); this module
-only describes them and derives what the kubelet derives: the container type (INIT, MAIN,
-SIDECAR: the MAIN container is the one named by ``kubernetes.io/main-container-name``, else the
-first app container) and the order in which containers are admitted (init containers first,
-then app containers, one at a time, wire.md §9.1).
+describes them and derives what the kubelet derives: the container type (INIT, MAIN, SIDECAR:
+the MAIN container is the one named by ``kubernetes.io/main-container-name``, else the first
+app container), the order in which containers are admitted (init containers first, then app
+containers, one at a time, wire.md §9.1), and each container's request as the plain
+``policy.request.ResourceRequest`` value that ``wire.kubelet_client`` puts on the wire.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+
+from policy.request import ContainerType, ResourceRequest, TopologyHint
 
 __all__ = [
     "CPU",
@@ -30,6 +33,7 @@ __all__ = [
     "Pod",
     "dedicated_pod",
     "reclaimed_pod",
+    "resource_request",
     "shared_pod",
 ]
 
@@ -43,7 +47,7 @@ POD_TYPE_ANNOTATION = "katalyst.kubewharf.io/pod_type"
 
 
 class ContainerKind(Enum):
-    """The kubelet's container type (wire.md §4.2); the value is the protobuf enum number."""
+    """The kubelet's container type (wire.md §4.2); name and value are ``ContainerType``'s."""
 
     INIT = 0
     MAIN = 1
@@ -132,6 +136,45 @@ class Pod:
     def app_containers(self) -> Iterator[ContainerSlot]:
         """The app containers only: the ones the kubelet reconciles (wire.md §9.2)."""
         return (s for s in self.admission_order() if s.kind is not ContainerKind.INIT)
+
+
+def resource_request(
+    pod: Pod, slot: ContainerSlot, resource_name: str, hint: TopologyHint | None
+) -> ResourceRequest:
+    """The request the kubelet sends for one container (wire.md §4.3, §9.1).
+
+    Args:
+        pod: the pod.
+        slot: the container, its type and index.
+        resource_name: the plugin's resource name (``cpu``), after name mapping.
+        hint: the chosen affinity for ``Allocate``; ``None`` leaves ``hint`` unset, as in
+            ``GetTopologyHints``.
+
+    Returns:
+        The request, with the pod's labels and annotations and its QoS class.
+
+    Raises:
+        ValueError: the container requests nothing.
+    """
+    if slot.container.request is None:
+        raise ValueError(f"container {pod.name}/{slot.container.name} requests no resource")
+    requested_name, quantity = slot.container.request
+    return ResourceRequest(
+        pod_uid=pod.uid,
+        pod_namespace=pod.namespace,
+        pod_name=pod.name,
+        container_name=slot.container.name,
+        container_type=ContainerType[slot.kind.name],
+        container_index=slot.index,
+        resource_name=resource_name,
+        resource_requests={requested_name: quantity},
+        pod_role=pod.labels.get(POD_ROLE_LABEL, ""),
+        pod_type=pod.annotations.get(POD_TYPE_ANNOTATION, ""),
+        hint=hint,
+        labels=dict(pod.labels),
+        annotations=dict(pod.annotations),
+        native_qos_class=pod.native_qos_class,
+    )
 
 
 def _enhancement(**flags: bool) -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from qrmd.kubelet_sim.client import PluginCallError, PluginConnection
+from wire.kubelet_client import PluginCallError, PluginConnection
 
 __all__ = [
     "RESOURCE_PLUGIN_TYPE",

@@ -20,9 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from qrmd.kubelet_sim.client import Hint
+from policy.request import TopologyHint
 
-__all__ = ["TopologyAffinityError", "TopologyPolicy", "choose_affinity"]
+__all__ = ["Hint", "TopologyAffinityError", "TopologyPolicy", "choose_affinity"]
+
+#: A topology hint, the kubelet's word for it: NUMA node ids and whether the placement is
+#: preferred. It is the policy's ``TopologyHint``, the value ``Allocate`` carries.
+Hint = TopologyHint
 
 
 class TopologyPolicy(Enum):

@@ -13,7 +13,7 @@ from qrmd.kubelet_sim import (
     reclaimed_pod,
     shared_pod,
 )
-from qrmd.kubelet_sim.pods import RECLAIMED_MILLICPU, Container, Pod
+from qrmd.kubelet_sim.pods import RECLAIMED_MILLICPU, Container, Pod, resource_request
 from tests.qrmd.fake_qrm_plugin import has_deadline, registered_kubelet
 from wire.gen import resourceplugin_pb2 as rp_pb
 
@@ -201,12 +201,17 @@ def test_hints_answer_tells_no_preference_from_no_feasible_placement() -> None:
         assert endpoint is not None
         shared = shared_pod("h1", "web", 1)
         (slot,) = shared.admission_order()
-        assert endpoint.connection.get_topology_hints(shared, slot, "cpu") is None
+        assert (
+            endpoint.connection.get_topology_hints(resource_request(shared, slot, "cpu", None))
+            is None
+        )
         for n in range(4):
             kubelet.admit(dedicated_pod(f"d{n}", f"db{n}", 2, numa_exclusive=True))
         late = dedicated_pod("h2", "late", 2, numa_exclusive=True)
         (slot,) = late.admission_order()
-        assert endpoint.connection.get_topology_hints(late, slot, "cpu") == ()
+        assert (
+            endpoint.connection.get_topology_hints(resource_request(late, slot, "cpu", None)) == ()
+        )
 
 
 def test_allocate_error_rejects_the_pod_and_removal_cleans_up_earlier_containers() -> None:

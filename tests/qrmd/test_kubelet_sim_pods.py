@@ -6,14 +6,20 @@ import json
 
 import pytest
 
+from policy.request import ContainerType, ResourceRequest, TopologyHint
 from qrmd.kubelet_sim import ContainerKind, dedicated_pod, reclaimed_pod, shared_pod
 from qrmd.kubelet_sim.pods import (
+    CPU,
     MAIN_CONTAINER_ANNOTATION,
     MEMORY_ENHANCEMENT_ANNOTATION,
+    POD_ROLE_LABEL,
+    POD_TYPE_ANNOTATION,
     QOS_LEVEL_ANNOTATION,
     RECLAIMED_MILLICPU,
     Container,
+    ContainerSlot,
     Pod,
+    resource_request,
 )
 
 
@@ -108,3 +114,71 @@ def test_invalid_pods_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Pod("u", "p", "ns", containers, init)
+
+
+# -- the request the kubelet sends (wire.md §4.3) --------------------------------------------
+
+
+def test_request_carries_the_pod_and_the_container_slot() -> None:
+    pod = Pod(
+        uid="u1",
+        name="web",
+        namespace="shop",
+        init_containers=(Container("setup", (CPU, 1)),),
+        containers=(Container("app", (CPU, 1.5)), Container("envoy", (CPU, 0.5))),
+        annotations={QOS_LEVEL_ANNOTATION: "shared_cores", POD_TYPE_ANNOTATION: "web-type"},
+        labels={POD_ROLE_LABEL: "frontend", "team": "a"},
+        native_qos_class="Burstable",
+    )
+    requests = [resource_request(pod, slot, "cpu", None) for slot in pod.admission_order()]
+    assert [(r.container_name, r.container_type, r.container_index) for r in requests] == [
+        ("setup", ContainerType.INIT, 0),
+        ("app", ContainerType.MAIN, 0),
+        ("envoy", ContainerType.SIDECAR, 1),
+    ]
+    assert requests[1] == ResourceRequest(
+        pod_uid="u1",
+        pod_namespace="shop",
+        pod_name="web",
+        container_name="app",
+        container_type=ContainerType.MAIN,
+        container_index=0,
+        resource_name="cpu",
+        resource_requests={"cpu": 1.5},
+        pod_role="frontend",
+        pod_type="web-type",
+        hint=None,
+        labels={POD_ROLE_LABEL: "frontend", "team": "a"},
+        annotations={QOS_LEVEL_ANNOTATION: "shared_cores", POD_TYPE_ANNOTATION: "web-type"},
+        native_qos_class="Burstable",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "want"),
+    [pytest.param(kind, ContainerType[kind.name], id=kind.name) for kind in ContainerKind],
+)
+def test_container_kind_is_sent_as_the_same_container_type(
+    kind: ContainerKind, want: ContainerType
+) -> None:
+    pod = shared_pod("u1", "web", 1)
+    slot = ContainerSlot(pod.containers[0], kind, 0)
+    request = resource_request(pod, slot, "cpu", None)
+    assert request.container_type is want and int(want) == kind.value
+
+
+def test_request_under_the_plugins_name_keeps_the_requested_name_and_the_hint() -> None:
+    pod = reclaimed_pod("u3", "batch", 1500)
+    (slot,) = pod.admission_order()
+    request = resource_request(pod, slot, "cpu", TopologyHint((2, 3), False))
+    assert request.resource_name == "cpu"
+    assert request.resource_requests == {RECLAIMED_MILLICPU: 1500}
+    assert request.hint == TopologyHint((2, 3), False)
+    assert (request.pod_role, request.pod_type) == ("", "")
+
+
+def test_request_of_a_container_that_requests_nothing_is_refused() -> None:
+    pod = Pod("u4", "idle", "default", containers=(Container("sleep"),))
+    (slot,) = pod.admission_order()
+    with pytest.raises(ValueError, match="idle/sleep requests no resource"):
+        resource_request(pod, slot, "cpu", None)
