@@ -35,10 +35,10 @@ from policy.balance_events import BalanceAdviceTaken, BalanceRoundFailed, Balanc
 from policy.state_codec import decode_event
 from policy.state_errors import CodecError
 from qrmd.demo.balance_view import Round, numa_table, pods_table, verdict
-from qrmd.demo.eviction_manager import EvictionManager, Offer
 from qrmd.demo.node_files import NumaMetricsCollector, NumaReading, write_pod_cgroups
 from qrmd.demo.workload import ANON_MEMORY
 from qrmd.kubelet_sim import Pod
+from wire.eviction_client import ActivePod, EvictionManager, Offer
 
 __all__ = ["BalanceOutcome", "BalancePhase", "BalancePhaseError"]
 
@@ -254,7 +254,13 @@ class BalancePhase:
             said = line[line.index(DRY_RUN_LINE) :].strip()
             self.console.print(f"    daemon: {said}", style="dim", soft_wrap=True, markup=False)
 
-    def _evict(self, active: Sequence[Pod]) -> tuple[list[Offer], list[Offer]]:
+    def _evict(self, pods: Sequence[Pod]) -> tuple[list[Offer], list[Offer]]:
+        active = [
+            ActivePod(
+                p.namespace, p.name, p.uid, p.native_qos_class, tuple(sorted(p.labels.items()))
+            )
+            for p in pods
+        ]
         manager = EvictionManager(self.eviction_socket)
         try:
             info = manager.register()

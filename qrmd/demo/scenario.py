@@ -36,7 +36,6 @@ from policy.topology import CPUTopology
 from qrmd.config import parse_duration
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.demo.daemon_process import BalancerOptions, DaemonError, DaemonOptions, DaemonProcess
-from qrmd.demo.eviction_manager import EvictionManagerError
 from qrmd.demo.node_files import NumaMetricsCollector
 from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
@@ -50,6 +49,7 @@ from qrmd.kubelet_sim import (
     Pod,
     RegistrationOutcome,
 )
+from wire.eviction_client import EvictionManagerError
 
 __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
 

@@ -1,4 +1,7 @@
-"""katalyst-agent's side of the balancer's eviction plugin, as the demo plays it.
+"""katalyst-agent's side of an eviction plugin: registration and ``GetEvictPods`` in plain values.
+
+For ``qrmd demo`` (and anyone trying the memory balancer's plugin by hand), which may not
+touch protobuf messages: pods go in as ``ActivePod`` and offers come back as ``Offer``.
 
 The agent's plugin manager registers an eviction plugin it finds in its plugin-registration
 directory (wire.md §8.3): ``GetInfo`` on the socket (type ``EvictionPlugin``, a supported
@@ -17,7 +20,6 @@ from pathlib import Path
 
 import grpc
 
-from qrmd.kubelet_sim import Pod
 from wire.gen import evictionplugin_pb2 as ep
 from wire.gen import evictionplugin_pb2_grpc as ep_grpc
 from wire.gen import k8s_core_v1_pb2 as core
@@ -25,7 +27,7 @@ from wire.gen import k8s_meta_v1_pb2 as meta
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 
-__all__ = ["EvictionManager", "EvictionManagerError", "Offer", "PluginInfo"]
+__all__ = ["ActivePod", "EvictionManager", "EvictionManagerError", "Offer", "PluginInfo"]
 
 # The agent's deadlines: GetInfo 1 s, dial and GetToken 10 s, NotifyRegistrationStatus 5 s, and
 # 10 s for each eviction-manager call.
@@ -39,6 +41,17 @@ PLUGIN_VERSION = "v1alpha1"
 
 class EvictionManagerError(Exception):
     """A call to the eviction plugin failed; the message names the call and the status."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivePod:
+    """A pod the eviction manager may evict: what it sends of it."""
+
+    namespace: str
+    name: str
+    uid: str
+    qos_class: str = "BestEffort"  # Guaranteed, Burstable or BestEffort
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +76,14 @@ class Offer:
     plugin_name: str
 
 
-def active_pod(pod: Pod) -> core.Pod:
+def _pod_message(pod: ActivePod) -> core.Pod:
     """The ``Pod`` object the eviction manager sends for an active pod (name, namespace, UID,
-    labels; the rest of a real pod object is of no use to this plugin)."""
+    labels, phase and QoS class; the rest of a real pod object is of no use to the plugin)."""
     return core.Pod(
         metadata=meta.ObjectMeta(
             name=pod.name, namespace=pod.namespace, uid=pod.uid, labels=dict(pod.labels)
         ),
-        status=core.PodStatus(phase="Running", qosClass=pod.native_qos_class),
+        status=core.PodStatus(phase="Running", qosClass=pod.qos_class),
     )
 
 
@@ -121,13 +134,13 @@ class EvictionManager:
             raise EvictionManagerError("the eviction plugin is not registered")
         return ep_grpc.EvictionPluginStub(self._channel)  # type: ignore[no-untyped-call]
 
-    def get_evict_pods(self, pods: Sequence[Pod]) -> list[Offer]:
+    def get_evict_pods(self, pods: Sequence[ActivePod]) -> list[Offer]:
         """One ``GetEvictPods`` with these active pods.
 
         Raises:
             EvictionManagerError: the call failed.
         """
-        request = ep.GetEvictPodsRequest(active_pods=[active_pod(p) for p in pods])
+        request = ep.GetEvictPodsRequest(active_pods=[_pod_message(p) for p in pods])
         try:
             answer = self._plugin.GetEvictPods(request, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as err:
