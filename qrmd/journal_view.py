@@ -71,7 +71,10 @@ def cause_target(cause: dict[Any, Any]) -> tuple[str, str, str]:
 
     The pod and container are looked up at the top of the cause and in its ``request``.
     """
-    rpc = str(cause.get("rpc") or cause.get("kind") or cause.get("handler") or "")
+    # The balancer's causes name their command (``Tick``, ``GetEvictPods``, ``GetAdvices``).
+    rpc = str(
+        cause.get("rpc") or cause.get("kind") or cause.get("handler") or cause.get("command") or ""
+    )
     places = [cause]
     if isinstance(cause.get("request"), dict):
         places.append(cause["request"])

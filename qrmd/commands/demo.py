@@ -2,8 +2,9 @@
 
 The newcomer's first command (DESIGN.md, "Newcomers run qrmd demo"): it starts the real
 ``qrmd run`` and drives it over real gRPC through the plugin-watcher handshake, admission,
-ramp-up, pod deletion and a SIGKILL followed by recovery from the journal, showing after each
-phase which pod holds which CPUs on each NUMA node (``qrmd.demo.scenario``). The state
+ramp-up, pod deletion, the NUMA memory balancer's rounds, advice and eviction offer with one
+node under latency pressure, and a SIGKILL followed by recovery from the journal, showing after
+each phase which pod holds which CPUs on each NUMA node (``qrmd.demo.scenario``). The state
 directory is kept, so the ``qrmd journal`` commands can be tried on it.
 """
 
@@ -24,9 +25,11 @@ _DESCRIPTION = """\
 Start `qrmd run` on a synthetic node (96 CPUs, 2 sockets, 4 NUMA nodes, 2 reserved CPUs) in
 a temporary state directory, and drive it with a built-in kubelet simulator over its unix
 socket: registration, a mixed workload (dedicated NUMA-bound pods, shared pods with init and
-sidecar containers, reclaimed pods), ramp-up, pod deletion, then SIGKILL and a restart that
-recovers every allocation from the journal. Prints a per-NUMA CPU map and the pools after
-each phase. Takes about 20 s (about 10 s with --fast).
+sidecar containers, reclaimed pods), ramp-up, pod deletion, the NUMA memory balancer with one
+NUMA node under read-latency pressure (its rounds, dry-run advice and eviction offer, fed by a
+metrics file and a cgroup tree the demo writes), then SIGKILL and a restart that recovers
+every allocation from the journal. Prints a per-NUMA CPU map and the pools after each phase.
+Takes about 20 s (about 10 s with --fast).
 """
 
 
@@ -50,7 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--fast",
         action="store_true",
-        help="1 s reconcile and ramp-up (transition) periods instead of 3 s each",
+        help="1 s reconcile and ramp-up (transition) periods instead of 3 s each, and a "
+        "balance round every 0.5 s instead of 1 s",
     )
     p.set_defaults(run=run)
 
@@ -68,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     for line in (
         f"qrmd journal show {state}",
         f"qrmd journal show --pod uid-web {state}",
+        f"qrmd journal show {state} --kind BalanceRoundRecorded",
         f"qrmd journal stats {state}",
         f"qrmd journal verify --topology {TOPOLOGY} {state}",
     ):

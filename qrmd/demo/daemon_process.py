@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "BalancerOptions",
     "DaemonError",
     "DaemonExitedError",
     "DaemonOptions",
@@ -38,6 +39,32 @@ class DaemonExitedError(DaemonError):
 
 
 @dataclass(frozen=True, slots=True)
+class BalancerOptions:
+    """The memory balancer's ``qrmd run`` flags: its inputs are files the demo writes."""
+
+    sync_period: str  # --qos-aware-sync-period, a DURATION
+    metrics_file: Path  # --numa-metrics-source file:PATH
+    memory_cgroup_root: Path  # --memory-cgroup-root (pod cgroups by the cgroupfs driver)
+    plugin_registration_dir: Path  # where numa_memory_balancer.sock is served
+
+    def argv(self) -> list[str]:
+        """The flags (a dry run: no ``--memory-balance-execute``)."""
+        return [
+            "--enable-memory-balancer",
+            "--qos-aware-sync-period",
+            self.sync_period,
+            "--numa-metrics-source",
+            f"file:{self.metrics_file}",
+            "--memory-cgroup-root",
+            str(self.memory_cgroup_root),
+            "--cgroup-driver",
+            "cgroupfs",
+            "--plugin-registration-dir",
+            str(self.plugin_registration_dir),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonOptions:
     """The ``qrmd run`` settings the demo uses."""
 
@@ -48,6 +75,7 @@ class DaemonOptions:
     transition_period: str  # a DURATION, e.g. "3s"
     metrics_address: str  # HOST:PORT or "off"
     log_level: str = "info"
+    balancer: BalancerOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -72,6 +100,7 @@ class DaemonOptions:
             self.metrics_address,
             "--log-level",
             self.log_level,
+            *(self.balancer.argv() if self.balancer is not None else ()),
         ]
 
 
@@ -110,7 +139,10 @@ class DaemonProcess:
         """
         if self._process is not None and self._process.poll() is None:
             raise DaemonError(f"a qrmd run process is already running (pid {self.pid})")
-        for directory in (self.options.state_dir, self.options.socket_dir):
+        directories = [self.options.state_dir, self.options.socket_dir]
+        if self.options.balancer is not None:
+            directories.append(self.options.balancer.plugin_registration_dir)
+        for directory in directories:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

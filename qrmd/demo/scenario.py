@@ -8,7 +8,10 @@
    cpuset for their pool and two passes agree.
 4. **Delete**: some pods go; garbage collection calls ``RemovePod`` (wire.md §9.3) and the
    freed CPUs return to the pools.
-5. **Crash and recover**: the daemon is killed with SIGKILL and started again on the same state
+5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
+   its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
+   advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
+6. **Crash and recover**: the daemon is killed with SIGKILL and started again on the same state
    directory; the kubelet re-registers it, and ``GetResourcesAllocation`` must answer exactly
    what it answered before the crash: every acknowledged allocation came back from the journal.
 
@@ -23,20 +26,21 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
+from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.synthetic import parse_synthetic_spec
 from policy.topology import CPUTopology
-from qrmd.demo.daemon_process import (
-    DaemonError,
-    DaemonOptions,
-    DaemonProcess,
-)
+from qrmd.config import parse_duration
+from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
+from qrmd.demo.daemon_process import BalancerOptions, DaemonError, DaemonOptions, DaemonProcess
+from qrmd.demo.node_files import NumaMetricsCollector
+from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
-from qrmd.demo.workload import DELETED, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
+from qrmd.demo.workload import DELETED, PRESSURED_NUMA, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
+from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.kubelet_sim import (
     AdmissionError,
     Endpoint,
@@ -45,57 +49,15 @@ from qrmd.kubelet_sim import (
     Pod,
     RegistrationOutcome,
 )
+from wire.eviction_client import EvictionManagerError
 
 __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
 
 PLUGIN = "cpu"
 SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
+EVICTION_SOCKET_NAME = f"{EVICTION_PLUGIN_NAME}.sock"
 REGISTER_TIMEOUT_S = 20.0
 WATCH_PERIOD_S = 0.2
-
-
-class DemoError(Exception):
-    """The demo could not complete; the message is one line naming the phase and the cause."""
-
-
-@dataclass(frozen=True, slots=True)
-class DemoSettings:
-    """How to run the demo.
-
-    Attributes:
-        state_dir: the daemon's state directory; None makes a fresh one under /tmp.
-        keep: leave the daemon running at the end.
-        fast: 1 s reconcile and transition periods instead of the kubelet's 3 s.
-        metrics: serve the daemon's metrics on a free loopback port (else ``off``).
-    """
-
-    state_dir: Path | None = None
-    keep: bool = False
-    fast: bool = False
-    metrics: bool = True
-
-    @property
-    def reconcile_period_s(self) -> float:
-        return 1.0 if self.fast else 3.0
-
-    @property
-    def transition_period(self) -> str:
-        return "1s" if self.fast else "3s"
-
-
-@dataclass(frozen=True, slots=True)
-class DemoResult:
-    """Where the demo left things, and what recovery showed."""
-
-    work_dir: Path
-    state_dir: Path
-    socket_path: Path
-    log_path: Path
-    metrics_address: str
-    recovered: int  # allocations GetResourcesAllocation answered after the restart
-    identical: bool
-    kept_pid: int | None  # the daemon left running (--keep), else None
-    elapsed_s: float
 
 
 def _free_loopback_port() -> int:
@@ -117,6 +79,16 @@ class _Demo:
         socket_dir = self.work_dir / "sock"
         self.socket_path = socket_dir / SOCKET_NAME
         metrics = f"127.0.0.1:{_free_loopback_port()}" if settings.metrics else "off"
+        node = self.work_dir / "node"
+        self.balancer = BalancerOptions(
+            sync_period=settings.balance_period,
+            metrics_file=node / "numa-metrics.json",
+            memory_cgroup_root=node / "cgroup",
+            plugin_registration_dir=self.work_dir / "plugin-socks",
+        )
+        self.collector = NumaMetricsCollector(
+            self.balancer.metrics_file, len(self.topology.numa_nodes()), read_cpu_vendor()
+        )
         self.daemon = DaemonProcess(
             DaemonOptions(
                 state_dir=self.state_dir,
@@ -125,6 +97,7 @@ class _Demo:
                 reserved_cpu_cores=RESERVED_CPU_CORES,
                 transition_period=settings.transition_period,
                 metrics_address=metrics,
+                balancer=self.balancer,
             ),
             self.work_dir / "daemon.log",
         )
@@ -208,6 +181,12 @@ class _Demo:
 
     def start_and_register(self) -> Endpoint:
         self._phase(1, "start qrmd run and register it with the kubelet")
+        try:
+            self.balancer.memory_cgroup_root.mkdir(parents=True, exist_ok=True)
+            # The collector writes before the daemon starts, so its first round has metrics.
+            self.collector.write(self.collector.quiet())
+        except OSError as exc:
+            raise DemoError(f"the node's files: {exc}") from None
         pid = self.daemon.start()
         self.console.print(f"  started (pid {pid}): qrmd {' '.join(self.daemon.argv[3:])}")
         self.sim.start()
@@ -298,8 +277,27 @@ class _Demo:
         except PluginCallError as exc:
             raise DemoError(f"GetTopologyAwareResources: {exc}") from None
 
+    def balance(self) -> BalanceOutcome:
+        self._phase(5, f"memory balancer: NUMA {PRESSURED_NUMA} under read-latency pressure")
+        phase = BalancePhase(
+            self.console,
+            self.state_dir,
+            collector=self.collector,
+            cgroup_root=self.balancer.memory_cgroup_root,
+            eviction_socket=self.balancer.plugin_registration_dir / EVICTION_SOCKET_NAME,
+            period_s=parse_duration(self.settings.balance_period),
+            check_alive=self.daemon.check_alive,
+            log_lines=self.daemon.log_lines_matching,
+        )
+        try:
+            return phase.run(self.admitted, PRESSURED_NUMA)
+        except (BalancePhaseError, EvictionManagerError) as exc:
+            raise DemoError(f"{exc}; daemon log: {self.daemon.log_tail()}") from None
+        except OSError as exc:
+            raise DemoError(f"the node's files: {exc}") from None
+
     def crash_and_recover(self, endpoint: Endpoint, before: Snapshot) -> tuple[int, bool]:
-        self._phase(5, "kill qrmd with SIGKILL, restart it on the same journal")
+        self._phase(6, "kill qrmd with SIGKILL, restart it on the same journal")
         aware_before = self._topology_aware(endpoint, before)
         pid = self.daemon.kill()
         self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
@@ -370,6 +368,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         first = demo.admit()
         demo.ramp_up(first)
         before = demo.delete()
+        balance = demo.balance()
         recovered, identical = demo.crash_and_recover(endpoint, before)
         demo.sim.stop()
         kept = demo.finish()
@@ -395,6 +394,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         metrics_address=demo.daemon.options.metrics_address,
         recovered=recovered,
         identical=identical,
+        balance=balance,
         kept_pid=kept,
         elapsed_s=time.monotonic() - demo.started,
     )

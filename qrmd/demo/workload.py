@@ -13,13 +13,29 @@ reserved CPUs) this gives a picture with every pool in it:
 
 Then one exclusive pod, one shared pod and one reclaimed pod are deleted, which hands their
 CPUs back to the pools.
+
+For the memory balancer's phase each pod also has anonymous memory per NUMA node (what its
+cgroup's ``memory.numa_stat`` says, ``ANON_MEMORY``), and ``PRESSURED_NUMA`` is the node put
+under latency pressure. After the deletions the ``share`` and ``reclaim`` pools have CPUs on
+NUMA 1 and 3 (NUMA 0 is the exclusive pod's, NUMA 2 the NUMA-bound ``cache``'s), so the shared
+and reclaimed pods' memory sits there; on NUMA 3 ``batch-1`` is the only reclaimed pod (the
+eviction choice), and both it and ``web`` hold more than the 128 MiB worth migrating
+(memory-balancer §3).
 """
 
 from __future__ import annotations
 
 from qrmd.kubelet_sim import Pod, dedicated_pod, reclaimed_pod, shared_pod
 
-__all__ = ["DELETED", "NAMESPACE", "RESERVED_CPU_CORES", "TOPOLOGY", "WORKLOAD"]
+__all__ = [
+    "ANON_MEMORY",
+    "DELETED",
+    "NAMESPACE",
+    "PRESSURED_NUMA",
+    "RESERVED_CPU_CORES",
+    "TOPOLOGY",
+    "WORKLOAD",
+]
 
 TOPOLOGY = "synthetic:cpus=96,sockets=2,numas=4"
 RESERVED_CPU_CORES = 2
@@ -50,3 +66,20 @@ WORKLOAD: tuple[Pod, ...] = (
 
 #: The pods deleted in the demo's third phase.
 DELETED: tuple[str, ...] = ("uid-db-replica", "uid-api", "uid-batch-2")
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+#: Pod UID → NUMA node → anonymous bytes there (the pod cgroup's ``memory.numa_stat``).
+ANON_MEMORY: dict[str, dict[int, int]] = {
+    "uid-db-primary": {0: 12 * GIB},
+    "uid-db-replica": {1: 6 * GIB},
+    "uid-cache": {2: 2 * GIB},
+    "uid-web": {1: 2 * GIB, 3: 3 * GIB},
+    "uid-api": {1: 512 * MIB, 3: 64 * MIB},
+    "uid-batch-1": {1: 256 * MIB, 3: 1 * GIB},
+    "uid-batch-2": {1: 128 * MIB, 3: 1536 * MIB},
+}
+
+#: The NUMA node the balancer phase puts under read-latency pressure.
+PRESSURED_NUMA = 3

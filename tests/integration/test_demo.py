@@ -1,10 +1,12 @@
-"""``qrmd demo --fast`` end to end: the real daemon, the kubelet simulator, SIGKILL, recovery.
+"""``qrmd demo --fast`` end to end: the real daemon, the kubelet simulator, the memory
+balancer with a node under pressure, SIGKILL, recovery.
 
 Slow (about 10 s a run, each a real ``qrmd run`` process started twice); marked ``slow``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,7 +38,7 @@ def run_demo(*flags: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_recovers_every_allocation_and_stops_the_daemon() -> None:
+def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() -> None:
     started = time.monotonic()
     done = run_demo()
     elapsed = time.monotonic() - started
@@ -47,7 +49,8 @@ def test_demo_recovers_every_allocation_and_stops_the_daemon() -> None:
         "2. admit the workload",
         "3. ramp-up",
         "4. delete pods db-replica, api, batch-2",
-        "5. kill qrmd with SIGKILL",
+        "5. memory balancer: NUMA 3 under read-latency pressure",
+        "6. kill qrmd with SIGKILL",
     ):
         assert phase in out
     assert "kubelet registered plugin cpu from" in out
@@ -63,6 +66,56 @@ def test_demo_recovers_every_allocation_and_stops_the_daemon() -> None:
     assert len(set(pids)) == 2  # started, then restarted after the SIGKILL
     assert not any(pid_is_alive(pid) for pid in pids)  # stopped cleanly at the end
     assert elapsed < DEMO_TIMEOUT_S
+    assert f"qrmd journal show {state.group(1)} --kind BalanceRoundRecorded" in out
+    check_balance_phase(out, state.group(1))
+
+
+def balance_rounds(state_dir: str) -> list[dict[str, object]]:
+    """The journaled rounds' records, as ``qrmd journal show --json`` prints them."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    shown = subprocess.run(
+        [sys.executable, "-m", "qrmd", "journal", "show", state_dir, "--json",
+         "--kind", "BalanceRoundRecorded"],
+        capture_output=True, text=True, timeout=30, env=env, check=True,
+    )  # fmt: skip
+    records = []
+    for line in shown.stdout.splitlines():
+        for event in json.loads(line)["events"]:
+            records.append(event["record"])
+    return records
+
+
+def check_balance_phase(out: str, state_dir: str) -> None:
+    """Phase 5 showed a quiet round, a balance round from NUMA 3 with its advice, and the
+    eviction offer once; the journal holds the rounds."""
+    phase = out[out.index("5. memory balancer") : out.index("6. kill qrmd")]
+    # A quiet round first, then the force balance from the pressured node.
+    assert re.search(r"round \(journal seq \d+\): no balance: no latency pressure", phase)
+    assert re.search(
+        r"round \(journal seq \d+\): forceBalance · bandwidth level high · source NUMA 3 → "
+        r"destinations 2, 0, 1 · status prepareSuccess",
+        phase,
+    )
+    # The advice names the pressured node as its source and both pods of the balanced pools.
+    (advice_line,) = [ln for ln in phase.splitlines() if ln.strip().startswith('{"destNumaList"')]
+    advice = json.loads(advice_line)
+    assert advice["sourceNuma"] == 3 and advice["destNumaList"] == [2, 0, 1]
+    assert [c["podUID"] for c in advice["migrateContainers"]] == ["uid-batch-1", "uid-web"]
+    assert advice["totalRSS"] == 4 << 30
+    assert phase.count("daemon: numa balance dry run: would migrate pids [] of") == 2
+    # The eviction offer over the plugin socket, once.
+    assert "registered EvictionPlugin numa_memory_balancer (v1alpha1)" in phase
+    assert (
+        "GetEvictPods(4 active pods) → demo/batch-1 (force true, plugin numa_memory_balancer): "
+        "the memory node 3 is under bandwidth pressure" in phase
+    )
+    assert "GetEvictPods again → no pod" in phase
+    # The journal holds the rounds as the daemon computed them.
+    records = balance_rounds(state_dir)
+    assert any(not r["needBalance"] for r in records)
+    (pressure,) = [r for r in records if r["needBalance"]]
+    assert pressure["sourceNuma"]["NumaID"] == 3
+    assert pressure["evictPods"] == [{"namespace": "demo", "name": "batch-1", "UID": "uid-batch-1"}]
 
 
 def test_demo_keep_leaves_the_daemon_running() -> None:
