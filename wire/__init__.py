@@ -14,7 +14,8 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
 - `gen/`: the stubs grpcio-tools generates from them (`python -m wire.generate`),
   committed; a test fails when they are stale. Never edit them by hand.
 - the gRPC servers and clients: the plugin-watcher registration, the ResourcePlugin
-  and EvictionPlugin servers, and the sys-advisor client that implements its actor port.
+  and EvictionPlugin servers (the sys-advisor client comes with the advisor link, a later
+  issue; its protos are here already).
   One mechanism serves every plugin socket: `sockets` (the file: 107-byte path check,
   stale file removal, owner-only bind on `unix:<path>`, inode-checked removal, socket
   directories de-duplicated by inode), `registration_service` (`GetInfo` and
@@ -27,7 +28,8 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
   deadline, convert back) and `rpc` (what every handler does around that: tolerant
   parsing, error mapping, the `RpcObserver` metrics hook); and the kubelet's side of the
   same protocol, `kubelet_client` (one plugin socket, every call with the kubelet's
-  deadline, for the kubelet simulator and tests);
+  deadline, for the kubelet simulator and tests), and katalyst-agent's side of the
+  eviction plugin, `eviction_client` (for the demo and tests);
 - the conversion between protobuf messages and the domain types of `policy/` and
   `actors/`, in both directions, where the wire rules are enforced (`convert`; wire.md
   §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list),
