@@ -391,8 +391,11 @@ class StateStoreActor(pykka.ThreadingActor):
                 return self.core.commit(events, cause)
             case GetSnapshot():
                 return self.core.snapshot
-            case CheckpointIfDue():
-                return self.core.checkpoint_if_due()
+            case CheckpointIfDue(now=now):
+                path = self.core.checkpoint_if_due()
+                if path is not None:
+                    _log.debug("checkpoint %s written on the tick sent at %.3f", path, now)
+                return path
         raise TypeError(f"the state store does not handle {type(message).__name__}")
 
     def on_stop(self) -> None:

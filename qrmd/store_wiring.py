@@ -163,6 +163,9 @@ class StoreWiring:
 
         Returns:
             Whether the store took it (False while it is down or restarting).
+
+        Raises:
+            RuntimeError: the ticker is not started.
         """
         if self.ticker is None:
             raise RuntimeError("the checkpoint ticker is not started")
