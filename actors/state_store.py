@@ -10,6 +10,12 @@ The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in orde
 4. When a checkpoint is due, write the encoded state; a failed checkpoint is logged and
    counted, never a failed commit (the records are durable; recovery replays them).
 
+A checkpoint is due after ``checkpoint_every_records`` records or ``checkpoint_every_s``
+seconds on the store's clock, whichever comes first, once a record is not covered by one
+(issue 3). The store checks after each commit and on each ``CheckpointIfDue`` a ticker tells
+it, so a node that stops committing still writes its time-due checkpoint; a tick with nothing
+new writes nothing, and a tick never fails the actor.
+
 A failed append (``JournalWriteError``) was cut back by the journal: the commit is refused
 with ``CommitRefused`` and state is unchanged, and the next commit may succeed. If the journal
 could not cut it back (``JournalFailed``) the store answers ``StoreUnavailable`` to this and
@@ -36,7 +42,14 @@ import pykka
 
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.state_replay import replay_records, state_from_checkpoint
-from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
+from actors.store_messages import (
+    CheckpointIfDue,
+    Commit,
+    CommitRefused,
+    GetSnapshot,
+    Snapshot,
+    StoreUnavailable,
+)
 from actors.store_report import RecoveryReport, StoreMetrics
 from journal import (
     Durability,
@@ -72,7 +85,8 @@ class StoreConfig:
         durability: ``"always"`` (fsync before acknowledging; the default) or ``"none"``.
         segment_max_bytes: start a new segment before one would grow past this.
         checkpoint_every_records: write a checkpoint after this many records...
-        checkpoint_every_s: ...or this many seconds since the last one (checked on commit).
+        checkpoint_every_s: ...or this many seconds since the last one, whichever first
+            (checked on each commit and on each ``CheckpointIfDue`` tick).
         retention: limits on forensic history (default ``journal.Retention()``).
     """
 
@@ -247,9 +261,20 @@ class StateStoreCore:
         metrics.last_seq = seq
         metrics.commit_seconds_total += self._clock.monotonic() - started
         self._publish(snapshot)
-        if self._journal.checkpoint_due():
-            self.checkpoint()
+        self.checkpoint_if_due()
         return snapshot
+
+    def checkpoint_if_due(self) -> str | None:
+        """Write a checkpoint if the journal says one is due (module rules); never raises.
+
+        Returns:
+            The checkpoint's path, or None when nothing was written: none due (too few
+            records and too little time, or no record since the last checkpoint), the store
+            closed or unhealthy, or a failure (logged, counted in ``checkpoint_failures_total``).
+        """
+        if self._closed or self._failure is not None or not self._journal.checkpoint_due():
+            return None
+        return self.checkpoint()
 
     def checkpoint(self) -> str | None:
         """Write a checkpoint of the published state now, if a record is not covered yet.
@@ -267,6 +292,11 @@ class StateStoreCore:
             # The records are durable; recovery replays them from the older checkpoint.
             self.metrics.checkpoint_failures_total += 1
             _log.warning("checkpoint at seq %d failed, commits go on: %s", snapshot.seq, err)
+            return None
+        except Exception:
+            # Not an I/O failure: a bug. Still never a failed commit nor a dead store.
+            self.metrics.checkpoint_failures_total += 1
+            _log.exception("bug: checkpoint at seq %d failed, commits go on", snapshot.seq)
             return None
         self.metrics.checkpoints_total += 1
         self.metrics.checkpoint_seq = snapshot.seq
@@ -321,6 +351,8 @@ class StateStoreActor(pykka.ThreadingActor):
     - ``Commit(events, cause)`` → the new ``Snapshot``; raises ``CommitRefused`` or
       ``StoreUnavailable`` in the asker (pykka hands an exception to whoever asked).
     - ``GetSnapshot()`` → the latest ``Snapshot``.
+    - ``CheckpointIfDue(now)`` → the checkpoint's path or None; safe to ``tell`` (a ticker
+      does), it never raises.
 
     Anything else raises ``TypeError``. Opening happens in ``on_start`` so that a restarted
     actor reloads from disk (DESIGN.md, Supervisor); if it fails, the actor stops and the
@@ -359,6 +391,11 @@ class StateStoreActor(pykka.ThreadingActor):
                 return self.core.commit(events, cause)
             case GetSnapshot():
                 return self.core.snapshot
+            case CheckpointIfDue(now=now):
+                path = self.core.checkpoint_if_due()
+                if path is not None:
+                    _log.debug("checkpoint %s written on the tick sent at %.3f", path, now)
+                return path
         raise TypeError(f"the state store does not handle {type(message).__name__}")
 
     def on_stop(self) -> None:

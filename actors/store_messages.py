@@ -3,7 +3,9 @@
 A writer (the Allocator, later the MemoryBalancer) computes events on the state of the
 ``Snapshot`` it holds, sends ``Commit(events, cause)`` and waits for the answer: the new
 ``Snapshot`` once the record is durable and applied, or ``CommitRefused`` with state unchanged.
-Readers ask ``GetSnapshot`` and use the immutable value without locks.
+Readers ask ``GetSnapshot`` and use the immutable value without locks. A ticker tells
+``CheckpointIfDue`` every few seconds, so a node that stops committing still writes the
+checkpoint its time limit asks for (issue 3: "every N records or T seconds").
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 from policy.events import Event
 from policy.state import State
 
-__all__ = ["Commit", "CommitRefused", "GetSnapshot", "Snapshot", "StoreUnavailable"]
+__all__ = [
+    "CheckpointIfDue",
+    "Commit",
+    "CommitRefused",
+    "GetSnapshot",
+    "Snapshot",
+    "StoreUnavailable",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,21 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class GetSnapshot:
     """Ask for the latest published snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointIfDue:
+    """Write a checkpoint if one is due: ``checkpoint_every_records`` records or
+    ``checkpoint_every_s`` seconds (on the store's own clock) since the last one, and a record
+    it does not cover yet.
+
+    Safe to ``tell``: the store never raises for it (a failure is logged and counted). Asked,
+    it answers the checkpoint's path, or None when nothing was written. ``now`` is the wall
+    time the ticker sent it, for the log; whether a checkpoint is due is the store's decision,
+    so a tick that waited in the mailbox changes nothing.
+    """
+
+    now: float = 0.0
 
 
 class CommitRefused(Exception):  # noqa: N818 (a refusal, named as the protocol names it)

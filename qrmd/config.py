@@ -53,10 +53,13 @@ from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_EVERY_RECORDS",
+    "DEFAULT_CHECKPOINT_EVERY_S",
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SOCKET_DIR",
     "DEFAULT_STATE_DIR",
     "MAX_SOCKET_PATH_BYTES",
+    "MIN_CHECKPOINT_EVERY_S",
     "OPTIONS",
     "PLUGIN_SOCKET_NAME",
     "ConfigError",
@@ -71,6 +74,10 @@ __all__ = [
 DEFAULT_STATE_DIR = "/var/lib/qrmd"
 DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
+DEFAULT_CHECKPOINT_EVERY_RECORDS = 10_000
+DEFAULT_CHECKPOINT_EVERY_S = 300.0
+#: A checkpoint rewrites the whole state: more often than this is a mistake, not a setting.
+MIN_CHECKPOINT_EVERY_S = 1.0
 #: wire.md §2: ``<agent name>_<policy>.sock``.
 PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
@@ -97,6 +104,8 @@ class DaemonConfig:
         qos_enhancement_defaults: ``qos-enhancement-default-values`` as (key, value) pairs.
         pod_debug_anno_keys: ``qrm-pod-debug-anno-keys``.
         durability: ``always`` (fsync before acknowledging) or ``none``.
+        checkpoint_every_records: a checkpoint after this many journal records...
+        checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
         metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         log_format: ``text`` or ``json`` (one JSON object per line).
@@ -123,6 +132,8 @@ class DaemonConfig:
     qos_enhancement_defaults: tuple[tuple[str, str], ...] = ()
     pod_debug_anno_keys: tuple[str, ...] = ()
     durability: Durability = "always"
+    checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"
@@ -169,6 +180,13 @@ def _metrics_address(raw: object) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
+def _checkpoint_interval(raw: object) -> float:
+    value = _duration(raw)
+    if value < MIN_CHECKPOINT_EVERY_S:
+        raise ValueError(f"{raw!r} is shorter than the minimum {MIN_CHECKPOINT_EVERY_S:g}s")
+    return value
+
+
 def _key_value(raw: object) -> tuple[str, str]:
     key, sep, value = _text(raw).partition("=")
     if not sep or not key:
@@ -206,6 +224,15 @@ OPTIONS: tuple[Option, ...] = (
            "'always' fsyncs each record before answering kubelet; 'none' does not "
            "(a killed process loses nothing, a power loss may)",
            "none (the reference rewrites a state file)", "always|none"),
+    Option("checkpoint-every-records", "checkpoint_every_records", _count(1),
+           str(DEFAULT_CHECKPOINT_EVERY_RECORDS),
+           "write a checkpoint (the whole state) after this many journal records, or after "
+           "--checkpoint-every, whichever comes first",
+           "none (the reference rewrites its state file on every change)", "N"),
+    Option("checkpoint-every", "checkpoint_every_s", _checkpoint_interval, "5m",
+           "write a checkpoint this long after the last one once a record is not in one, "
+           "even on an idle node (at least 1s)",
+           "none (the reference rewrites its state file on every change)", "DURATION"),
     Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
            "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
     Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",

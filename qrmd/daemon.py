@@ -7,7 +7,9 @@ Start, in order:
    context (QoS configuration, ``enable-reclaim``, transition period, hint limits);
 2. the metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
 3. the Supervisor: the StateStore (it recovers from the journal), then the Allocator, built
-   from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6);
+   from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6); then the store's
+   checkpoint ticker, so an idle node still writes its time-due checkpoint
+   (``qrmd.store_wiring``);
 4. the endpoint starts answering; the residual-state checker would start here, but qrmd has
    no pod source yet, and like the reference without pod metadata (§12.4 step 1) it does not
    run: a log line says so;
@@ -18,10 +20,10 @@ Start, in order:
    once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``).
 
 Stop (SIGTERM/SIGINT): the balancer's plugin and ticker, then the kubelet servers (no new calls;
-their sockets are removed), then the actors in reverse (the StateStore writes a checkpoint and
-closes the journal), then the endpoint. An actor still alive afterwards is logged as a bug.
-SIGKILL loses nothing acknowledged: with durability ``always`` every answered commit was fsynced
-before the answer.
+their sockets are removed), then the checkpoint ticker, then the actors in reverse (the
+StateStore writes a checkpoint and closes the journal), then the endpoint. An actor still alive
+afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with durability ``always``
+every answered commit was fsynced before the answer.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
@@ -40,7 +42,7 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
-from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
+from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from policy.context import PolicyContext
@@ -52,7 +54,8 @@ from qrmd.config import DaemonConfig
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
-from qrmd.metrics import DaemonMetrics, MetricSources, StoreView
+from qrmd.metrics import DaemonMetrics, MetricSources
+from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
@@ -71,8 +74,6 @@ _log = logging.getLogger("qrmd.daemon")
 #: wire.md §12.5: ``PluginInfo.name``, the resource kubelet routes to the plugin.
 RESOURCE_NAME = "cpu"
 
-#: Recovery replays the journal tail; a big one on a slow disk takes a while.
-RECOVERY_TIMEOUT_S = 600.0
 START_POLICY_TIMEOUT_S = 60.0
 #: How long in-flight kubelet calls may finish when the daemon stops.
 SERVER_GRACE_S = 2.0
@@ -117,62 +118,6 @@ def _wire_plugin_server(
         ready=ready,
         observer=observer,
     )
-
-
-class _StoreWiring:
-    """Opens the StateStore for its actor and keeps what the metrics and health read of it."""
-
-    def __init__(self, config: StoreConfig, ctx: PolicyContext, clock: Clock) -> None:
-        self._config = config
-        self._ctx = ctx
-        self._clock = clock
-        self.core: StateStoreCore | None = None
-        self.open_error: Exception | None = None
-        self.latest: Snapshot | None = None
-
-    def open(self) -> StateStoreCore:
-        """The actor's opener: runs in ``on_start``, so a restarted store reloads from disk."""
-        self.open_error = None
-        try:
-            core = StateStoreCore.open(self._config, self._ctx.topology, clock=self._clock)
-        except Exception as err:
-            self.open_error = err
-            raise
-        self.core, self.latest = core, core.snapshot
-        return core
-
-    def publish(self, snapshot: Snapshot) -> None:
-        """Subscriber: remember the latest durable snapshot (pool sizes for the metrics)."""
-        self.latest = snapshot
-
-    def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
-        """Start the store's actor. The first time, recovery runs here, in the daemon's thread,
-        so that a journal that cannot be opened is one clear error at start; every restart
-        recovers in the actor's ``on_start`` instead."""
-        if self.core is None:
-            core = self.open()
-            return StateStoreActor.start(lambda: core, [self.publish])
-        return StateStoreActor.start(self.open, [self.publish])
-
-    def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
-        try:
-            ref.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
-        except pykka.ActorDeadError:
-            if self.open_error is not None:
-                raise self.open_error from None
-            raise
-
-    def view(self) -> StoreView | None:
-        core = self.core
-        if core is None:
-            return None
-        return StoreView(core.metrics, core.journal_stats, core.recovery)
-
-    def problems(self) -> list[str]:
-        core = self.core
-        if core is not None and not core.healthy:
-            return [f"state store refuses commits: {core.failure}"]
-        return []
 
 
 def build_context(config: DaemonConfig) -> PolicyContext:
@@ -230,7 +175,7 @@ class Daemon:
         self.endpoint: StatusEndpoint | None = None
         self.servers: list[PluginServing] = []
         self.socket_dirs: tuple[str, ...] = ()
-        self._store: _StoreWiring | None = None
+        self.store: StoreWiring | None = None
         self.context: PolicyContext | None = None
 
     def start(self) -> None:
@@ -251,15 +196,23 @@ class Daemon:
         # 1. The machine, its reserve and the policy context.
         ctx = build_context(config)
         self.context = ctx
-        store = _StoreWiring(
-            StoreConfig(config.state_dir, config.node_name, config.durability), ctx, self._clock
+        store = StoreWiring(
+            StoreConfig(
+                config.state_dir,
+                config.node_name,
+                config.durability,
+                checkpoint_every_records=config.checkpoint_every_records,
+                checkpoint_every_s=config.checkpoint_every_s,
+            ),
+            ctx.topology,
+            self._clock,
         )
-        self._store = store
+        self.store = store
         children = [
-            ChildSpec("store", store.start_actor, store.wait_recovered),
+            store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs["store"], ctx, self._clock),
+                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock),
                 _start_policy,
                 unavailable=AllocatorUnavailable,
             ),
@@ -290,6 +243,7 @@ class Daemon:
             supervisor.start()
         except SupervisorError as err:
             raise DaemonError(f"{err} (state directory {config.state_dir})") from err
+        store.start_ticker(supervisor)
         # 4. The endpoint answers; the residual checker has no pod source to run on.
         if self.endpoint is not None:
             self.endpoint.start()
@@ -320,6 +274,8 @@ class Daemon:
             except Exception:
                 _log.exception("a plugin server failed to stop")
         self.servers = []
+        if self.store is not None:
+            self.store.stop_ticker()
         if self.supervisor is not None:
             self.supervisor.stop()
             self.supervisor = None
@@ -330,7 +286,7 @@ class Daemon:
             _log.error("bug: actor %s is still alive after shutdown", ref)
 
     def _serving_line(self) -> str:
-        store = self._store
+        store = self.store
         recovered = "nothing recovered"
         if store is not None and store.core is not None:
             r = store.core.recovery

@@ -205,6 +205,10 @@ def _store_metrics(view: StoreView) -> Iterator[Metric]:
                    m.commits_refused_total + m.commit_failures_total
                    + m.commits_unavailable_total)  # fmt: skip
     yield _gauge("qrmd_state_store_healthy", "1 while the store accepts commits.", m.healthy)
+    yield _gauge("qrmd_state_checkpoint_seq", "Seq of the newest checkpoint (0: none).",
+                 m.checkpoint_seq)  # fmt: skip
+    yield _counter("qrmd_state_checkpoint_failures", "Checkpoints that failed (commits go on).",
+                   m.checkpoint_failures_total)  # fmt: skip
     yield _gauge("qrmd_recovery_records_replayed", "Records replayed at start.",
                  r.records_replayed)  # fmt: skip
     yield _gauge("qrmd_recovery_events_replayed", "Events replayed at start.", r.events_replayed)

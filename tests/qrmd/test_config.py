@@ -43,6 +43,7 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.durability == "always"
     assert config.metrics_address == ("127.0.0.1", 9316)
     assert (config.max_full_hint_numa_nodes, config.max_hints) == (8, 64)
+    assert (config.checkpoint_every_records, config.checkpoint_every_s) == (10_000, 300.0)
 
 
 def test_the_node_name_comes_from_the_environment_then_the_flag(
@@ -64,6 +65,7 @@ def test_every_flag_from_the_command_line() -> None:
         "--durability", "none", "--metrics-address", "off", "--log-level", "DEBUG",
         "--log-format", "json", "--node-name", "node-7",
         "--max-full-hint-numa-nodes", "4", "--max-hints", "16",
+        "--checkpoint-every-records", "500", "--checkpoint-every", "1m30s",
     )  # fmt: skip
     assert config == DaemonConfig(
         state_dir="/tmp/st",
@@ -81,6 +83,8 @@ def test_every_flag_from_the_command_line() -> None:
         node_name="node-7",
         max_full_hint_numa_nodes=4,
         max_hints=16,
+        checkpoint_every_records=500,
+        checkpoint_every_s=90.0,
     )
 
 
@@ -172,6 +176,31 @@ def test_durations_add_up(minutes: int, seconds: int, millis: int) -> None:
         pytest.param(
             {"state-dir": ""}, "--state-dir: must not be empty", id="an empty state directory"
         ),
+        pytest.param(
+            {"checkpoint-every-records": "0"},
+            "--checkpoint-every-records: 0 is below the minimum 1",
+            id="a checkpoint after no records",
+        ),
+        pytest.param(
+            {"checkpoint-every-records": "1e4"},
+            "--checkpoint-every-records: '1e4' is not a whole number",
+            id="a record count not a whole number",
+        ),
+        pytest.param(
+            {"checkpoint-every": "300"},
+            "--checkpoint-every: '300' is not a duration (use 0s, 10ms, 1m30s)",
+            id="a checkpoint interval without a unit",
+        ),
+        pytest.param(
+            {"checkpoint-every": "500ms"},
+            "--checkpoint-every: '500ms' is shorter than the minimum 1s",
+            id="a checkpoint interval under a second",
+        ),
+        pytest.param(
+            {"checkpoint-every": "0s"},
+            "--checkpoint-every: '0s' is shorter than the minimum 1s",
+            id="no checkpoint interval",
+        ),
     ],
 )
 def test_a_bad_value_names_its_key(flags: dict[str, object], message: str) -> None:
@@ -214,6 +243,8 @@ transition-period: 10ms
 enable-reclaim: true
 qos-enhancement-default: {numa_binding: "true"}
 metrics-address: off
+checkpoint-every: 10m
+checkpoint_every_records: 2000
 """
 
 TOML_FILE = """\
@@ -224,6 +255,8 @@ transition-period = "10ms"
 enable-reclaim = true
 qos-enhancement-default = ["numa_binding=true"]
 metrics-address = "off"
+checkpoint-every = "10m"
+checkpoint_every_records = 2000
 """
 
 
@@ -245,6 +278,7 @@ def test_a_config_file(tmp_path: Path, name: str, text: str) -> None:
     assert config.enable_reclaim is True
     assert config.qos_enhancement_defaults == (("numa_binding", "true"),)
     assert config.metrics_address is None
+    assert (config.checkpoint_every_records, config.checkpoint_every_s) == (2000, 600.0)
     assert config.config_file == str(path)
 
 

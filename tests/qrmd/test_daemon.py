@@ -304,7 +304,7 @@ def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness)
     daemon = harness.daemon()
     daemon.start()
     try:
-        store = daemon._store
+        store = daemon.store
         assert store is not None and store.core is not None
         real = store.core
         store.core = cast(

@@ -86,7 +86,13 @@ def test_pool_sizes_store_and_actor_figures() -> None:
     journal = JournalStats(appends=5, bytes_appended=1234)
     journal.fsync.count, journal.fsync.total_s, journal.fsync.max_s = 6, 0.012, 0.004
     recovery = RecoveryReport("/s", None, 3, 9, 7, 41, None, (), (), 0.01, 0.02)
-    store = StoreView(StoreMetrics(commits_total=5, commits_refused_total=1), journal, recovery)
+    store = StoreView(
+        StoreMetrics(
+            commits_total=5, commits_refused_total=1, checkpoint_seq=4, checkpoint_failures_total=2
+        ),
+        journal,
+        recovery,
+    )
     status = SupervisorStatus(
         available=False,
         children=(ChildStatus("store", True, 2, None), ChildStatus("allocator", False, 1, "x")),
@@ -118,6 +124,8 @@ def test_pool_sizes_store_and_actor_figures() -> None:
     assert got[("qrmd_journal_fsync_max_seconds", ())] == pytest.approx(0.004)
     assert got[("qrmd_state_commits_total", ())] == 5
     assert got[("qrmd_state_commits_refused_total", ())] == 1
+    assert got[("qrmd_state_checkpoint_seq", ())] == 4
+    assert got[("qrmd_state_checkpoint_failures_total", ())] == 2
     assert got[("qrmd_recovery_records_replayed", ())] == 3
     assert got[("qrmd_recovery_bytes_truncated", ())] == 41
     assert got[("qrmd_recovery_seconds", ())] == pytest.approx(0.02)

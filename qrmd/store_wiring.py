@@ -1,0 +1,188 @@
+"""The StateStore inside ``qrmd run``: the Supervisor's first child and its checkpoint ticker
+(DESIGN.md "Actors and messages", the commit protocol step 5; issue 3: checkpoints "every N
+records or T seconds").
+
+Rules:
+
+* The store is the Supervisor's ``store`` child. Its first start recovers in the daemon's
+  thread, so a journal that cannot be opened is one clear error at start; a restart recovers
+  in the new actor's ``on_start`` (a restarted store holds only what the disk holds).
+* The store checks whether a checkpoint is due after each commit, so on a node that stops
+  committing the time limit (``--checkpoint-every``) would never be checked. A ``Ticker``
+  therefore tells the store ``CheckpointIfDue`` every ``checkpoint_tick_period`` seconds — a
+  quarter of the limit, at most ``MAX_CHECKPOINT_TICK_S`` — so a checkpoint is at most that
+  late. The store decides on its own clock and writes nothing when nothing is new.
+* The ticker starts after the Supervisor has started the store and stops before the
+  Supervisor stops it. It tells the store through a ``SupervisedRef``, so it follows the
+  store across a restart; a tick while the store is down is counted as missed, not an error.
+* The metrics and the health check read the open core: its counters, journal statistics,
+  recovery report, and whether it still accepts commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pykka
+
+from actors.ports.clock import Clock
+from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
+from actors.store_messages import CheckpointIfDue, GetSnapshot, Snapshot
+from actors.supervisor import ChildSpec, Supervisor
+from actors.ticker import Ticker
+from policy.topology import CPUTopology
+from qrmd.metrics import StoreView
+
+__all__ = [
+    "MAX_CHECKPOINT_TICK_S",
+    "RECOVERY_TIMEOUT_S",
+    "STORE_CHILD",
+    "StoreWiring",
+    "checkpoint_tick_period",
+]
+
+_log = logging.getLogger("qrmd.store")
+
+#: The store's name among the Supervisor's children.
+STORE_CHILD = "store"
+#: Recovery replays the journal tail; a big one on a slow disk takes a while.
+RECOVERY_TIMEOUT_S = 600.0
+#: The checkpoint ticker's longest period: how late a time-due checkpoint may be at worst.
+MAX_CHECKPOINT_TICK_S = 30.0
+
+
+def checkpoint_tick_period(checkpoint_every_s: float) -> float:
+    """Seconds between two ``CheckpointIfDue`` ticks for a checkpoint every so many seconds.
+
+    Args:
+        checkpoint_every_s: the checkpoint time limit, positive.
+
+    Returns:
+        A quarter of it, at most ``MAX_CHECKPOINT_TICK_S``: a checkpoint is written at most
+        that long after it became due.
+
+    Raises:
+        ValueError: ``checkpoint_every_s`` is not positive.
+    """
+    if not checkpoint_every_s > 0:
+        raise ValueError(f"the checkpoint interval must be positive, got {checkpoint_every_s} s")
+    return min(checkpoint_every_s / 4, MAX_CHECKPOINT_TICK_S)
+
+
+class StoreWiring:
+    """Opens the StateStore for its actor, ticks its checkpoints, and keeps what the metrics
+    and health read of it.
+
+    Args:
+        config: the journal directory and settings.
+        topology: this node's topology; the journal must have been written for it.
+        clock: the daemon's clock: the journal's, and the time the ticks carry.
+    """
+
+    def __init__(self, config: StoreConfig, topology: CPUTopology, clock: Clock) -> None:
+        self.config = config
+        self._topology = topology
+        self._clock = clock
+        self.core: StateStoreCore | None = None
+        self.open_error: Exception | None = None
+        self.latest: Snapshot | None = None
+        self.ticker: Ticker | None = None
+
+    # -- the supervised actor ----------------------------------------------------------------
+
+    def child_spec(self) -> ChildSpec:
+        """The Supervisor's ``store`` child (its first child: the others commit through it)."""
+        return ChildSpec(STORE_CHILD, self.start_actor, self.wait_recovered)
+
+    def open(self) -> StateStoreCore:
+        """The actor's opener: runs in ``on_start``, so a restarted store reloads from disk."""
+        self.open_error = None
+        try:
+            core = StateStoreCore.open(self.config, self._topology, clock=self._clock)
+        except Exception as err:
+            self.open_error = err
+            raise
+        self.core, self.latest = core, core.snapshot
+        return core
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """Subscriber: remember the latest durable snapshot (pool sizes for the metrics)."""
+        self.latest = snapshot
+
+    def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
+        """Start the store's actor (the first time, recovery runs here: module rules)."""
+        if self.core is None:
+            core = self.open()
+            return StateStoreActor.start(lambda: core, [self.publish])
+        return StateStoreActor.start(self.open, [self.publish])
+
+    def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
+        """Wait until the actor has recovered; re-raise why it could not open."""
+        try:
+            ref.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
+        except pykka.ActorDeadError:
+            if self.open_error is not None:
+                raise self.open_error from None
+            raise
+
+    # -- the checkpoint ticker -----------------------------------------------------------------
+
+    def start_ticker(self, supervisor: Supervisor) -> None:
+        """Tell the supervised store ``CheckpointIfDue`` every tick period (the store runs).
+
+        Raises:
+            RuntimeError: started before.
+        """
+        if self.ticker is not None:
+            raise RuntimeError("the checkpoint ticker was started before")
+        period = checkpoint_tick_period(self.config.checkpoint_every_s)
+        self.ticker = Ticker(
+            supervisor.ref(STORE_CHILD),
+            period,
+            self._clock.time,
+            CheckpointIfDue,
+            name="checkpoint-ticker",
+        )
+        self.ticker.start()
+        _log.debug(
+            "checkpoints every %d records or %g s; checked every %g s",
+            self.config.checkpoint_every_records,
+            self.config.checkpoint_every_s,
+            period,
+        )
+
+    def stop_ticker(self) -> None:
+        """Stop ticking (before the store stops); safe to call twice or before starting."""
+        if self.ticker is not None:
+            self.ticker.stop()
+
+    def tick(self) -> bool:
+        """Tell one ``CheckpointIfDue`` now (tests drive it with a fake clock this way).
+
+        Returns:
+            Whether the store took it (False while it is down or restarting).
+
+        Raises:
+            RuntimeError: the ticker is not started.
+        """
+        if self.ticker is None:
+            raise RuntimeError("the checkpoint ticker is not started")
+        return self.ticker.tick()
+
+    # -- observability -------------------------------------------------------------------------
+
+    def view(self) -> StoreView | None:
+        """The open core's counters, journal statistics and recovery report, or None."""
+        core = self.core
+        if core is None:
+            return None
+        return StoreView(core.metrics, core.journal_stats, core.recovery)
+
+    def problems(self) -> list[str]:
+        """Health: why the store is unhealthy (it refuses every commit), or nothing."""
+        core = self.core
+        if core is not None and not core.healthy:
+            return [f"state store refuses commits: {core.failure}"]
+        return []
