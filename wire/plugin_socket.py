@@ -302,7 +302,7 @@ class PluginSocket:
             elif action == "remove_socket":
                 self._remove_socket(grace_s)
             else:  # pragma: no cover - the table names only these two
-                raise AssertionError(f"registration action {action!r} is not implemented")
+                raise AssertionError(f"registration table names an unknown action {action!r}")
 
     # -- the actions ----------------------------------------------------------------------
 
