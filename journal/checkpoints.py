@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal.errors import CorruptCheckpoint, FrameError, PayloadError
-from journal.fileops import FileOps, remove_quietly, write_all
+from journal.fileops import TEMP_SUFFIX, FileOps, remove_quietly, write_all
 from journal.framing import decode_frame, encode_frame
 from journal.records import (
     CheckpointHeader,
@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{16})\.ckpt$")
-TEMP_SUFFIX = ".tmp"
 
 
 def checkpoint_name(seq: int) -> str:

@@ -15,7 +15,11 @@ import fcntl
 import os
 from typing import Protocol
 
-__all__ = ["FileOps", "OsFileOps", "remove_quietly", "write_all"]
+__all__ = ["TEMP_SUFFIX", "FileOps", "OsFileOps", "remove_quietly", "write_all"]
+
+#: Suffix of a segment or checkpoint being written atomically (written, fsynced, then renamed).
+#: One constant, because opening the journal removes exactly the files the writers leave.
+TEMP_SUFFIX = ".tmp"
 
 
 class FileOps(Protocol):

@@ -32,7 +32,7 @@ from typing import Any
 from journal.checkpoints import Checkpoint, list_checkpoints, load_checkpoint
 from journal.clock import Clock
 from journal.errors import CorruptCheckpoint, CorruptRecord, JournalError, JournalMismatch, TornTail
-from journal.fileops import FileOps, remove_quietly, write_all
+from journal.fileops import TEMP_SUFFIX, FileOps, remove_quietly, write_all
 from journal.records import Record
 from journal.segments import (
     SegmentHeaderError,
@@ -44,8 +44,6 @@ from journal.segments import (
 from journal.syncer import Syncer
 
 __all__ = ["Recovery", "SkippedCheckpoint", "TailPosition", "broken_path_for", "recover"]
-
-TEMP_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True, slots=True)

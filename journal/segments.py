@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from journal.errors import FrameError, PayloadError
-from journal.fileops import FileOps, remove_quietly, write_all
+from journal.fileops import TEMP_SUFFIX, FileOps, remove_quietly, write_all
 from journal.framing import decode_frame, encode_frame, find_next_frame
 from journal.records import (
     Record,
@@ -41,7 +41,6 @@ __all__ = [
 
 SEGMENT_SUFFIX = ".seg"
 _SEGMENT_NAME = re.compile(r"^(\d{16})\.seg$")
-_TEMP_SUFFIX = ".tmp"
 
 
 def segment_name(first_seq: int) -> str:
@@ -232,7 +231,7 @@ def create_segment(
         OSError: any step failed; the temporary file is removed and no segment exists.
     """
     path = os.path.join(directory, segment_name(header.first_seq))
-    temp = path + _TEMP_SUFFIX
+    temp = path + TEMP_SUFFIX
     frame = encode_frame(encode_segment_header(header))
     fd = fs.open_append(temp, create=True)
     try:

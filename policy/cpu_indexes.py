@@ -131,6 +131,15 @@ def _bump_all(
     return counts
 
 
+def _moved(counts: immutables.Map[str, int], old: str, new: str) -> immutables.Map[str, int]:
+    """One holder moves from group ``old`` to group ``new`` ("" = none)."""
+    if old:
+        counts = _bump(counts, old, -1)
+    if new:
+        counts = _bump(counts, new, 1)
+    return counts
+
+
 def _bits_ids(bits: int) -> list[int]:
     out = []
     while bits:
@@ -156,6 +165,14 @@ def _bump_cpus(
             del m[cpu]
             mask &= ~(1 << cpu)
     return m.finish(), mask
+
+
+def _moved_cpus(
+    refs: immutables.Map[int, int], mask: int, old_bits: int, new_bits: int
+) -> tuple[immutables.Map[int, int], int]:
+    """One holder's CPUs change from ``old_bits`` to ``new_bits``; keep the union."""
+    refs, mask = _bump_cpus(refs, mask, old_bits, -1)
+    return _bump_cpus(refs, mask, new_bits, 1)
 
 
 def _member(
@@ -220,12 +237,7 @@ class CPUIndexes:
                 by_owner = _member(by_owner, b.owner, key, add=True)
             changes["by_owner"] = by_owner
         if a.in_pool != b.in_pool:
-            in_pool = self.in_pool
-            if a.in_pool:
-                in_pool = _bump(in_pool, a.in_pool, -1)
-            if b.in_pool:
-                in_pool = _bump(in_pool, b.in_pool, 1)
-            changes["in_pool"] = in_pool
+            changes["in_pool"] = _moved(self.in_pool, a.in_pool, b.in_pool)
         if a.ramp_flag != b.ramp_flag:
             changes["ramp_flagged"] = _flag(self.ramp_flagged, key, b.ramp_flag)
         if a.on_ramp != b.on_ramp:
@@ -237,13 +249,13 @@ class CPUIndexes:
         if a.unpooled != b.unpooled:
             changes["unpooled"] = _flag(self.unpooled, key, b.unpooled)
         if a.allocated_bits != b.allocated_bits:
-            refs, mask = _bump_cpus(self.allocated_refs, self.allocated_mask, a.allocated_bits, -1)
-            refs, mask = _bump_cpus(refs, mask, b.allocated_bits, 1)
-            changes["allocated_refs"], changes["allocated_mask"] = refs, mask
+            changes["allocated_refs"], changes["allocated_mask"] = _moved_cpus(
+                self.allocated_refs, self.allocated_mask, a.allocated_bits, b.allocated_bits
+            )
         if a.dedicated_bits != b.dedicated_bits:
-            refs, mask = _bump_cpus(self.dedicated_refs, self.dedicated_mask, a.dedicated_bits, -1)
-            refs, mask = _bump_cpus(refs, mask, b.dedicated_bits, 1)
-            changes["dedicated_refs"], changes["dedicated_mask"] = refs, mask
+            changes["dedicated_refs"], changes["dedicated_mask"] = _moved_cpus(
+                self.dedicated_refs, self.dedicated_mask, a.dedicated_bits, b.dedicated_bits
+            )
         if a.dnb_numas != b.dnb_numas:
             dnb = _bump_all(self.dnb_numas, a.dnb_numas, -1)
             changes["dnb_numas"] = _bump_all(dnb, b.dnb_numas, 1)
@@ -251,12 +263,7 @@ class CPUIndexes:
             nb = _bump_all(self.nb_numas, a.nb_numas, -1)
             changes["nb_numas"] = _bump_all(nb, b.nb_numas, 1)
         if a.nb_pool != b.nb_pool:
-            nb_pools = self.nb_pools
-            if a.nb_pool:
-                nb_pools = _bump(nb_pools, a.nb_pool, -1)
-            if b.nb_pool:
-                nb_pools = _bump(nb_pools, b.nb_pool, 1)
-            changes["nb_pools"] = nb_pools
+            changes["nb_pools"] = _moved(self.nb_pools, a.nb_pool, b.nb_pool)
         if a.nb_on_ramp != b.nb_on_ramp:
             changes["nb_on_ramp"] = self.nb_on_ramp + b.nb_on_ramp - a.nb_on_ramp
         if (a.shared_owner, a.shared_quantity) != (b.shared_owner, b.shared_quantity):

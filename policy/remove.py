@@ -44,18 +44,30 @@ RESIDUAL_CHECK_PERIOD_S: Final = 30
 MAX_RESIDUAL_TIME_S: Final = 300
 
 
-def _remove_pod_entries(txn: Txn, pod_uid: str) -> bool:
+def _remove_pod_entries(txn: Txn, pod_uid: str) -> None:
     """``PodRemoved`` for a known pod, checked against every container's lifecycle."""
     containers = txn.cpu.pod_containers(pod_uid)
     if not containers:
-        return False
+        return
     # Every container's lifecycle must allow it; they all name the one PodRemoved.
     step = None
     for name in sorted(containers):
         step = fire(container_phase(containers[name]), "remove_pod")
     assert step is not None  # removal has no guards
     emit_step(txn, step, PodRemoved(pod_uid))
-    return True
+
+
+def _remove_pods_and_adjust(
+    txn: Txn, ctx: PolicyContext, pod_uids: Sequence[str]
+) -> tuple[str, ...]:
+    """Forget each known pod in turn, then re-size the pools; an adjustment error is returned."""
+    for pod_uid in pod_uids:
+        _remove_pod_entries(txn, pod_uid)
+    try:
+        adjust_allocation_entries(txn, ctx)
+    except PolicyError as err:
+        return (str(err),)
+    return ()
 
 
 def remove_pod(txn: Txn, ctx: PolicyContext, pod_uid: str) -> tuple[str, ...]:
@@ -72,12 +84,7 @@ def remove_pod(txn: Txn, ctx: PolicyContext, pod_uid: str) -> tuple[str, ...]:
     Raises:
         RampUpError: a container's QoS level has no lifecycle (nothing is emitted).
     """
-    _remove_pod_entries(txn, pod_uid)
-    try:
-        adjust_allocation_entries(txn, ctx)
-    except PolicyError as err:
-        return (str(err),)
-    return ()
+    return _remove_pods_and_adjust(txn, ctx, [pod_uid])
 
 
 def remove_container(txn: Txn, ctx: PolicyContext, pod_uid: str, container_name: str) -> None:
@@ -135,11 +142,8 @@ def remove_residual_pods(
 
     Returns:
         The adjustment's error, if any (the handler then reports NotReady).
+
+    Raises:
+        RampUpError: a candidate's container has a QoS level with no lifecycle.
     """
-    for pod_uid in sorted(candidates):
-        _remove_pod_entries(txn, pod_uid)
-    try:
-        adjust_allocation_entries(txn, ctx)
-    except PolicyError as err:
-        return (str(err),)
-    return ()
+    return _remove_pods_and_adjust(txn, ctx, sorted(candidates))

@@ -20,7 +20,7 @@ from policy.events import (
     RampUpFinished,
     RequestQuantitySet,
 )
-from policy.pool_apply import clean_pools
+from policy.pool_apply import apply_pools_and_isolated, clean_pools
 from policy.pool_engine import (
     PoolError,
     adjust_allocation_entries,
@@ -28,6 +28,7 @@ from policy.pool_engine import (
 )
 from policy.pool_startup import initialise_pools
 from policy.state import State, empty_state
+from policy.txn import Txn
 from tests.policy.pool_fixtures import (
     CTX,
     decide,
@@ -328,6 +329,29 @@ def test_a_container_of_an_unknown_level_is_refused_and_nothing_is_emitted() -> 
     state = with_events(state, ContainerAllocated(odd))
     with pytest.raises(PoolError, match="applyPoolsAndIsolatedInfo failed with error: invalid"):
         decide(state, adjust_allocation_entries, CTX)
+
+
+@pytest.mark.parametrize(
+    "pools",
+    [
+        pytest.param({"reserve": "0,2", "share": "1,3-15"}, id="reclaim missing from the result"),
+        pytest.param(
+            {"reclaim": "", "reserve": "0,2", "share": "1,3-15"}, id="reclaim empty in the result"
+        ),
+    ],
+)
+def test_applying_pools_without_reclaim_is_refused_with_the_references_message(
+    pools: dict[str, str],
+) -> None:
+    # §15.3: the reference names the wrong pool ("share") when reclaim is empty; keep it.
+    state = after_spec_9_10()
+    pools_cs = {name: cpus(spec) for name, spec in pools.items()}
+    with pytest.raises(PoolError, match=r"^entry: share is empty$"):
+        decide(state, apply_pools_and_isolated, CTX, pools_cs, {})
+    txn = Txn(state)
+    with pytest.raises(PoolError):
+        apply_pools_and_isolated(txn, CTX, pools_cs, {})
+    assert txn.events == ()
 
 
 # -- clean_pools (§9.9) ----------------------------------------------------------------------
