@@ -28,6 +28,7 @@ from policy.events import Event
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT_S",
+    "AdoptedSnapshot",
     "CommitOutcomeUnknown",
     "Committer",
     "StateStoreCommitter",
@@ -65,6 +66,48 @@ class Committer(Protocol):
             StoreUnavailable: the store cannot answer.
         """
         ...
+
+
+class AdoptedSnapshot:
+    """A writer's copy of the durable state: commit, adopt the answer, re-read after silence.
+
+    The Allocator and the MemoryBalancer both hold one; each maps the two exceptions to its
+    own "unavailable" error.
+
+    Args:
+        committer: where events are made durable.
+        snapshot: the durable state to start from.
+    """
+
+    def __init__(self, committer: Committer, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._committer = committer
+        # Set when a commit went unanswered: the snapshot may be behind the disk.
+        self._stale = False
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> None:
+        """Commit ``events`` and adopt the snapshot the store answers.
+
+        Raises:
+            CommitRefused: nothing was persisted; the held snapshot is still right.
+            CommitOutcomeUnknown: no answer; the next ``resync_if_stale`` re-reads the state.
+        """
+        try:
+            self.snapshot = self._committer.commit(events, cause)
+        except CommitOutcomeUnknown:
+            self._stale = True
+            raise
+
+    def resync_if_stale(self) -> None:
+        """After an unanswered commit, re-read the durable state (before deciding again).
+
+        Raises:
+            CommitRefused: the store cannot answer (``StoreUnavailable``); still stale.
+        """
+        if not self._stale:
+            return
+        self.snapshot = self._committer.latest()
+        self._stale = False
 
 
 class StoreRef(Protocol):
