@@ -44,6 +44,7 @@ from qrmd.config_values import (
     positive_duration,
     single_value,
     switch,
+    whole_number,
 )
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 
@@ -113,12 +114,7 @@ def balancer_value(flag: str, kind: str) -> Callable[[object], object]:
 
 
 def _whole(raw: object) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a whole number")
-    try:
-        value = int(single_value(raw))
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number") from None
+    value = whole_number(raw)
     if value < 0:
         raise ValueError(f"{value} is negative")
     return value
