@@ -47,6 +47,7 @@ from qrmd.config_values import (
     whole_number,
 )
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
+from wire.eviction_server import DEFAULT_SOCKET_DIR
 
 __all__ = [
     "BALANCER_OPTIONS",
@@ -62,7 +63,7 @@ __all__ = [
 ]
 
 #: katalyst-agent's ``--plugin-registration-dir`` default (§3.2, wire.md §8.3).
-DEFAULT_PLUGIN_REGISTRATION_DIR = "/var/lib/katalyst/plugin-socks"
+DEFAULT_PLUGIN_REGISTRATION_DIR = str(DEFAULT_SOCKET_DIR)
 DEFAULT_METRICS_SOURCE = "file"
 # The section name ``from_mapping`` puts in front of a key in its messages.
 _SECTION = "memory-balancer"
