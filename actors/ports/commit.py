@@ -1,7 +1,8 @@
 """The committer port: how a writer makes its events durable (DESIGN.md, the commit protocol).
 
-A writer (the Allocator) holds a ``Snapshot`` of the durable state, computes events on it and
-hands them to a ``Committer``, which answers with the next durable ``Snapshot`` or refuses.
+A writer (the Allocator, the MemoryBalancer) holds a ``Snapshot`` of the durable state,
+computes events on it and hands them to a ``Committer``, which answers with the next durable
+``Snapshot`` or refuses; ``AdoptedSnapshot`` is that holding, shared by both writers.
 ``StateStoreCommitter`` is the real one: it asks the StateStore actor and waits. That wait is
 the one place an actor blocks on another, safe because the StateStore never calls anyone, so
 no cycle of waits can form.
