@@ -40,7 +40,7 @@ from actors.allocator_messages import (
     ResidualRemoval,
     StartPolicy,
 )
-from actors.ports.commit import CommitOutcomeUnknown, Committer
+from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.store_messages import CommitRefused, Snapshot
 from policy import cpu_policy
 from policy.context import PolicyContext
@@ -75,15 +75,17 @@ class AllocatorCore:
         committer: Committer,
         now_fn: Callable[[], float],
     ) -> None:
-        self.snapshot = snapshot
+        self._durable = AdoptedSnapshot(committer, snapshot)
         self.ctx = ctx
-        self._committer = committer
         self._now = now_fn
-        # Set when a commit went unanswered: the snapshot may be behind the disk.
-        self._stale = False
         # clearResidualState's consecutive sightings by pod uid (§12.4). Not CPU state: the
         # reference keeps it in memory too, and a restart merely starts the count again.
         self._residual_hits: Mapping[str, int] = {}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The durable state this actor holds (the store's last answer)."""
+        return self._durable.snapshot
 
     def handle(self, command: AllocatorCommand) -> Any:
         """Serve one command: the Allocator's single dispatch.
@@ -162,13 +164,12 @@ class AllocatorCore:
         if cause is None:
             cause = cause_of(command, now)
         try:
-            self.snapshot = self._committer.commit(decision.events, cause)
+            self._durable.commit(decision.events, cause)
         except CommitRefused as err:
             raise AllocatorUnavailable(
                 f"{type(command).__name__} not committed ({len(decision.events)} events): {err}"
             ) from err
         except CommitOutcomeUnknown as err:
-            self._stale = True
             raise AllocatorUnavailable(
                 f"{type(command).__name__}: commit of {len(decision.events)} events "
                 f"unconfirmed: {err}"
@@ -176,13 +177,10 @@ class AllocatorCore:
 
     def _resync_if_stale(self) -> None:
         """After an unanswered commit, re-read the durable state before deciding again."""
-        if not self._stale:
-            return
         try:
-            self.snapshot = self._committer.latest()
+            self._durable.resync_if_stale()
         except CommitRefused as err:
             raise AllocatorUnavailable(f"cannot re-read the durable state: {err}") from err
-        self._stale = False
 
     def _remove_residual_pods(
         self, command: RemoveResidualPods, known_pod_uids: Any, now: float

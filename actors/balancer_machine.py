@@ -16,9 +16,9 @@ from actors.balancer_inputs import PodsProvider
 from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, NumaMetricSource
 from actors.ports.migration import AdviceExecutor
 from machines import balance_round as machine
-from policy.balance import BalanceInfo
-from policy.balance.constants import BALANCE_INTERVAL_NS, PING_PONG_WINDOW_NS
+from policy.balance import BalanceInfo, in_cool_down
 from policy.balance.gojson import to_nanos
+from policy.balance.numas import in_ping_pong_window
 
 __all__ = ["BalancerPorts", "balancer_window", "record_machine_state"]
 
@@ -44,13 +44,15 @@ class BalancerPorts:
 
 def balancer_window(last: BalanceInfo | None, now: float) -> str:
     """The windows machine's state at ``now`` (§6.3): emitting ``last``'s advice put it in
-    the cool-down; one ``tick`` at ``now`` moves it on as far as the time passed allows."""
+    the cool-down; one ``tick`` at ``now`` moves it on as far as the time passed allows.
+
+    The guards are the planner's own rules (``in_cool_down``, ``in_ping_pong_window``), so the
+    machine cannot drift from what the round decides."""
     if last is None:
         return machine.OPEN
-    elapsed_ns = to_nanos(now) - to_nanos(last.detect_time)
     guards = {
-        "ping_pong_window_passed": elapsed_ns > PING_PONG_WINDOW_NS,
-        "balance_interval_passed": elapsed_ns >= BALANCE_INTERVAL_NS,
+        "ping_pong_window_passed": not in_ping_pong_window(last, to_nanos(now)),
+        "balance_interval_passed": not in_cool_down(last, now),
     }
     step = machine.windows_lifecycle().step(machine.COOLING_DOWN, "tick", guards)
     return machine.COOLING_DOWN if step is None else step.dest

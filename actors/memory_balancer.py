@@ -54,7 +54,7 @@ from actors.balancer_messages import (
     Tick,
 )
 from actors.balancer_metrics import BalancerMetrics
-from actors.ports.commit import CommitOutcomeUnknown, Committer
+from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.migration import MigrationMode, MigrationPlan
 from actors.store_messages import CommitRefused, Snapshot
 from machines import balance_round as machine
@@ -118,19 +118,21 @@ class MemoryBalancerCore:
         now_fn: Callable[[], float],
         cpu_vendor: str = "",
     ) -> None:
-        self.snapshot = snapshot
+        self._durable = AdoptedSnapshot(committer, snapshot)
         self.metrics = BalancerMetrics()
-        self._committer = committer
         self._ports = ports
         self._config = config
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
         self._distances = dict(ports.distances.distances())
         self._lifecycle = machine.round_lifecycle()
-        # Set when a commit went unanswered: the snapshot may be behind the disk.
-        self._stale = False
         # Container IDs of the pods of the last computed round, for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The durable state this actor holds (the store's last answer)."""
+        return self._durable.snapshot
 
     @property
     def state(self) -> BalancerState:
@@ -397,13 +399,12 @@ class MemoryBalancerCore:
         try:
             # Blocking on the store from inside an actor: the StateStore never calls anyone,
             # so this wait cannot be part of a cycle (DESIGN.md, the commit protocol step 1).
-            self.snapshot = self._committer.commit(events, cause)
+            self._durable.commit(events, cause)
         except CommitRefused as err:
             self.metrics.commit_failures_total += 1
             return f"commit of {', '.join(names)} refused: {err}"
         except CommitOutcomeUnknown as err:
             self.metrics.commit_failures_total += 1
-            self._stale = True
             return f"commit of {', '.join(names)} unconfirmed: {err}"
         return ""
 
@@ -420,13 +421,10 @@ class MemoryBalancerCore:
 
     def _resync_if_stale(self) -> None:
         """After an unanswered commit, re-read the durable state before deciding again."""
-        if not self._stale:
-            return
         try:
-            self.snapshot = self._committer.latest()
+            self._durable.resync_if_stale()
         except CommitRefused as err:
             raise BalancerUnavailable(f"cannot re-read the durable state: {err}") from err
-        self._stale = False
 
 
 def _join(first: str, second: str) -> str:

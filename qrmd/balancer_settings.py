@@ -44,8 +44,10 @@ from qrmd.config_values import (
     positive_duration,
     single_value,
     switch,
+    whole_number,
 )
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
+from wire.eviction_server import DEFAULT_SOCKET_DIR
 
 __all__ = [
     "BALANCER_OPTIONS",
@@ -61,7 +63,7 @@ __all__ = [
 ]
 
 #: katalyst-agent's ``--plugin-registration-dir`` default (§3.2, wire.md §8.3).
-DEFAULT_PLUGIN_REGISTRATION_DIR = "/var/lib/katalyst/plugin-socks"
+DEFAULT_PLUGIN_REGISTRATION_DIR = str(DEFAULT_SOCKET_DIR)
 DEFAULT_METRICS_SOURCE = "file"
 # The section name ``from_mapping`` puts in front of a key in its messages.
 _SECTION = "memory-balancer"
@@ -113,12 +115,7 @@ def balancer_value(flag: str, kind: str) -> Callable[[object], object]:
 
 
 def _whole(raw: object) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a whole number")
-    try:
-        value = int(single_value(raw))
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number") from None
+    value = whole_number(raw)
     if value < 0:
         raise ValueError(f"{value} is negative")
     return value

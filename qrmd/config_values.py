@@ -26,6 +26,7 @@ __all__ = [
     "positive_duration",
     "single_value",
     "switch",
+    "whole_number",
 ]
 
 
@@ -77,16 +78,21 @@ def duration(raw: object) -> float:
     return parse_duration(single_value(raw))
 
 
+def whole_number(raw: object) -> int:
+    """A whole number, of any sign (``"12"`` or a file's ``12``); a boolean is not one."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a whole number")
+    try:
+        return int(single_value(raw))
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+
+
 def count(minimum: int) -> Callable[[object], int]:
     """A parser of whole numbers of at least ``minimum``."""
 
     def parse(raw: object) -> int:
-        if isinstance(raw, bool):
-            raise ValueError(f"{raw!r} is not a whole number")
-        try:
-            value = int(single_value(raw))
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a whole number") from None
+        value = whole_number(raw)
         if value < minimum:
             raise ValueError(f"{value} is below the minimum {minimum}")
         return value

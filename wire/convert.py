@@ -30,6 +30,7 @@ The rules enforced here, because only the wire sees them:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from actors.allocator_messages import (
     Allocate,
@@ -229,20 +230,7 @@ def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationR
     """
     if reply is None:
         return pb.ResourceAllocationResponse()
-    response = pb.ResourceAllocationResponse(
-        pod_uid=reply.pod_uid,
-        pod_namespace=reply.pod_namespace,
-        pod_name=reply.pod_name,
-        container_name=reply.container_name,
-        container_type=reply.container_type.name,
-        container_index=reply.container_index,
-        pod_role=reply.pod_role,
-        pod_type=reply.pod_type,
-        resource_name=reply.resource_name,
-        labels=reply.labels or {},
-        annotations=reply.annotations or {},
-        native_qos_class=reply.native_qos_class,
-    )
+    response = pb.ResourceAllocationResponse(**_request_echo(reply))
     if reply.allocation is not None:
         response.allocation_result.CopyFrom(
             pb.ResourceAllocation(
@@ -266,21 +254,25 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
     resource_hints: dict[str, pb.ListOfTopologyHints] = {}
     if reply.hints is not None:
         resource_hints[RESOURCE_NAME] = _hint_list(reply.hints)
-    return pb.ResourceHintsResponse(
-        pod_uid=reply.pod_uid,
-        pod_namespace=reply.pod_namespace,
-        pod_name=reply.pod_name,
-        container_name=reply.container_name,
-        container_type=reply.container_type.name,
-        container_index=reply.container_index,
-        pod_role=reply.pod_role,
-        pod_type=reply.pod_type,
-        resource_name=reply.resource_name,
-        resource_hints=resource_hints,
-        labels=reply.labels or {},
-        annotations=reply.annotations or {},
-        native_qos_class=reply.native_qos_class,
-    )
+    return pb.ResourceHintsResponse(**_request_echo(reply), resource_hints=resource_hints)
+
+
+def _request_echo(reply: AllocationReply | HintsReply) -> dict[str, Any]:
+    """The request fields both Allocate's and GetTopologyHints' responses echo back."""
+    return {
+        "pod_uid": reply.pod_uid,
+        "pod_namespace": reply.pod_namespace,
+        "pod_name": reply.pod_name,
+        "container_name": reply.container_name,
+        "container_type": reply.container_type.name,
+        "container_index": reply.container_index,
+        "pod_role": reply.pod_role,
+        "pod_type": reply.pod_type,
+        "resource_name": reply.resource_name,
+        "labels": reply.labels or {},
+        "annotations": reply.annotations or {},
+        "native_qos_class": reply.native_qos_class,
+    }
 
 
 def remove_pod_response(reply: None) -> pb.RemovePodResponse:

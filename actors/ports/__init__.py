@@ -8,7 +8,7 @@ implements the same interface as the real adapter.
 * ``balancer``: what the MemoryBalancer reads each round (per-NUMA metrics, NUMA distances,
   per-container anonymous memory per NUMA).
 * ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``
-  asks the StateStore actor).
+  asks the StateStore actor; ``AdoptedSnapshot`` is a writer's copy of the durable state).
 * ``migration``: how the MemoryBalancer has its advices carried out (``AdviceExecutor``:
   plan, then start; ``qrmd.host.migrate.CgroupMigrator`` implements it).
 * ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the

@@ -1,7 +1,8 @@
 """The committer port: how a writer makes its events durable (DESIGN.md, the commit protocol).
 
-A writer (the Allocator) holds a ``Snapshot`` of the durable state, computes events on it and
-hands them to a ``Committer``, which answers with the next durable ``Snapshot`` or refuses.
+A writer (the Allocator, the MemoryBalancer) holds a ``Snapshot`` of the durable state,
+computes events on it and hands them to a ``Committer``, which answers with the next durable
+``Snapshot`` or refuses; ``AdoptedSnapshot`` is that holding, shared by both writers.
 ``StateStoreCommitter`` is the real one: it asks the StateStore actor and waits. That wait is
 the one place an actor blocks on another, safe because the StateStore never calls anyone, so
 no cycle of waits can form.
@@ -28,6 +29,7 @@ from policy.events import Event
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT_S",
+    "AdoptedSnapshot",
     "CommitOutcomeUnknown",
     "Committer",
     "StateStoreCommitter",
@@ -65,6 +67,48 @@ class Committer(Protocol):
             StoreUnavailable: the store cannot answer.
         """
         ...
+
+
+class AdoptedSnapshot:
+    """A writer's copy of the durable state: commit, adopt the answer, re-read after silence.
+
+    The Allocator and the MemoryBalancer both hold one; each maps the two exceptions to its
+    own "unavailable" error.
+
+    Args:
+        committer: where events are made durable.
+        snapshot: the durable state to start from.
+    """
+
+    def __init__(self, committer: Committer, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._committer = committer
+        # Set when a commit went unanswered: the snapshot may be behind the disk.
+        self._stale = False
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> None:
+        """Commit ``events`` and adopt the snapshot the store answers.
+
+        Raises:
+            CommitRefused: nothing was persisted; the held snapshot is still right.
+            CommitOutcomeUnknown: no answer; the next ``resync_if_stale`` re-reads the state.
+        """
+        try:
+            self.snapshot = self._committer.commit(events, cause)
+        except CommitOutcomeUnknown:
+            self._stale = True
+            raise
+
+    def resync_if_stale(self) -> None:
+        """After an unanswered commit, re-read the durable state (before deciding again).
+
+        Raises:
+            CommitRefused: the store cannot answer (``StoreUnavailable``); still stale.
+        """
+        if not self._stale:
+            return
+        self.snapshot = self._committer.latest()
+        self._stale = False
 
 
 class StoreRef(Protocol):

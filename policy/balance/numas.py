@@ -44,6 +44,7 @@ __all__ = [
     "candidates_by_distance_and_latency",
     "destinations",
     "distance_list",
+    "in_ping_pong_window",
     "is_ping_pong",
     "latency_pressure",
     "max_bandwidth_numa",
@@ -202,12 +203,18 @@ def regulated_candidates(
     return [NumaInfo.at(hottest, LOW_BANDWIDTH_DESTINATION_DISTANCE)]
 
 
+def in_ping_pong_window(last: BalanceInfo | None, now_ns: int) -> bool:
+    """Whether ``now_ns`` is within 15 minutes of the last emitted round, 15 minutes included
+    (§7.9.2, O19); without a last round there is no window."""
+    return last is not None and now_ns - to_nanos(last.detect_time) <= PING_PONG_WINDOW_NS
+
+
 def is_ping_pong(last: BalanceInfo | None, now_ns: int, source_id: int, dest_id: int) -> bool:
     """Whether moving memory from ``source_id`` to ``dest_id`` reverses the last emitted round
     within the 15-minute window, 15 minutes included (§7.9.2, O19)."""
     if last is None or last.source_numa is None or last.dest_numas is None:
         return False
-    if now_ns - to_nanos(last.detect_time) > PING_PONG_WINDOW_NS:
+    if not in_ping_pong_window(last, now_ns):
         return False
     if dest_id != last.source_numa.numa_id:
         return False

@@ -44,7 +44,7 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 
-__all__ = ["load_inputs", "plan_document", "register", "run"]
+__all__ = ["load_inputs", "numa_roles", "plan_document", "register", "run"]
 
 _WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the pods table
 
@@ -192,23 +192,39 @@ def _verdict(outcome: RoundOutcome, record: BalanceInfo) -> str:
     return text
 
 
-def _numa_table(record: BalanceInfo) -> Table:
+def numa_roles(record: BalanceInfo, numa_id: int, *, source: str = "source") -> list[str]:
+    """What NUMA node ``numa_id`` is in a round: max latency, max bandwidth, source,
+    destination (with its distance); empty for a bystander.
+
+    Args:
+        record: the round's record.
+        numa_id: the node.
+        source: the label of the source node (the demo marks it up).
+
+    Returns:
+        The roles, in that order.
+    """
     dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
+    roles: list[str] = []
+    if record.max_latency_numa and record.max_latency_numa.numa_id == numa_id:
+        roles.append("max latency")
+    if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == numa_id:
+        roles.append("max bandwidth")
+    if record.source_numa and record.source_numa.numa_id == numa_id:
+        roles.append(source)
+    if numa_id in dest:
+        roles.append(f"destination (distance {dest[numa_id]})")
+    return roles
+
+
+def _numa_table(record: BalanceInfo) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     table.add_column("NUMA", justify="right", no_wrap=True)
     table.add_column("read latency", justify="right", no_wrap=True)
     table.add_column("bandwidth", justify="right", no_wrap=True)
     table.add_column("role")
     for info in record.raw_numa_latency_info:
-        roles: list[str] = []
-        if record.max_latency_numa and record.max_latency_numa.numa_id == info.numa_id:
-            roles.append("max latency")
-        if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == info.numa_id:
-            roles.append("max bandwidth")
-        if record.source_numa and record.source_numa.numa_id == info.numa_id:
-            roles.append("source")
-        if info.numa_id in dest:
-            roles.append(f"destination (distance {dest[info.numa_id]})")
+        roles = numa_roles(record, info.numa_id)
         table.add_row(
             str(info.numa_id),
             format_float(info.read_latency),

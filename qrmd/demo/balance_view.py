@@ -17,6 +17,7 @@ from rich.table import Table
 
 from policy.balance import BalanceInfo, RoundInputs
 from policy.balance.gojson import format_float
+from qrmd.commands.balance import numa_roles
 from qrmd.demo.node_files import NumaReading
 
 __all__ = ["Round", "numa_table", "pods_table", "verdict"]
@@ -58,21 +59,12 @@ def numa_table(
     quiet: Mapping[int, NumaReading], pressure: Mapping[int, NumaReading], record: BalanceInfo
 ) -> Table:
     """Each node's metrics before and under pressure, and its role in the pressure round."""
-    dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("NUMA", "latency quiet", "latency now", "bandwidth quiet", "bandwidth now"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("role in the round")
     for info in record.raw_numa_latency_info:
-        roles: list[str] = []
-        if record.max_latency_numa and record.max_latency_numa.numa_id == info.numa_id:
-            roles.append("max latency")
-        if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == info.numa_id:
-            roles.append("max bandwidth")
-        if record.source_numa and record.source_numa.numa_id == info.numa_id:
-            roles.append("[bold]source[/]")
-        if info.numa_id in dest:
-            roles.append(f"destination (distance {dest[info.numa_id]})")
+        roles = numa_roles(record, info.numa_id, source="[bold]source[/]")
         before = quiet.get(info.numa_id)
         table.add_row(
             str(info.numa_id),

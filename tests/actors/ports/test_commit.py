@@ -14,7 +14,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.ports.commit import CommitOutcomeUnknown, StateStoreCommitter
+from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, StateStoreCommitter
 from actors.store_messages import (
     Commit,
     CommitRefused,
@@ -25,6 +25,7 @@ from actors.store_messages import (
 from policy.cpuset import CPUSet
 from policy.events import PoolSet
 from policy.state import apply_all, empty_state
+from tests.actors.fakes import ApplyingCommitter
 from tests.topologies import SYNTH_16_2_4
 
 RESERVE = (PoolSet("reserve", CPUSet.parse("0,2")),)
@@ -131,3 +132,25 @@ def test_timeout_must_be_positive(timeout_s: float) -> None:
 
 def test_refused_is_the_base_of_unavailable() -> None:
     assert issubclass(StoreUnavailable, CommitRefused)
+
+
+def test_adopted_snapshot_adopts_a_commit_keeps_a_refusal_and_re_reads_after_silence() -> None:
+    initial = empty_state(SYNTH_16_2_4)
+    store = ApplyingCommitter(initial)
+    held = AdoptedSnapshot(store, Snapshot(initial, 0))
+
+    held.commit(RESERVE, {"rpc": "test"})
+    assert held.snapshot == store.snapshot and held.snapshot.seq == 1
+
+    store.refuse_next()
+    with pytest.raises(CommitRefused, match="disk full"):
+        held.commit(RESERVE, {"rpc": "test"})
+    held.resync_if_stale()
+    assert held.snapshot.seq == 1, "a refusal persisted nothing; nothing to re-read"
+
+    store.apply_next_silently()
+    with pytest.raises(CommitOutcomeUnknown):
+        held.commit(RESERVE, {"rpc": "test"})
+    assert held.snapshot.seq == 1, "no answer: nothing adopted yet"
+    held.resync_if_stale()
+    assert held.snapshot == store.snapshot and held.snapshot.seq == 2
