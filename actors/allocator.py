@@ -1,7 +1,7 @@
 """The Allocator: the single writer of CPU state (DESIGN.md "Actors and messages", the commit
 protocol; spec cpu-policy §6.2, §7, §8, §10, §12.4).
 
-For every command it decides with the policy façade (``policy.cpu_policy``) on the state of the
+For every command it decides with the policy façade (``policy.cpu.facade``) on the state of the
 snapshot it holds, which is always the durable state; if the decision has events it commits them
 and adopts the snapshot the store answers with; only then does it reply. So kubelet never hears
 of a placement the disk does not hold, and one mailbox gives a total order of decisions with no
@@ -42,9 +42,9 @@ from actors.allocator_messages import (
 )
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.store_messages import CommitRefused, Snapshot
-from policy import cpu_policy
-from policy.context import PolicyContext
-from policy.cpu_policy import Decision
+from policy.cpu import facade as cpu_policy
+from policy.cpu.context import PolicyContext
+from policy.cpu.facade import Decision
 
 __all__ = ["AllocatorActor", "AllocatorCore"]
 

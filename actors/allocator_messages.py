@@ -4,7 +4,8 @@ The gRPC handlers convert a protobuf request to one of these (domain types only,
 "Actors and messages") and ``ask`` the Allocator with the RPC's remaining deadline; the
 residual-state checker sends ``RemoveResidualPods`` on its ticks; the composition root sends
 ``StartPolicy`` once, before the plugin registers with kubelet. Replies are the policy's reply
-values (``policy.replies``, ``policy.reconcile.ResourcesAllocation``) or ``None`` where the RPC
+values (``policy.cpu.replies``,
+``policy.cpu.allocation_listing.ResourcesAllocation``) or ``None`` where the RPC
 answers nothing; ``ResidualRemoval`` is the checker's.
 
 Errors an ask can raise: ``AllocatorUnavailable`` (the commit failed; state unchanged; the
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from policy.request import ResourceRequest
+from policy.cpu.request import ResourceRequest
 
 __all__ = [
     "Allocate",

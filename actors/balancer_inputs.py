@@ -30,8 +30,8 @@ from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, 
 from actors.ports.commit import Committer
 from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
 from policy.balance.config import POOL_RECLAIM
-from policy.cpu_state import CPUState
-from policy.entries import CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR
+from policy.state.cpu_state import CPUState
+from policy.state.entries import CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR
 
 __all__ = [
     "PodsInPools",

@@ -79,7 +79,7 @@ from policy.balance import (
     top_eviction_pods,
 )
 from policy.balance.advice import ExtraMemoryAdvice, extra_entries
-from policy.balance_events import (
+from policy.balance.events import (
     BalanceAdviceTaken,
     BalanceEvent,
     BalanceEvictionTaken,

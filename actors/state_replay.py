@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from journal import Record
-from policy.events import Event
-from policy.state import State, apply_all, empty_state
-from policy.state_codec import decode_event, decode_state
-from policy.state_errors import StateError
-from policy.topology import CPUTopology
+from policy.errors import StateError
+from policy.state.codec import decode_event, decode_state
+from policy.state.events import Event
+from policy.state.sections import State, apply_all, empty_state
+from policy.topology.model import CPUTopology
 
 __all__ = ["ReplayError", "decode_events", "replay_records", "state_from_checkpoint"]
 

@@ -61,11 +61,11 @@ from journal import (
     Retention,
     UnencodableRecord,
 )
-from policy.events import Event
-from policy.state import apply_all
-from policy.state_codec import encode_event, encode_state
-from policy.state_errors import StateError
-from policy.topology import CPUTopology
+from policy.errors import StateError
+from policy.state.codec import encode_event, encode_state
+from policy.state.events import Event
+from policy.state.sections import apply_all
+from policy.topology.model import CPUTopology
 
 __all__ = ["StateStoreActor", "StateStoreCore", "StoreConfig", "Subscriber"]
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.events import Event
-from policy.state import State
+from policy.state.events import Event
+from policy.state.sections import State
 
 __all__ = [
     "CheckpointIfDue",

@@ -25,14 +25,14 @@ from pathlib import Path
 # Measure this checkout's code, not whichever copy the environment has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from policy.cpuset import CPUSet
-from policy.selection import (
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
+from policy.topology.selection import (
     take_by_numa_balance,
     take_by_topology,
     take_ht_by_numa_balance,
 )
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUTopology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 #: (cpus, sockets, NUMA nodes): a small test node, a two-socket host, an SNC-4 host and a
 #: 1024-CPU host with 16 NUMA nodes.

@@ -44,10 +44,10 @@ from actors.allocator_messages import (
 )
 from actors.ports.commit import StateStoreCommitter
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
-from policy.context import PolicyContext
-from policy.request import ContainerType, ResourceRequest
-from policy.reserve import reserved_cpus
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.cpu.context import PolicyContext
+from policy.cpu.request import ContainerType, ResourceRequest
+from policy.cpu.reserve import reserved_cpus
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from wire.gen import resourceplugin_pb2 as pb
 from wire.plugin_server import PluginServer
 

@@ -35,16 +35,16 @@ import timeit
 from collections.abc import Callable
 from functools import partial
 
-from policy import cpu_policy
-from policy.context import PolicyContext
-from policy.cpuset import CPUSet
-from policy.entries import SHARED_CORES, ContainerEntry, InPool
-from policy.events import ContainerAllocated
-from policy.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
-from policy.request import ContainerType, ResourceRequest, TopologyHint
-from policy.reserve import reserved_cpus
-from policy.state import State, apply, apply_all, empty_state
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.cpu import facade as cpu_policy
+from policy.cpu.context import PolicyContext
+from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.reserve import reserved_cpus
+from policy.state.entries import SHARED_CORES, ContainerEntry, InPool
+from policy.state.events import ContainerAllocated
+from policy.state.sections import State, apply, apply_all, empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 T0 = 1_715_180_645.0
 TOPOLOGY = generate_dummy_cpu_topology(256, 2, 8)

@@ -19,18 +19,18 @@ from __future__ import annotations
 import timeit
 from collections.abc import Callable
 
-from policy.context import PolicyContext
-from policy.cpuset import CPUSet
-from policy.entries import SHARED_CORES, ContainerEntry, InPool, OwnCPUs
-from policy.events import ContainerAllocated, PoolSet
-from policy.pool_engine import adjust_allocation_entries, put_allocations_and_adjust
-from policy.pool_startup import initialise_pools
-from policy.reconcile import resources_allocation
-from policy.selection import take_ht_by_numa_balance
-from policy.state import State, empty_state
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.timestamps import format_qrm_time
-from policy.txn import Txn
+from policy.cpu.allocation_listing import resources_allocation
+from policy.cpu.context import PolicyContext
+from policy.cpu.pool_engine import adjust_allocation_entries, put_allocations_and_adjust
+from policy.cpu.pool_startup import initialise_pools
+from policy.cpu.timestamps import format_qrm_time
+from policy.cpu.txn import Txn
+from policy.state.entries import SHARED_CORES, ContainerEntry, InPool, OwnCPUs
+from policy.state.events import ContainerAllocated, PoolSet
+from policy.state.sections import State, empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.selection import take_ht_by_numa_balance
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 TOPOLOGY = generate_dummy_cpu_topology(256, 2, 8)
 T0 = 1_715_000_000.0

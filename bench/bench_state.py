@@ -17,9 +17,8 @@ from __future__ import annotations
 import timeit
 from collections.abc import Callable
 
-from policy.cpuset import CPUSet
-from policy.entries import DEDICATED_CORES, SHARED_CORES, ContainerEntry, InPool, OwnCPUs
-from policy.events import (
+from policy.state.entries import DEDICATED_CORES, SHARED_CORES, ContainerEntry, InPool, OwnCPUs
+from policy.state.events import (
     ContainerAllocated,
     Event,
     PodRemoved,
@@ -27,8 +26,9 @@ from policy.events import (
     RampCPUsSet,
     RampUpFinished,
 )
-from policy.state import State, apply, apply_all, empty_state
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.state.sections import State, apply, apply_all, empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 TOPOLOGY = generate_dummy_cpu_topology(256, 2, 8)
 SHARE_A = CPUSet.parse("8-63,136-191")

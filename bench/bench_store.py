@@ -31,11 +31,11 @@ import msgpack
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.state_store import StateStoreCore, StoreConfig
-from policy.cpuset import CPUSet
-from policy.entries import InPool
-from policy.events import ContainerAllocated, PoolSet
-from policy.state_codec import encode_event
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.state.codec import encode_event
+from policy.state.entries import InPool
+from policy.state.events import ContainerAllocated, PoolSet
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.policy.state_fixtures import container
 
 TOPO = generate_dummy_cpu_topology(96, 2, 4)

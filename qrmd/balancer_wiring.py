@@ -45,7 +45,7 @@ from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
-from policy.topology import CPUTopology
+from policy.topology.model import CPUTopology
 from qrmd.config import DaemonConfig
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics

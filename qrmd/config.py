@@ -30,7 +30,7 @@ import yaml
 
 from policy.balance import BalancerConfig
 from policy.balance.constants import EVICTION_PLUGIN_NAME
-from policy.context import (
+from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,

@@ -45,10 +45,10 @@ from actors.ports.commit import StateStoreCommitter
 from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
-from policy.context import PolicyContext
-from policy.qos import QoSConfig
-from policy.reserve import reserved_cpus
-from policy.topology import CPUTopology
+from policy.cpu.context import PolicyContext
+from policy.cpu.qos import QoSConfig
+from policy.cpu.reserve import reserved_cpus
+from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.config import DaemonConfig
 from qrmd.endpoint import StatusEndpoint

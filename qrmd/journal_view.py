@@ -4,7 +4,7 @@ A record's cause says which RPC (or tick, or operator command) decided and about
 container; its events say what changed. ``show`` filters on both (issue 3, item 4):
 
 - ``--pod``/``--container`` keep a record whose cause names that pod/container, or that has an
-  event about it (``policy.events.event_target``); ``--kind`` keeps records with an event of
+  event about it (``policy.state.events.event_target``); ``--kind`` keeps records with an event of
   that kind. When an event filter is given, only the matching events are printed — except
   for a record selected by its cause, whose events are all printed (they are the decision).
 - ``--since``/``--until`` compare wall times; ``--from-seq``/``--to-seq`` seqs (inclusive).
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from journal import Record
-from policy.events import event_target
-from policy.state_codec import decode_event
-from policy.state_errors import StateError
+from policy.errors import StateError
+from policy.state.codec import decode_event
+from policy.state.events import event_target
 
 __all__ = [
     "JournalSums",

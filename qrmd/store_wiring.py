@@ -32,7 +32,7 @@ from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import CheckpointIfDue, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
-from policy.topology import CPUTopology
+from policy.topology.model import CPUTopology
 from qrmd.metrics import StoreView
 
 __all__ = [

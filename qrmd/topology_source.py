@@ -6,13 +6,13 @@ SPEC forms (spec cpu-policy §1.2, §1.3):
   out like ``/sys`` under ROOT (a copy taken from another host, or a test fixture).
 - ``synthetic:cpus=N,sockets=S,numas=M``: the reference's generated layout.
 - a path ending in ``.yaml``, ``.yml`` or ``.json``, or ``file:PATH`` for any name: a
-  machine file (format in ``policy.machine_file`` and the README).
+  machine file (format in ``policy.topology.machine_file`` and the README).
 """
 
 from __future__ import annotations
 
-from policy.synthetic import parse_synthetic_spec
-from policy.topology import CPUTopology, TopologyError
+from policy.topology.model import CPUTopology, TopologyError
+from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.host.machine_file import MACHINE_FILE_SUFFIXES, read_machine_file
 from qrmd.host.sysfs_topology import DEFAULT_SYSFS_ROOT, read_sysfs_topology
 

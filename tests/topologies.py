@@ -4,9 +4,9 @@
 core k holds CPUs k and k + cpus/2. Hand-written shapes say where they come from.
 """
 
-from policy.cpuset import CPUSet
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUInfo, CPUTopology, NUMADistances
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUInfo, CPUTopology, NUMADistances
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 __all__ = [
     "HYBRID_12_1_2",

@@ -2,9 +2,9 @@
 
 from hypothesis import strategies as st
 
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUTopology
-from policy.topology_build import CoreSpec, assemble_topology
+from policy.topology.build import CoreSpec, assemble_topology
+from policy.topology.model import CPUTopology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 
 @st.composite

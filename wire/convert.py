@@ -1,7 +1,8 @@
 """Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3; issue 5 item 1).
 
 Requests become the Allocator's commands (``actors.allocator_messages``) and the policy's
-``ResourceRequest``; replies (``policy.replies``, ``policy.reconcile``) become the response
+``ResourceRequest``; replies (``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become
+the response
 messages (GetResourcesAllocation's straight into its bytes, for speed at thousands of
 containers). Nothing else in qrmd touches these message types.
 
@@ -16,7 +17,7 @@ The rules enforced here, because only the wire sees them:
   annotations or labels past Kubernetes' own limit (256 KiB in total, apimachinery
   ``TotalAnnotationSizeLimitB``): no pod can carry them, and the policy would copy them into
   state and the journal. Every other check (empty uid, NaN or absurd quantities, a hint naming
-  a NUMA node twice) is the policy's (``policy.request.validate_request``/``parse_quantity``).
+  a NUMA node twice) is the policy's (``policy.cpu.request.validate_request``/``parse_quantity``).
   Absent strings are ``""`` in proto3, as they are to the Go peers.
 * Empty ``labels``/``annotations`` maps become ``None`` (``ResourceRequest`` says so).
 * A request's ``hint`` is absent in GetTopologyHints; in Allocate the reference echoes
@@ -42,8 +43,8 @@ from actors.allocator_messages import (
     PreStartContainer,
     RemovePod,
 )
-from policy.reconcile import ContainerCPUAllocation, ResourcesAllocation
-from policy.replies import (
+from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.replies import (
     RESOURCE_NAME,
     AllocatableReply,
     AllocationReply,
@@ -53,7 +54,7 @@ from policy.replies import (
     TopologyAwareQuantity,
     TopologyAwareReply,
 )
-from policy.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
 from wire.gen import resourceplugin_pb2 as pb
 
 __all__ = [

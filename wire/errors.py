@@ -43,12 +43,12 @@ import pykka
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.store_messages import CommitRefused
-from policy.allocate import AllocationError
+from policy.cpu.allocate import AllocationError
+from policy.cpu.hints import HintError
+from policy.cpu.request import RequestError
+from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
-from policy.hints import HintError
-from policy.request import RequestError
-from policy.selection import SelectionError
-from policy.topology_aware import UnknownContainerError
+from policy.topology.selection import SelectionError
 
 __all__ = ["NotReady", "Status", "status_for"]
 

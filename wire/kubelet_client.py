@@ -3,7 +3,7 @@
 The kubelet's side of the QRM protocol, for the kubelet simulator (``qrmd.kubelet_sim``) and
 tests: one channel serving both services a plugin registers with (``pluginregistration``'s
 ``Registration`` and ``resourceplugin.v1alpha1.ResourcePlugin``). Calls take and return plain
-values (``wire.kubelet_convert``, ``policy.request``), never protobuf messages.
+values (``wire.kubelet_convert``, ``policy.cpu.request``), never protobuf messages.
 
 Deadlines are the kubelet's (wire.md §9.6): dial 10 s (blocking), ``GetInfo`` 1 s,
 ``NotifyRegistrationStatus`` 5 s, ``GetResourcePluginOptions`` none, the six resource calls
@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
-from policy.replies import PluginOptions
-from policy.request import ResourceRequest, TopologyHint
+from policy.cpu.replies import PluginOptions
+from policy.cpu.request import ResourceRequest, TopologyHint
 from wire import kubelet_convert as convert
 from wire.gen import pluginregistration_pb2 as reg_pb
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc

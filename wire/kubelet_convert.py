@@ -5,11 +5,11 @@ the mirror half that a kubelet needs (the simulator behind ``qrmd demo`` and the
 tests): it writes requests from plain values and parses the plugin's answers into plain frozen
 values, so that nothing outside ``wire`` holds a protobuf message.
 
-Requests are the policy's own types (``policy.request.ResourceRequest``, ``TopologyHint``), so a
+Requests are the policy's own types (``policy.cpu.request.ResourceRequest``, ``TopologyHint``), so a
 request written here and parsed by ``wire.convert.resource_request`` comes back equal. Answers
 become the values below, shaped as the kubelet reads them: an ``AllocationInfo`` per resource,
 per-NUMA quantities as ``NUMAQuantity``; ``GetResourcePluginOptions`` reuses
-``policy.replies.PluginOptions``.
+``policy.cpu.replies.PluginOptions``.
 
 The rules a kubelet must keep, because only the wire can tell them apart:
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from policy.replies import PluginOptions
-from policy.request import ResourceRequest, TopologyHint
+from policy.cpu.replies import PluginOptions
+from policy.cpu.request import ResourceRequest, TopologyHint
 from wire.gen import pluginregistration_pb2 as reg_pb
 from wire.gen import resourceplugin_pb2 as rp_pb
 

@@ -97,7 +97,7 @@ RESOURCE_PLUGIN_RPCS = (
 
 
 def _subject(request: Any) -> str:
-    """Who a request is about, for error messages; as ``policy.request.describe_container``."""
+    """Who a request is about, for error messages; as ``policy.cpu.request.describe_container``."""
     if not hasattr(request, "pod_uid"):
         return ""
     if hasattr(request, "pod_namespace"):

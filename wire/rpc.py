@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from policy.request import RequestError
+from policy.cpu.request import RequestError
 from wire.errors import status_for
 
 __all__ = [

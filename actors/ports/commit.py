@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import pykka
 
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
-from policy.events import Event
+from policy.state.events import Event
 
 __all__ = [
     "DEFAULT_COMMIT_TIMEOUT_S",

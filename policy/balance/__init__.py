@@ -14,7 +14,8 @@ Modules, one job each:
 * ``pods``: the pod to evict and the pods to migrate (§7.8, §7.10);
 * ``round``: the whole round (§6.2, §7);
 * ``advice``: the memory advice (§5.6, §8); ``eviction``: the eviction answers (§9);
-* ``state``: ``current``/``last`` and the taken-once transitions (§6);
+* ``section``: ``current``/``last`` and the taken-once transitions (§6); ``events``, ``codec``:
+  the balance state section's events and their msgpack form;
 * ``gojson``, ``decode``: Go-identical JSON text and field-naming decoding.
 """
 
@@ -50,7 +51,7 @@ from policy.balance.record import (
     NumaLatencyInfo,
 )
 from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round
-from policy.balance.state import BalancerState, reconcile, take_advice, take_eviction
+from policy.balance.section import BalancerState, reconcile, take_advice, take_eviction
 
 __all__ = [
     "BalanceError",

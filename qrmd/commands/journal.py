@@ -34,8 +34,8 @@ from rich.text import Text
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
 from journal import JournalError, OsFileOps, load_checkpoint, read_records, repair, verify
 from journal.checkpoints import checkpoint_name
-from policy.state import State, empty_state
-from policy.topology import CPUTopology
+from policy.state.sections import State, empty_state
+from policy.topology.model import CPUTopology
 from qrmd.journal_view import (
     JournalSums,
     RecordFilter,

@@ -21,8 +21,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from policy.cpuset import CPUSet
-from policy.topology import CPUTopology
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = [

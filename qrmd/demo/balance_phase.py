@@ -31,9 +31,9 @@ from rich.console import Console
 from journal import JournalError, read_records
 from policy.balance import BalanceInfo, MemoryAdvice, RoundInputs, advice_for
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
-from policy.balance_events import BalanceAdviceTaken, BalanceRoundFailed, BalanceRoundRecorded
-from policy.state_codec import decode_event
-from policy.state_errors import CodecError
+from policy.balance.events import BalanceAdviceTaken, BalanceRoundFailed, BalanceRoundRecorded
+from policy.errors import CodecError
+from policy.state.codec import decode_event
 from qrmd.demo.balance_view import Round, numa_table, pods_table, verdict
 from qrmd.demo.node_files import NumaMetricsCollector, NumaReading, write_pod_cgroups
 from qrmd.demo.workload import ANON_MEMORY

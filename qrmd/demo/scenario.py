@@ -31,8 +31,8 @@ from pathlib import Path
 from rich.console import Console
 
 from policy.balance.constants import EVICTION_PLUGIN_NAME
-from policy.synthetic import parse_synthetic_spec
-from policy.topology import CPUTopology
+from policy.topology.model import CPUTopology
+from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.demo.daemon_process import BalancerOptions, DaemonError, DaemonOptions, DaemonProcess

@@ -26,8 +26,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from policy.cpuset import CPUSet
-from policy.topology import CPUTopology
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
 from qrmd.kubelet_sim import AllocationInfo, Hint, Pod
 from qrmd.kubelet_sim.pods import CPU
 

@@ -1,6 +1,6 @@
 """Read a machine file (YAML or JSON) into a CPUTopology.
 
-The format and its validation live in ``policy.machine_file``; this module only reads the
+The format and its validation live in ``policy.topology.machine_file``; this module only reads the
 file and parses its syntax: ``.json`` as JSON, ``.yaml``/``.yml`` as YAML, anything else as
 JSON when it starts with ``{`` and as YAML otherwise. A key given twice in one mapping is an
 error in both syntaxes (PyYAML and ``json`` would silently keep the last one, hiding a typo
@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from policy.machine_file import topology_from_machine
-from policy.topology import CPUTopology, TopologyError
+from policy.topology.machine_file import topology_from_machine
+from policy.topology.model import CPUTopology, TopologyError
 
 __all__ = [
     "MACHINE_FILE_SUFFIXES",

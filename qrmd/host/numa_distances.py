@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from policy.balance import NumaDistance
-from policy.topology import NUMADistances
+from policy.topology.model import NUMADistances
 from qrmd.host.sysfs_topology import DEFAULT_SYSFS_ROOT, read_numa_distances
 
 __all__ = ["SysfsNumaDistances", "TopologyNumaDistances", "distance_lists"]

@@ -26,10 +26,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from policy.cpuset import CPUSet
-from policy.synthetic import LOCAL_DISTANCE
-from policy.topology import CPUTopology, NUMADistances, TopologyError
-from policy.topology_build import CoreSpec, assemble_topology, parse_cpu_list
+from policy.topology.build import CoreSpec, assemble_topology, parse_cpu_list
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology, NUMADistances, TopologyError
+from policy.topology.synthetic import LOCAL_DISTANCE
 
 __all__ = [
     "DEFAULT_SYSFS_ROOT",

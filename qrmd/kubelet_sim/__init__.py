@@ -17,7 +17,7 @@ Modules: ``pods`` (the pod model, and each container's request as a plain value)
 only (DESIGN.md, "protobuf types never leave wire"), and re-exports the client's for its users.
 """
 
-from policy.replies import PluginOptions
+from policy.cpu.replies import PluginOptions
 from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
 from qrmd.kubelet_sim.kubelet import AdmissionError, Kubelet, ReconcileReport
 from qrmd.kubelet_sim.pods import (

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from policy.replies import PluginOptions
+from policy.cpu.replies import PluginOptions
 from qrmd.kubelet_sim.registration import RegistrationError
 from wire.kubelet_client import PluginCallError, PluginConnection
 

@@ -7,7 +7,7 @@ describes them and derives what the kubelet derives: the container type (INIT, M
 the MAIN container is the one named by ``kubernetes.io/main-container-name``, else the first
 app container), the order in which containers are admitted (init containers first, then app
 containers, one at a time, wire.md §9.1), and each container's request as the plain
-``policy.request.ResourceRequest`` value that ``wire.kubelet_client`` puts on the wire.
+``policy.cpu.request.ResourceRequest`` value that ``wire.kubelet_client`` puts on the wire.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from policy.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 
 __all__ = [
     "CPU",

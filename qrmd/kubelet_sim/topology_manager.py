@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
-from policy.request import TopologyHint
+from policy.cpu.request import TopologyHint
 
 __all__ = ["Hint", "TopologyAffinityError", "TopologyPolicy", "choose_affinity"]
 

@@ -26,9 +26,9 @@ from policy.balance import (
     NumaMetrics,
     Pod,
 )
-from policy.events import Event
-from policy.state import State, apply_all, empty_state
-from policy.state_codec import decode_event, encode_event
+from policy.state.codec import decode_event, encode_event
+from policy.state.events import Event
+from policy.state.sections import State, apply_all, empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, POOLS, T4
 from tests.policy.state_fixtures import SYNTH_16_2_4

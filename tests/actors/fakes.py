@@ -12,8 +12,8 @@ from typing import Any
 
 from actors.ports.commit import CommitOutcomeUnknown
 from actors.store_messages import CommitRefused, Snapshot
-from policy.events import Event
-from policy.state import State, apply_all
+from policy.state.events import Event
+from policy.state.sections import State, apply_all
 
 
 class ApplyingCommitter:

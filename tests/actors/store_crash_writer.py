@@ -21,11 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from actors.state_store import StateStoreCore, StoreConfig
-from policy.cpuset import CPUSet
-from policy.entries import InPool
-from policy.events import ContainerAllocated, Event, PodRemoved, PoolSet
-from policy.state import State, apply_all, empty_state
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.state.entries import InPool
+from policy.state.events import ContainerAllocated, Event, PodRemoved, PoolSet
+from policy.state.sections import State, apply_all, empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.policy.state_fixtures import container
 
 NODE = "store-crash-node"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.state_store import StateStoreCore, StoreConfig
-from policy.cpuset import CPUSet
-from policy.entries import DEDICATED_CORES, InPool, OwnCPUs
-from policy.events import ContainerAllocated, Event, PodRemoved, PoolSet
+from policy.state.entries import DEDICATED_CORES, InPool, OwnCPUs
+from policy.state.events import ContainerAllocated, Event, PodRemoved, PoolSet
+from policy.topology.cpuset import CPUSet
 from tests.journal.helpers import FakeClock, FaultyFileOps
 from tests.policy.state_fixtures import SYNTH_16_2_4, container
 

@@ -34,12 +34,12 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.store_messages import Snapshot
-from policy.context import PolicyContext
+from policy.cpu.context import PolicyContext
+from policy.cpu.replies import AllocationReply, PluginOptions
+from policy.cpu.request import RequestError
+from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
-from policy.replies import AllocationReply, PluginOptions
-from policy.request import RequestError
-from policy.state import empty_state
-from policy.topology_aware import UnknownContainerError
+from policy.state.sections import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.decision_fixtures import dedicated, request
 from tests.topologies import SYNTH_16_2_4, cpus

@@ -15,7 +15,7 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import Allocate, GetResourcesAllocation, StartPolicy
 from actors.ports.commit import StateStoreCommitter
 from actors.store_messages import GetSnapshot, Snapshot
-from policy.replies import AllocationReply
+from policy.cpu.replies import AllocationReply
 from tests.actors.fakes import FakeClock
 from tests.actors.test_allocator import CTX, T0
 from tests.policy.decision_fixtures import request

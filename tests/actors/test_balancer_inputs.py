@@ -8,10 +8,10 @@ import pytest
 
 from actors.balancer_inputs import PodsInPools, PoolPod, metric_inputs, pods_in_pools, with_pods
 from policy.balance import BalancerConfig, RoundInputs
-from policy.cpuset import CPUSet
-from policy.entries import RAMPING, RECLAIMED_CORES, InPool
-from policy.events import ContainerAllocated, PoolSet, RampCPUsSet
-from policy.state import apply_all, empty_state
+from policy.state.entries import RAMPING, RECLAIMED_CORES, InPool
+from policy.state.events import ContainerAllocated, PoolSet, RampCPUsSet
+from policy.state.sections import apply_all, empty_state
+from policy.topology.cpuset import CPUSet
 from tests.actors.balancer_fakes import FakeDistances, FakeMemory, FakeMetrics, container_id
 from tests.policy.balance.examples import EX2_B, EX2_L, NOW, T4, GiB, pod
 from tests.policy.state_fixtures import SYNTH_16_2_4, container

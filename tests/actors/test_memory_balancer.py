@@ -30,7 +30,7 @@ from policy.balance import (
     plan_round,
 )
 from policy.balance.constants import ADVICE_KEY
-from policy.balance_events import BalanceRoundFailed, BalanceRoundRecorded
+from policy.balance.events import BalanceRoundFailed, BalanceRoundRecorded
 from tests.actors.balancer_fakes import Balancer
 from tests.policy.balance.examples import EX2_ADVICE, EX2_L, EX2_PODS, NOW, GiB, R, S
 

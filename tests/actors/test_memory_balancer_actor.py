@@ -24,9 +24,9 @@ from actors.ports.commit import StateStoreCommitter
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import Commit, GetSnapshot, Snapshot
 from policy.balance import BalancerConfig, RoundResult
-from policy.cpuset import CPUSet
-from policy.entries import RECLAIMED_CORES, InPool
-from policy.events import ContainerAllocated, PoolSet
+from policy.state.entries import RECLAIMED_CORES, InPool
+from policy.state.events import ContainerAllocated, PoolSet
+from policy.topology.cpuset import CPUSet
 from tests.actors.balancer_fakes import Balancer, FakeMemory, RecordingExecutor
 from tests.policy.balance.examples import EX2_PODS, NOW
 from tests.policy.state_fixtures import SYNTH_16_2_4, container

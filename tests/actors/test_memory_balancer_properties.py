@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from actors.balancer_messages import BalancerUnavailable, GetAdvices, GetEvictPods, Tick
 from policy.balance import BalanceInfo, RoundResult
 from policy.balance.constants import BALANCE_INTERVAL_NS
-from policy.balance.gojson import to_nanos
-from policy.balance_events import (
+from policy.balance.events import (
     BalanceAdviceTaken,
     BalanceEvictionTaken,
     BalanceRoundFailed,
     BalanceRoundRecorded,
 )
+from policy.balance.gojson import to_nanos
 from tests.actors.balancer_fakes import Balancer
 from tests.policy.balance.examples import EX2_PODS, NOW
 

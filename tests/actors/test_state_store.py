@@ -24,10 +24,10 @@ from actors.store_messages import (
     StoreUnavailable,
 )
 from journal import Journal, JournalMismatch
-from policy.events import ContainerRemoved, PodRemoved, PoolRemoved
-from policy.state import apply_all, empty_state
-from policy.state_codec import encode_event
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.state.codec import encode_event
+from policy.state.events import ContainerRemoved, PodRemoved, PoolRemoved
+from policy.state.sections import apply_all, empty_state
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.actors.store_helpers import (
     NODE,
     TOPO,

@@ -28,9 +28,8 @@ from actors.state_replay import decode_events, replay_records, state_from_checkp
 from actors.state_store import StateStoreCore
 from actors.store_messages import CommitRefused, StoreUnavailable
 from journal import Journal, read_records
-from policy.cpuset import CPUSet
-from policy.entries import DEDICATED_CORES, SHARED_CORES, InPool, OwnCPUs
-from policy.events import (
+from policy.state.entries import DEDICATED_CORES, SHARED_CORES, InPool, OwnCPUs
+from policy.state.events import (
     ContainerAllocated,
     ContainerRemoved,
     Event,
@@ -39,7 +38,8 @@ from policy.events import (
     PoolSet,
     RequestQuantitySet,
 )
-from policy.state import State, apply, apply_all, empty_state
+from policy.state.sections import State, apply, apply_all, empty_state
+from policy.topology.cpuset import CPUSet
 from tests.actors.store_helpers import NODE, TOPO, open_store
 from tests.journal.helpers import FakeClock, FaultyFileOps
 from tests.policy.state_fixtures import container

@@ -20,7 +20,7 @@ import pytest
 
 from actors.state_store import StateStoreCore
 from journal import read_records
-from policy.state_codec import encode_event
+from policy.state.codec import encode_event
 from tests.actors import store_crash_writer as writer
 
 WRITER = Path(writer.__file__)

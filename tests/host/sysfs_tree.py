@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from policy.cpuset import CPUSet
-from policy.topology import CPUTopology
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
 
 
 @dataclass

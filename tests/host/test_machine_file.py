@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policy.machine_file import machine_from_topology
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.topology.machine_file import machine_from_topology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.host.machine_file import MachineFileReadError, read_machine_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"

@@ -27,7 +27,7 @@ from policy.balance import (
     RoundResult,
     plan_round,
 )
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.host.metric_sources import (
     EXPIRED,
     MetricSourceUnavailable,

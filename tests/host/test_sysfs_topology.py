@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.cpuset import CPUSet
-from policy.machine_file import topology_from_machine
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUTopology
-from policy.topology_build import CoreSpec, assemble_topology, parse_cpu_list
+from policy.topology.build import CoreSpec, assemble_topology, parse_cpu_list
+from policy.topology.cpuset import CPUSet
+from policy.topology.machine_file import topology_from_machine
+from policy.topology.model import CPUTopology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.host.sysfs_topology import SysfsTopologyError, read_sysfs_topology
 from tests.host.sysfs_tree import put, tree_of
 from tests.topology_shapes import random_machines, synthetic_shapes

@@ -10,18 +10,18 @@ import dataclasses
 import json
 from typing import TypeVar
 
-from policy import cpu_policy
-from policy.context import PolicyContext
-from policy.cpu_policy import Decision
-from policy.cpuset import CPUSet
-from policy.events import Event, PoolSet
-from policy.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY, QoSConfig
-from policy.reconcile import ResourcesAllocation
-from policy.replies import AllocationReply
-from policy.request import ContainerType, ResourceRequest, TopologyHint
-from policy.state import State, apply_all, empty_state
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUTopology
+from policy.cpu import facade as cpu_policy
+from policy.cpu.allocation_listing import ResourcesAllocation
+from policy.cpu.context import PolicyContext
+from policy.cpu.facade import Decision
+from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY, QoSConfig
+from policy.cpu.replies import AllocationReply
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.state.events import Event, PoolSet
+from policy.state.sections import State, apply_all, empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 R = TypeVar("R")
 SYNTH_16_2_4 = generate_dummy_cpu_topology(16, 2, 4)

@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from policy.context import PolicyContext
-from policy.entries import (
+from policy.cpu.context import PolicyContext
+from policy.cpu.pool_startup import initialise_pools
+from policy.cpu.timestamps import format_qrm_time
+from policy.cpu.txn import Txn
+from policy.state.entries import (
     DEDICATED_CORES,
     RAMPING,
     RECLAIMED_CORES,
@@ -20,12 +23,9 @@ from policy.entries import (
     OwnCPUs,
     Placement,
 )
-from policy.events import ContainerAllocated, Event
-from policy.pool_startup import initialise_pools
-from policy.state import State, apply_all, empty_state
-from policy.timestamps import format_qrm_time
-from policy.topology import CPUTopology
-from policy.txn import Txn
+from policy.state.events import ContainerAllocated, Event
+from policy.state.sections import State, apply_all, empty_state
+from policy.topology.model import CPUTopology
 from tests.policy.state_fixtures import container
 from tests.topologies import SYNTH_16_2_4, cpus
 

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from policy.cpuset import CPUSet
-from policy.entries import (
+from policy.state.entries import (
     DEDICATED_CORES,
     RECLAIMED_CORES,
     SHARED_CORES,
@@ -22,8 +21,9 @@ from policy.entries import (
     ContainerEntry,
     Placement,
 )
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import CPUTopology, numa_aware_assignments
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology, numa_aware_assignments
+from policy.topology.synthetic import generate_dummy_cpu_topology
 
 # The spec's example machine (§1.3): 16 CPUs, 2 sockets, 4 NUMA nodes, reserve 0,2 (§3).
 SYNTH_16_2_4 = generate_dummy_cpu_topology(16, 2, 4)

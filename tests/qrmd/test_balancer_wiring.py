@@ -9,7 +9,7 @@ import pytest
 from actors.ports.clock import SYSTEM_CLOCK
 from actors.ports.migration import MigrationMode
 from policy.balance import MemoryAdvice, NumaDistance
-from policy.synthetic import parse_synthetic_spec
+from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.config import load_config
 from qrmd.host.metrics_simulator import QUIET_LATENCY, SimulatedNumaMetrics

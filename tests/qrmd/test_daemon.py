@@ -26,7 +26,7 @@ from actors.allocator_messages import (
 from actors.state_store import StateStoreCore
 from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
-from policy.request import ContainerType, ResourceRequest
+from policy.cpu.request import ContainerType, ResourceRequest
 from qrmd.config import DaemonConfig, load_config
 from qrmd.daemon import Daemon, DaemonError
 from qrmd.metrics import DaemonMetrics

@@ -20,7 +20,7 @@ from actors.balancer_messages import BalancerView, GetBalancerState
 from actors.ports.clock import Clock
 from actors.supervisor import SupervisedRef
 from policy.balance import BalanceStatus
-from policy.topology import CPUTopology
+from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BALANCER_CHILD, BalancerWiring
 from qrmd.cli import main
 from qrmd.config import DaemonConfig

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from policy.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from qrmd.kubelet_sim import ContainerKind, dedicated_pod, reclaimed_pod, shared_pod
 from qrmd.kubelet_sim.pods import (
     CPU,

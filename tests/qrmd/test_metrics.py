@@ -9,10 +9,10 @@ from actors.store_messages import Snapshot
 from actors.store_report import RecoveryReport, StoreMetrics
 from actors.supervisor import ChildStatus, SupervisorStatus
 from journal import JournalStats
-from policy.cpu_state import CPUState
-from policy.cpuset import CPUSet
-from policy.state import empty_state
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.state.cpu_state import CPUState
+from policy.state.sections import empty_state
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.health import HealthRegistry
 from qrmd.metrics import DaemonMetrics, MetricSources, StoreView, pool_type
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policy.machine_file import machine_from_topology
-from policy.synthetic import generate_dummy_cpu_topology
-from policy.topology import TopologyError
+from policy.topology.machine_file import machine_from_topology
+from policy.topology.model import TopologyError
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.host.sysfs_topology import read_sysfs_topology
 from qrmd.topology_source import load_topology
 from tests.host.sysfs_tree import tree_of

@@ -24,8 +24,8 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import StartPolicy
 from actors.ports.commit import Committer, StateStoreCommitter
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
-from policy.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
-from policy.state import empty_state
+from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
+from policy.state.sections import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.decision_fixtures import CTX, DEBUG_KEY, SYNTH_16_2_4, T0
 from wire.gen import pluginregistration_pb2 as reg

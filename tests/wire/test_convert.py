@@ -10,8 +10,8 @@ from actors.allocator_messages import (
     PreStartContainer,
     RemovePod,
 )
-from policy.reconcile import ContainerCPUAllocation, ResourcesAllocation
-from policy.replies import (
+from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.replies import (
     AllocationReply,
     CPUAllocation,
     HintsReply,
@@ -20,7 +20,7 @@ from policy.replies import (
     TopologyAwareReply,
     TopologyAwareResource,
 )
-from policy.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
 from tests.wire.plugin_node import resource_request
 from wire import convert
 from wire.gen import resourceplugin_pb2 as pb

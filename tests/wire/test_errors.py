@@ -8,14 +8,14 @@ import pytest
 
 from actors.allocator_messages import AllocatorUnavailable
 from actors.store_messages import CommitRefused, StoreUnavailable
-from policy.allocate import AllocationError
+from policy.cpu.allocate import AllocationError
+from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
+from policy.cpu.pool_sizing import PoolError
+from policy.cpu.qos import QoSError
+from policy.cpu.request import RequestError
+from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
-from policy.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
-from policy.pool_sizing import PoolError
-from policy.qos import QoSError
-from policy.request import RequestError
-from policy.selection import NOT_ENOUGH_CPUS, SelectionError
-from policy.topology_aware import UnknownContainerError
+from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
 from wire.errors import NotReady, code_for, status_for
 
 C = grpc.StatusCode

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from policy.replies import PluginOptions
-from policy.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.replies import PluginOptions
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from tests.wire.plugin_node import WireNode, dedicated_annotations, short_dir
 from wire.kubelet_client import PluginCallError, PluginConnection
 from wire.kubelet_convert import AllocationInfo, NUMAQuantity

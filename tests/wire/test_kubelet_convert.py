@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.allocator_messages import PreStartContainer
-from policy.reconcile import ContainerCPUAllocation, ResourcesAllocation
-from policy.replies import (
+from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.replies import (
     AllocatableReply,
     AllocatableResource,
     AllocationReply,
@@ -26,8 +26,8 @@ from policy.replies import (
     TopologyAwareQuantity,
     TopologyAwareReply,
 )
-from policy.replies import TopologyAwareResource as PolicyTopologyAwareResource
-from policy.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.replies import TopologyAwareResource as PolicyTopologyAwareResource
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from wire import convert, kubelet_convert
 from wire.gen import pluginregistration_pb2 as reg_pb
 from wire.gen import resourceplugin_pb2 as pb

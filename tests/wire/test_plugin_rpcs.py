@@ -13,7 +13,7 @@ import threading
 import grpc
 import pytest
 
-from policy.qos import QOS_LEVEL_KEY
+from policy.cpu.qos import QOS_LEVEL_KEY
 from tests.wire.plugin_node import (
     DEBUG_KEY,
     WireNode,

@@ -12,7 +12,7 @@ import pykka
 import pytest
 
 from actors.allocator_messages import GetResourcePluginOptions, PreStartContainer
-from policy.replies import PluginOptions
+from policy.cpu.replies import PluginOptions
 from tests.wire.plugin_node import Client, short_dir
 from wire.gen import resourceplugin_pb2 as pb
 from wire.plugin_server import PluginServer

@@ -22,8 +22,8 @@ import grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy.qos import QOS_LEVEL_KEY
-from policy.request import MAX_CPU_REQUEST, RESOURCE_CPU, RESOURCE_RECLAIMED_MILLICPU
+from policy.cpu.qos import QOS_LEVEL_KEY
+from policy.cpu.request import MAX_CPU_REQUEST, RESOURCE_CPU, RESOURCE_RECLAIMED_MILLICPU
 from tests.wire.plugin_node import WireNode, dedicated_annotations, resource_request
 from wire.gen import resourceplugin_pb2 as pb
 

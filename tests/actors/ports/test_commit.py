@@ -22,9 +22,9 @@ from actors.store_messages import (
     Snapshot,
     StoreUnavailable,
 )
-from policy.cpuset import CPUSet
-from policy.events import PoolSet
-from policy.state import apply_all, empty_state
+from policy.state.events import PoolSet
+from policy.state.sections import apply_all, empty_state
+from policy.topology.cpuset import CPUSet
 from tests.actors.fakes import ApplyingCommitter
 from tests.topologies import SYNTH_16_2_4
 

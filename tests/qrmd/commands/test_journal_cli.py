@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from policy.state import empty_state
-from policy.state_codec import encode_state
+from policy.state.codec import encode_state
+from policy.state.sections import empty_state
 from qrmd.cli import main
 from tests.actors.store_helpers import NODE, TOPO, node_history, open_store
 from tests.journal.helpers import FakeClock, newest_segment, record_offsets, snapshot

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from policy.synthetic import generate_dummy_cpu_topology
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.cli import main
 from tests.host.sysfs_tree import put, tree_of
 

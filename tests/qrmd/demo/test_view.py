@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from policy.cpuset import CPUSet
-from policy.synthetic import parse_synthetic_spec
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.demo.view import (
     admission_line,
     holders,

@@ -1,0 +1,152 @@
+"""The balance section's events and value as msgpack-able primitives, and back.
+
+The format (part of ``policy.state.codec``'s schema):
+
+* a record is its reference JSON form (``BalanceInfo.to_json``: Go's field names, the detect
+  time in RFC 3339 with nanoseconds), so a journal dump reads like the reference's log;
+* ``BalanceRoundRecorded`` is ``{"record": RECORD, "inputs": INPUTS}`` and
+  ``BalanceRoundFailed`` is ``{"inputs": INPUTS, "error": STR}``, INPUTS being the round's
+  ``RoundInputs.to_json()`` kept verbatim (a map of plain values, checked to be plain but not
+  re-validated as inputs: a round that ran must stay readable even if input rules tighten);
+* ``BalanceAdviceTaken`` and ``BalanceEvictionTaken`` are ``{"detect_time": SECONDS}``;
+* the section is ``{"current": RECORD or None, "last": RECORD or None}``.
+
+Decoding raises ``CodecError`` naming the field, and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from policy.balance import BalanceError, BalanceInfo, BalancerState
+from policy.balance.events import (
+    BalanceAdviceTaken,
+    BalanceEvent,
+    BalanceEvictionTaken,
+    BalanceRoundFailed,
+    BalanceRoundRecorded,
+)
+from policy.balance.gojson import check_time
+from policy.decision import Event
+from policy.errors import CodecError
+from policy.topology.model import CPUTopology
+
+__all__ = [
+    "decode_balance_event",
+    "decode_balance_section",
+    "encode_balance_event",
+    "encode_balance_section",
+]
+
+#: Deepest nesting a plain input map may have; RoundInputs' form is five levels deep.
+MAX_DEPTH: Final = 16
+
+
+def encode_balance_event(event: Event) -> dict[str, Any]:
+    """A balance event's fields as primitives (without its ``kind``).
+
+    Raises:
+        CodecError: not a balance event.
+    """
+    match event:
+        case BalanceRoundRecorded(record=record, inputs=inputs):
+            return {"record": record.to_json(), "inputs": _plain(inputs, "inputs", 0)}
+        case BalanceRoundFailed(inputs=inputs, error=error):
+            return {"inputs": _plain(inputs, "inputs", 0), "error": error}
+        case BalanceAdviceTaken(detect_time=t) | BalanceEvictionTaken(detect_time=t):
+            return {"detect_time": t}
+    raise CodecError(f"{type(event).__name__} is not a balance event")
+
+
+def decode_balance_event(cls: type[Event], fields: Mapping[str, Any], where: str) -> BalanceEvent:
+    """The balance event of type ``cls`` with these fields (their names already checked).
+
+    Raises:
+        CodecError: a field is malformed; the message names it.
+    """
+    if cls is BalanceRoundRecorded:
+        return BalanceRoundRecorded(
+            record=_record(fields["record"], f"{where}.record"),
+            inputs=_inputs(fields["inputs"], f"{where}.inputs"),
+        )
+    if cls is BalanceRoundFailed:
+        error = fields["error"]
+        if not isinstance(error, str):
+            raise CodecError(f"{where}.error: expected a string, got {type(error).__name__}")
+        return BalanceRoundFailed(inputs=_inputs(fields["inputs"], f"{where}.inputs"), error=error)
+    if cls is BalanceAdviceTaken or cls is BalanceEvictionTaken:
+        detect_time = _time(fields["detect_time"], f"{where}.detect_time")
+        return (
+            BalanceAdviceTaken(detect_time)
+            if cls is BalanceAdviceTaken
+            else (BalanceEvictionTaken(detect_time))
+        )
+    raise CodecError(f"{where}: {cls.__name__} is not a balance event")
+
+
+def encode_balance_section(state: BalancerState) -> dict[str, Any]:
+    """The section as ``{"current": record|None, "last": record|None}``."""
+    return state.to_json()
+
+
+def decode_balance_section(data: object, topology: CPUTopology) -> BalancerState:
+    """The section a dict from :func:`encode_balance_section` describes.
+
+    Args:
+        data: the encoded section.
+        topology: unused; every section decoder takes the node's topology.
+
+    Raises:
+        CodecError: malformed; the message names the field.
+    """
+    del topology
+    try:
+        return BalancerState.from_json(data, "sections.balance")
+    except BalanceError as err:
+        raise CodecError(str(err)) from None
+
+
+def _record(value: object, where: str) -> BalanceInfo:
+    try:
+        return BalanceInfo.from_json(value, where)
+    except BalanceError as err:
+        raise CodecError(str(err)) from None
+
+
+def _time(value: object, where: str) -> float:
+    try:
+        return check_time(value, where)  # type: ignore[arg-type]  # check_time checks the type
+    except BalanceError as err:
+        raise CodecError(str(err)) from None
+
+
+def _inputs(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CodecError(f"{where}: expected a map, got {type(value).__name__}")
+    plain = _plain(value, where, 0)
+    assert isinstance(plain, dict)
+    return plain
+
+
+def _plain(value: object, where: str, depth: int) -> Any:
+    """A deep copy of ``value`` in plain types (str-keyed maps, lists, scalars).
+
+    Raises:
+        CodecError: a value of another type, a non-string key, or nesting deeper than
+            ``MAX_DEPTH``.
+    """
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if depth >= MAX_DEPTH:
+        raise CodecError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CodecError(f"{where}: keys must be strings, got {key!r:.40}")
+            out[key] = _plain(item, f"{where}.{key}", depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+    raise CodecError(f"{where}: {type(value).__name__} is not a plain value")

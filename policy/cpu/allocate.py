@@ -1,0 +1,379 @@
+"""Allocate: which CPUs a container gets, by QoS level (spec cpu-policy §7).
+
+The rule, in the reference's order (§7.1):
+
+5. INIT containers are answered with an echo and no ``allocation_result``; nothing is stored.
+6. Debug pods get an allocation that leaves the container's cpuset alone (no OCI property,
+   quantity 0, empty result); nothing is stored.
+8. A container that already holds at least the requested CPUs (its *original* result) gets
+   its stored allocation back; no handler runs.
+9. Otherwise, by level:
+
+   * **shared_cores** (§7.3): a new container ramps up on every pooled CPU when its pod is
+     Pending or unknown to the pod source, or when its pool does not exist yet; else it is
+     stored on the pooled CPUs and the pools are resized *without* its request, then it joins
+     its pool — the reply still says "all pooled CPUs" (§15.1). A ramping container is moved
+     to the current pooled CPUs again; a pooled one makes its pool grow by its request and is
+     answered with its current CPUs, its entry unchanged (§15.2).
+   * **reclaimed_cores** (§7.4): the container follows the reclaim pool. A missing pool is
+     "pool: reclaim is not ready", an empty one "pool: reclaim is not empty" (sic, §15.3).
+   * **dedicated_cores** needs NUMA binding, else "not support dedicated_cores without NUMA
+     binding". The main container (§7.5.1) takes, on the hinted NUMA nodes, every available
+     CPU (exclusive) or ``take_by_topology`` of them (one NUMA node only); it is stored with the
+     ramp-up flag and the pools are re-adjusted around it. A larger request re-allocates it
+     from the state without its old entry. A sidecar (§7.5.2) copies its main container's
+     CPUs, or gets an empty reply while the main container has none.
+   * any other level (``system_cores``): "katalyst QoS level: %s is not supported yet".
+
+Which lifecycle transition a container takes (ramping or pooled, re-allocation, a sidecar) is
+the ramp-up machine's decision (``machines.ramp_up`` through ``policy.cpu.ramp_steps``); this module
+answers its guards and builds the events it names. A container whose stored QoS level has no
+such transition (a shared container re-allocated as reclaimed, say) is refused; the reference
+would silently rewrite its level.
+
+Errors are raised with the reference's reason after the pod and container; the working
+transaction then holds what the steps before the failure emitted, and the caller discards it
+(see ``policy.cpu.facade`` for the finaliser of §7.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from machines import ramp_up as lifecycle
+from machines.lifecycle import Step
+from policy.cpu.context import PolicyContext
+from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
+from policy.cpu.pool_engine import adjust_allocation_entries, put_allocations_and_adjust
+from policy.cpu.prepare import PreparedRequest
+from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handled_level
+from policy.cpu.ramp_steps import container_phase, emit_step, fire
+from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
+from policy.cpu.request import ContainerType, TopologyHint, describe_container
+from policy.cpu.timestamps import format_qrm_time
+from policy.cpu.txn import Txn
+from policy.errors import PolicyError
+from policy.state.cpu_apply import apply_cpu_event
+from policy.state.cpu_state import CPUState
+from policy.state.entries import (
+    DEDICATED_OWNER,
+    RECLAIM_POOL,
+    ContainerEntry,
+    InPool,
+    OwnCPUs,
+    Placement,
+    specified_pool_name,
+)
+from policy.state.events import ContainerAllocated, ContainerRemoved
+from policy.topology.cpuset import CPUSet
+from policy.topology.selection import SelectionError, take_by_topology
+
+__all__ = ["AllocationError", "allocate_container", "allocate_numa_binding_cpus"]
+
+#: Pod phases in which a new shared container ramps up (§7.3 step 3a); None = unknown pod.
+_RAMPING_PHASES = frozenset({None, "Pending"})
+
+
+class AllocationError(PolicyError):
+    """Allocate refused or failed; the message names pod, container and the reference's reason."""
+
+
+def allocate_container(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
+    """Decide one Allocate (§7.1 steps 5–9), emitting its events into ``txn``.
+
+    Args:
+        txn: the decision in progress, on the current state.
+        ctx: topology, reserve, settings and the pod-source seam.
+        prepared: the request after ``prepare_request``.
+        now: the current time, seconds since the epoch (the new entry's ``init_timestamp``).
+
+    Returns:
+        The reply.
+
+    Raises:
+        QoSError: the level has no handler (``system_cores``).
+        AllocationError: the handler refused or failed; ``txn`` may hold the events of the
+            steps before the failure and must be discarded.
+    """
+    request = prepared.request
+    # 5. INIT containers: an echo, nothing stored.
+    if prepared.is_init:
+        return _reply(prepared, None)
+    # 6. Debug pods: an allocation that leaves the cgroup alone.
+    if prepared.is_debug:
+        return _reply(prepared, CPUAllocation(is_node_resource=False, is_scalar_resource=True))
+    state = txn.cpu
+    # 8. Enough CPUs already: the stored allocation, no handler.
+    held = state.entry(request.pod_uid, request.container_name)
+    if held is not None:
+        result, original = state.placement_cpus(held.placement)
+        if original.size() >= prepared.req_int:
+            return _reply(prepared, _cpu_allocation(result, None), native_qos_class="")
+    # 9. Dispatch on the level.
+    try:
+        check_handled_level(prepared.qos_level)
+    except QoSError as err:
+        raise QoSError(f"{describe_container(request)}: {err}") from err
+    try:
+        if prepared.qos_level == SHARED_CORES:
+            return _allocate_shared(txn, ctx, prepared, now)
+        if prepared.qos_level == RECLAIMED_CORES:
+            return _allocate_reclaimed(txn, prepared, now)
+        return _allocate_dedicated(txn, ctx, prepared, now)
+    except PolicyError as err:
+        raise AllocationError(f"{describe_container(request)}: {err}") from err
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+def _cpu_allocation(cpus: CPUSet, hint: tuple[TopologyHint | None, ...] | None) -> CPUAllocation:
+    return CPUAllocation(
+        oci_property_name=CPUSET_OCI_PROPERTY,
+        is_node_resource=False,
+        is_scalar_resource=True,
+        allocated_quantity=float(cpus.size()),
+        allocation_result=str(cpus),
+        resource_hints=hint,
+    )
+
+
+def _reply(
+    prepared: PreparedRequest, allocation: CPUAllocation | None, native_qos_class: str | None = None
+) -> AllocationReply:
+    request = prepared.request
+    qos_class = request.native_qos_class if native_qos_class is None else native_qos_class
+    return AllocationReply.echo(
+        request, prepared.labels, prepared.annotations, allocation, qos_class
+    )
+
+
+def _pack(prepared: PreparedRequest, cpus: CPUSet) -> AllocationReply:
+    """The handlers' reply (§7.3 step 5): the cpuset and the request's hint, even a null one."""
+    return _reply(prepared, _cpu_allocation(cpus, (prepared.request.hint,)))
+
+
+def _new_entry(
+    prepared: PreparedRequest, now: float, placement: Placement, *, ramp_up: bool, owner: str
+) -> ContainerEntry:
+    request = prepared.request
+    return ContainerEntry(
+        pod_uid=request.pod_uid,
+        pod_namespace=request.pod_namespace,
+        pod_name=request.pod_name,
+        container_name=request.container_name,
+        container_type=request.container_type.name,
+        container_index=request.container_index,
+        ramp_up=ramp_up,
+        owner_pool_name=owner,
+        pod_role=request.pod_role,
+        pod_type=request.pod_type,
+        placement=placement,
+        init_timestamp=format_qrm_time(now),
+        labels=dict(prepared.labels),
+        annotations=dict(prepared.annotations),
+        qos_level=prepared.qos_level,
+        request_quantity=prepared.req_float,
+    )
+
+
+def _updated(entry: ContainerEntry, prepared: PreparedRequest) -> ContainerEntry:
+    """An existing entry updated from the request (§7.3 step 2): level and annotations."""
+    return replace(entry, qos_level=prepared.qos_level, annotations=dict(prepared.annotations))
+
+
+# -- shared_cores (§7.3) -----------------------------------------------------------------------
+
+
+def _allocate_shared(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
+    request = prepared.request
+    state = txn.cpu
+    # 1. The pooled CPUs: every NUMA node without a dedicated NUMA-binding container, minus
+    #    dedicated CPUs and the reserve.
+    pooled = state.pooled_cpus(ctx.reserved)
+    if pooled.is_empty():
+        raise AllocationError("get empty pooledCPUs")
+    existing = state.entry(request.pod_uid, request.container_name)
+    # 3a. A new container: ramping or straight into its pool, as the machine decides.
+    if existing is None:
+        target = specified_pool_name(SHARED_CORES, prepared.cpuset_pool)
+        step = _fire(
+            lifecycle.NEW,
+            "allocate_shared",
+            {
+                "pod_pending_or_unknown": ctx.pod_phase(request.pod_uid) in _RAMPING_PHASES,
+                "target_pool_missing": state.pool_cpus(target) is None,
+            },
+        )
+        if step.dest == lifecycle.RAMPING:
+            entry = _new_entry(prepared, now, state.ramp_placement(pooled), ramp_up=True, owner="")
+            emit_step(txn, step, ContainerAllocated(entry))
+        else:
+            entry = _new_entry(prepared, now, OwnCPUs.of(pooled), ramp_up=False, owner="")
+            emit_step(txn, step, ContainerAllocated(entry))
+            _put_into_pool(txn, ctx, entry, incr_by_req=False)
+        # §15.1: the reply says "all pooled CPUs" even when the container joined its pool.
+        return _pack(prepared, pooled)
+    updated = _updated(existing, prepared)
+    step = _fire(container_phase(existing), "allocate_shared", {})
+    # 3b. Still ramping: onto the current pooled CPUs, with the request's annotations.
+    if existing.ramp_up:
+        emit_step(
+            txn, step, ContainerAllocated(replace(updated, placement=state.ramp_placement(pooled)))
+        )
+        return _pack(prepared, pooled)
+    # 3c. In its pool: the pool grows by the request; the entry is stored unchanged and the
+    #     reply carries its CPUs from before the resize (§15.2).
+    current = state.placement_cpus(existing.placement)[0]
+    emit_step(txn, step, ContainerAllocated(existing))
+    _put_into_pool(txn, ctx, updated, incr_by_req=True)
+    return _pack(prepared, current)
+
+
+def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:
+    try:
+        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req)
+    except PolicyError as err:
+        raise AllocationError(
+            f"putAllocationsAndAdjustAllocationEntries failed with error: {err}"
+        ) from err
+
+
+# -- reclaimed_cores (§7.4) --------------------------------------------------------------------
+
+
+def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+    request = prepared.request
+    state = txn.cpu
+    existing = state.entry(request.pod_uid, request.container_name)
+    # 2. The reclaim pool must exist and hold CPUs (the message for an empty pool is sic).
+    reclaim = state.pool_cpus(RECLAIM_POOL)
+    if reclaim is None:
+        raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
+    if reclaim.is_empty():
+        raise AllocationError(f"pool: {RECLAIM_POOL} is not empty")
+    # 3–4. New or updated, the container follows the reclaim pool.
+    if existing is None:
+        phase = lifecycle.NEW
+        entry = _new_entry(prepared, now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
+    else:
+        phase = container_phase(existing)
+        entry = replace(
+            _updated(existing, prepared),
+            owner_pool_name=RECLAIM_POOL,
+            placement=InPool(RECLAIM_POOL),
+        )
+    step = _fire(phase, "allocate_reclaimed", {})
+    # 5. Stored; no pool adjustment.
+    emit_step(txn, step, ContainerAllocated(entry))
+    return _pack(prepared, reclaim)
+
+
+# -- dedicated_cores (§7.5) --------------------------------------------------------------------
+
+
+def allocate_numa_binding_cpus(
+    state: CPUState,
+    ctx: PolicyContext,
+    request: int,
+    hint: TopologyHint | None,
+    exclusive: bool,
+) -> CPUSet:
+    """The CPUs of a dedicated NUMA-binding container on its hinted NUMA nodes (§7.5.1 step 2).
+
+    Args:
+        state: the CPU state to take from (without the container's old entry).
+        ctx: the machine and the system reserve.
+        request: CPUs requested (``req_int``).
+        hint: the topology manager's hint from the request.
+        exclusive: whole NUMA nodes (``numa_exclusive``).
+
+    Returns:
+        Exclusive: every available CPU of the hinted nodes; otherwise ``take_by_topology``.
+        On (16,2,4) with reserve ``0,2``, hint ``[0]``, request 2: ``1,8-9`` / ``1,9``.
+
+    Raises:
+        AllocationError: "hint is nil", "hint is empty", a multi-NUMA hint for a non-exclusive
+            container, "take cpu for NUMA not exclusive binding container failed with err:
+            %v", or "results can't meet cpus request".
+    """
+    if hint is None:
+        raise AllocationError("hint is nil")
+    if not hint.nodes:
+        raise AllocationError("hint is empty")
+    if not exclusive and len(hint.nodes) > 1:
+        raise AllocationError(NOT_EXCLUSIVE_TOO_LARGE)
+    aligned = CPUSet.union_all(state.numa_available(n, ctx.reserved) for n in hint.nodes)
+    if exclusive:
+        result = aligned
+    else:
+        try:
+            result = take_by_topology(ctx.topology, aligned, request)
+        except SelectionError as err:
+            raise AllocationError(
+                f"take cpu for NUMA not exclusive binding container failed with err: {err}"
+            ) from err
+    if result.size() < request:
+        raise AllocationError("results can't meet cpus request")
+    return result
+
+
+def _allocate_dedicated(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
+    if not prepared.numa_binding:
+        raise AllocationError(NO_NUMA_BINDING)
+    if prepared.request.container_type is ContainerType.SIDECAR:
+        return _allocate_sidecar(txn, prepared, now)
+    request = prepared.request
+    state = txn.cpu
+    existing = state.entry(request.pod_uid, request.container_name)
+    phase = lifecycle.NEW if existing is None else container_phase(existing)
+    step = _fire(phase, "allocate_dedicated", {})
+    # 1. A re-allocation (the old entry holds too few CPUs) takes from the state without it.
+    source = state
+    if existing is not None:
+        source = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
+    # 2. The CPUs on the hinted NUMA nodes.
+    result = allocate_numa_binding_cpus(
+        source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
+    )
+    # 3–4. Stored with the ramp-up flag (replacing the old entry), then the pools move away.
+    entry = _new_entry(prepared, now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
+    emit_step(txn, step, ContainerAllocated(entry))
+    try:
+        adjust_allocation_entries(txn, ctx)
+    except PolicyError as err:
+        raise AllocationError(f"adjustAllocationEntries failed with error: {err}") from err
+    # 5. The reply.
+    return _pack(prepared, result)
+
+
+def _allocate_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+    request = prepared.request
+    state = txn.cpu
+    # 1. No main container yet: an empty reply, "wait for next reconcile".
+    main = state.main_container_entry(request.pod_uid)
+    if main is None:
+        return AllocationReply()
+    # 2. The main container's CPUs, current and original, copied.
+    result, original = state.placement_cpus(main.placement)
+    existing = state.entry(request.pod_uid, request.container_name)
+    phase = lifecycle.NEW if existing is None else container_phase(existing)
+    step = _fire(phase, "allocate_dedicated_sidecar", {})
+    entry = _new_entry(prepared, now, OwnCPUs(result, original), ramp_up=False, owner="")
+    # 3. Stored; no pool adjustment.
+    emit_step(txn, step, ContainerAllocated(entry))
+    return _pack(prepared, result)
+
+
+def _fire(phase: str, trigger: str, guards: dict[str, bool]) -> Step:
+    step = fire(phase, trigger, guards)
+    if step is None:
+        # Every trigger Allocate fires has a transition for any guard answers.
+        raise AllocationError(f"ramp_up: {trigger!r} from {phase!r} took no transition")
+    return step

@@ -1,0 +1,74 @@
+"""What every CPU decision needs besides the state: the machine, the reserve and the settings.
+
+Built once at start-up by the composition root and passed to every policy call; immutable.
+Spec cpu-policy §3 (reserve), §4.3 (QoS configuration), §9.6 (transition period), §14
+(options), and issue 4's hint limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from policy.cpu.qos import QoSConfig
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
+
+__all__ = [
+    "DEFAULT_MAX_FULL_HINT_NUMA_NODES",
+    "DEFAULT_MAX_HINTS",
+    "DEFAULT_TRANSITION_PERIOD_S",
+    "PodLookup",
+    "PolicyContext",
+    "RequestedMilliCPULookup",
+]
+
+DEFAULT_TRANSITION_PERIOD_S = 30.0
+DEFAULT_MAX_FULL_HINT_NUMA_NODES = 8
+DEFAULT_MAX_HINTS = 64
+
+#: ``(pod_uid, container_name) -> cpu request in millicores, or None when unknown`` (§5.5).
+RequestedMilliCPULookup = Callable[[str, str], float | None]
+
+#: ``pod_uid -> pod phase ("Pending", "Running", ...), or None when the pod is unknown``.
+#: The seam for a pod source (§7.3 step 3a): with none, every pod is unknown and every new
+#: shared container ramps up, as the reference does when it cannot see the pod.
+PodLookup = Callable[[str], str | None]
+
+
+def _unknown_pod(_pod_uid: str) -> str | None:
+    return None
+
+
+def _unknown_request(_pod_uid: str, _container: str) -> float | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyContext:
+    """Fixed inputs of the CPU policy.
+
+    Attributes:
+        topology: the machine.
+        reserved: the system reserve (§3), computed once at start-up.
+        qos: QoS selectors, enhancement aliases and defaults (§4.3).
+        enable_reclaim: the dynamic ``enable_reclaim`` option (§9.4 step 7).
+        advisor_enabled: whether sys-advisor drives pool sizes (§9.1 step 3, §9.7).
+        transition_period_s: ramp-up length (§9.6), 30 s by default.
+        max_full_hint_numa_nodes: up to this many NUMA nodes hints are the reference's full
+            enumeration; beyond it, the reduced answer of issue 4 item 4.
+        max_hints: the most hints the reduced answer returns.
+        pod_phase: the pod-source seam (unknown pod by default).
+        requested_millicpu: the pod-spec seam of §5.5 (unknown by default).
+    """
+
+    topology: CPUTopology
+    reserved: CPUSet
+    qos: QoSConfig = field(default_factory=QoSConfig)
+    enable_reclaim: bool = False
+    advisor_enabled: bool = False
+    transition_period_s: float = DEFAULT_TRANSITION_PERIOD_S
+    max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
+    max_hints: int = DEFAULT_MAX_HINTS
+    pod_phase: PodLookup = _unknown_pod
+    requested_millicpu: RequestedMilliCPULookup = _unknown_request

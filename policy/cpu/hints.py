@@ -1,0 +1,224 @@
+"""GetTopologyHints: which NUMA nodes kubelet's topology manager may give a container (§8).
+
+The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
+
+1. INIT containers and debug pods: no preference (``hints is None``).
+2. A level without a handler (``system_cores``) is an error.
+3. shared_cores and reclaimed_cores: no preference — pools span every eligible NUMA node.
+4. dedicated_cores without NUMA binding: "not support dedicated_cores without NUMA binding".
+5. dedicated_cores with NUMA binding:
+   a. a SIDECAR follows its main container: no preference;
+   b. a container that already holds at least the requested CPUs: one preferred hint, the
+      NUMA nodes of its CPUs; one that holds fewer is left out of the state the next steps
+      read (nothing is stored);
+   c. the extra state file's NUMA set for ``<pod name>-0``, when it names only nodes no
+      NUMA-binding container uses: one preferred hint (the file is read by the caller; this
+      module gets its ``memoryEntries`` mapping);
+   d. ``calculate_hints``: the enumeration of ``policy.cpu.hint_masks`` — the reference's full
+      answer up to ``ctx.max_full_hint_numa_nodes`` NUMA nodes, the reduced answer of issue 4
+      item 4 beyond.
+
+Reading the state costs O(NUMA nodes): the available and allocated CPUs per node come from the
+state's indexes, never from the list of pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from policy.cpu.context import PolicyContext
+from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
+from policy.cpu.prepare import PreparedRequest
+from policy.cpu.qos import DEDICATED_CORES, QoSError, check_handled_level
+from policy.cpu.replies import HintsReply
+from policy.cpu.request import ContainerType, TopologyHint, describe_container
+from policy.errors import PolicyError
+from policy.state.cpu_apply import apply_cpu_event
+from policy.state.cpu_state import CPUState
+from policy.state.events import ContainerRemoved
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology, TopologyError
+
+__all__ = [
+    "NO_NUMA_BINDING",
+    "HintError",
+    "calculate_hints",
+    "numa_count_to_fit",
+    "topology_hints",
+]
+
+#: The reference's refusal of dedicated_cores without NUMA binding (§7.5, §8.3).
+NO_NUMA_BINDING = "not support dedicated_cores without NUMA binding"
+#: The reference's refusal of a multi-NUMA non-exclusive request (§7.5.1, §8.3 step 4c).
+NOT_EXCLUSIVE_TOO_LARGE = "NUMA not exclusive binding container has request larger than 1 NUMA"
+
+
+class HintError(PolicyError):
+    """Hints cannot be computed for a request; the message names pod, container and reason."""
+
+
+def numa_count_to_fit(topology: CPUTopology, request: int) -> int:
+    """``GetNUMANodesCountToFitCPUReq``: NUMA nodes needed for ``request`` CPUs (§8.3 step 4b).
+
+    Raises:
+        HintError: "there is no NUMA in cpuTopology", "invalid NUMAs count: %d with CPUs
+            count: %d", "zero numaCountNeeded", or "invalid cpu req: %d in topology with NUMAs
+            count: %d and CPUs count: %d".
+    """
+    numas = len(topology.numa_nodes())
+    cpus = topology.num_cpus
+    if numas == 0:
+        raise HintError("there is no NUMA in cpuTopology")
+    if cpus % numas != 0:
+        raise HintError(f"invalid NUMAs count: {numas} with CPUs count: {cpus}")
+    per_numa = cpus // numas
+    needed = -(-request // per_numa)
+    if needed == 0:
+        raise HintError("zero numaCountNeeded")
+    if needed > numas:
+        raise HintError(
+            f"invalid cpu req: {request} in topology with NUMAs count: {numas} "
+            f"and CPUs count: {cpus}"
+        )
+    return needed
+
+
+def _numa_sockets(topology: CPUTopology) -> dict[int, frozenset[int]]:
+    sockets = topology.socket_masks()
+    return {
+        numa: frozenset(s for s, s_mask in sockets.items() if s_mask & n_mask)
+        for numa, n_mask in topology.numa_masks().items()
+    }
+
+
+def calculate_hints(
+    state: CPUState, ctx: PolicyContext, request: int, exclusive: bool
+) -> tuple[TopologyHint, ...]:
+    """``calculate_hints`` for a NUMA-binding container (§8.3 step 4), full or reduced.
+
+    Args:
+        state: the CPU state the hints are computed on.
+        ctx: topology, reserve and the hint limits.
+        request: CPUs requested (``req_int``).
+        exclusive: the container asks for whole NUMA nodes (``numa_exclusive``).
+
+    Returns:
+        Possibly no hints (nothing fits); never None.
+
+    Raises:
+        HintError: "calculateHints failed with error: ..." with the reference's reason.
+    """
+    topology = ctx.topology
+    try:
+        try:
+            min_needed = numa_count_to_fit(topology, request)
+        except HintError as err:
+            raise HintError(f"GetNUMANodesCountToFitCPUReq failed with error: {err}") from err
+        if not exclusive and min_needed > 1:
+            raise HintError(NOT_EXCLUSIVE_TOO_LARGE)
+        try:
+            per_socket = topology.numas_per_socket()
+        except TopologyError as err:
+            raise HintError(str(err)) from err
+    except HintError as err:
+        raise HintError(f"calculateHints failed with error: {err}") from err
+    numas = topology.numa_nodes()
+    facts = NUMAFacts(
+        numas=numas,
+        available={n: state.numa_available(n, ctx.reserved).size() for n in numas},
+        allocated=frozenset(n for n in numas if state.allocated_cpuset(n)),
+        sockets=_numa_sockets(topology),
+        numas_per_socket=per_socket,
+        request=request,
+        min_needed=min_needed,
+        exclusive=exclusive,
+    )
+    if len(numas) <= ctx.max_full_hint_numa_nodes:
+        return full_hints(facts)
+    return smallest_size_hints(facts, ctx.max_hints)
+
+
+def _extra_state_hint(
+    state: CPUState, pod_name: str, extra_numa_sets: Mapping[str, str] | None
+) -> TopologyHint | None:
+    """§8.3 step 3: the extra state file's NUMA set for ``<pod name>-0``, if usable."""
+    if not extra_numa_sets:
+        return None
+    text = extra_numa_sets.get(f"{pod_name}-0")
+    if text is None:
+        return None
+    try:
+        numas = CPUSet.parse(text)
+    except ValueError:
+        return None  # the reference only logs a malformed entry and computes hints instead
+    free = state.numas_without_numa_binding()
+    if not set(numas.ids()) <= free:
+        return None
+    return TopologyHint(numas.ids(), True)
+
+
+def _dedicated_hints(
+    state: CPUState,
+    ctx: PolicyContext,
+    prepared: PreparedRequest,
+    extra_numa_sets: Mapping[str, str] | None,
+) -> tuple[TopologyHint, ...] | None:
+    request = prepared.request
+    # a. Sidecars follow the main container.
+    if request.container_type is ContainerType.SIDECAR:
+        return None
+    # b. An existing allocation that is large enough is the answer; a smaller one is ignored.
+    info = state.allocation_info(request.pod_uid, request.container_name)
+    if info is not None:
+        if info.original_allocation_result.size() >= prepared.req_int:
+            nodes = tuple(sorted(info.topology_aware_assignments or {}))
+            return (TopologyHint(nodes, True),)
+        state = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
+    # c. The extra state file.
+    extra = _extra_state_hint(state, request.pod_name, extra_numa_sets)
+    if extra is not None:
+        return (extra,)
+    # d. Enumeration.
+    return calculate_hints(state, ctx, prepared.req_int, prepared.numa_exclusive)
+
+
+def topology_hints(
+    state: CPUState,
+    ctx: PolicyContext,
+    prepared: PreparedRequest,
+    extra_numa_sets: Mapping[str, str] | None = None,
+) -> HintsReply:
+    """Answer GetTopologyHints for a prepared request (§8). Reads the state, changes nothing.
+
+    Args:
+        state: the CPU state.
+        ctx: topology, reserve, hint limits.
+        prepared: the request after ``prepare_request``.
+        extra_numa_sets: the extra state file's ``memoryEntries`` (``"<pod>-0"`` → NUMA list),
+            or None when that option is off.
+
+    Returns:
+        The reply; ``hints is None`` for no preference.
+
+    Raises:
+        QoSError: the level has no handler ("katalyst QoS level: %s is not supported yet").
+        HintError: dedicated_cores without NUMA binding, or calculate_hints refused; the
+            message starts with the pod and container.
+    """
+    request = prepared.request
+    labels, annotations = prepared.labels, prepared.annotations
+    if prepared.is_init or prepared.is_debug:
+        return HintsReply.echo(request, labels, annotations, None)
+    try:
+        check_handled_level(prepared.qos_level)
+    except QoSError as err:
+        raise QoSError(f"{describe_container(request)}: {err}") from err
+    if prepared.qos_level != DEDICATED_CORES:
+        return HintsReply.echo(request, labels, annotations, None)
+    try:
+        if not prepared.numa_binding:
+            raise HintError(NO_NUMA_BINDING)
+        hints = _dedicated_hints(state, ctx, prepared, extra_numa_sets)
+    except HintError as err:
+        raise HintError(f"{describe_container(request)}: {err}") from err
+    return HintsReply.echo(request, labels, annotations, hints)

@@ -1,0 +1,185 @@
+"""Placing containers after pools are sized, and deleting unowned pools (cpu-policy §9.8, §9.9).
+
+The reference rewrites every container entry when it applies new pools: isolated containers
+get their own CPUs, dedicated NUMA-binding containers keep theirs, other dedicated containers
+fall back onto the ramp-up CPUs, ramping containers get the ramp-up CPUs, every other shared or
+reclaimed container copies its pool's CPUs (or keeps its old ones when the pool is gone), and
+pools missing from the result are dropped.
+
+Here pooled containers *refer* to their pool (``InPool``) and ramping ones to the ramp-up
+cpuset (``RAMPING``), so most of that rewrite is free: a ``PoolSet`` per changed pool and one
+``RampCPUsSet`` move every container that follows them. Only containers whose placement or
+owner actually changes get a ``ContainerPlaced``, and the state's index views find them
+without walking the pods:
+
+* ramp-flagged containers (``ramping_containers``): O(ramping);
+* shared/reclaimed containers that follow no pool (``unpooled_containers``): O(unpooled);
+* dedicated containers (``dedicated_containers``): O(dedicated);
+* containers in a pool that is dropped (``containers_owned_by``): O(their number).
+
+Every other container is ``InPool`` of a pool that survives, which is exactly what the
+reference would copy into it. The events are computed first and emitted together, so a
+refusal leaves the transaction as it was (the reference writes nothing when this step fails).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from policy.cpu.context import PolicyContext
+from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
+from policy.cpu.txn import Txn
+from policy.state.cpu_state import ContainerKey, CPUState
+from policy.state.entries import (
+    DEDICATED_OWNER,
+    FALLBACK_OWNER,
+    RAMPING,
+    RECLAIM_POOL,
+    RESIDENT_POOLS,
+    ContainerEntry,
+    InPool,
+    OwnCPUs,
+    Placement,
+    requested_cores,
+)
+from policy.state.events import (
+    ContainerPlaced,
+    CPUEvent,
+    PoolRemoved,
+    PoolSet,
+    RampCPUsSet,
+    RequestQuantitySet,
+)
+from policy.topology.cpuset import CPUSet
+
+__all__ = ["apply_pools_and_isolated", "clean_pools", "unowned_pools"]
+
+
+def apply_pools_and_isolated(
+    txn: Txn, ctx: PolicyContext, pools_cs: Mapping[str, CPUSet], iso_cs: IsolatedCPUs
+) -> None:
+    """Make the state hold exactly these pools and place every container accordingly (§9.8).
+
+    Emits, in this order: ``PoolSet`` for each new or resized pool, ``RampCPUsSet`` when the
+    ramp-up cpuset (adjustable CPUs minus isolated ones) changes, ``ContainerPlaced`` for each
+    container whose placement or owner changes, ``RequestQuantitySet`` for isolated containers
+    whose requested cores were looked up, and ``PoolRemoved`` for pools absent from
+    ``pools_cs`` (their containers first keep their old CPUs as their own). Cost: O(pools +
+    ramping + unpooled + dedicated containers + containers of dropped pools), whatever the
+    number of pods.
+
+    Args:
+        txn: the decision in progress.
+        ctx: reserve and the pod-spec seam.
+        pools_cs: every pool's new cpuset (from ``generate_pools_and_isolation``).
+        iso_cs: isolated containers' new cpusets.
+
+    Raises:
+        PoolError: "entry: share is empty" (sic, §15.3) when reclaim is empty; "invalid
+            qosLevel: ..." for a container of a level no pool takes. Nothing is emitted.
+    """
+    state = txn.cpu
+    # 2. Isolated containers: only dedicated ones without NUMA binding (others are skipped).
+    isolated: dict[ContainerKey, CPUSet] = {}
+    for pod_uid in sorted(iso_cs):
+        for name in sorted(iso_cs[pod_uid]):
+            found = state.entry(pod_uid, name)
+            if found is not None and found.is_dedicated() and not found.is_numa_binding():
+                isolated[(pod_uid, name)] = iso_cs[pod_uid][name]
+    isolated_union = CPUSet.union_all(isolated.values())
+    # 3. Reclaim must not be empty (the reference's message names the wrong pool).
+    reclaim = pools_cs.get(RECLAIM_POOL)
+    if reclaim is None or reclaim.is_empty():
+        raise PoolError("entry: share is empty")
+    # 4. Pools: one event per new or changed pool.
+    pool_events: list[CPUEvent] = [
+        PoolSet(name, pools_cs[name])
+        for name in sorted(pools_cs)
+        if state.pools.get(name) != pools_cs[name]
+    ]
+    # 5. The ramp-up cpuset.
+    ramp = state.adjustable_cpus(ctx.reserved).difference(isolated_union)
+    if state.ramp_cpus != ramp:
+        pool_events.append(RampCPUsSet(ramp))
+    # 6. Containers whose placement or owner changes.
+    moves: dict[ContainerKey, tuple[Placement, str]] = {}
+    quantities: list[CPUEvent] = []
+    for key, cpus in isolated.items():
+        entry = state.require_entry(*key)
+        moves[key] = (OwnCPUs.of(cpus), DEDICATED_OWNER)
+        cores = requested_cores(entry, ctx.requested_millicpu)
+        if cores != entry.request_quantity:
+            quantities.append(RequestQuantitySet(key[0], key[1], cores))
+    for key in sorted(state.dedicated_containers()):
+        if key not in isolated:
+            moves[key] = _dedicated_move(state.require_entry(*key), ramp)
+    for key in sorted(state.ramping_containers()):
+        entry = state.require_entry(*key)
+        if not entry.is_dedicated():
+            _check_pooled_level(entry)
+            moves[key] = (RAMPING, "")
+    for key in sorted(state.unpooled_containers()):
+        entry = state.require_entry(*key)
+        if entry.ramp_up:
+            continue  # placed above
+        _check_pooled_level(entry)
+        pool = entry.pool_name()
+        if pool in pools_cs:
+            moves[key] = (InPool(pool), pool)
+        # else: the pool is gone, the container keeps its old CPUs (a warning in the reference)
+    dropped = sorted(name for name in state.pools if name not in pools_cs)
+    for name in dropped:
+        for key in sorted(state.containers_owned_by(name)):
+            entry = state.require_entry(*key)
+            if key not in moves and entry.placement == InPool(name):
+                # The pool goes; its containers keep the CPUs they had (§9.8 step 6).
+                result, original = state.placement_cpus(entry.placement)
+                moves[key] = (OwnCPUs(result, original), name)
+    placed = [
+        ContainerPlaced(key[0], key[1], placement, owner)
+        for key, (placement, owner) in moves.items()
+        if _changes(state.require_entry(*key), placement, owner)
+    ]
+    removals = [PoolRemoved(name) for name in dropped]
+    txn.emit(*pool_events, *placed, *quantities, *removals)
+
+
+def _dedicated_move(entry: ContainerEntry, ramp: CPUSet) -> tuple[Placement, str]:
+    """A dedicated container not isolated this time: NUMA-binding ones keep their CPUs (and
+    take their pool name as owner, so sidecars become ``dedicated``); the others fall back
+    onto the ramp-up CPUs."""
+    if entry.is_numa_binding():
+        return entry.placement, entry.pool_name()
+    return OwnCPUs.of(ramp), FALLBACK_OWNER
+
+
+def _check_pooled_level(entry: ContainerEntry) -> None:
+    if not (entry.is_shared() or entry.is_reclaimed()):
+        raise PoolError(
+            f"invalid qosLevel: {entry.qos_level} for pod: {entry.pod_namespace}/{entry.pod_name} "
+            f"container: {entry.container_name}"
+        )
+
+
+def _changes(entry: ContainerEntry, placement: Placement, owner: str) -> bool:
+    return entry.placement != placement or entry.owner_pool_name != owner
+
+
+def unowned_pools(state: CPUState) -> list[str]:
+    """Pools that no container owns, other than the resident ones, by name (§9.9)."""
+    owners = state.owner_pool_names()
+    return sorted(name for name in state.pools if name not in owners and name not in RESIDENT_POOLS)
+
+
+def clean_pools(txn: Txn, ctx: PolicyContext) -> None:
+    """Delete every pool no container owns, except ``reserve`` and ``reclaim`` (§9.9).
+
+    A pool used only by ramping containers goes too: they own nothing. Cost: O(pools), from
+    the state's owner index. Emits one ``PoolRemoved`` per deleted pool, nothing otherwise.
+
+    Args:
+        txn: the decision in progress.
+        ctx: unused; every engine step takes the same arguments.
+    """
+    del ctx
+    txn.emit(*(PoolRemoved(name) for name in unowned_pools(txn.cpu)))

@@ -1,0 +1,137 @@
+"""The first step of every Allocate and GetTopologyHints: check and read the request.
+
+One function, :func:`prepare_request`, does what the reference does before it looks at any
+state (spec cpu-policy §7.1 steps 2–4, §8.1 step 2), in its order, plus qrmd's own checks
+first:
+
+0. Refuse a malformed identity or hint (qrmd; ``policy.cpu.request.validate_request``).
+1. Note whether the pod is a debug pod, from the *original* annotations (§4.6).
+2. Resolve the QoS level (§4.4); an error reads as the reference's:
+   "GetKatalystQoSLevelFromResourceReq for pod: <ns>/<name>, container: <c> failed with
+   error: resource type mismatches: <reason>".
+3. Normalise labels and annotations (§4.5).
+4. Parse the quantity (§4.2); an error carries the reference's
+   "getReqQuantityFromResourceReq failed with error: <reason>" after the pod and container.
+
+What the handlers do next with INIT containers and debug pods (echo, nothing stored,
+§7.1 steps 5–6, §8.1 step 3) is theirs; this module only reports ``is_init`` and ``is_debug``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policy.cpu.enhancements import cpuset_pool, is_numa_binding, is_numa_exclusive
+from policy.cpu.qos import QoSConfig, QoSError, is_debug_pod, normalise, resolve_qos_level
+from policy.cpu.request import (
+    ContainerType,
+    Quantity,
+    RequestError,
+    ResourceRequest,
+    describe_container,
+    parse_quantity,
+    validate_request,
+)
+
+__all__ = ["PreparedRequest", "prepare_request"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A request that passed every check, with what the handlers read from it.
+
+    Attributes:
+        request: the request as kubelet sent it (for the echo fields of a reply).
+        qos_level: the resolved level.
+        quantity: whole CPUs (``req_int``) and the exact value (``req_float``).
+        is_debug: a debug pod (§4.6): answered without touching its cgroups, nothing stored.
+        labels: normalised labels, stored and echoed.
+        annotations: normalised annotations, stored, echoed and sent to the advisor.
+        warnings: parts of the annotations that were ignored (lenient enhancements only);
+            the caller logs them.
+    """
+
+    request: ResourceRequest
+    qos_level: str
+    quantity: Quantity
+    is_debug: bool
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def req_int(self) -> int:
+        """Whole CPUs requested: what all counting uses."""
+        return self.quantity.req_int
+
+    @property
+    def req_float(self) -> float:
+        """The exact request, stored as ``request_quantity``."""
+        return self.quantity.req_float
+
+    @property
+    def is_init(self) -> bool:
+        """An init container: never allocated, never stored, no hints (§4.7)."""
+        return self.request.container_type is ContainerType.INIT
+
+    @property
+    def numa_binding(self) -> bool:
+        """The pod asks for NUMA binding (``numa_binding: "true"``)."""
+        return is_numa_binding(self.annotations)
+
+    @property
+    def numa_exclusive(self) -> bool:
+        """The pod asks for NUMA binding with whole NUMA nodes to itself."""
+        return is_numa_exclusive(self.annotations)
+
+    @property
+    def cpuset_pool(self) -> str:
+        """The shared pool the pod names (``cpuset_pool``), or ""."""
+        return cpuset_pool(self.annotations)
+
+
+def prepare_request(config: QoSConfig, request: ResourceRequest) -> PreparedRequest:
+    """Check a request and read its level, quantity and normalised maps.
+
+    Args:
+        config: QoS selectors, enhancement aliases and defaults, debug keys.
+        request: the request as converted from the wire; not changed.
+
+    Returns:
+        The prepared request.
+
+    Raises:
+        QoSError: the annotations resolve to no level (the reference's wrapped message).
+        RequestError: a malformed identity, hint, enhancement annotation (strict
+            configuration) or quantity; the message starts with the pod and container.
+    """
+    validate_request(request)
+    is_debug = is_debug_pod(config.debug_annotation_keys, request.annotations)
+    try:
+        level = resolve_qos_level(config, request.annotations)
+    except QoSError as err:
+        raise QoSError(
+            f"GetKatalystQoSLevelFromResourceReq for pod: {request.pod_namespace}/"
+            f"{request.pod_name}, container: {request.container_name} failed with error: "
+            f"resource type mismatches: {err}"
+        ) from err
+    try:
+        normalised = normalise(config, level, request.labels, request.annotations)
+    except RequestError as err:
+        raise RequestError(f"{describe_container(request)}: {err}") from err
+    try:
+        quantity = parse_quantity(request.resource_requests)
+    except RequestError as err:
+        raise RequestError(
+            f"{describe_container(request)}: getReqQuantityFromResourceReq failed with error: {err}"
+        ) from err
+    return PreparedRequest(
+        request=request,
+        qos_level=level,
+        quantity=quantity,
+        is_debug=is_debug,
+        labels=normalised.labels,
+        annotations=normalised.annotations,
+        warnings=normalised.warnings,
+    )

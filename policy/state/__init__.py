@@ -1,0 +1,12 @@
+"""The node's persistent state and its events (spec cpu-policy §5, DESIGN.md "Journal").
+
+* ``sections``: ``State`` (one immutable section per owner) and the one pure ``apply``;
+* ``entries``: container entries and their placement (in a pool, ramping, own CPUs);
+* ``cpu_state``, ``cpu_indexes``: the CPU section and its incrementally kept indexes;
+* ``events``: the closed vocabulary of CPU events; ``cpu_apply``: how they apply;
+* ``machine_state``: the per-NUMA machine state derived from the CPU section (§5.4);
+* ``codec``: events and states as msgpack-able primitives (journal records, checkpoints).
+
+Imports ``policy.topology`` and ``policy.balance`` (for the balance section it holds), never
+``policy.cpu``: the state knows nothing of how decisions are made.
+"""

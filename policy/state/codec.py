@@ -1,0 +1,429 @@
+"""Events and states as msgpack-able primitives, and back (journal records and checkpoints).
+
+The format, schema version ``SCHEMA_VERSION``:
+
+* an event is a dict ``{"kind": <event class name>, <field>: <value>, ...}`` with exactly the
+  event's fields;
+* a CPUSet is its list-format string (``"0-3,8"``, ``""`` for empty) or ``"nil"`` for the
+  uninitialized set (§1.1); a label/annotation map is a dict of strings or None (null and
+  ``{}`` are different, §5.1);
+* a placement is ``{"kind": "in_pool", "pool": P}``, ``{"kind": "ramping"}`` or
+  ``{"kind": "own", "result": CPUSET, "original": CPUSET}``;
+* a container entry is a dict of every ``ContainerEntry`` field, by field name;
+* a state is ``{"schema": N, "topology": fingerprint, "sections": {name: section}}``; the CPU
+  section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": [entry]}``.
+  Derived indexes are never encoded: decoding rebuilds them by applying the entries;
+* the balance section and its events are described in ``policy.balance.codec``.
+
+Each section registers one :class:`SectionCodec` in ``SECTION_CODECS``: its event types, how
+their fields and its value are encoded and decoded. This module dispatches on the event's
+``kind`` and the section's name and checks the framing (the ``kind``, exactly the event's
+fields, every section present), so a new section adds a codec and touches no other section.
+
+Only dict, list, str, int, float, bool and None appear. Decoding checks every field and
+raises ``CodecError`` naming it (``ContainerAllocated.entry.placement.result: ...``) for any
+malformed input, and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import immutables
+
+from policy.balance.codec import (
+    decode_balance_event,
+    decode_balance_section,
+    encode_balance_event,
+    encode_balance_section,
+)
+from policy.balance.events import BALANCE_EVENT_TYPES, BALANCE_SECTION
+from policy.errors import CodecError, StateError
+from policy.state.cpu_apply import apply_cpu_event
+from policy.state.cpu_state import CPUState
+from policy.state.entries import RAMPING, ContainerEntry, InPool, OwnCPUs, Placement, Ramping
+from policy.state.events import CPU_EVENT_TYPES, ContainerAllocated, Event, PoolSet, RampCPUsSet
+from policy.state.sections import CPU_SECTION, State
+from policy.topology.cpuset import CPUSet
+from policy.topology.model import CPUTopology
+
+__all__ = [
+    "EVENT_TYPES",
+    "MAX_CPU_ID",
+    "SCHEMA_VERSION",
+    "SECTION_CODECS",
+    "SectionCodec",
+    "decode_event",
+    "decode_state",
+    "encode_event",
+    "encode_state",
+]
+
+#: Version of this format; bump it when an encoding changes meaning.
+SCHEMA_VERSION: Final = 1
+
+#: Largest CPU id a decoded cpuset may name: far above any node, low enough that a corrupt
+#: ``"0-99999999999"`` cannot make a gigabyte bitmask.
+MAX_CPU_ID: Final = 65535
+
+_UINT64_MAX: Final = 2**64 - 1
+
+_NUMBER = re.compile(r"\d+")
+
+
+# -- primitive fields ---------------------------------------------------------------------
+
+
+def _expect_str(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise CodecError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _expect_float(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CodecError(f"{where}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _expect_uint(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _UINT64_MAX:
+        raise CodecError(f"{where}: expected an unsigned 64-bit integer, got {value!r:.40}")
+    return value
+
+
+def _expect_bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CodecError(f"{where}: expected a boolean, got {type(value).__name__}")
+    return value
+
+
+def _expect_dict(value: object, where: str) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise CodecError(f"{where}: expected a map, got {type(value).__name__}")
+    return value
+
+
+def _encode_cpuset(cpus: CPUSet) -> str:
+    return cpus.to_json()
+
+
+def _decode_cpuset(value: object, where: str) -> CPUSet:
+    text = _expect_str(value, where)
+    for number in _NUMBER.findall(text):
+        if len(number) > 6 or int(number) > MAX_CPU_ID:
+            raise CodecError(f"{where}: CPU id {number:.20} in {text!r:.60} exceeds {MAX_CPU_ID}")
+    try:
+        return CPUSet.from_json(text)
+    except ValueError as err:
+        raise CodecError(f"{where}: {err}") from None
+
+
+def _encode_str_map(value: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if value is None else dict(value)
+
+
+def _decode_str_map(value: object, where: str) -> immutables.Map[str, str] | None:
+    if value is None:
+        return None
+    items = _expect_dict(value, where)
+    for k, v in items.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise CodecError(f"{where}: keys and values must be strings, got {k!r:.40}: {v!r:.40}")
+    return immutables.Map(items)
+
+
+def _fields_of(data: object, where: str, expected: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` as a dict holding exactly ``expected`` keys (plus ``kind`` when expected)."""
+    items = _expect_dict(data, where)
+    missing = [name for name in expected if name not in items]
+    if missing:
+        raise CodecError(f"{where}: missing {', '.join(missing)}")
+    extra = sorted(repr(k) for k in items if k not in expected)
+    if extra:
+        raise CodecError(f"{where}: unknown field {', '.join(extra):.80}")
+    return items
+
+
+# -- placements and entries ---------------------------------------------------------------
+
+
+def _encode_placement(placement: Placement) -> dict[str, Any]:
+    if isinstance(placement, InPool):
+        return {"kind": "in_pool", "pool": placement.pool_name}
+    if isinstance(placement, Ramping):
+        return {"kind": "ramping"}
+    return {
+        "kind": "own",
+        "result": _encode_cpuset(placement.result),
+        "original": _encode_cpuset(placement.original),
+    }
+
+
+_PLACEMENT_FIELDS: Final = {
+    "in_pool": ("kind", "pool"),
+    "ramping": ("kind",),
+    "own": ("kind", "result", "original"),
+}
+
+
+def _decode_placement(value: object, where: str) -> Placement:
+    kind = _expect_str(_expect_dict(value, where).get("kind"), f"{where}.kind")
+    expected = _PLACEMENT_FIELDS.get(kind)
+    if expected is None:
+        raise CodecError(f"{where}.kind: unknown placement {kind!r:.40}")
+    items = _fields_of(value, where, expected)
+    if kind == "in_pool":
+        return InPool(_expect_str(items["pool"], f"{where}.pool"))
+    if kind == "ramping":
+        return RAMPING
+    return OwnCPUs(
+        _decode_cpuset(items["result"], f"{where}.result"),
+        _decode_cpuset(items["original"], f"{where}.original"),
+    )
+
+
+_ENTRY_FIELDS: Final = tuple(f.name for f in dataclasses.fields(ContainerEntry))
+_ENTRY_DECODERS: Final[dict[str, Callable[[object, str], Any]]] = {
+    "container_index": _expect_uint,
+    "ramp_up": _expect_bool,
+    "placement": _decode_placement,
+    "labels": _decode_str_map,
+    "annotations": _decode_str_map,
+    "request_quantity": _expect_float,
+}
+
+
+def _encode_entry(entry: ContainerEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _ENTRY_FIELDS:
+        value = getattr(entry, name)
+        if name == "placement":
+            value = _encode_placement(value)
+        elif name in ("labels", "annotations"):
+            value = _encode_str_map(value)
+        out[name] = value
+    return out
+
+
+def _decode_entry(value: object, where: str) -> ContainerEntry:
+    items = _fields_of(value, where, _ENTRY_FIELDS)
+    fields = {
+        name: _ENTRY_DECODERS.get(name, _expect_str)(items[name], f"{where}.{name}")
+        for name in _ENTRY_FIELDS
+    }
+    return ContainerEntry(**fields)
+
+
+# -- events of the CPU section --------------------------------------------------------------
+
+# Field codecs by the annotation the event dataclass declares (its source text).
+_FIELD_CODECS: Final[dict[str, tuple[Callable[[Any], Any], Callable[[object, str], Any]]]] = {
+    "str": (lambda v: v, _expect_str),
+    "float": (lambda v: v, _expect_float),
+    "CPUSet": (_encode_cpuset, _decode_cpuset),
+    "Placement": (_encode_placement, _decode_placement),
+    "ContainerEntry": (_encode_entry, _decode_entry),
+}
+
+
+def _event_fields(cls: type[Event]) -> tuple[tuple[str, str], ...]:
+    fields = tuple((f.name, str(f.type)) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    for name, kind in fields:
+        if kind not in _FIELD_CODECS:
+            raise TypeError(f"{cls.__name__}.{name}: no codec for field type {kind!r}")
+    return fields
+
+
+_CPU_EVENT_FIELDS: Final[dict[type[Event], tuple[tuple[str, str], ...]]] = {
+    cls: _event_fields(cls) for cls in CPU_EVENT_TYPES
+}
+
+
+def _encode_cpu_event(event: Event) -> dict[str, Any]:
+    return {
+        name: _FIELD_CODECS[field_type][0](getattr(event, name))
+        for name, field_type in _CPU_EVENT_FIELDS[type(event)]
+    }
+
+
+def _decode_cpu_event(cls: type[Event], items: Mapping[str, Any], where: str) -> Event:
+    values = {
+        name: _FIELD_CODECS[field_type][1](items[name], f"{where}.{name}")
+        for name, field_type in _CPU_EVENT_FIELDS[cls]
+    }
+    return cls(**values)
+
+
+# -- states -------------------------------------------------------------------------------
+
+
+def _encode_cpu_section(state: CPUState) -> dict[str, Any]:
+    return {
+        "pools": {name: _encode_cpuset(cpus) for name, cpus in sorted(state.pools.items())},
+        "ramp_cpus": None if state.ramp_cpus is None else _encode_cpuset(state.ramp_cpus),
+        "containers": [
+            _encode_entry(entry) for entry in sorted(state.entries(), key=lambda e: e.key)
+        ],
+    }
+
+
+def _decode_cpu_section(data: object, topology: CPUTopology) -> CPUState:
+    where = "sections.cpu"
+    items = _fields_of(data, where, ("pools", "ramp_cpus", "containers"))
+    state = CPUState.empty(topology)
+    try:
+        # Pools and the ramp-up cpuset first: entries refer to them.
+        for name, cpus in _expect_dict(items["pools"], f"{where}.pools").items():
+            pool = _expect_str(name, f"{where}.pools key")
+            cpuset = _decode_cpuset(cpus, f"{where}.pools.{pool}")
+            state = apply_cpu_event(state, PoolSet(pool, cpuset))
+        if items["ramp_cpus"] is not None:
+            ramp = _decode_cpuset(items["ramp_cpus"], f"{where}.ramp_cpus")
+            state = apply_cpu_event(state, RampCPUsSet(ramp))
+        containers = items["containers"]
+        if not isinstance(containers, list):
+            raise CodecError(f"{where}.containers: expected a list")
+        for i, raw in enumerate(containers):
+            entry = _decode_entry(raw, f"{where}.containers[{i}]")
+            if state.entry(entry.pod_uid, entry.container_name) is not None:
+                raise CodecError(f"{where}.containers[{i}]: {entry.key} appears twice")
+            state = apply_cpu_event(state, ContainerAllocated(entry))
+    except CodecError:
+        raise
+    except StateError as err:
+        raise CodecError(f"{where}: {err}") from None
+    return state
+
+
+@dataclass(frozen=True, slots=True)
+class SectionCodec:
+    """How one state section's events and value become primitives and back.
+
+    Attributes:
+        event_types: the section's event classes; each is encoded under its class name.
+        encode_event: an event's fields as primitives, without its ``kind``.
+        decode_event: ``(event class, fields, where) -> event``; the field names are checked.
+        encode_section: the section value as primitives.
+        decode_section: ``(primitives, topology) -> section value``.
+    """
+
+    event_types: tuple[type[Event], ...]
+    encode_event: Callable[[Any], dict[str, Any]]
+    decode_event: Callable[[type[Event], Mapping[str, Any], str], Event]
+    encode_section: Callable[[Any], Any]
+    decode_section: Callable[[object, CPUTopology], Any]
+
+
+#: Every section's codec, by section name.
+SECTION_CODECS: Final[Mapping[str, SectionCodec]] = {
+    CPU_SECTION: SectionCodec(
+        CPU_EVENT_TYPES,
+        _encode_cpu_event,
+        _decode_cpu_event,
+        _encode_cpu_section,
+        _decode_cpu_section,
+    ),
+    BALANCE_SECTION: SectionCodec(
+        BALANCE_EVENT_TYPES,
+        encode_balance_event,
+        decode_balance_event,
+        encode_balance_section,
+        decode_balance_section,
+    ),
+}
+
+
+def _event_types() -> dict[str, type[Event]]:
+    kinds: dict[str, type[Event]] = {}
+    for name, codec in SECTION_CODECS.items():
+        for cls in codec.event_types:
+            if cls.section != name:
+                raise TypeError(f"{cls.__name__} is registered in section {name!r}, not its own")
+            if cls.__name__ in kinds:
+                raise TypeError(f"event kind {cls.__name__} is registered twice")
+            kinds[cls.__name__] = cls
+    return kinds
+
+
+#: Event classes by ``kind``, over every section.
+EVENT_TYPES: Final[Mapping[str, type[Event]]] = _event_types()
+
+_EVENT_FIELD_NAMES: Final = {
+    kind: tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    for kind, cls in EVENT_TYPES.items()
+}
+
+
+def encode_event(event: Event) -> dict[str, Any]:
+    """An event as a dict of primitives with its ``kind``.
+
+    Raises:
+        CodecError: the event type is not registered in ``EVENT_TYPES``.
+    """
+    kind = type(event).__name__
+    if EVENT_TYPES.get(kind) is not type(event):
+        raise CodecError(f"{kind} is not a registered event type")
+    return {"kind": kind, **SECTION_CODECS[event.section].encode_event(event)}
+
+
+def decode_event(data: object) -> Event:
+    """The event a dict from :func:`encode_event` describes.
+
+    Raises:
+        CodecError: ``data`` is not a well-formed event; the message names the field.
+    """
+    kind = _expect_str(_expect_dict(data, "event").get("kind"), "event.kind")
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise CodecError(f"event.kind: unknown event kind {kind!r:.60}")
+    items = _fields_of(data, kind, ("kind", *_EVENT_FIELD_NAMES[kind]))
+    return SECTION_CODECS[cls.section].decode_event(cls, items, kind)
+
+
+def encode_state(state: State) -> dict[str, Any]:
+    """A state as a dict of primitives (for checkpoints).
+
+    Raises:
+        CodecError: a section has no codec.
+    """
+    sections: dict[str, Any] = {}
+    for name, value in state.sections.items():
+        codec = SECTION_CODECS.get(name)
+        if codec is None:
+            raise CodecError(f"state section {name!r} has no codec")
+        sections[name] = codec.encode_section(value)
+    return {
+        "schema": SCHEMA_VERSION,
+        "topology": state.cpu.topology.fingerprint(),
+        "sections": sections,
+    }
+
+
+def decode_state(data: object, topology: CPUTopology) -> State:
+    """The state a dict from :func:`encode_state` describes, indexes rebuilt for ``topology``.
+
+    Raises:
+        CodecError: malformed, another schema version, another machine's topology, or
+            entries that do not fit together; the message names the field.
+    """
+    items = _fields_of(data, "state", ("schema", "topology", "sections"))
+    schema = items["schema"]
+    if schema != SCHEMA_VERSION or isinstance(schema, bool):
+        raise CodecError(f"state.schema: version {schema!r:.20}, this qrmd reads {SCHEMA_VERSION}")
+    fingerprint = _expect_str(items["topology"], "state.topology")
+    if fingerprint != topology.fingerprint():
+        raise CodecError(
+            f"state.topology: written for topology {fingerprint:.40}, "
+            f"this node is {topology.fingerprint()}"
+        )
+    raw_sections = _fields_of(items["sections"], "state.sections", tuple(SECTION_CODECS))
+    sections = {
+        name: codec.decode_section(raw_sections[name], topology)
+        for name, codec in SECTION_CODECS.items()
+    }
+    return State(immutables.Map(sections))

@@ -1,0 +1,115 @@
+"""The whole persistent state: one section per owner, and the one pure ``apply`` (DESIGN.md).
+
+The StateStore keeps a ``State`` and applies committed events to it with :func:`apply`. Each
+event names its section (``Event.section``); each section is an immutable value with its own
+apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
+Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
+``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``). Replaying the
+journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
+section by section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import immutables
+
+from policy.balance import BalancerState
+from policy.balance.events import BALANCE_SECTION, apply_balance_event
+from policy.errors import StateError
+from policy.state.cpu_apply import apply_cpu_event
+from policy.state.cpu_state import CPUState
+from policy.state.events import Event
+from policy.topology.model import CPUTopology
+
+__all__ = [
+    "BALANCE_SECTION",
+    "CPU_SECTION",
+    "SECTION_APPLY",
+    "State",
+    "apply",
+    "apply_all",
+    "empty_state",
+]
+
+CPU_SECTION: Final = "cpu"
+
+#: How each section applies its events: ``(section value, event) -> new section value``.
+SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
+    CPU_SECTION: apply_cpu_event,
+    BALANCE_SECTION: apply_balance_event,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """Named, immutable state sections (``"cpu"``: a ``CPUState``; ``"balance"``: a
+    ``BalancerState``)."""
+
+    sections: immutables.Map[str, object]
+
+    def section(self, name: str) -> object:
+        """The section value called ``name``.
+
+        Raises:
+            StateError: there is no such section.
+        """
+        try:
+            return self.sections[name]
+        except KeyError:
+            raise StateError(f"state has no section {name!r}") from None
+
+    @property
+    def cpu(self) -> CPUState:
+        """The CPU section."""
+        section = self.section(CPU_SECTION)
+        assert isinstance(section, CPUState)
+        return section
+
+    @property
+    def balance(self) -> BalancerState:
+        """The balance section."""
+        section = self.section(BALANCE_SECTION)
+        assert isinstance(section, BalancerState)
+        return section
+
+    def with_section(self, name: str, value: object) -> State:
+        """This state with section ``name`` replaced by ``value``."""
+        return State(self.sections.set(name, value))
+
+
+def empty_state(topology: CPUTopology) -> State:
+    """The state of a node nothing has happened on: every section empty."""
+    return State(
+        immutables.Map({CPU_SECTION: CPUState.empty(topology), BALANCE_SECTION: BalancerState()})
+    )
+
+
+def apply(state: State, event: Event) -> State:
+    """The state after one event; ``state`` is unchanged.
+
+    Raises:
+        StateError: the event's section is unknown, or the event does not fit the state.
+    """
+    name = type(event).section
+    section_apply = SECTION_APPLY.get(name)
+    if section_apply is None:
+        raise StateError(f"{type(event).__name__} belongs to unknown state section {name!r}")
+    return state.with_section(name, section_apply(state.section(name), event))
+
+
+def apply_all(state: State, events: Iterable[Event]) -> State:
+    """The state after every event in order, or an error and no state (all or nothing).
+
+    Raises:
+        StateError: an event does not fit; the message says which one (by position).
+    """
+    for position, event in enumerate(events):
+        try:
+            state = apply(state, event)
+        except StateError as err:
+            raise StateError(f"event {position} ({type(event).__name__}): {err}") from err
+    return state
