@@ -44,7 +44,7 @@ from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
 from policy.cpu.context import PolicyContext
-from policy.cpu.facade import Decision
+from policy.decision import Decision
 
 __all__ = ["AllocatorActor", "AllocatorCore"]
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from policy.cpu import remove as removal
 from policy.cpu.allocate import allocate_container
@@ -53,8 +52,8 @@ from policy.cpu.topology_aware import (
     topology_aware_resources,
 )
 from policy.cpu.txn import Txn
+from policy.decision import Decision
 from policy.errors import PolicyError
-from policy.state.events import Event
 from policy.state.sections import State
 
 __all__ = [
@@ -76,26 +75,6 @@ __all__ = [
     "residual_round",
     "start",
 ]
-
-R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class Decision(Generic[R]):
-    """What one RPC decided: the events to commit (in order) and the reply.
-
-    Attributes:
-        events: commit these before replying; empty for read-only RPCs.
-        reply: the answer for kubelet (``None`` where the RPC answers nothing).
-        error: set only by a failed Allocate whose events remove the container (§7.2): commit
-            the events, then fail the RPC with this error.
-        warnings: problems that did not fail the call, for the caller to log.
-    """
-
-    events: tuple[Event, ...]
-    reply: R
-    error: PolicyError | None = None
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,10 @@ from typing import TypeVar
 from policy.cpu import facade as cpu_policy
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.context import PolicyContext
-from policy.cpu.facade import Decision
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY, QoSConfig
 from policy.cpu.replies import AllocationReply
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.decision import Decision
 from policy.state.events import Event, PoolSet
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.cpuset import CPUSet
