@@ -51,7 +51,7 @@ from policy.balance.record import (
     NumaLatencyInfo,
 )
 from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round
-from policy.balance.section import BalancerState, reconcile, take_advice, take_eviction
+from policy.balance.section import BalancerState, run_round, take_advice, take_eviction
 
 __all__ = [
     "BalanceError",
@@ -86,7 +86,7 @@ __all__ = [
     "evict_offers",
     "in_cool_down",
     "plan_round",
-    "reconcile",
+    "run_round",
     "take_advice",
     "take_eviction",
     "threshold_met",
