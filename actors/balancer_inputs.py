@@ -14,8 +14,8 @@
   read once, when the balancer starts.
 
 A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
-and ``with_pods`` adds them. The MemoryBalancer plans on the first and reads the pods only if
-that round found pressure to act on (the reference, too, lists pods only from step 7 on).
+and ``with_pods`` adds them when the façade's ``round_reads_pods`` says the round on the first
+found pressure to act on (the reference, too, lists pods only from step 7 on).
 """
 
 from __future__ import annotations

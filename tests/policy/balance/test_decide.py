@@ -118,30 +118,6 @@ def test_a_failed_round_keeps_the_stored_record_and_names_its_reason() -> None:
     assert decision.reply.window == machine.PING_PONG_WINDOW
 
 
-@pytest.mark.parametrize(
-    ("elapsed_s", "skipped"),
-    [
-        pytest.param(0, True, id="at the emitted round's detect time the round is skipped"),
-        pytest.param(29.9, True, id="just under 30 s it is still skipped"),
-        pytest.param(30, False, id="at 30 s it is computed"),
-        pytest.param(-5, True, id="a clock that stepped back skips"),
-    ],
-)
-def test_the_cool_down_skips_before_anything_is_read(elapsed_s: float, skipped: bool) -> None:
-    section = emitted()
-    now = NOW + elapsed_s
-    before = skip_round(section, now)
-    full = balance_round(section, replace(EX2, now=now, last=section.last))
-    if skipped:
-        assert before is not None and before == full, "one rule, before and after reading"
-        assert before.events == () and before.reply.record is None
-        assert before.reply.result is RoundResult.SKIPPED and before.reply.state == machine.SKIPPED
-        assert before.reply.window == machine.COOLING_DOWN
-    else:
-        assert before is None
-        assert full.reply.result is RoundResult.STORED
-
-
 def test_no_round_is_skipped_before_any_advice_was_emitted() -> None:
     assert skip_round(BalancerState(), NOW) is None
     # An eviction-only record has no advice, so it starts no cool-down (O9).

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from machines import balance_round as machine
 from policy.balance import (
     BalanceError,
     BalancerState,
@@ -20,6 +21,7 @@ from policy.balance import (
     take_advice,
     take_eviction,
 )
+from policy.balance.decide import balance_round, skip_round
 from tests.policy.balance.examples import (
     EX2_ADVICE,
     EX2_B,
@@ -90,6 +92,15 @@ def test_cool_down_boundary(elapsed_s: float, skipped: bool) -> None:
     assert in_cool_down(state.last, NOW + elapsed_s) is skipped
     _, result = run(state, at(state, elapsed_s))
     assert (result is RoundResult.SKIPPED) is skipped
+    # The façade answers by the same rule, before reading anything and after.
+    before = skip_round(state, NOW + elapsed_s)
+    full = balance_round(state, at(state, elapsed_s))
+    assert (full.reply.result is RoundResult.SKIPPED) is skipped
+    if skipped:
+        assert before is not None and before == full and full.events == ()
+        assert full.reply.state == machine.SKIPPED and full.reply.window == machine.COOLING_DOWN
+    else:
+        assert before is None and full.reply.state == machine.PREPARE_SUCCESS
 
 
 def test_example_9a_unchanged_inputs_emit_the_same_advice_again_at_30s() -> None:
