@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policy.balance.decide import UNREADABLE_INPUTS, RoundReply, balance_round
+from policy.balance.decide import RoundReply, balance_round
 from policy.balance.errors import BalanceError
 from policy.balance.events import BalanceRoundFailed, BalanceRoundRecorded
 from policy.balance.gojson import format_time
@@ -65,7 +65,8 @@ def round_inputs_of(events: Sequence[Event], where: str = "record") -> RoundInpu
     event = journaled_round(events)
     if event is None:
         return None
-    if isinstance(event, BalanceRoundFailed) and event.error.startswith(UNREADABLE_INPUTS):
+    # ``unreadable_round`` journals the time and nothing else: all that round read.
+    if isinstance(event, BalanceRoundFailed) and set(event.inputs) <= {"now"}:
         now = event.inputs.get("now")
         when = format_time(now) if isinstance(now, int | float) else repr(now)
         raise BalanceError(
