@@ -1,6 +1,7 @@
-"""A journaled balance round is re-run from the journal alone (DESIGN.md, "Every decision has one
-shape"; memory-balancer §6.2): decode the record's round inputs, call the pure façade on the
-balance section replayed up to the record before it, and get the same events and reply."""
+"""The balancer's decisions are re-run from the journal alone (DESIGN.md, "Every decision has one
+shape"; memory-balancer §6.2, §8, §9.1): decode a round record's inputs (or a "taken" record's
+request from its cause), call the pure façade on the balance section replayed up to the record
+before it, and get the same events and reply."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from actors.balancer_messages import GetEvictPods, RoundReport, Tick
 from journal import read_records
 from policy.balance import BalanceError, BalancerState, RoundResult
-from policy.balance.rerun import rerun_round, round_inputs_of
+from policy.balance.decide import AdviceRequest, EvictionRequest
+from policy.balance.events import BALANCE_SECTION, BalanceAdviceTaken, BalanceEvictionTaken
+from policy.balance.rerun import request_of, rerun_record, rerun_round, round_inputs_of
 from policy.state.codec import decode_event
 from policy.state.sections import apply_all, empty_state
 from tests.actors.balancer_fakes import Balancer, FakeMetrics
@@ -23,9 +26,11 @@ from tests.policy.state_fixtures import SYNTH_16_2_4
 ACTIVE = tuple(p.uid for p in EX2_PODS)
 
 
-def test_every_journaled_round_reruns_to_the_same_events_and_reply(tmp_path: Path) -> None:
+def journal_some_ticks(directory: Path) -> list[RoundReport]:
+    """Ticks at 0 (stored, advice taken), 30 (a missing metric), 35 (stored, advice taken) and
+    40 s (cool-down), each followed by an eviction poll, journaled by the real StateStore."""
     clock = [NOW]
-    store = start_store(tmp_path)
+    store = start_store(directory)
     reports: list[RoundReport] = []
     try:
         populate_cpu(store)
@@ -42,6 +47,11 @@ def test_every_journaled_round_reruns_to_the_same_events_and_reply(tmp_path: Pat
             actor.stop()
     finally:
         store.stop()
+    return reports
+
+
+def test_every_journaled_round_reruns_to_the_same_events_and_reply(tmp_path: Path) -> None:
+    reports = journal_some_ticks(tmp_path)
     # The last tick fell in the cool-down of the 35 s round's advice: nothing journaled.
     assert [r.result for r in reports] == [
         RoundResult.STORED,
@@ -68,6 +78,55 @@ def test_every_journaled_round_reruns_to_the_same_events_and_reply(tmp_path: Pat
             assert record.cause == {"command": "Tick", "now": live.now}
         state = apply_all(state, events)
     assert rerun == 3
+
+
+def test_every_balancer_record_reruns_from_its_cause_and_events(tmp_path: Path) -> None:
+    journal_some_ticks(tmp_path)
+    state = empty_state(SYNTH_16_2_4)
+    kinds: list[str] = []
+    for record in read_records(str(tmp_path)):
+        events = tuple(decode_event(raw) for raw in record.events)
+        again = rerun_record(state.balance, record.cause, events, f"record {record.seq}")
+        if all(e.section == BALANCE_SECTION for e in events):
+            assert again is not None and again.events == events, f"record {record.seq}"
+            kinds.extend(type(e).__name__ for e in events)
+        else:
+            assert again is None, "the CPU section's records are not the balancer's"
+        state = apply_all(state, events)
+    assert kinds == [
+        "BalanceRoundRecorded",
+        "BalanceAdviceTaken",
+        "BalanceEvictionTaken",
+        "BalanceRoundFailed",
+        "BalanceRoundRecorded",
+        "BalanceAdviceTaken",
+        "BalanceEvictionTaken",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("request_", "extra", "event"),
+    [
+        pytest.param(AdviceRequest(NOW, from_tick=True), {"advice": "{}"}, BalanceAdviceTaken(NOW),
+                     id="the tick's advice step"),
+        pytest.param(AdviceRequest(NOW, from_tick=False), {"advice": "{}"},
+                     BalanceAdviceTaken(NOW), id="an external GetAdvices"),
+        pytest.param(EvictionRequest(("a", "b"), NOW), {"offered": ["a"]},
+                     BalanceEvictionTaken(NOW), id="a GetEvictPods poll"),
+    ],
+)  # fmt: skip
+def test_a_taken_records_request_is_read_back_from_its_cause(
+    request_: AdviceRequest | EvictionRequest, extra: dict[str, object], event: object
+) -> None:
+    cause = {**request_.to_cause(), **extra}
+    assert request_of(cause, [event]) == request_  # type: ignore[list-item]
+
+
+def test_a_taken_record_with_a_bad_cause_is_named() -> None:
+    with pytest.raises(BalanceError, match=r"record 3\.cause\.command: .*'Allocate'"):
+        request_of({"command": "Allocate", "now": NOW}, [BalanceAdviceTaken(NOW)], "record 3")
+    with pytest.raises(BalanceError, match=r"record 3\.cause"):
+        request_of({"command": "GetEvictPods"}, [BalanceEvictionTaken(NOW)], "record 3")
 
 
 def test_a_record_that_is_not_a_round_has_no_inputs_to_rerun() -> None:
