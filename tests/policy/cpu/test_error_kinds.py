@@ -15,16 +15,21 @@ from policy.cpu import facade as cpu_policy
 from policy.cpu.allocate import AllocationError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import HintError
+from policy.cpu.pool_engine import adjust_allocation_entries
 from policy.cpu.pool_sizing import PoolError, generate_pools_and_isolation
 from policy.cpu.qos import QoSError
 from policy.cpu.request import RequestError, ResourceRequest
 from policy.cpu.reserve import ReserveError, reserved_cpus
+from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
+from policy.state.entries import InPool
 from policy.state.events import PoolSet
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from tests.policy.decision_fixtures import CTX, FRESH, SYNTH_16_2_4, T0, Node, cpus, dedicated
 from tests.policy.decision_fixtures import request as shared
+from tests.policy.pool_fixtures import shared as pooled
+from tests.policy.pool_fixtures import with_events
 
 K = ErrorKind
 
@@ -157,6 +162,25 @@ def test_a_pool_step_that_runs_out_of_cpus_keeps_the_selections_shortage() -> No
         generate_pools_and_isolation(ctx, {}, {}, CPUSet())
     assert caught.value.kind is K.SHORTAGE
     assert "not enough cpus available" in str(caught.value)
+
+
+def test_a_pool_adjustment_that_runs_out_of_cpus_is_a_shortage_through_every_step() -> None:
+    # adjustPoolsAndIsolatedEntries -> generatePoolsAndIsolation -> the reclaim fallback's
+    # selection: each step adds its name and keeps the selection's kind.
+    # Three CPUs outside the reserve, all taken by the share pool: reclaim falls back to
+    # four CPUs and cannot have them (§9.4, §15.9).
+    ctx = dataclasses.replace(CTX, reserved=cpus("0-12"))
+    state = with_events(
+        empty_state(SYNTH_16_2_4),
+        PoolSet("share", cpus("13-15")),
+        pooled("pod-1", InPool("share"), quantity=3.0),
+    )
+    with pytest.raises(PoolError) as caught:
+        adjust_allocation_entries(Txn(state), ctx)
+    assert str(caught.value).startswith(
+        "adjustPoolsAndIsolatedEntries failed with error: generatePoolsAndIsolation failed"
+    )
+    assert caught.value.kind is K.SHORTAGE
 
 
 def test_a_pool_refusal_is_a_refusal() -> None:
