@@ -326,7 +326,7 @@ class MemoryBalancerCore:
         cause["offered"] = [o.pod_uid for o in offers]
         error = self._commit(decision.events, cause)
         if error:
-            raise BalancerUnavailable(f"GetEvictPods: the eviction offer was not taken: {error}")
+            raise BalancerUnavailable(f"the eviction offer was not taken: {error}")
         self.metrics.evictions_taken_total += 1
         self.metrics.eviction_offers_total += len(offers)
         return offers
