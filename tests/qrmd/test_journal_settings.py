@@ -44,11 +44,13 @@ def test_retention_ages(raw: object, want: float | None) -> None:
 @pytest.mark.parametrize(
     ("flag", "raw", "message"),
     [
-        pytest.param("journal-retention-size", "lots", r"--journal-retention-size: 'lots' is not a size",
+        pytest.param("journal-retention-size", "lots",
+                     r"--journal-retention-size: 'lots' is not a size",
                      id="a size that is not one"),
         pytest.param("journal-retention-size", "5 parsecs", "is not a size", id="an unknown unit"),
         pytest.param("journal-retention-size", -1, "negative", id="a negative size"),
-        pytest.param("journal-retention-age", "soon", r"--journal-retention-age: 'soon' is not a duration",
+        pytest.param("journal-retention-age", "soon",
+                     r"--journal-retention-age: 'soon' is not a duration",
                      id="an age that is not one"),
         pytest.param("journal-retention-age", -5, "0 or more", id="a negative age"),
     ],
