@@ -27,6 +27,7 @@ injected clock; ``AdvisorLinkActor`` is the thin pykka shell, whose timers and r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -353,7 +354,10 @@ class AdvisorLinkCore:
         delay, self._backoff = self._backoff.start(now, reset="reset_backoff" in step.actions)
         self._last_error = reason
         logger.warning(
-            "sys-advisor link: %s (%s); retrying in %.1f s", trigger.replace("_", " "), reason, delay
+            "sys-advisor link: %s (%s); retrying in %.1f s",
+            trigger.replace("_", " "),
+            reason,
+            delay,
         )
         self._timers.after(delay, RetryLink(self._attempt))
 
@@ -379,7 +383,9 @@ class AdvisorLinkCore:
         stuck, self._monitor = self._monitor.check(self._now())
         if stuck:
             self.stats.bump("recv_stuck_checks")
-            logger.warning("sys-advisor: no ListAndWatch response for more than 30 s (lw_recv_stuck)")
+            logger.warning(
+                "sys-advisor: no ListAndWatch response for more than 30 s (lw_recv_stuck)"
+            )
         if stuck is not None:
             self._schedule_receive_check()
 
@@ -458,10 +464,9 @@ class AdvisorLinkActor(pykka.ThreadingActor):
         self.core = build(self._timers, _spawn_thread, self._tell_self)
 
     def _tell_self(self, message: Any) -> None:
-        try:
+        # Stopped: late timers and readers have nobody to tell.
+        with contextlib.suppress(pykka.ActorDeadError):
             self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # stopped: late timers and readers have nobody to tell
 
     def on_start(self) -> None:
         self.core.handle(StartLink())

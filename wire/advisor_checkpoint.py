@@ -29,7 +29,13 @@ from policy.cpu.advisor.checkpoint import CheckpointEntry, checkpoint_entries
 from policy.state.cpu_state import CPUState
 from wire.advisor_convert import checkpoint_from_proto, checkpoint_to_proto
 from wire.gen import cpuadvisor_pb2 as cpu_pb
-from wire.sockets import BoundSocket, ServingError, bind_owner_only, check_socket_path, remove_socket
+from wire.sockets import (
+    BoundSocket,
+    ServingError,
+    bind_owner_only,
+    check_socket_path,
+    remove_socket,
+)
 
 __all__ = [
     "SELF_DIAL_TIMEOUT_S",
@@ -105,7 +111,11 @@ class CheckpointServer:
             response_serializer=cpu_pb.GetCheckpointResponse.SerializeToString,
         )
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("cpuadvisor.CPUPlugin", {"GetCheckpoint": handler}),)
+            (
+                grpc.method_handlers_generic_handler(
+                    "cpuadvisor.CPUPlugin", {"GetCheckpoint": handler}
+                ),
+            )
         )
         self._bound = bind_owner_only(server, self.path)
         server.start()
@@ -156,7 +166,9 @@ class GrpcCheckpointProbe:
             raise AdvisorSick("GetCheckpoint", code, f"{self.socket_path}: {details}") from None
 
 
-def read_checkpoint(socket_path: str, timeout_s: float = 5.0) -> dict[str, dict[str, CheckpointEntry]]:
+def read_checkpoint(
+    socket_path: str, timeout_s: float = 5.0
+) -> dict[str, dict[str, CheckpointEntry]]:
     """sys-advisor's GetCheckpoint call: the plugin's entries as plain values.
 
     Raises:

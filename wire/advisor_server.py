@@ -56,7 +56,9 @@ class CPUAdvisorServer:
         max_workers: handler threads; a stalled stream or a slow call holds one each.
     """
 
-    def __init__(self, socket_path: str, behaviour: AdvisorBehaviour, max_workers: int = 16) -> None:
+    def __init__(
+        self, socket_path: str, behaviour: AdvisorBehaviour, max_workers: int = 16
+    ) -> None:
         self.path = Path(socket_path)
         self._behaviour = behaviour
         self._max_workers = max_workers

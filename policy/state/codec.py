@@ -450,9 +450,18 @@ def decode_state(data: object, topology: CPUTopology) -> State:
         raw, "state.sections", tuple(name for name in SECTION_CODECS if name in raw) + required
     )
     sections = {
-        name: codec.decode_section(raw_sections[name], topology)
-        if name in raw_sections
-        else codec.empty()  # type: ignore[misc]  # a section added later: empty when absent
+        name: _decode_section(codec, raw_sections.get(name, _ABSENT), topology)
         for name, codec in SECTION_CODECS.items()
     }
     return State(immutables.Map(sections))
+
+
+_ABSENT: Final = object()
+
+
+def _decode_section(codec: SectionCodec, raw: object, topology: CPUTopology) -> Any:
+    """A section's value; a section added after the checkpoint was written is empty."""
+    if raw is _ABSENT:
+        assert codec.empty is not None  # mandatory sections were checked present
+        return codec.empty()
+    return codec.decode_section(raw, topology)

@@ -43,7 +43,9 @@ def _entries(resp: AdvisorResponse) -> dict[str, dict[str, CalculationInfo | Non
     return {k: None if v is None else dict(v) for k, v in resp.entries.items()}
 
 
-def _pool(name: str, size: int, numa: int = -1, block: str | None = None) -> dict[str, CalculationInfo | None]:
+def _pool(
+    name: str, size: int, numa: int = -1, block: str | None = None
+) -> dict[str, CalculationInfo | None]:
     return {"": CalculationInfo(name, {numa: (Block(size, block or name),)})}
 
 
@@ -57,7 +59,9 @@ def _missing_dedicated(resp: AdvisorResponse, node: SimNode) -> AdvisorResponse:
     entries = _entries(resp)
     for name, subs in sorted(entries.items()):
         if subs and any(i is not None and i.owner_pool_name == "dedicated" for i in subs.values()):
-            entries[name] = {k: v for k, v in subs.items() if v is None or v.owner_pool_name != "dedicated"}
+            entries[name] = {
+                k: v for k, v in subs.items() if v is None or v.owner_pool_name != "dedicated"
+            }
             entries[f"{name}-twin"] = {"c": CalculationInfo("dedicated", {-1: (Block(1, "twin"),)})}
             break
     return AdvisorResponse(entries)
@@ -94,7 +98,9 @@ def _reserve_blocks(resp: AdvisorResponse, node: SimNode) -> AdvisorResponse:
     info = resp.info("reserve", "")
     if info is not None:
         size = info.total_quantity()
-        entries["reserve"] = {"": CalculationInfo("reserve", {-1: (Block(size - 1, "r1"), Block(1, "r2"))})}
+        entries["reserve"] = {
+            "": CalculationInfo("reserve", {-1: (Block(size - 1, "r1"), Block(1, "r2"))})
+        }
     return AdvisorResponse(entries)
 
 
@@ -128,7 +134,9 @@ def _unknown_numa(resp: AdvisorResponse, node: SimNode) -> AdvisorResponse:
 
 def _numa_capacity(resp: AdvisorResponse, node: SimNode) -> AdvisorResponse:
     entries = _entries(resp)
-    entries["crowded"] = _pool("crowded", node.numa_cpus[min(node.numa_cpus)] + 1, min(node.numa_cpus))
+    entries["crowded"] = _pool(
+        "crowded", node.numa_cpus[min(node.numa_cpus)] + 1, min(node.numa_cpus)
+    )
     return AdvisorResponse(entries)
 
 

@@ -41,7 +41,8 @@ class SimNode:
 
 @dataclass(frozen=True, slots=True)
 class LoadModel:
-    """``load``: share's CPUs per requested core; ``isolation``: CPUs of ``isolation0`` (0: none)."""
+    """``load``: share's CPUs per requested core; ``isolation``: CPUs of ``isolation0``
+    (0: no isolation pool)."""
 
     load: float = 1.5
     isolation: int = 0

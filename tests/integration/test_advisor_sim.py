@@ -25,9 +25,6 @@ from policy.state.entries import InPool
 from policy.state.events import PoolSet
 from policy.state.sections import apply_all
 from qrmd.advisor_sim import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
-from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, read_checkpoint
-from wire.advisor_client import GrpcAdvisorClient
-from wire.sockets import ServingError
 from tests.policy.pool_fixtures import (
     CTX,
     cpus,
@@ -37,6 +34,9 @@ from tests.policy.pool_fixtures import (
     shared,
     with_events,
 )
+from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, read_checkpoint
+from wire.advisor_client import GrpcAdvisorClient
+from wire.sockets import ServingError
 
 STATE = with_events(
     fresh_state(),
@@ -101,7 +101,12 @@ def first(stream, timeout_s: float = 5.0):
 
 def test_a_healthy_advisor_sizes_the_pools_and_its_result_applies(rig: Rig) -> None:
     rig.push()
-    assert {m.pod_uid for m in rig.sim.containers().values()} == {"pod-a", "pod-b", "pod-c", "pod-d"}
+    assert {m.pod_uid for m in rig.sim.containers().values()} == {
+        "pod-a",
+        "pod-b",
+        "pod-c",
+        "pod-d",
+    }
     response = first(rig.client.list_and_watch())
     decision = apply_advice(rig.state, response, SETTINGS, 0.0)
     assert decision.error is None, decision.error

@@ -52,7 +52,7 @@ from policy.state.events import (
 from policy.topology.cpuset import CPUSet
 from policy.topology.selection import SelectionError, take_by_numa_balance
 
-__all__ = ["RECLAIM_FALLBACK_CPUS", "ApplyError", "AppliedBlocks", "apply_blocks"]
+__all__ = ["RECLAIM_FALLBACK_CPUS", "AppliedBlocks", "ApplyError", "apply_blocks"]
 
 #: RESERVED_RECLAIMED_CPUS_SIZE (§14): reclaim's size when nothing else is left for it.
 RECLAIM_FALLBACK_CPUS = 4
@@ -108,14 +108,18 @@ def apply_blocks(
         cs = CPUSet()
         for numa in sorted(info.numa_blocks):
             for block in info.numa_blocks[numa] or ():
-                found = blocks.get(block.block_id)
-                if found is None:
+                mapped = blocks.get(block.block_id)
+                if mapped is None:
                     raise ApplyError(
                         f"block {block.block_id} not found, entry: {entry}, subEntry: {sub}"
                     )
-                cs = cs.union(found)
-        stored = cpu.pool_cpus(entry) if sub == POOL_SUB_ENTRY else cpu.entry(entry, sub)
-        if stored is None and (info.owner_pool_name == DEDICATED_OWNER or sub != POOL_SUB_ENTRY):
+                cs = cs.union(mapped)
+        stored = (
+            cpu.pool_cpus(entry) is not None
+            if sub == POOL_SUB_ENTRY
+            else cpu.entry(entry, sub) is not None
+        )
+        if not stored and (info.owner_pool_name == DEDICATED_OWNER or sub != POOL_SUB_ENTRY):
             raise ApplyError(
                 f"no-pool entry isn't found in plugin cache, entry: {entry}, subEntry: {sub}"
             )

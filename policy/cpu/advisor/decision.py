@@ -93,12 +93,10 @@ class AdvisorSettings:
 
     def __post_init__(self) -> None:
         if not self.unhealthy_after_s > 0:
-            raise ValueError(
-                f"unhealthy_after_s must be positive, got {self.unhealthy_after_s} s"
-            )
+            raise ValueError(f"unhealthy_after_s must be positive, got {self.unhealthy_after_s} s")
 
 
-class AdviceRefused(PolicyError):
+class AdviceRefused(PolicyError):  # noqa: N818 - an outcome the journal records, not a bug
     """A response refused at ``stage``; the message is the reference's (§11.5).
 
     Attributes:

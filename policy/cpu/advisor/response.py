@@ -257,7 +257,9 @@ def _info_from_json(value: object, where: str) -> CalculationInfo:
         try:
             numa = int(_str(key, f"{where}.numas key"))
         except ValueError:
-            raise ResponseFormatError(f"{where}.numas: NUMA id {key!r:.20} is not a number")
+            raise ResponseFormatError(
+                f"{where}.numas: NUMA id {key!r:.20} is not a number"
+            ) from None
         if not _INT64_MIN <= numa <= _INT64_MAX:
             raise ResponseFormatError(f"{where}.numas: NUMA id {numa} is not an int64")
         if raw is None:
@@ -265,7 +267,9 @@ def _info_from_json(value: object, where: str) -> CalculationInfo:
             continue
         if not isinstance(raw, list):
             raise ResponseFormatError(f"{where}.numas[{numa}]: expected a list of blocks")
-        numas[numa] = tuple(_block_from_json(b, f"{where}.numas[{numa}][{i}]") for i, b in enumerate(raw))
+        numas[numa] = tuple(
+            _block_from_json(b, f"{where}.numas[{numa}][{i}]") for i, b in enumerate(raw)
+        )
     return CalculationInfo(owner, numas)
 
 
@@ -287,7 +291,9 @@ def _block_from_json(value: object, where: str) -> Block:
             or isinstance(raw[3], bool)
             or not isinstance(raw[3], int)
         ):
-            raise ResponseFormatError(f"{where}.overlap_targets[{i}]: expected [pool, pod, container, type]")
+            raise ResponseFormatError(
+                f"{where}.overlap_targets[{i}]: expected [pool, pod, container, type]"
+            )
         targets.append(OverlapTarget(raw[0], raw[1], raw[2], raw[3]))
     return Block(result, _str(items.get("block_id", ""), f"{where}.block_id"), tuple(targets))
 

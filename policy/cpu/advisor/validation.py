@@ -108,9 +108,9 @@ def validate_dedicated_entries(cpu: CPUState, response: AdvisorResponse) -> str 
     for pod_uid, name in sorted(cpu.dedicated_containers()):
         stored.setdefault(pod_uid, []).append(name)
     calculated: dict[str, dict[str, CalculationInfo]] = {}
-    for entry, sub, info in response.walk():
-        if info.owner_pool_name == DEDICATED_OWNER:
-            calculated.setdefault(entry, {})[sub] = info
+    for entry, sub, found in response.walk():
+        if found.owner_pool_name == DEDICATED_OWNER:
+            calculated.setdefault(entry, {})[sub] = found
     if len(stored) != len(calculated):
         return (
             f"dedicatedAllocationInfos length: {len(stored)} and dedicatedCalculationInfos "
@@ -204,9 +204,7 @@ def validate_blocks(topology: CPUTopology, response: AdvisorResponse) -> str | N
         if numa != NO_NUMA:
             capacity = topology.cpu_details.cpus_in_numa_nodes(numa).size()
             if quantity > capacity:
-                return (
-                    f"numaQuantity: {quantity} exceeds NUMA capacity: {capacity} in NUMA: {numa}"
-                )
+                return f"numaQuantity: {quantity} exceeds NUMA capacity: {capacity} in NUMA: {numa}"
         total += quantity
     if total > topology.num_cpus:
         return f"numaQuantity: {total} exceeds total capacity: {topology.num_cpus}"

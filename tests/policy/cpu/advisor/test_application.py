@@ -47,7 +47,11 @@ def applied(state, resp):
 
 def test_the_spec_example_resizes_share_and_recreates_reclaim():
     decision, after = applied(EXAMPLE, response(pool("share", 6), RESERVE))
-    assert pools_of(after) == {"reclaim": "5-8,10,13-15", "reserve": "0,2", "share": "1,3-4,9,11-12"}
+    assert pools_of(after) == {
+        "reclaim": "5-8,10,13-15",
+        "reserve": "0,2",
+        "share": "1,3-4,9,11-12",
+    }
     # Containers follow their pools.
     assert result_of(after, "p1") == result_of(after, "p2") == "1,3-4,9,11-12"
     assert result_of(after, "p3") == "5-8,10,13-15"

@@ -44,11 +44,18 @@ def responses(draw: st.DrawFn, state: State) -> AdvisorResponse:
         info = cpu.allocation_info(*key)
         assert info is not None
         numas = info.topology_aware_assignments or {}
-        blocks = {n: (Block(len(c) + draw(st.sampled_from([0, 0, 0, 1])), next(ids)),) for n, c in numas.items()}
+        blocks = {
+            n: (Block(len(c) + draw(st.sampled_from([0, 0, 0, 1])), next(ids)),)
+            for n, c in numas.items()
+        }
         entries.setdefault(key[0], {})[key[1]] = CalculationInfo("dedicated", blocks)  # type: ignore[index]
-    for name in draw(st.lists(st.sampled_from(["share", "isolation0", "reclaim", "batch"]), unique=True)):
+    for name in draw(
+        st.lists(st.sampled_from(["share", "isolation0", "reclaim", "batch"]), unique=True)
+    ):
         numa = draw(st.sampled_from([-1, -1, -1, 0, 1, 2, 3, 9]))
-        entries[name] = {"": CalculationInfo(name, {numa: (Block(draw(st.integers(0, 8)), next(ids)),)})}
+        entries[name] = {
+            "": CalculationInfo(name, {numa: (Block(draw(st.integers(0, 8)), next(ids)),)})
+        }
     for entry in sorted(cpu.pods):
         for container in sorted(cpu.pods[entry]):
             if draw(st.integers(0, 4)) == 0 and entry not in entries:
@@ -107,7 +114,9 @@ def test_random_responses_and_kubelet_calls_keep_the_invariants(data: st.DataObj
                     decision = cpu_policy.allocate(state, ADVISED, req, T0 + step)
                 elif action == "dedicated":
                     hint = (data.draw(st.integers(0, 3)),)
-                    decision = cpu_policy.allocate(state, ADVISED, dedicated(pod, hint=hint), T0 + step)
+                    decision = cpu_policy.allocate(
+                        state, ADVISED, dedicated(pod, hint=hint), T0 + step
+                    )
                 else:
                     removal = cpu_policy.RemovePodRequest(pod)
                     decision = cpu_policy.remove_pod(state, ADVISED, removal, T0 + step)
