@@ -142,3 +142,18 @@ def test_a_checkpoint_written_before_the_advisor_section_decodes_with_it_empty()
     data = encode_state(EXAMPLE)
     del data["sections"]["advisor"]
     assert decode_state(data, CTX.topology) == EXAMPLE
+
+
+def test_replay_of_a_coalesced_sequence_equals_live():
+    state, records = EXAMPLE, []
+    for resp in (GOOD, GOOD, GOOD, BAD, BAD, GOOD, GOOD):
+        decision = apply_advice(state, resp, SETTINGS, 0.0)
+        if decision.events:
+            records.append(decision.events)
+        state = commit(state, decision.events)
+    # GOOD once, BAD once, GOOD once: the repeats wrote nothing.
+    assert len(records) == 3
+    replayed = EXAMPLE
+    for events in records:
+        replayed = commit(replayed, events)
+    assert replayed == state
