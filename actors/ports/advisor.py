@@ -18,10 +18,12 @@ deliberate deviation from the reference, which fails kubelet's call for both):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
+from actors.errors import ActorError
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
+from policy.errors import ErrorKind
 
 __all__ = [
     "AdvisorCallError",
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 
-class AdvisorCallError(Exception):
+class AdvisorCallError(ActorError):
     """A call to sys-advisor failed.
 
     Attributes:
@@ -52,9 +54,13 @@ class AdvisorCallError(Exception):
 class AdvisorSick(AdvisorCallError):  # noqa: N818 - an outcome, like AdvisorRefused
     """The advisor did not answer (timeout, UNAVAILABLE, connection or stream gone)."""
 
+    kind: ClassVar[ErrorKind] = ErrorKind.UNAVAILABLE
+
 
 class AdvisorRefused(AdvisorCallError):  # noqa: N818 - the advisor's answer, not our error
     """The advisor answered the call with an error status other than UNAVAILABLE."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.REFUSED
 
 
 @runtime_checkable

@@ -29,7 +29,7 @@ from policy.cpu.advisor.blocks import BlockCPUSets
 from policy.cpu.advisor.response import POOL_SUB_ENTRY, AdvisorResponse
 from policy.cpu.context import PolicyContext
 from policy.cpu.txn import Txn
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import ContainerKey
 from policy.state.entries import (
     DEDICATED_OWNER,
@@ -60,6 +60,8 @@ RECLAIM_FALLBACK_CPUS = 4
 
 class ApplyError(PolicyError):
     """The blocks cannot be applied; the message is the reference's."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

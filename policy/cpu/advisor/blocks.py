@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from policy.cpu.advisor.response import NO_NUMA, POOL_SUB_ENTRY, AdvisorResponse
 from policy.cpu.advisor.validation import BlockIndex
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
 from policy.state.entries import STATIC_POOLS
 from policy.topology.cpuset import CPUSet
@@ -28,7 +28,13 @@ BlockCPUSets = dict[str, CPUSet]
 
 
 class BlockError(PolicyError):
-    """Blocks that cannot be given CPUs; the message is the reference's."""
+    """Blocks that cannot be given CPUs; the message is the reference's.
+
+    A block the CPUs cannot satisfy is a ``SHORTAGE`` (the selection's kind); a static pool
+    without its one block is ``INVALID``.
+    """
+
+    kind = ErrorKind.INVALID
 
 
 def generate_block_cpusets(
@@ -73,9 +79,10 @@ def generate_block_cpusets(
                 cpus = take_by_topology(topology, numa_available, block.result)
             except SelectionError as err:
                 raise BlockError(
-                    f"allocate cpuset for NUMA Aware block: {block.block_id} in NUMA: {numa} "
+                    kind=err.kind,
+                    reason=f"allocate cpuset for NUMA Aware block: {block.block_id} in NUMA: {numa} "
                     f"failed with error: {err}, numaAvailableCPUs: {numa_available.size()}"
-                    f"({numa_available}), blockResult: {block.result}"
+                    f"({numa_available}), blockResult: {block.result}",
                 ) from err
             mapped[block.block_id] = cpus
             numa_available = numa_available.difference(cpus)
@@ -88,9 +95,10 @@ def generate_block_cpusets(
             cpus, rest = take_by_numa_balance(topology, available, block.result)
         except SelectionError as err:
             raise BlockError(
-                f"allocate cpuset for non NUMA Aware block: {block.block_id} failed with "
+                kind=err.kind,
+                reason=f"allocate cpuset for non NUMA Aware block: {block.block_id} failed with "
                 f"error: {err}, availableCPUs: {available.size()}({available}), "
-                f"blockResult: {block.result}"
+                f"blockResult: {block.result}",
             ) from err
         mapped[block.block_id] = cpus
         available = rest

@@ -35,7 +35,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.pool_engine import adjust_allocation_entries
 from policy.cpu.txn import Txn
 from policy.decision import Decision
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.advisor_section import (
     APPLIED,
     REFUSED,
@@ -97,14 +97,16 @@ class AdvisorSettings:
 
 
 class AdviceRefused(PolicyError):  # noqa: N818 - an outcome the journal records, not a bug
-    """A response refused at ``stage``; the message is the reference's (§11.5).
+    """A response refused at ``stage``; the message is the reference's (§11.5), the kind that
+    of the stage's error (``INVALID`` for a response that does not fit, ``SHORTAGE`` for
+    blocks the CPUs cannot hold).
 
     Attributes:
         stage: ``validate``, ``blocks`` or ``apply``.
     """
 
-    def __init__(self, stage: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, stage: str, message: str, kind: ErrorKind = ErrorKind.INVALID) -> None:
+        super().__init__(message, kind=kind)
         self.stage = stage
 
 
@@ -162,7 +164,7 @@ def apply_advice(
         applied: AppliedBlocks = apply_blocks(txn, settings.cpu, response, blocks)
     except PolicyError as err:
         reason = _STAGE_MESSAGES[stage].format(err)
-        refused = AdviceRefused(stage, reason)
+        refused = AdviceRefused(stage, reason, err.kind)
         outcome = AdviceOutcome(False, fingerprint, stage, reason)
         same = (
             section.last_fingerprint == fingerprint

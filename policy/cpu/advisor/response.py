@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "NO_NUMA",
@@ -52,6 +52,8 @@ _INT64_MAX: Final = 2**63 - 1
 
 class ResponseFormatError(PolicyError):
     """A journaled response that is not well formed; the message names the field."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

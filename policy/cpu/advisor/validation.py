@@ -31,7 +31,7 @@ from policy.cpu.advisor.response import (
     Block,
     CalculationInfo,
 )
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
 from policy.state.entries import DEDICATED_OWNER, STATIC_POOLS
 from policy.topology.model import CPUTopology
@@ -54,6 +54,8 @@ NumaBlocks = dict[int, list[Block]]
 
 class AdvisorValidationError(PolicyError):
     """The response does not fit the state or the machine; the message is the reference's."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

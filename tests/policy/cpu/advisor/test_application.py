@@ -6,6 +6,7 @@ import pytest
 
 from policy.cpu.advisor.checkpoint import CheckpointEntry, checkpoint_entries
 from policy.cpu.advisor.decision import STAGE_APPLY, STAGE_BLOCKS, apply_advice
+from policy.errors import ErrorKind
 from policy.state.entries import RAMPING, InPool
 from policy.state.events import PoolSet
 from policy.state.sections import apply_all
@@ -165,3 +166,10 @@ def test_get_checkpoint_shows_owners_and_numa_assignments_of_pools_and_dedicated
     # The sidecar's empty owner shows its main container's.
     assert entries["pod-d"]["side"].owner_pool_name == "dedicated"
     assert entries["pod-d"]["c"].original_topology_aware_assignments == {0: cpus("1,8-9")}
+
+
+def test_blocks_the_cpus_cannot_hold_are_a_shortage_and_a_mismatch_is_invalid():
+    short = apply_advice(EXAMPLE, response(RESERVE, pool("share", 4, numa=0)), SETTINGS, 0.0)
+    assert short.error is not None and short.error.kind is ErrorKind.SHORTAGE
+    wrong = apply_advice(EXAMPLE, response(pool("reserve", 3)), SETTINGS, 0.0)
+    assert wrong.error is not None and wrong.error.kind is ErrorKind.INVALID
