@@ -80,8 +80,8 @@ def generate_block_cpusets(
             except SelectionError as err:
                 raise BlockError(
                     kind=err.kind,
-                    reason=f"allocate cpuset for NUMA Aware block: {block.block_id} in NUMA: {numa} "
-                    f"failed with error: {err}, numaAvailableCPUs: {numa_available.size()}"
+                    reason=f"allocate cpuset for NUMA Aware block: {block.block_id} in NUMA: "
+                    f"{numa} failed with error: {err}, numaAvailableCPUs: {numa_available.size()}"
                     f"({numa_available}), blockResult: {block.result}",
                 ) from err
             mapped[block.block_id] = cpus
