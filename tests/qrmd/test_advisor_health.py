@@ -25,6 +25,7 @@ def test_the_check_follows_the_responses():
     check.update("ValidateCPUAdvisorResp failed with error: boom", 100.0)
     clock.now = 219.0
     assert registry.check().healthy  # NotReady for less than the 2-minute tolerance
+    check.update("ValidateCPUAdvisorResp failed with error: boom", 200.0)  # refused again
     clock.now = 221.0
     reasons = registry.check().reasons
     assert any("communicate_with_advisor" in r and "boom" in r for r in reasons)
