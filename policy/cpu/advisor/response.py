@@ -223,8 +223,28 @@ class AdvisorResponse:
         return cls(entries, allow)
 
     def fingerprint(self) -> str:
-        """A digest of the whole content: equal for equal responses, whatever the map order."""
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        """A digest of the content with block ids renamed by first use.
+
+        sys-advisor v0.5.3 names every block with a fresh UUID in every result
+        (``NewBlock(size, "")``), so two results that say the same thing differ in their ids
+        only. The ids mean nothing but "the same CPUs" (§11.1), so they are renamed ``#0``,
+        ``#1``... in the order the sorted walk meets them: equal fingerprints mean equal pools,
+        sizes and sharing. Coalescing also requires the same outcome and no CPU change
+        (``policy.cpu.advisor.decision``), so a renaming that changes a tie-break cannot hide
+        a change. Map order does not matter either.
+        """
+        names: dict[str, str] = {}
+        data = self.to_json()
+        for subs in (data["entries"][name] for name in sorted(data["entries"])):
+            for sub in sorted(subs or {}):
+                info = subs[sub]
+                if info is None:
+                    continue
+                for numa in sorted(info["numas"], key=int):
+                    for block in info["numas"][numa] or ():
+                        block_id = block["block_id"]
+                        block["block_id"] = names.setdefault(block_id, f"#{len(names)}")
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

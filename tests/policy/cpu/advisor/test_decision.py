@@ -157,3 +157,19 @@ def test_replay_of_a_coalesced_sequence_equals_live():
     for events in records:
         replayed = commit(replayed, events)
     assert replayed == state
+
+
+def test_responses_that_differ_only_in_fresh_block_ids_coalesce():
+    # sys-advisor names every block with a new UUID in every result.
+    renamed = response(pool("share", 6, "uuid-2"), pool("reserve", 2, "uuid-1"))
+    assert renamed.fingerprint() == GOOD.fingerprint()
+    assert response(pool("share", 5), pool("reserve", 2)).fingerprint() != GOOD.fingerprint()
+    shared_block = response(
+        pool("share", 6, "x"), pool("reserve", 2), {"other": {"": info("other", {-1: [(6, "x")]})}}
+    )
+    apart = response(
+        pool("share", 6, "x"), pool("reserve", 2), {"other": {"": info("other", {-1: [(6, "y")]})}}
+    )
+    assert shared_block.fingerprint() != apart.fingerprint()  # sharing is content
+    state = commit(EXAMPLE, apply_advice(EXAMPLE, GOOD, SETTINGS, 0.0).events)
+    assert apply_advice(state, renamed, SETTINGS, 1.0).events == ()
