@@ -116,6 +116,18 @@ def test_a_healthy_advisor_sizes_the_pools_and_its_result_applies(rig: Rig) -> N
     assert after.cpu.allocation_info("pod-d", "c").allocation_result == cpus("1,8-9")  # type: ignore[union-attr]
 
 
+def test_the_advisor_can_make_an_isolation_pool_and_move_a_container_into_it(rig: Rig) -> None:
+    rig.push()
+    rig.sim.set_model(LoadModel(load=1.0, isolation=2))
+    response = first(rig.client.list_and_watch())
+    decision = apply_advice(rig.state, response, SETTINGS, 0.0)
+    assert decision.error is None, decision.error
+    after = apply_all(rig.state, decision.events)
+    assert len(after.cpu.pools["isolation0"]) == 2
+    assert after.cpu.require_entry("pod-a", "c").placement == InPool("isolation0")
+    assert after.cpu.require_entry("pod-b", "c").placement == InPool("share")
+
+
 def test_the_checkpoint_reaches_the_advisor(rig: Rig) -> None:
     checkpoint = read_checkpoint(rig.plugin_socket)
     assert checkpoint["pod-d"]["c"].topology_aware_assignments == {0: cpus("1,8-9")}
