@@ -228,6 +228,7 @@ def test_residual_pods_are_removed_after_ten_rounds() -> None:
     assert node.core.snapshot.state.cpu.entry("pod-b", "app") is None
     assert node.store.causes[-1] == {
         "rpc": "RemoveResidualPods",
+        "cause_version": 2,
         "now": T0 + 300,
         "pod_uids": ["pod-b"],
     }
@@ -273,7 +274,7 @@ def test_allocate_cause_names_the_rpc_and_every_request_field() -> None:
 )
 def test_cause_of(command: AllocatorCommand, want: dict[str, object]) -> None:
     cause = cause_of(command, T0)
-    assert cause == {"rpc": type(command).__name__, "now": T0, **want}
+    assert cause == {"rpc": type(command).__name__, "cause_version": 2, "now": T0, **want}
     assert msgpack.unpackb(msgpack.packb(cause)) == cause
 
 
