@@ -1,10 +1,10 @@
-"""Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3; issue 5 item 1).
+"""Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3).
 
-Requests become the Allocator's commands (``actors.allocator_messages``) and the policy's
-``ResourceRequest``; replies (``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become
-the response
-messages (GetResourcesAllocation's straight into its bytes, for speed at thousands of
-containers). Nothing else in qrmd touches these message types.
+Requests become the kubelet calls of ``policy.cpu.commands`` (the one type the Allocator
+receives and the policy decides on) holding the policy's ``ResourceRequest``; replies
+(``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become the response messages
+(GetResourcesAllocation's straight into its bytes, for speed at thousands of containers).
+Nothing else in qrmd touches these message types.
 
 The rules enforced here, because only the wire sees them:
 
@@ -33,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from actors.allocator_messages import (
+from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.commands import (
     Allocate,
     GetResourcePluginOptions,
     GetResourcesAllocation,
@@ -43,7 +44,6 @@ from actors.allocator_messages import (
     PreStartContainer,
     RemovePod,
 )
-from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
 from policy.cpu.replies import (
     RESOURCE_NAME,
     AllocatableReply,
