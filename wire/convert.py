@@ -54,7 +54,13 @@ from policy.cpu.replies import (
     TopologyAwareQuantity,
     TopologyAwareReply,
 )
-from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from policy.cpu.request import (
+    ContainerIdentity,
+    ContainerType,
+    RequestError,
+    ResourceRequest,
+    TopologyHint,
+)
 from wire.gen import resourceplugin_pb2 as pb
 
 __all__ = [
@@ -258,15 +264,22 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
     return pb.ResourceHintsResponse(**_request_echo(reply), resource_hints=resource_hints)
 
 
+def _identity_fields(identity: ContainerIdentity) -> dict[str, Any]:
+    """A container's identity as the response fields of the same names (wire.md §4.3)."""
+    return {
+        "pod_uid": identity.pod_uid,
+        "pod_namespace": identity.pod_namespace,
+        "pod_name": identity.pod_name,
+        "container_name": identity.container_name,
+        "container_type": identity.container_type.name,
+        "container_index": identity.container_index,
+    }
+
+
 def _request_echo(reply: AllocationReply | HintsReply) -> dict[str, Any]:
     """The request fields both Allocate's and GetTopologyHints' responses echo back."""
     return {
-        "pod_uid": reply.pod_uid,
-        "pod_namespace": reply.pod_namespace,
-        "pod_name": reply.pod_name,
-        "container_name": reply.container_name,
-        "container_type": reply.container_type.name,
-        "container_index": reply.container_index,
+        **_identity_fields(reply.identity),
         "pod_role": reply.pod_role,
         "pod_type": reply.pod_type,
         "resource_name": reply.resource_name,

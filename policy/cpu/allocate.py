@@ -159,12 +159,7 @@ def _new_entry(
 ) -> ContainerEntry:
     request = prepared.request
     return ContainerEntry(
-        pod_uid=request.pod_uid,
-        pod_namespace=request.pod_namespace,
-        pod_name=request.pod_name,
-        container_name=request.container_name,
-        container_type=request.container_type.name,
-        container_index=request.container_index,
+        **request.identity.stored(),
         ramp_up=ramp_up,
         owner_pool_name=owner,
         pod_role=request.pod_role,

@@ -7,15 +7,20 @@ that hands a container's identity on passes one value instead of copying six fie
 
 The state keys containers by ``(pod_uid, container_name)`` only; the other four fields are
 carried, never interpreted, except the type (§4.7: INIT containers get nothing, sidecars follow
-their main container).
+their main container). Stored entries keep the six fields flat, as the reference's
+AllocationInfo does (§5.1) and as the journal and checkpoints encode them, with the type as
+its name (``"MAIN"``); :class:`StoredIdentity` is that form, so an entry's identity is copied
+into another record in one step (``AllocationInfo(**stored_identity(entry), ...)``) and the
+type checker still sees every field.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Protocol, TypedDict
 
-__all__ = ["ContainerIdentity", "ContainerType"]
+__all__ = ["ContainerIdentity", "ContainerType", "StoredIdentity", "stored_identity"]
 
 
 class ContainerType(enum.IntEnum):
@@ -51,3 +56,59 @@ class ContainerIdentity:
     def key(self) -> tuple[str, str]:
         """``(pod_uid, container_name)``, the state's key for the container."""
         return (self.pod_uid, self.container_name)
+
+    def stored(self) -> StoredIdentity:
+        """The six fields as a state entry stores them (the type by its name, §5.1)."""
+        return StoredIdentity(
+            pod_uid=self.pod_uid,
+            pod_namespace=self.pod_namespace,
+            pod_name=self.pod_name,
+            container_name=self.container_name,
+            container_type=self.container_type.name,
+            container_index=self.container_index,
+        )
+
+
+class StoredIdentity(TypedDict):
+    """A container's identity as state entries hold it: flat, the type by its name."""
+
+    pod_uid: str
+    pod_namespace: str
+    pod_name: str
+    container_name: str
+    container_type: str
+    container_index: int
+
+
+class _HasStoredIdentity(Protocol):
+    @property
+    def pod_uid(self) -> str: ...
+    @property
+    def pod_namespace(self) -> str: ...
+    @property
+    def pod_name(self) -> str: ...
+    @property
+    def container_name(self) -> str: ...
+    @property
+    def container_type(self) -> str: ...
+    @property
+    def container_index(self) -> int: ...
+
+
+def stored_identity(record: _HasStoredIdentity) -> StoredIdentity:
+    """The identity fields of a stored record (a ``ContainerEntry`` or an ``AllocationInfo``).
+
+    Args:
+        record: anything with the six fields in their stored form.
+
+    Returns:
+        Those fields, to pass on to another record with ``**``.
+    """
+    return StoredIdentity(
+        pod_uid=record.pod_uid,
+        pod_namespace=record.pod_namespace,
+        pod_name=record.pod_name,
+        container_name=record.container_name,
+        container_type=record.container_type,
+        container_index=record.container_index,
+    )

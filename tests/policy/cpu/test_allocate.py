@@ -69,12 +69,16 @@ def test_first_shared_container_ramps_up_on_all_pooled_cpus() -> None:
 def test_reply_echoes_the_request_with_normalised_maps() -> None:
     req = request(cpu=1.2, hint=(1,), pod_role="role", pod_type="type")
     reply = Node().allocate(req)
-    assert (reply.pod_uid, reply.pod_namespace, reply.pod_name) == (
+    assert (reply.identity.pod_uid, reply.identity.pod_namespace, reply.identity.pod_name) == (
         "pod-a",
         "default",
         "name-pod-a",
     )
-    assert (reply.container_name, reply.container_type, reply.container_index) == (
+    assert (
+        reply.identity.container_name,
+        reply.identity.container_type,
+        reply.identity.container_index,
+    ) == (
         "app",
         ContainerType.MAIN,
         0,
@@ -335,7 +339,7 @@ def test_init_containers_are_echoed_without_an_allocation() -> None:
     assert decision.events == ()
     assert decision.reply is not None and decision.reply.allocation is None
     assert (
-        decision.reply.container_type is ContainerType.INIT
+        decision.reply.identity.container_type is ContainerType.INIT
         and decision.reply.resource_name == "cpu"
     )
 
