@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.allocator import AllocatorCore, decide
 from actors.allocator_cause import DecisionCause, decode_cause
@@ -39,8 +42,9 @@ from actors.store_messages import Snapshot
 from journal import read_records
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.errors import PolicyError
 from policy.state.events import Event
-from policy.state.sections import State, empty_state
+from policy.state.sections import State, apply_all, empty_state
 from tests.actors.fakes import FakeClock, FakePodSource
 from tests.policy.decision_fixtures import dedicated, request
 from tests.topologies import SYNTH_16_2_4, cpus
@@ -268,3 +272,76 @@ def test_a_read_depends_only_on_its_arguments(live: LiveNode, read: Any) -> None
     # ... and the state it read is still the one the journal holds.
     replayed, _, _ = replay_records(empty_state(SYNTH_16_2_4), read_records(live.directory))
     assert state == replayed
+
+
+# -- any sequence of commands: every commit re-runs from its cause -------------------------------
+
+
+class RecordingCommitter:
+    """Applies commits in memory and keeps, per commit, the state before it and the record."""
+
+    def __init__(self, state: State) -> None:
+        self.snapshot = Snapshot(state, 0)
+        self.commits: list[tuple[State, tuple[Event, ...], dict[str, Any]]] = []
+
+    def commit(self, events: tuple[Event, ...], cause: Any) -> Snapshot:
+        before = self.snapshot.state
+        # Through msgpack, as the journal stores it.
+        stored = msgpack.unpackb(msgpack.packb(cause))
+        self.commits.append((before, events, stored))
+        self.snapshot = Snapshot(apply_all(before, events), self.snapshot.seq + 1)
+        return self.snapshot
+
+    def latest(self) -> Snapshot:
+        return self.snapshot
+
+
+_PODS = st.sampled_from(["pod-a", "pod-b", "pod-c", "pod-d"])
+_COMMANDS = st.one_of(
+    st.builds(lambda p, c: Allocate(request(p, cpu=c)), _PODS, st.integers(1, 4)),
+    st.builds(
+        lambda p, c, n: Allocate(dedicated(p, cpu=c, exclusive=False, hint=(n,))),
+        _PODS,
+        st.integers(1, 3),
+        st.integers(0, 3),
+    ),
+    st.builds(lambda p: Allocate(request(p, cpu=1, qos="reclaimed_cores")), _PODS),
+    st.builds(RemovePod, _PODS),
+    st.just(GetResourcesAllocation()),
+)
+_STEPS = st.lists(
+    st.tuples(
+        _COMMANDS,
+        st.integers(0, 40),  # seconds before the command
+        st.dictionaries(_PODS, st.sampled_from(["Pending", "Running"]), max_size=4),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=_STEPS)
+def test_every_commit_of_any_command_sequence_re_runs_from_its_cause(
+    steps: list[tuple[AllocatorCommand, int, dict[str, str]]],
+) -> None:
+    clock = FakeClock(T0)
+    pods = FakePodSource()
+    committer = RecordingCommitter(empty_state(SYNTH_16_2_4))
+    core = AllocatorCore(committer.latest(), CTX, committer, clock.time, pods)
+    core.handle(StartPolicy())
+    answers: dict[int, Any] = {1: None}  # by the seq of the commit they came with
+    for command, wait, phases in steps:
+        clock.advance(wait)
+        pods.list(clock.now - 1, **phases)
+        seq = core.snapshot.seq
+        try:
+            answer: Any = core.handle(command)
+        except PolicyError as err:  # refused: nothing committed, or the §7.2 removal
+            answer = str(err)
+        if core.snapshot.seq != seq:
+            answers[core.snapshot.seq] = answer
+    for seq, (before, events, cause) in enumerate(committer.commits, start=1):
+        decoded = decode_cause(cause)
+        again = decide(before, decoded.inputs, CTX, decoded.now)
+        assert again.events == events
+        assert (again.reply if again.error is None else str(again.error)) == answers[seq]
