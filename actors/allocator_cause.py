@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actors.allocator_messages import StartPolicy
+from actors.errors import ActorError
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -44,6 +45,7 @@ from policy.cpu.commands import (
     RemovePod,
 )
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.errors import ErrorKind
 
 __all__ = [
     "CAUSE_VERSION",
@@ -85,11 +87,13 @@ DecisionInputs = (
 )
 
 
-class CauseError(ValueError):
+class CauseError(ActorError):
     """A journaled cause that is not an Allocator cause of a known version and shape.
 
     The message names the record's RPC and the field at fault.
     """
+
+    kind = ErrorKind.INTERNAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from actors.errors import ActorError
 from policy.cpu.commands import (
     Allocate,
     GetResourcePluginOptions,
@@ -30,6 +31,7 @@ from policy.cpu.commands import (
     PreStartContainer,
     RemovePod,
 )
+from policy.errors import ErrorKind
 
 __all__ = [
     "Allocate",
@@ -49,11 +51,13 @@ __all__ = [
 ]
 
 
-class AllocatorUnavailable(Exception):  # noqa: N818 (the brief's name, like CommitRefused)
+class AllocatorUnavailable(ActorError):  # noqa: N818 (the brief's name, like CommitRefused)
     """A decision could not be made durable; nothing changed and the call may be retried.
 
     The wire layer answers UNAVAILABLE (DESIGN.md, the commit protocol step 3).
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,13 @@ from typing import Any
 
 from actors.allocator import decide
 from actors.allocator_cause import CauseError, DecisionCause, decode_cause
+from actors.errors import ActorError
 from actors.state_replay import ReplayError, decode_events, replay_records, state_from_checkpoint
 from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from policy.cpu.context import PolicyContext
 from policy.decision import Decision
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.events import Event
 from policy.state.sections import State
 from policy.topology.model import CPUTopology
@@ -36,12 +37,14 @@ from policy.topology.model import CPUTopology
 __all__ = ["Rerun", "RerunError", "rerun_in_journal", "rerun_record", "state_before"]
 
 
-class RerunError(Exception):
+class RerunError(ActorError):
     """A record cannot be re-run: not found, not the Allocator's, or no state before it.
 
     Attributes:
         seq: the record's seq.
     """
+
+    kind = ErrorKind.INTERNAL
 
     def __init__(self, seq: int, message: str) -> None:
         super().__init__(message)

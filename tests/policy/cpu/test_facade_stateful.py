@@ -26,9 +26,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from policy.cpu import facade as cpu_policy
 from policy.cpu.commands import GetTopologyAwareResources
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.reserve import reserved_cpus
-from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
 from policy.state.entries import RESERVE_POOL, RESIDENT_POOLS
 from policy.topology.cpuset import CPUSet
