@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors import decision_rerun
 from actors.allocator import AllocatorCore, decide
 from actors.allocator_cause import DecisionCause, decode_cause
 from actors.allocator_messages import (
@@ -159,14 +160,40 @@ def test_the_pod_phase_the_allocate_read_is_in_its_record(live: LiveNode) -> Non
     assert ramped.events != rerun_record(record, before, CTX).recorded
 
 
-def test_the_live_state_is_the_state_before_the_next_record(live: LiveNode) -> None:
+def test_the_state_replayed_before_a_record_is_the_live_state_it_was_decided_on(
+    live: LiveNode,
+) -> None:
     seqs = drive(live)
-    before, _ = state_before(live.directory, seqs["remove pod"], SYNTH_16_2_4)
-    state_after_allocate = live.store.snapshot.state
-    assert before != state_after_allocate  # the removal changed it
+    live_state = live.store.snapshot.state  # after the removal, the last record
+    before_removal, _ = state_before(live.directory, seqs["remove pod"], SYNTH_16_2_4)
+    assert before_removal != live_state  # the removal changed it
     live.handle(Allocate(request("pod-b", cpu=1)))
     before_b, _ = state_before(live.directory, live.core.snapshot.seq, SYNTH_16_2_4)
-    assert before_b == state_after_allocate
+    assert before_b == live_state
+
+
+def test_a_re_run_starts_from_the_newest_checkpoint_before_the_record(
+    live: LiveNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drive(live)
+    assert live.store.checkpoint() is not None  # covers every record so far
+    covered = live.core.snapshot.seq
+    live.clock.advance(40)
+    live.handle(GetResourcesAllocation())
+    live.handle(Allocate(request("pod-b", cpu=1)))
+    seq = live.core.snapshot.seq
+    assert seq > covered
+    starts: list[int | None] = []
+
+    def reading(directory: str, from_seq: int | None = None, **kw: Any) -> Any:
+        starts.append(from_seq)
+        return read_records(directory, from_seq, **kw)
+
+    monkeypatch.setattr(decision_rerun, "read_records", reading)
+    rerun = rerun_in_journal(live.directory, seq, CTX)
+    assert starts == [covered + 1]  # only the records after the checkpoint were read
+    assert rerun.same_events and rerun.decision is not None
+    assert rerun.decision.reply == live.replies[seq]
 
 
 def test_a_record_not_in_the_journal_is_named(live: LiveNode) -> None:
