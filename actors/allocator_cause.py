@@ -189,13 +189,13 @@ def upgrade_cause(cause: Mapping[Any, Any]) -> dict[Any, Any]:
         CauseError: the version is not one this code knows (newer or malformed).
     """
     version = cause.get(_VERSION_KEY, 1)
-    if version == CAUSE_VERSION:
-        return dict(cause)
-    if version != 1:
+    if isinstance(version, bool) or version not in range(1, CAUSE_VERSION + 1):
         raise CauseError(
             f"{cause.get('rpc', '?')} cause has version {version!r}; this qrmd reads "
             f"versions 1 to {CAUSE_VERSION}"
         )
+    if version == CAUSE_VERSION:
+        return dict(cause)
     # Version 1 decided with a pod source that never listed a pod: the phase was unknown.
     upgraded = {**cause, _VERSION_KEY: CAUSE_VERSION}
     if upgraded.get("rpc") == "Allocate":

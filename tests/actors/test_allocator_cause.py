@@ -119,6 +119,8 @@ def test_version_1_causes_without_a_pod_read_decode_unchanged(cause: Any, want: 
     ("change", "message"),
     [
         pytest.param({"cause_version": 3}, "version 3; this qrmd reads versions 1 to 2", id="new"),
+        pytest.param({"cause_version": True}, "version True;", id="a version that is a bool"),
+        pytest.param({"cause_version": "2"}, "version '2';", id="a version that is text"),
         pytest.param({"rpc": "Tick"}, "no Allocator command: rpc='Tick'", id="not the Allocator's"),
         pytest.param({"now": "soon"}, "Allocate: field 'now' is 'soon', not a number", id="now"),
         pytest.param(
