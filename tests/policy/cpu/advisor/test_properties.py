@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from policy.cpu import facade as cpu_policy
 from policy.cpu.advisor.decision import AdvisorSettings, apply_advice
 from policy.cpu.advisor.response import AdvisorResponse, Block, CalculationInfo
+from policy.cpu.commands import RemovePod
 from policy.decision import Event
 from policy.errors import PolicyError
 from policy.state.codec import decode_event, encode_event
 from policy.state.sections import State, apply_all, empty_state
-from tests.policy.decision_fixtures import CTX, T0, dedicated, request
+from tests.policy.decision_fixtures import CTX, T0, allocate_inputs, dedicated, request
 
 ADVISED = replace(CTX, advisor_enabled=True)
 SETTINGS = AdvisorSettings(ADVISED)
@@ -111,15 +112,13 @@ def test_random_responses_and_kubelet_calls_keep_the_invariants(data: st.DataObj
             try:
                 if action == "shared":
                     req = request(pod, cpu=data.draw(st.integers(1, 3)))
-                    decision = cpu_policy.allocate(state, ADVISED, req, T0 + step)
+                    decision = cpu_policy.allocate(state, allocate_inputs(req), ADVISED, T0 + step)
                 elif action == "dedicated":
                     hint = (data.draw(st.integers(0, 3)),)
-                    decision = cpu_policy.allocate(
-                        state, ADVISED, dedicated(pod, hint=hint), T0 + step
-                    )
+                    inputs = allocate_inputs(dedicated(pod, hint=hint))
+                    decision = cpu_policy.allocate(state, inputs, ADVISED, T0 + step)
                 else:
-                    removal = cpu_policy.RemovePodRequest(pod)
-                    decision = cpu_policy.remove_pod(state, ADVISED, removal, T0 + step)
+                    decision = cpu_policy.remove_pod(state, RemovePod(pod), ADVISED, T0 + step)
             except PolicyError:
                 continue
             after = apply_all(state, decision.events)
