@@ -7,12 +7,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.balancer_messages import BalancerUnavailable, GetAdvices, GetEvictPods, Tick
+from actors.balancer_messages import (
+    BalancerUnavailable,
+    GetAdvices,
+    GetEvictPods,
+    RoundReport,
+    Tick,
+)
+from actors.memory_balancer import MemoryBalancerCore
+from journal import read_records
 from policy.balance import BalancerState, RoundResult
 from policy.balance.coalesce import round_outcome
 from policy.balance.events import (
@@ -22,9 +31,11 @@ from policy.balance.events import (
 )
 from policy.balance.lifecycle import has_pods_to_move
 from policy.balance.rerun import journaled_round, rerun_record
+from policy.state.codec import decode_event
 from policy.state.sections import apply_all, empty_state
-from tests.actors.balancer_fakes import Balancer
-from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS
+from tests.actors.balancer_fakes import Balancer, FakeMetrics
+from tests.actors.balancer_store import balancer_on, populate_cpu, start_store
+from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW
 from tests.policy.state_fixtures import SYNTH_16_2_4
 
 HOUR = 3600.0
@@ -129,6 +140,49 @@ def test_free_text_in_a_failed_reason_is_one_label_value() -> None:
         "failed to get numa metric, metric name: mem.bandwidth.numa, numa id: 3, err: no sample",
         "failed to get numa metric, metric name: mem.bandwidth.numa, numa id: 2, err: no sample",
     ], "the journal keeps the full reason"
+
+
+def test_on_the_real_journal_every_round_that_changed_something_reruns(tmp_path: Path) -> None:
+    """Two quiet hours, pressure (a round with an advice), a failing hour, quiet again: every
+    balancer record read back from the StateStore's journal re-runs to its own events, and the
+    rounds not journaled are exactly those that repeated the outcome journaled before them."""
+    clock = [NOW]
+    store = start_store(tmp_path)
+    reports: list[RoundReport] = []
+    try:
+        populate_cpu(store)
+        actor, core = balancer_on(store, clock, summary_every_s=HOUR)
+        metrics = core._ports.metrics
+        assert isinstance(metrics, FakeMetrics) and isinstance(core, MemoryBalancerCore)
+        phases = [(QUIET_L, QUIET_B, set(), 2 * 720), (EX2_L, EX2_B, set(), 1),
+                  (QUIET_L, QUIET_B, {3}, 720), (QUIET_L, QUIET_B, set(), 100)]  # fmt: skip
+        try:
+            for latency, bandwidth, missing, ticks in phases:
+                metrics.latency, metrics.bandwidth = list(latency), list(bandwidth)
+                metrics.missing = missing
+                for _ in range(ticks):
+                    clock[0] += 5
+                    reports.append(actor.ask(Tick(clock[0]), timeout=10))
+        finally:
+            actor.stop()
+    finally:
+        store.stop()
+    computed = [r for r in reports if r.result is not RoundResult.SKIPPED]
+    state = empty_state(SYNTH_16_2_4)
+    journaled_rounds = coalesced = 0
+    for record in read_records(str(tmp_path)):
+        events = tuple(decode_event(raw) for raw in record.events)
+        again = rerun_record(state.balance, record.cause, events, f"record {record.seq}")
+        if all(e.section == "balance" for e in events):
+            assert again is not None and again.events == events, f"record {record.seq}"
+            journaled_rounds += journaled_round(events) is not None
+            coalesced += sum(e.rounds for e in events if isinstance(e, BalanceRoundsCoalesced))
+        state = apply_all(state, events)
+    not_journaled = sum(r.coalesced for r in computed)
+    assert journaled_rounds + not_journaled == len(computed)
+    # The last stretch (quiet, 100 rounds) is still open: not summarised yet.
+    assert coalesced + 99 == not_journaled
+    assert journaled_rounds < 12, f"{journaled_rounds} records for {len(computed)} rounds"
 
 
 # -- any sequence ------------------------------------------------------------------------
