@@ -212,9 +212,8 @@ class BalancePhase:
             f"{config.grace_balance_read_latency_threshold:g}, force "
             f"{config.force_balance_read_latency_threshold:g}"
         )
-        latest = self._latest_round
-        if latest is not None and isinstance(latest[1], BalanceRoundRecorded):
-            seq, event = latest
+        seq, event = self._latest_round or (0, None)
+        if isinstance(event, BalanceRoundRecorded):
             if not event.record.need_balance:
                 quiet = Round(seq, event.record, RoundInputs.from_json(event.inputs))
                 self._say(f"round (journal seq {quiet.seq}): {self._verdict(quiet.record)}")
