@@ -213,11 +213,10 @@ class BalancePhase:
             f"{config.force_balance_read_latency_threshold:g}"
         )
         seq, event = self._latest_round or (0, None)
-        if isinstance(event, BalanceRoundRecorded):
-            if not event.record.need_balance:
-                quiet = Round(seq, event.record, RoundInputs.from_json(event.inputs))
-                self._say(f"round (journal seq {quiet.seq}): {self._verdict(quiet.record)}")
-                return quiet
+        if isinstance(event, BalanceRoundRecorded) and not event.record.need_balance:
+            quiet = Round(seq, event.record, RoundInputs.from_json(event.inputs))
+            self._say(f"round (journal seq {quiet.seq}): {self._verdict(quiet.record)}")
+            return quiet
         # A journal kept from a run less than 30 s ago holds an advice still in its cool-down
         # (§6.2): no round is computed until it ends.
         quiet = self._wait_round(
