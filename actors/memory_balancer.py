@@ -196,7 +196,11 @@ class MemoryBalancerCore:
         report = self._tick(now)
         health = self._ports.health
         if health is not None:
-            health(report.error or None)
+            try:
+                health(report.error or None)
+            except Exception:
+                # A tick is told, not asked: a broken watcher must not stop the actor.
+                _log.exception("the balancer's health port failed")
         return report
 
     def _tick(self, now: float) -> RoundReport:
@@ -236,7 +240,7 @@ class MemoryBalancerCore:
         # Measured like any computed round, failed ones too (§12).
         self.metrics.count_round(reply.record)
         journaled = coalesce_round(self._stretch, decision, now, self._summary_every_s)
-        self._log_round(now, reply, journaled.coalesced)
+        self._observe_round(now, reply, journaled.coalesced)
         if journaled.coalesced:
             self._stretch = journaled.stretch
             self.metrics.rounds_coalesced_total += 1
@@ -246,9 +250,10 @@ class MemoryBalancerCore:
             self._stretch = journaled.stretch
         return self._report(now, reply, error)
 
-    def _log_round(self, now: float, reply: RoundReply, coalesced: bool) -> None:
-        """The record as JSON after every computed round (§12), at DEBUG when it only repeats
-        the journaled outcome; a failure once, then rate-limited (module docstring)."""
+    def _observe_round(self, now: float, reply: RoundReply, coalesced: bool) -> None:
+        """Log the record as JSON after every computed round (§12), at DEBUG when it only
+        repeats the journaled outcome; count and log a failure, once, then rate-limited
+        (module docstring)."""
         record = reply.record
         if record is not None:
             level = logging.DEBUG if coalesced else logging.INFO
