@@ -71,7 +71,7 @@ def test_residual_sightings(period: str, age: str, sightings: int) -> None:
                      "--enable-kubelet-secure-port needs --node-address",
                      id="the secure port needs the node address"),
         pytest.param({"residual-check-period": "1m", "residual-max-age": "30s"},
-                     r"--residual-max-age \(30 s\) is shorter than --residual-check-period \(60
+                     r"--residual-max-age \(30 s\) is shorter than --residual-check-period \(60",
                      id="a max age shorter than the period is refused with both numbers"),
         pytest.param({"enable-syncing-cpu-idle": True, "reclaim-relative-root-cgroup-path": "/"},
                      "--enable-syncing-cpu-idle needs --reclaim-relative-root-cgroup-path",
