@@ -60,6 +60,9 @@ class PolicyContext:
         max_hints: the most hints the reduced answer returns.
         pod_phase: the pod-source seam (unknown pod by default).
         requested_millicpu: the pod-spec seam of §5.5 (unknown by default).
+        residual_sightings: consecutive rounds a pod is missing from the pod list before its
+            state goes (§12.4 step 3; ``--residual-max-age`` over ``--residual-check-period``,
+            10 with the reference's 5 min and 30 s).
     """
 
     topology: CPUTopology
@@ -72,3 +75,4 @@ class PolicyContext:
     max_hints: int = DEFAULT_MAX_HINTS
     pod_phase: PodLookup = _unknown_pod
     requested_millicpu: RequestedMilliCPULookup = _unknown_request
+    residual_sightings: int = 10
