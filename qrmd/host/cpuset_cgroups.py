@@ -12,14 +12,16 @@ was *asked* for and is empty when the runtime set nothing, the set then being in
 allocated with what applies, so on v2 an empty ``cpuset.cpus`` is read through
 ``cpuset.cpus.effective``.
 
-Every failure is a ``CpusetUnavailable`` naming the file, or the places the cgroup was looked
-for; the checker reports it as ``real_state_invalid`` for that container.
+Implements the ``CpusetReader`` port. Every failure is a ``CpusetUnavailable`` naming the
+file, or the places the cgroup was looked for; the checker reports it as
+``real_state_invalid`` for that container.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from actors.ports.cgroups import CpusetUnavailable
 from policy.topology.cpuset import CPUSet
 from qrmd.host.kube_cgroups import CgroupDriver, container_cgroup_names, pod_cgroup_paths
 
@@ -33,10 +35,6 @@ __all__ = [
 
 CPUSET_CPUS = "cpuset.cpus"
 _EFFECTIVE = "cpuset.cpus.effective"
-
-
-class CpusetUnavailable(Exception):  # noqa: N818 (reads as the condition, like the ports' errors)
-    """A container's cpuset could not be read; the message names the file or the places."""
 
 
 def default_cpuset_cgroup_root(fs_root: Path | str = "/sys/fs/cgroup") -> Path:
