@@ -95,7 +95,7 @@ class PodsEndpoint:
     @property
     def url(self) -> str:
         """``http://host:port/pods``."""
-        host = self._server.server_address[0]
+        host = str(self._server.server_address[0])
         return f"http://{host}:{self.port}{PODS_PATH}"
 
     def fail_with(self, status: int | None) -> None:
@@ -138,7 +138,7 @@ class PodsEndpoint:
 
 def _handler(answer: Callable[[str], tuple[int, bytes]]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             status, body = answer(self.path)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -146,7 +146,7 @@ def _handler(answer: Callable[[str], tuple[int, bytes]]) -> type[BaseHTTPRequest
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             log.debug("pods endpoint: " + format, *args)
 
     return Handler
