@@ -192,7 +192,7 @@ def pod_source_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, A
     Raises:
         ValueError: the values are invalid together; the message names the flags.
     """
-    given = dict(groups.get(_GROUP, {}))
+    given: dict[str, Any] = dict(groups.get(_GROUP, {}))
     if "cpuset_cgroup_root" in given:
         given["cpuset_cgroup_root"] = Path(str(given["cpuset_cgroup_root"]))
     settings = PodSourceSettings(**given)
