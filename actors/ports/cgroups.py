@@ -9,17 +9,29 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from actors.errors import ActorError
+from policy.errors import ErrorKind
 from policy.topology.cpuset import CPUSet
 
 __all__ = ["CpuIdleError", "CpuIdleSetter", "CpusetReader", "CpusetUnavailable"]
 
 
-class CpusetUnavailable(Exception):  # noqa: N818 (reads as the condition, like the ports' errors)
-    """A container's cpuset could not be read; the message names the file or the places."""
+class CpusetUnavailable(ActorError):  # noqa: N818 (reads as the condition, like the ports' errors)
+    """A container's cpuset could not be read; the message names the file or the places.
+
+    checkCPUSet reports it for that container (``real_state_invalid``) and goes on.
+    """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
-class CpuIdleError(Exception):
-    """``cpu.idle`` could not be written; the message names the file and the reason."""
+class CpuIdleError(ActorError):
+    """``cpu.idle`` could not be written; the message names the file and the reason.
+
+    syncCPUIdle reports NotReady; the operator must look (a missing cgroup, a refused write).
+    """
+
+    kind = ErrorKind.INTERNAL
 
 
 class CpusetReader(Protocol):

@@ -17,6 +17,7 @@ from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.errors import ActorError
 from actors.ports.balancer import AnonMemoryUnavailable
+from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
 from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
@@ -180,6 +181,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (StoreUnavailable, C.UNAVAILABLE),
     (CommitOutcomeUnknown, C.UNAVAILABLE),
     (AnonMemoryUnavailable, C.UNAVAILABLE),
+    (CpusetUnavailable, C.UNAVAILABLE),
+    (CpuIdleError, C.INTERNAL),
     (NumaStatError, C.UNAVAILABLE),
     (ReplayError, C.INTERNAL),
     (SupervisorError, C.INTERNAL),
