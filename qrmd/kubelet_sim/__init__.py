@@ -14,8 +14,9 @@ Modules: ``pods`` (the pod model, and each container's request as a plain value)
 ``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile, removal, and
 ``forget_pod``: a removal without ``RemovePod``), ``simulator`` (background loops),
 ``pods_endpoint`` (kubelet's ``/pods`` over real HTTP, for qrmd's pod source). The gRPC
-calls, their deadlines and every protobuf message are in ``wire.kubelet_client`` and ``wire.kubelet_convert``: the simulator deals in plain values
-only (DESIGN.md, "protobuf types never leave wire"), and re-exports the client's for its users.
+calls, their deadlines and every protobuf message are in ``wire.kubelet_client`` and
+``wire.kubelet_convert``: the simulator deals in plain values only (DESIGN.md, "protobuf types
+never leave wire"), and re-exports the client's for its users.
 """
 
 from policy.cpu.replies import PluginOptions
