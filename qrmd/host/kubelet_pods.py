@@ -181,6 +181,8 @@ def parse_pod_list(body: bytes, fetched_at: float) -> PodListSnapshot:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise PodListError(f"the pod list is not JSON: {err}") from None
+    except RecursionError:
+        raise PodListError("the pod list is not JSON a reader can take: nested too deep") from None
     if not isinstance(document, dict):
         raise PodListError(f"the pod list is a JSON {type(document).__name__}, not a PodList")
     kind = document.get("kind")

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from qrmd.host.kubelet_pods import (
     KubeletEndpoint,
@@ -288,3 +290,60 @@ def test_a_50000_pod_list_is_fetched_and_parsed_whole(capsys: pytest.CaptureFixt
 def test_json_field_order_and_unknown_fields_do_not_matter() -> None:
     doc = {"items": [{"status": {"phase": "Running", "x": 1}, "metadata": {"uid": "u", "y": []}}]}
     assert parse_pod_list(json.dumps(doc).encode(), T0).phase_of("u") == "Running"
+
+
+# -- garbage -------------------------------------------------------------------------------------
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "items",
+                    "metadata",
+                    "uid",
+                    "name",
+                    "namespace",
+                    "status",
+                    "phase",
+                    "containerStatuses",
+                    "initContainerStatuses",
+                    "containerID",
+                    "kind",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+def _snapshot_or_error(body: bytes) -> None:
+    """Garbage in: a ``PodListError``, or a snapshot whose pods all have a uid; nothing else."""
+    try:
+        snapshot = parse_pod_list(body, T0)
+    except PodListError:
+        return
+    assert all(isinstance(uid, str) and uid for uid in snapshot.pods)
+    assert all(
+        isinstance(cid, str) for p in snapshot.pods.values() for cid in p.container_ids.values()
+    )
+
+
+@given(_JSON)
+def test_any_json_is_a_snapshot_or_a_pod_list_error(document: object) -> None:
+    _snapshot_or_error(json.dumps(document).encode())
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_are_a_snapshot_or_a_pod_list_error(body: bytes) -> None:
+    _snapshot_or_error(body)
+
+
+def test_json_nested_too_deep_is_a_pod_list_error() -> None:
+    with pytest.raises(PodListError, match="not JSON"):
+        parse_pod_list(b"[" * 100_000 + b"]" * 100_000, T0)
