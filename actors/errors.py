@@ -16,7 +16,8 @@ Each class stays in the module of the protocol that raises it, where its callers
   ``actors.ports.balancer.AnonMemoryUnavailable``, ``actors.ports.cgroups.CpusetUnavailable``;
 * ``INTERNAL`` (retrying will not help; the operator must look):
   ``actors.state_replay.ReplayError``, ``actors.supervisor.SupervisorError``,
-  ``actors.ports.cgroups.CpuIdleError``.
+  ``actors.allocator_cause.CauseError`` and ``actors.decision_rerun.RerunError`` (a journaled
+  decision that cannot be decoded or re-run), ``actors.ports.cgroups.CpuIdleError``.
 """
 
 from __future__ import annotations
