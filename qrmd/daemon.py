@@ -10,8 +10,9 @@ Start, in order:
    from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6); then the store's
    checkpoint ticker, so an idle node still writes its time-due checkpoint
    (``qrmd.store_wiring``);
-4. the endpoint starts answering; with ``--pod-source kubelet`` the pod list publisher and
-   the periodic checkers start (``qrmd.checkers_wiring``; their actor is the Supervisor's
+4. the endpoint starts answering; with ``--pod-source kubelet`` the pod list publisher (built
+   in step 3, the Allocator reads pod phases from it, cpu-policy §7.3) and the periodic
+   checkers start (``qrmd.checkers_wiring``; their actor is the Supervisor's
    child after the Allocator); without a pod source, like the reference without pod metadata
    (§12.4 step 1), no checker runs and a log line says that residual state is never cleaned;
 5. one PluginServer per socket directory (wire.md §2, §8.1): only now, with the state
@@ -43,6 +44,7 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
+from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
@@ -212,11 +214,17 @@ class Daemon:
             self._clock,
         )
         self.store = store
+        if config.pod_source.enabled:
+            self.checkers = CheckersWiring(
+                config, ctx, self._clock, self.health, lambda: store.latest
+            )
+        # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
+        pods = self.checkers.publisher if self.checkers is not None else None
         children = [
             store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock),
+                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock, pods),
                 _start_policy,
                 unavailable=AllocatorUnavailable,
             ),
@@ -224,10 +232,7 @@ class Daemon:
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
             children.append(self.balancer.child_spec())
-        if config.pod_source.enabled:
-            self.checkers = CheckersWiring(
-                config, ctx, self._clock, self.health, lambda: store.latest
-            )
+        if self.checkers is not None:
             children.append(self.checkers.child_spec())
         supervisor = Supervisor(children)
         self.supervisor = supervisor
@@ -331,12 +336,12 @@ class Daemon:
 
 
 def _start_allocator(
-    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock
+    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock, pods: PodSource | None
 ) -> pykka.ActorRef[Any]:
     snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
-    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time)
+    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time, pods)
     return AllocatorActor.start(core)
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from qrmd.kubelet_sim import KubeletSimulator, Pod, shared_pod
+from qrmd.kubelet_sim import Container, KubeletSimulator, Pod, shared_pod
 from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint, container_id
-from tests.integration.daemon_process import REPO, QrmdProcess, wait_for
+from tests.integration.daemon_process import REPO, PluginClient, QrmdProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -75,11 +75,14 @@ class Node:
         _write_cgroups(self.cgroups, pod)
         self.sim.kubelet.admit(pod)
 
-    def held(self) -> set[str]:
-        """The pods qrmd holds, from its GetResourcesAllocation answer."""
+    def held(self) -> dict[str, dict[str, str]]:
+        """Pod → container → cpuset qrmd holds, from its GetResourcesAllocation answer."""
         endpoint = self.sim.kubelet.endpoints.running("cpu")
         assert endpoint is not None
-        return set(endpoint.connection.get_resources_allocation())
+        return {
+            pod: {name: res["cpu"].allocation_result for name, res in containers.items()}
+            for pod, containers in endpoint.connection.get_resources_allocation().items()
+        }
 
     def healthz(self) -> tuple[int, str]:
         return self.qrmd.http("/healthz")
@@ -103,7 +106,7 @@ def node(workdir: Path) -> Iterator[Node]:
 def test_a_pod_the_kubelet_forgets_is_removed_after_the_configured_age(node: Node) -> None:
     node.admit(shared_pod("pod-keep", "keep", 2))
     node.admit(shared_pod("pod-lost", "lost", 2))
-    wait_for(lambda: node.held() == {"pod-keep", "pod-lost"}, 10, "both pods allocated")
+    wait_for(lambda: set(node.held()) == {"pod-keep", "pod-lost"}, 10, "both pods allocated")
     wait_for(lambda: node.healthz()[0] == 200, 10, "every checker ready")
 
     forgotten_at = time.monotonic()
@@ -113,7 +116,7 @@ def test_a_pod_the_kubelet_forgets_is_removed_after_the_configured_age(node: Nod
     # Five consecutive misses 0.2 s apart: not before the fifth (the first may come up to a
     # period after the forgetting, so at least four periods have passed).
     assert took >= 0.75, f"removed after {took:.2f} s, before five misses"
-    assert node.held() == {"pod-keep"}
+    assert set(node.held()) == {"pod-keep"}
 
     # The checker hears the Allocator's answer at its next round.
     wait_for(
@@ -161,4 +164,31 @@ def test_healthz_turns_unhealthy_while_pods_fails_past_the_tolerance_then_recove
     assert "handler qrmd_pod_source_fetch not ready" in body
     node.pods.fail_with(None)
     wait_for(lambda: node.healthz()[0] == 200, 10, "/healthz to be healthy again")
-    assert node.held() == {"pod-a"}  # a failing pod list removed nothing
+    assert set(node.held()) == {"pod-a"}  # a failing pod list removed nothing
+
+
+def test_a_running_pods_new_shared_container_goes_straight_to_its_pool(node: Node) -> None:
+    """§7.3 step 3a: the Allocator reads the phase from the same pod source; a pod kubelet
+    lists Running does not ramp up, a pod it does not list does."""
+    node.admit(shared_pod("pod-a", "a", 2))  # ramps, then makes the share pool
+    wait_for(lambda: node.held().get("pod-a", {}).get("app") not in (None, RAMP), 15, "share")
+    running = Pod("pod-run", "run", "default", (Container("sidecar"),))  # nothing for qrmd
+    node.sim.kubelet.admit(running)
+    wait_for(
+        lambda: "qrmd_pod_source_pods 2.0" in node.qrmd.http("/metrics")[1],
+        10,
+        "the pod list to show the running pod",
+    )
+    client = PluginClient(node.qrmd.socket_paths[0])
+    try:
+        client.allocate("pod-run", cores=1, container="late")
+        client.allocate("pod-unlisted", cores=1)
+        now = client.allocations()
+    finally:
+        client.close()
+    share = now["pod-a"]["app"]
+    assert now["pod-run"]["late"] == share  # in the pool at once: no ramp-up
+    assert now["pod-unlisted"]["app"] == RAMP  # unknown to kubelet: every pooled CPU
+
+
+RAMP = "1,3-15"  # every pooled CPU of (16,2,4) with reserve 0,2 (cpu-policy §7.3 example)
