@@ -270,12 +270,13 @@ class CheckersCore:
         evidence = observe_listing(
             self._residual, state.cpu, listing, self._settings.residual_sightings
         )
-        self._residual = evidence
         if not evidence.counted:
             if not listing.pod_uids:
                 return previous_error  # an empty list: nothing to count, nothing removed
             return self._no_listing(f"no new pod list since {snapshot.fetched_at:.0f}")
         future = self._ports.allocator.ask(RemoveResidualPods(listing.pod_uids), block=False)
+        # Adopted only once the Allocator has the round: its count and this one stay in step.
+        self._residual = evidence
         self._pending = (future, evidence)
         if evidence.due:
             _log.info("residual pods due for removal: %s", ", ".join(evidence.due))

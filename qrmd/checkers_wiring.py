@@ -223,11 +223,15 @@ class CheckersWiring:
             ticker.tick()
 
     def stop(self) -> None:
-        """Stop every ticker; safe to call twice."""
+        """Stop every ticker; safe to call twice.
+
+        A fetch in flight may take up to its timeout, so the fetch ticker is given that long.
+        """
+        fetch_s = self.endpoint.timeout_s + 1
         for ticker in self.tickers:
-            ticker.stop()
+            ticker.stop(fetch_s if ticker.name == "pod-source" else 5.0)
         if self._first is not None:
-            self._first.join(self.endpoint.timeout_s + 1)
+            self._first.join(fetch_s)
         self.tickers = []
 
     # -- metrics ------------------------------------------------------------------------------

@@ -12,6 +12,9 @@ Where it is read, as katalyst-agent reads it:
   ``--kubelet-ca-file`` when one is given, and otherwise skips as the reference does and warns
   once.
 
+The node's own kubelet is never reached through a proxy: ``HTTP(S)_PROXY`` in qrmd's
+environment is ignored for it.
+
 What the answer becomes: a ``PodListSnapshot`` (the ``PodSource`` port's value) of every pod's
 ``metadata.uid``/``namespace``/``name``, ``status.phase`` and the runtime container ID of each
 container status, init containers included (a container not started yet has no ID and is
@@ -237,6 +240,10 @@ class KubeletPodFetcher:
         self._wall = wall
         self._monotonic = monotonic
         self._context = self._tls_context() if endpoint.is_secure else None
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+        if self._context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=self._context))
+        self._opener = urllib.request.build_opener(*handlers)
         self._warned_insecure = False
         self._lock = threading.Lock()
 
@@ -284,9 +291,7 @@ class KubeletPodFetcher:
         if endpoint.is_secure and endpoint.ca_file is None:
             self._warn_insecure_once()
         try:
-            with urllib.request.urlopen(
-                self._request(), timeout=endpoint.timeout_s, context=self._context
-            ) as response:
+            with self._opener.open(self._request(), timeout=endpoint.timeout_s) as response:
                 chunks: list[bytes] = []
                 size = 0
                 while chunk := response.read(_CHUNK_BYTES):

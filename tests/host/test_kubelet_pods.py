@@ -121,6 +121,20 @@ def test_the_read_only_port_is_read_over_plain_http_without_a_token() -> None:
     assert stub.paths == ["/pods"] and stub.authorizations == [None]
 
 
+def test_a_proxy_in_the_environment_is_not_used_for_the_nodes_kubelet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with serve(KubeletStub()) as proxy_port:
+        pass  # a proxy that refuses every connection
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy_port}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    stub = KubeletStub(body=pod_list([pod_item("uid-a")]))
+    with serve(stub) as port:
+        assert list(_fetcher(KubeletEndpoint.read_only(port)).fetch().pods) == ["uid-a"]
+
+
 def test_an_http_error_names_the_url_and_the_status() -> None:
     stub = KubeletStub(status=503)
     with serve(stub) as port:
