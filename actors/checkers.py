@@ -20,9 +20,14 @@ the composition root registers; the core reports "update by error" after every r
   ``cpu.idle`` on the reclaimed pods' cgroup; no ``cpu.idle`` → one warning, Ready;
 * ``heartbeat`` (30 s, §12.1 step 1): the time of the last beat, read by the metrics.
 
-The core never fetches: it reads the pod source's latest snapshot, which the publisher
-refreshes once per fetch period for every reader. A handler that raises is reported NotReady
-with the error and logged; the actor keeps running.
+The core never fetches: it reads the pod source's latest snapshot. The publisher fetches once
+per fetch period (the shorter of the two pod handlers' periods) for every reader and then tells
+``PodListFetched(now)``, whether the fetch succeeded or not; on it, each pod handler whose
+period has passed since its last run runs, so it always sees the answer of that very fetch
+(one fetch per tick, shared by the handlers due at it). A handler runs on the first fetch at
+or after its period (with the default 10 s and 30 s, exactly every third fetch).
+A handler that raises is reported NotReady with the error and logged; the actor keeps
+running.
 
 ``CheckersCore`` is the behaviour, driven directly by unit tests; ``CheckersActor`` is the
 thin pykka shell.
@@ -63,6 +68,7 @@ __all__ = [
     "CheckersPorts",
     "CheckersView",
     "GetCheckersView",
+    "PodListFetched",
 ]
 
 _log = logging.getLogger("qrmd.checkers")
@@ -91,6 +97,13 @@ class CheckerTick:
 
 
 @dataclass(frozen=True, slots=True)
+class PodListFetched:
+    """The publisher has just fetched the pod list (well or not): run the pod handlers due."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
 class GetCheckersView:
     """Ask for the ``CheckersView`` (tests, status pages)."""
 
@@ -101,12 +114,16 @@ class CheckerSettings:
 
     Attributes:
         residual_sightings: consecutive sightings before a pod's state goes (§12.4).
+        residual_period_s: clearResidualState's period.
+        cpuset_period_s: checkCPUSet's period.
         sync_cpu_idle: whether syncCPUIdle runs.
         enable_cpu_idle: the value it writes.
         reclaim_cgroup_path: where it writes.
     """
 
     residual_sightings: int = 10
+    residual_period_s: float = 30.0
+    cpuset_period_s: float = 10.0
     sync_cpu_idle: bool = False
     enable_cpu_idle: bool = False
     reclaim_cgroup_path: str = "/kubepods/besteffort"
@@ -174,9 +191,12 @@ class CheckersCore:
         self._heartbeat_at: float | None = None
         self._errors: dict[str, str | None] = {}
         self._warned_no_cpu_idle = False
+        self._last_run: dict[str, float] = {}
         self.view = CheckersView()
 
-    def handle(self, message: CheckerTick | GetCheckersView) -> CheckersView | None:
+    def handle(
+        self, message: PodListFetched | CheckerTick | GetCheckersView
+    ) -> CheckersView | None:
         """The Checkers' single dispatch.
 
         Raises:
@@ -185,10 +205,36 @@ class CheckersCore:
         match message:
             case GetCheckersView():
                 return self.view
+            case PodListFetched(now):
+                self.run_due(now)
+                return None
             case CheckerTick(handler, now):
                 self.run(handler, now)
                 return None
         raise TypeError(f"the Checkers have no command {type(message).__name__}")
+
+    def run_due(self, now: float) -> tuple[str, ...]:
+        """After a fetch: run each pod handler whose period has passed since its last run.
+
+        A tenth of the shorter period is allowed early, so tickers' jitter never skips a
+        round that is due.
+
+        Returns:
+            The handlers run, in order.
+        """
+        settings = self._settings
+        periods = {
+            CLEAR_RESIDUAL_STATE: settings.residual_period_s,
+            CHECK_CPUSET: settings.cpuset_period_s,
+        }
+        slack = 0.1 * min(periods.values())
+        ran = []
+        for handler, period in periods.items():
+            last = self._last_run.get(handler)
+            if last is None or now - last >= period - slack:
+                self.run(handler, now)
+                ran.append(handler)
+        return tuple(ran)
 
     def run(self, handler: str, now: float) -> str | None:
         """Run one handler and report its outcome ("update by error", §12.3).
@@ -207,6 +253,7 @@ class CheckersCore:
         }
         if handler not in handlers:
             raise ValueError(f"no periodic handler {handler!r} (known: {', '.join(handlers)})")
+        self._last_run[handler] = now
         try:
             error = handlers[handler](now)
         except Exception as err:  # a bug in one round must not stop the handlers

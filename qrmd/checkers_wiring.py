@@ -5,14 +5,16 @@ With ``--pod-source kubelet`` the daemon gains:
 
 1. the **pod list publisher** (``qrmd.host.pod_publisher``) over the kubelet adapter
    (``qrmd.host.kubelet_pods``): one fetch every ``fetch_period_s`` (the most frequent
-   checker's period) on its own ticker thread, shared by every reader; its check
-   ``qrmd_pod_source_fetch`` on ``/healthz``;
+   checker's period) on its own ticker thread, shared by every reader (the Allocator too);
+   after each, the checkers are told ``PodListFetched`` and run the pod handlers due; its
+   check ``qrmd_pod_source_fetch`` on ``/healthz``;
 2. a ``checkers`` child of the Supervisor, after the Allocator it sends residual rounds to
    (rest-for-one: a restarted Allocator restarts it, and its sightings start again, as the
    reference's in-memory hit map does after a restart);
-3. one ticker per handler (``actors.checkers``): clearResidualState every
-   ``--residual-check-period``, checkCPUSet every ``--cpuset-check-period``, syncCPUIdle every
-   30 s with ``--enable-syncing-cpu-idle``, the heartbeat every 30 s. Each handler is a check
+3. the handlers (``actors.checkers``): clearResidualState every ``--residual-check-period``
+   and checkCPUSet every ``--cpuset-check-period``, on the fetches; syncCPUIdle every 30 s
+   with ``--enable-syncing-cpu-idle`` and the heartbeat every 30 s, each on a ticker of its
+   own. Each handler is a check
    on ``/healthz`` under its reference name, with §12.3's rules (timeout = tolerance = 3
    periods, NotReady until its first run). The reference starts a handler at once and then
    once per period; so here, after the first fetch, every handler runs once before its
@@ -43,6 +45,7 @@ from actors.checkers import (
     CheckersPorts,
     CheckersView,
     CheckerTick,
+    PodListFetched,
 )
 from actors.ports.cgroups import CpuIdleSetter, CpusetReader
 from actors.ports.clock import Clock
@@ -71,14 +74,16 @@ POLICY = "dynamic"
 
 
 class _Refresh:
-    """The fetch ticker's target: each tick is one fetch, on the ticker's own thread."""
+    """The fetch ticker's target: each tick is one fetch, on the ticker's own thread, then
+    ``PodListFetched`` to the checkers, who run the pod handlers due on that very answer."""
 
-    def __init__(self, publisher: PodListPublisher) -> None:
+    def __init__(self, publisher: PodListPublisher, checkers: Any) -> None:
         self._publisher = publisher
+        self._checkers = checkers
 
-    def tell(self, message: Any) -> None:
-        del message
+    def tell(self, message: float) -> None:
         self._publisher.refresh()
+        self._checkers.tell(PodListFetched(message))
 
 
 class CheckersWiring:
@@ -173,6 +178,8 @@ class CheckersWiring:
         )
         settings = CheckerSettings(
             residual_sightings=self._ctx.residual_sightings,
+            residual_period_s=self.settings.residual_check_period_s,
+            cpuset_period_s=self.settings.cpuset_check_period_s,
             sync_cpu_idle=self.settings.enable_syncing_cpu_idle,
             enable_cpu_idle=self.settings.enable_cpu_idle,
             reclaim_cgroup_path=self.settings.reclaim_relative_root_cgroup_path,
@@ -186,23 +193,27 @@ class CheckersWiring:
         """Start the fetch ticker and one ticker per handler (the actor is running)."""
         ref = supervisor.ref(CHECKERS_CHILD)
         fetch = Ticker(
-            _Refresh(self.publisher),
+            _Refresh(self.publisher, ref),
             self.settings.fetch_period_s,
             self._clock.time,
             lambda now: now,
             name="pod-source",
         )
+        own = [(HEARTBEAT, HEARTBEAT_PERIOD_S)]
+        if SYNC_CPU_IDLE in self.periods:
+            own.append((SYNC_CPU_IDLE, self.periods[SYNC_CPU_IDLE]))
         handlers = [
             Ticker(ref, period, self._clock.time, _tick_of(name), name=f"checker-{name}")
-            for name, period in (*self.periods.items(), (HEARTBEAT, HEARTBEAT_PERIOD_S))
+            for name, period in own
         ]
         self.tickers = [fetch, *handlers]
-        # The reference runs a handler as soon as it starts: the first fetch, then each
-        # handler once, off the daemon's start-up thread (a kubelet that does not answer
-        # would otherwise hold start-up for the whole fetch timeout).
+        # The reference runs a handler as soon as it starts: the first fetch (and the pod
+        # handlers on it), then the others once, off the daemon's start-up thread (a kubelet
+        # that does not answer would otherwise hold start-up for the whole fetch timeout).
         self._first = threading.Thread(
-            target=self._first_round, args=(handlers,), name="checkers-first-round", daemon=True
-        )
+            target=self._first_round, args=(fetch, handlers), name="checkers-first-round",
+            daemon=True,
+        )  # fmt: skip
         self._first.start()
         for ticker in self.tickers:
             ticker.start()
@@ -217,8 +228,9 @@ class CheckersWiring:
             "; cpu.idle synced" if self.settings.enable_syncing_cpu_idle else "",
         )
 
-    def _first_round(self, handlers: list[Ticker]) -> None:
-        self.publisher.refresh()
+    @staticmethod
+    def _first_round(fetch: Ticker, handlers: list[Ticker]) -> None:
+        fetch.tick()
         for ticker in handlers:
             ticker.tick()
 

@@ -24,6 +24,7 @@ from actors.checkers import (
     CheckersView,
     CheckerTick,
     GetCheckersView,
+    PodListFetched,
 )
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.pod_source import PodListing, PodListSnapshot
@@ -324,3 +325,24 @@ def test_a_handler_that_raises_is_not_ready_and_the_actor_keeps_running() -> Non
         assert dict(view.errors)[CLEAR_RESIDUAL_STATE] == "KeyError: 'state'"
     finally:
         actor.stop()
+
+
+# -- the pod handlers run on the fetches -------------------------------------------------------
+
+
+def test_each_fetch_runs_the_pod_handlers_whose_period_has_passed() -> None:
+    node = Node(CheckerSettings(residual_period_s=30.0, cpuset_period_s=10.0))
+    ran = []
+    for n in range(7):  # fetches every 10 s, the first at once
+        now = T0 + 10 * n + (0.3 if n % 2 else -0.3)  # ticker jitter either way
+        node.pods.list(now, "pod-a", "pod-b")
+        ran.append(node.core.run_due(now))
+    both, cpuset = (CLEAR_RESIDUAL_STATE, CHECK_CPUSET), (CHECK_CPUSET,)
+    assert ran == [both, cpuset, cpuset, both, cpuset, cpuset, both]
+
+
+def test_a_fetch_message_runs_the_handlers_through_the_dispatch() -> None:
+    node = Node()
+    node.pods.list(T0, "pod-a")
+    assert node.core.handle(PodListFetched(T0)) is None
+    assert [h for h, _ in node.reports] == [CLEAR_RESIDUAL_STATE, CHECK_CPUSET]

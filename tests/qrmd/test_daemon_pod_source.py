@@ -70,7 +70,7 @@ def test_with_the_kubelet_pod_source_the_checkers_run_report_and_stop(
         wait_until(lambda: "qrmd_pod_source_fetch not ready" in http(daemon, "/healthz")[1])
         assert daemon.checkers is not None
         tickers = list(daemon.checkers.tickers)
-        assert len(tickers) == 4  # the fetch, two handlers, the heartbeat
+        assert len(tickers) == 2  # the fetch (the pod handlers run on it), the heartbeat
     finally:
         daemon.stop()
     assert pykka.ActorRegistry.get_all() == []
