@@ -6,7 +6,7 @@ the composition root registers; the core reports "update by error" after every r
 
 * ``qrm_cpu_plugin_dynamic_clear_residual_state`` (``--residual-check-period``, §12.4): the
   state's pods that the pod list misses are counted (``policy.cpu.residual_check``); each
-  round with a *new*, non-empty listing is sent to the Allocator as its existing
+  round whose fetch succeeded with a *new*, non-empty listing is sent to the Allocator as its existing
   ``RemoveResidualPods`` command, which keeps the same count with the same threshold
   (``ctx.residual_sightings``) and removes, in one journaled decision, the pods missing for
   that many rounds. A failed fetch sends nothing, so it counts nothing and resets nothing;
@@ -309,6 +309,11 @@ class CheckersCore:
         previous_error = self._collect_removal()
         if self._pending is not None:
             return previous_error  # the last round is not answered yet: send no other
+        fetch_error = self._ports.fetch_error()
+        if fetch_error is not None:
+            # §12.4 step 1: this round's listing failed, so it is no round (an older listing
+            # not counted yet is not this round's either).
+            return f"cannot list the node's pods: {fetch_error}"
         snapshot = self._ports.pods.latest()
         state = self._ports.state()
         if snapshot is None or state is None:

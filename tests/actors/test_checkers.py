@@ -171,7 +171,7 @@ def test_a_failed_fetch_between_sightings_neither_counts_nor_resets() -> None:
         node.residual_round("pod-a")
     node.fetch_error = "GET http://localhost:10255/pods: HTTP 503"
     error = node.residual_round(fetched=False)  # kubelet down: no new listing
-    assert error is not None and "no new pod list" in error and "HTTP 503" in error
+    assert error == "cannot list the node's pods: GET http://localhost:10255/pods: HTTP 503"
     node.fetch_error = None
     for _ in range(4):
         node.residual_round("pod-a")
@@ -191,8 +191,24 @@ def test_an_empty_pod_list_removes_nothing_and_sends_nothing() -> None:
 def test_no_pod_list_yet_is_not_ready() -> None:
     node = Node()
     node.fetch_error = "connection refused"
-    assert node.core.run(CLEAR_RESIDUAL_STATE, T0) == "no pod list yet: connection refused"
-    assert node.reports == [(CLEAR_RESIDUAL_STATE, "no pod list yet: connection refused")]
+    failed = "cannot list the node's pods: connection refused"
+    assert node.core.run(CLEAR_RESIDUAL_STATE, T0) == failed
+    assert node.reports == [(CLEAR_RESIDUAL_STATE, failed)]
+    node.fetch_error = None
+    assert node.core.run(CLEAR_RESIDUAL_STATE, T0) == "no pod list yet"
+
+
+def test_a_round_whose_own_fetch_failed_does_not_count_an_older_listing() -> None:
+    """Fetches every 10 s, residual rounds every 30 s: the listing of 20 s is not counted by
+    the round at 30 s whose fetch failed (it is not that round's listing)."""
+    node = Node()
+    node.residual_round("pod-a")
+    node.pods.list(node.clock.time() + 20, "pod-a")  # a good fetch between two rounds
+    node.fetch_error = "HTTP 503"
+    assert node.residual_round(fetched=False) == "cannot list the node's pods: HTTP 503"
+    assert len(node.allocator.asked) == 1
+    view = node.core.handle(GetCheckersView())
+    assert view is not None and view.residual.sightings["pod-b"].count == 1
 
 
 def test_a_round_not_answered_yet_holds_back_the_next() -> None:
