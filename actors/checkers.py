@@ -6,8 +6,8 @@ the composition root registers; the core reports "update by error" after every r
 
 * ``qrm_cpu_plugin_dynamic_clear_residual_state`` (``--residual-check-period``, §12.4): the
   state's pods that the pod list misses are counted (``policy.cpu.residual_check``); each
-  round whose fetch succeeded with a *new*, non-empty listing is sent to the Allocator as its existing
-  ``RemoveResidualPods`` command, which keeps the same count with the same threshold
+  round whose fetch succeeded with a *new*, non-empty listing is sent to the Allocator as its
+  existing ``RemoveResidualPods`` command, which keeps the same count with the same threshold
   (``ctx.residual_sightings``) and removes, in one journaled decision, the pods missing for
   that many rounds. A failed fetch sends nothing, so it counts nothing and resets nothing;
   an empty listing likewise. The Allocator is asked without waiting (``block=False``): its

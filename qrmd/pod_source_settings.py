@@ -207,9 +207,14 @@ def pod_source_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, A
             f"--residual-check-period ({settings.residual_check_period_s:g} s): a pod would "
             "be removed at its first absence"
         )
-    if settings.enable_syncing_cpu_idle and not settings.reclaim_relative_root_cgroup_path.strip(
-        "/"
-    ):
+    if settings.enable_syncing_cpu_idle and not settings.enabled:
+        # The periodic handlers run in the Checkers, which start with a pod source.
+        raise ValueError(
+            "--enable-syncing-cpu-idle needs --pod-source kubelet (the periodic checkers run "
+            "with a pod source)"
+        )
+    reclaim_path = settings.reclaim_relative_root_cgroup_path
+    if settings.enable_syncing_cpu_idle and not reclaim_path.strip("/"):
         # §12.1 step 2: the reference's Start fails with this condition.
         raise ValueError(
             "--enable-syncing-cpu-idle needs --reclaim-relative-root-cgroup-path "
