@@ -217,6 +217,12 @@ class CheckersWiring:
         self._first.start()
         for ticker in self.tickers:
             ticker.start()
+        if self.settings.kubelet_ca_file is not None and not self.endpoint.is_secure:
+            _log.warning(
+                "--kubelet-ca-file %s is not used: the read-only port is plain HTTP (give "
+                "--enable-kubelet-secure-port to read the secure port)",
+                self.settings.kubelet_ca_file,
+            )
         _log.info(
             "pod source: %s every %g s; residual state removed after %d consecutive misses "
             "%g s apart; cpusets checked every %g s%s",
