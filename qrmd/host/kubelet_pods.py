@@ -31,6 +31,7 @@ empty list is a valid answer, but the residual-state checker never removes anyth
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -306,6 +307,13 @@ class KubeletPodFetcher:
                             f"({size} bytes read)"
                         )
                     chunks.append(chunk)
+                # http.client ends a body cut short quietly: compare with what was announced.
+                announced = response.headers.get("Content-Length")
+                if announced is not None and announced.isdigit() and int(announced) != size:
+                    raise PodListError(
+                        f"GET {endpoint.url}: the connection closed after {size} of "
+                        f"{announced} bytes"
+                    )
                 return b"".join(chunks)
         except urllib.error.HTTPError as err:
             raise PodListError(f"GET {endpoint.url}: HTTP {err.code} {err.reason}") from None
@@ -325,8 +333,9 @@ class KubeletPodFetcher:
             raise PodListError(
                 f"GET {endpoint.url}: timed out after {endpoint.timeout_s:g} s"
             ) from None
-        except (OSError, ValueError) as err:
-            raise PodListError(f"GET {endpoint.url}: {err}") from None
+        except (OSError, ValueError, http.client.HTTPException) as err:
+            # HTTPException: a connection cut mid-body (IncompleteRead) or a garbled answer.
+            raise PodListError(f"GET {endpoint.url}: {type(err).__name__}: {err}") from None
 
     def fetch(self) -> PodListSnapshot:
         """One fetch and parse of the pod list.

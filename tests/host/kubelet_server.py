@@ -80,6 +80,7 @@ class KubeletStub:
     body: bytes = field(default_factory=lambda: pod_list([]))
     status: int = 200
     delay_s: float = 0.0
+    content_length: int | None = None  # announce another length than the body's (a cut)
     authorizations: list[str | None] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
 
@@ -95,7 +96,8 @@ def _handler(stub: KubeletStub) -> type[BaseHTTPRequestHandler]:
             try:
                 self.send_response(stub.status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                length = stub.content_length if stub.content_length is not None else len(body)
+                self.send_header("Content-Length", str(length))
                 self.end_headers()
                 self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):

@@ -161,6 +161,16 @@ def test_a_kubelet_slower_than_the_timeout_fails_the_fetch_in_time() -> None:
         assert time.monotonic() - started < 1.5
 
 
+def test_a_connection_cut_mid_body_is_a_pod_list_error() -> None:
+    stub = KubeletStub(body=pod_list([pod_item("uid-a")]))
+    with serve(stub) as port:
+        # Announce more bytes than are sent: the client sees the connection end early.
+        stub.body = stub.body[: len(stub.body) // 2]
+        stub.content_length = len(stub.body) * 2
+        with pytest.raises(PodListError, match=r"connection closed after \d+ of \d+ bytes"):
+            _fetcher(KubeletEndpoint.read_only(port)).fetch()
+
+
 def test_a_body_over_the_limit_is_refused() -> None:
     stub = KubeletStub(body=pod_list([pod_item(f"uid-{i}") for i in range(50)]))
     with serve(stub) as port:
