@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pykka
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from actors.allocator import AllocatorCore
 from actors.allocator_messages import Allocate, StartPolicy
@@ -362,3 +364,31 @@ def test_a_fetch_message_runs_the_handlers_through_the_dispatch() -> None:
     node.pods.list(T0, "pod-a")
     assert node.core.handle(PodListFetched(T0)) is None
     assert [h for h, _ in node.reports] == [CLEAR_RESIDUAL_STATE, CHECK_CPUSET]
+
+
+# -- the checker's count and the Allocator's stay in step ---------------------------------------
+
+_ROUND = st.none() | st.frozensets(st.sampled_from(["pod-a", "pod-b", "other"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_ROUND, min_size=1, max_size=14), st.integers(1, 4))
+def test_the_allocator_removes_exactly_what_the_checkers_evidence_says_is_due(
+    rounds: list[frozenset[str] | None], sightings: int
+) -> None:
+    """Each round the fetch fails (None) or lists some pods; whatever the sequence, a pod goes
+    from the state exactly in the round the checker's evidence calls it due, and the journal
+    replays to the live state."""
+    node = Node(CheckerSettings(residual_sightings=sightings))
+    node.allocator_core.ctx = replace(CTX, residual_sightings=sightings)
+    removed: set[str] = set()
+    for listed in rounds:
+        node.fetch_error = None if listed is not None else "HTTP 503"
+        node.residual_round(*(listed or ()), fetched=listed is not None)
+        view = node.core.handle(GetCheckersView())
+        assert view is not None
+        if view.residual.counted:
+            removed |= set(view.residual.due)
+        held = {p for p in ("pod-a", "pod-b") if node.has(p)}
+        assert held == {"pod-a", "pod-b"} - removed
+    assert node.store.replayed() == node.state()
