@@ -30,19 +30,30 @@ A handler that raises is reported NotReady with the error and logged; the actor 
 running.
 
 ``CheckersCore`` is the behaviour, driven directly by unit tests; ``CheckersActor`` is the
-thin pykka shell.
+thin pykka shell; the messages and values are ``actors.checkers_messages``' (re-exported).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pykka
 
 from actors.allocator_messages import RemoveResidualPods, ResidualRemoval
+from actors.checkers_messages import (
+    CHECK_CPUSET,
+    CLEAR_RESIDUAL_STATE,
+    HEARTBEAT,
+    SYNC_CPU_IDLE,
+    CheckerSettings,
+    CheckersView,
+    CheckerTick,
+    GetCheckersView,
+    PodListFetched,
+)
 from actors.ports.cgroups import CpuIdleError, CpuIdleSetter, CpusetReader, CpusetUnavailable
 from actors.ports.pod_source import PodListSnapshot, PodSource
 from policy.cpu.context import PolicyContext
@@ -73,12 +84,6 @@ __all__ = [
 
 _log = logging.getLogger("qrmd.checkers")
 
-#: The reference's handler names (§12.1 step 2) and the heartbeat (step 1).
-CLEAR_RESIDUAL_STATE = "qrm_cpu_plugin_dynamic_clear_residual_state"
-CHECK_CPUSET = "qrm_cpu_plugin_dynamic_check_cpuset"
-SYNC_CPU_IDLE = "qrm_cpu_plugin_dynamic_sync_cpu_idle"
-HEARTBEAT = "heartbeat"
-
 
 class ResidualRemover(Protocol):
     """What the residual handler needs of the Allocator: pykka's non-blocking ``ask``."""
@@ -86,47 +91,6 @@ class ResidualRemover(Protocol):
     def ask(self, message: Any, *, block: bool = ..., timeout: float | None = ...) -> Any:
         """Send ``message``; with ``block=False`` return a future of the answer."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class CheckerTick:
-    """Run one handler at ``now`` (wall time, seconds since the epoch)."""
-
-    handler: str
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class PodListFetched:
-    """The publisher has just fetched the pod list (well or not): run the pod handlers due."""
-
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class GetCheckersView:
-    """Ask for the ``CheckersView`` (tests, status pages)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckerSettings:
-    """What the handlers are configured with.
-
-    Attributes:
-        residual_sightings: consecutive sightings before a pod's state goes (§12.4).
-        residual_period_s: clearResidualState's period.
-        cpuset_period_s: checkCPUSet's period.
-        sync_cpu_idle: whether syncCPUIdle runs.
-        enable_cpu_idle: the value it writes.
-        reclaim_cgroup_path: where it writes.
-    """
-
-    residual_sightings: int = 10
-    residual_period_s: float = 30.0
-    cpuset_period_s: float = 10.0
-    sync_cpu_idle: bool = False
-    enable_cpu_idle: bool = False
-    reclaim_cgroup_path: str = "/kubepods/besteffort"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,25 +114,6 @@ class CheckersPorts:
     report: Callable[[str, str | None], None]
     cpu_idle: CpuIdleSetter | None = None
     fetch_error: Callable[[], str | None] = lambda: None
-
-
-@dataclass(frozen=True, slots=True)
-class CheckersView:
-    """What the handlers last found (immutable; read by the metrics from another thread).
-
-    Attributes:
-        residual: the residual evidence after the last round.
-        residual_removed: pods removed as residual since start.
-        cpuset: the last checkCPUSet verdict, or None before the first.
-        heartbeat_at: wall time of the last heartbeat.
-        errors: handler → its last error (None: Ready).
-    """
-
-    residual: ResidualEvidence = field(default_factory=ResidualEvidence)
-    residual_removed: int = 0
-    cpuset: CpusetVerdict | None = None
-    heartbeat_at: float | None = None
-    errors: tuple[tuple[str, str | None], ...] = ()
 
 
 class CheckersCore:
