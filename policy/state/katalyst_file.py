@@ -170,9 +170,7 @@ def _allocation_info(value: object, where: str) -> dict[str, Any] | None:
     items = _object(value, where)
     if items is None:
         return None
-    return {
-        key: _DECODERS[kind](items.get(key), f"{where}.{key}") for key, _, kind, _ in AI_FIELDS
-    }
+    return {key: _DECODERS[kind](items.get(key), f"{where}.{key}") for key, _, kind, _ in AI_FIELDS}
 
 
 def _pods(value: object, where: str) -> dict[str, dict[str, Any] | None] | None:
@@ -230,8 +228,7 @@ def decode_document(text: str | bytes) -> Document:
             None
             if numas is None
             else {
-                _int_key(k, "machineState"): _numa(v, f"machineState.{k}")
-                for k, v in numas.items()
+                _int_key(k, "machineState"): _numa(v, f"machineState.{k}") for k, v in numas.items()
             }
         )
     pods = _pods(top["pod_entries"], "pod_entries") if "pod_entries" in top else {}

@@ -77,7 +77,10 @@ def _v3() -> dict[str, Any]:
 
 def _v4() -> dict[str, Any]:
     doc = _v1({"pod-a": {"app": CONTAINER_A}})
-    doc["pod_entries"] = {"pod-a": {"app": CONTAINER_A}, "reserve": {"": pool_entry("reserve", "0")}}
+    doc["pod_entries"] = {
+        "pod-a": {"app": CONTAINER_A},
+        "reserve": {"": pool_entry("reserve", "0")},
+    }
     return doc
 
 
