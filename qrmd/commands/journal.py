@@ -36,6 +36,7 @@ from journal import JournalError, OsFileOps, load_checkpoint, read_records, repa
 from journal.checkpoints import checkpoint_name
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
+from qrmd.commands import katalyst_checkpoint
 from qrmd.journal_view import (
     JournalSums,
     RecordFilter,
@@ -88,6 +89,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.add_argument("directory", metavar="DIR")
     t.add_argument("--json", action="store_true", help="print one JSON document")
     t.set_defaults(run=run_stats)
+
+    katalyst_checkpoint.register(actions)
 
 
 class JournalCommandError(ValueError):
