@@ -4,7 +4,9 @@ The StateStore keeps a ``State`` and applies committed events to it with :func:`
 event names its section (``Event.section``); each section is an immutable value with its own
 apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
 Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
-``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``). Replaying the
+``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``) and the
+``cpu_pressure`` section (``PressureHistory``, the CPU pressure eviction plugins' load rings
+and timers; ``policy.state.pressure``). Replaying the
 journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
 section by section.
 """
@@ -23,11 +25,13 @@ from policy.errors import StateError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import Event
+from policy.state.pressure import PRESSURE_SECTION, PressureHistory, apply_pressure_event
 from policy.topology.model import CPUTopology
 
 __all__ = [
     "BALANCE_SECTION",
     "CPU_SECTION",
+    "PRESSURE_SECTION",
     "SECTION_APPLY",
     "State",
     "apply",
@@ -41,6 +45,7 @@ CPU_SECTION: Final = "cpu"
 SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
     CPU_SECTION: apply_cpu_event,
     BALANCE_SECTION: apply_balance_event,
+    PRESSURE_SECTION: apply_pressure_event,
 }
 
 
@@ -76,6 +81,13 @@ class State:
         assert isinstance(section, BalancerState)
         return section
 
+    @property
+    def cpu_pressure(self) -> PressureHistory:
+        """The CPU pressure eviction plugins' section."""
+        section = self.section(PRESSURE_SECTION)
+        assert isinstance(section, PressureHistory)
+        return section
+
     def with_section(self, name: str, value: object) -> State:
         """This state with section ``name`` replaced by ``value``."""
         return State(self.sections.set(name, value))
@@ -84,7 +96,13 @@ class State:
 def empty_state(topology: CPUTopology) -> State:
     """The state of a node nothing has happened on: every section empty."""
     return State(
-        immutables.Map({CPU_SECTION: CPUState.empty(topology), BALANCE_SECTION: BalancerState()})
+        immutables.Map(
+            {
+                CPU_SECTION: CPUState.empty(topology),
+                BALANCE_SECTION: BalancerState(),
+                PRESSURE_SECTION: PressureHistory(),
+            }
+        )
     )
 
 
