@@ -38,6 +38,7 @@ Three decisions of ``(history, inputs, settings, now) -> Decision``:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from policy.cpu.pressure.answers import Condition, ThresholdMetAnswer, TopEvictionAnswer
 from policy.cpu.pressure.inputs import LoadInputs, TopInputs
@@ -79,6 +80,18 @@ class CollectReport:
     unsampled_pools: tuple[str, ...] = ()
     under_pressure: bool = False
     advised: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as plain values."""
+        return {
+            "pools": {
+                pool: {"value": s.value, "upper_bound": s.upper_bound, "lower_bound": s.lower_bound}
+                for pool, s in self.pools.items()
+            },
+            "unsampled_pools": list(self.unsampled_pools),
+            "under_pressure": self.under_pressure,
+            "advised": self.advised,
+        }
 
 
 def collect_load(
