@@ -190,7 +190,11 @@ TOP_EVICTION_CASES = [
         ),
         {
             "threshold_met": _met("HARD_MET"),
-            "top_eviction_pods": {"pod_uids": ["pod2"], "grace_period_seconds": None, "pool": "share"},
+            "top_eviction_pods": {
+                "pod_uids": ["pod2"],
+                "grace_period_seconds": None,
+                "pool": "share",
+            },
         },
     ),
 ]
@@ -274,7 +278,9 @@ def _reclaimed(uid: str, name: str, cpus: int) -> dict[str, Any]:
         namespace=name,
         name=name,
         container=name,
-        annotations={"katalyst.kubewharf.io/cpu_enhancement": '{"suppression_tolerance_rate": "1.2"}'},
+        annotations={
+            "katalyst.kubewharf.io/cpu_enhancement": '{"suppression_tolerance_rate": "1.2"}'
+        },
         requests={"resource.katalyst.kubewharf.io/reclaimed_millicpu": str(cpus * 1000)},
     )
 
