@@ -224,16 +224,18 @@ def top_eviction_pods(
     history: PressureHistory, inputs: TopInputs, settings: PressureSettings, now: float
 ) -> Decision[TopEvictionAnswer]:
     """``GetTopEvictionPods`` at ``now`` (the module docstring). Never raises."""
-    none: Decision[TopEvictionAnswer] = Decision(events=(), reply=TopEvictionAnswer())
+
+    def none(why: str = "") -> Decision[TopEvictionAnswer]:
+        # The reference logs why it answers nothing; the caller logs these.
+        return Decision(events=(), reply=TopEvictionAnswer(), warnings=(why,) if why else ())
+
     if not inputs.active_pods:
-        return Decision(
-            events=(), reply=TopEvictionAnswer(), warnings=("got empty active pods list",)
-        )
+        return none("got empty active pods list")
     if not settings.enable_load_eviction:
-        return none
+        return none()
     pool = history.eviction_pool
     if not pool:
-        return none
+        return none("evictionPoolName doesn't exist, skip eviction")
     owners = inputs.pool_map.owners()
     candidates = [
         pod
@@ -241,10 +243,13 @@ def top_eviction_pods(
         if _first_known_in(owners, pod.uid, pod.container_names, pool)
     ]
     if not candidates:
-        return none
+        return none(f"got empty candidate pods list for eviction pool {pool}")
     last = history.last_eviction_time
     if last is not None and now - last < settings.load_eviction_cool_down_s:
-        return none
+        return none(
+            f"in eviction cool-down time, skip eviction: last eviction {now - last:g} s ago, "
+            f"cool-down {settings.load_eviction_cool_down_s:g} s"
+        )
     ranked = sorted(
         candidates, key=lambda pod: -history.pod_load_total(pod.uid, pod.container_names)
     )

@@ -61,6 +61,8 @@ _SUFFIX: Final[dict[str, Fraction]] = {
     "E": Fraction(10**18),
     **{s: Fraction(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
 }
+_MAX_QUANTITY_CHARS: Final = 64
+_TOO_LARGE: Final = Fraction(2**63)
 # Go's strconv.ParseFloat (decimal forms, inf, infinity and nan in any case; no spaces). Hex
 # floats, which it also takes, are left out: a tolerance rate is not written in hex.
 _GO_FLOAT = re.compile(
@@ -128,16 +130,19 @@ def parse_quantity(text: str, where: str) -> Fraction:
     Raises:
         PodError: not a quantity; the message names ``where``.
     """
-    match = _QUANTITY.fullmatch(text)
+    match = _QUANTITY.fullmatch(text) if len(text) <= _MAX_QUANTITY_CHARS else None
     if match is None:
         raise PodError(f"{where}: {text!r:.40} is not a Kubernetes quantity")
     number, suffix = Fraction(match.group(1)), match.group(2) or ""
     if suffix[:1] in ("e", "E"):
         exponent = int(suffix[1:])
-        if abs(exponent) > 30:
-            raise PodError(f"{where}: {text!r:.40} is out of range")
-        return number * Fraction(10) ** exponent
-    return number * _SUFFIX[suffix]
+        value = number * Fraction(10) ** exponent if abs(exponent) <= 30 else _TOO_LARGE
+    else:
+        value = number * _SUFFIX[suffix]
+    # Quantities are int64 in the reference; far larger ones are a broken pod, not a request.
+    if abs(value) >= _TOO_LARGE:
+        raise PodError(f"{where}: {text!r:.40} is out of range")
+    return value
 
 
 def quantity_value(quantity: Fraction) -> int:
