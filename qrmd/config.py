@@ -35,6 +35,7 @@ from policy.cpu.context import (
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from policy.cpu.pressure import PressureSettings
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
@@ -48,6 +49,11 @@ from qrmd.config_values import duration as _duration
 from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
+from qrmd.cpu_eviction_settings import (
+    CPU_EVICTION_OPTIONS,
+    DEFAULT_CPU_LOAD_SOURCE,
+    cpu_eviction_values,
+)
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
@@ -120,6 +126,10 @@ class DaemonConfig:
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
+            §12.7; ``qrmd.cpu_eviction_settings``).
+        cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        cpu_pressure: the CPU pressure eviction plugins' settings.
         config_file: the file the settings were read from, if any.
     """
 
@@ -148,6 +158,9 @@ class DaemonConfig:
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    enable_cpu_pressure_eviction: bool = False
+    cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -249,6 +262,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *CPU_EVICTION_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -315,7 +329,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
-    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}}
+    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}, "cpu_eviction": {}}
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
@@ -330,6 +344,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = parsed
     try:
         values.update(balancer_values(values, groups))
+        values.update(cpu_eviction_values(values, groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
