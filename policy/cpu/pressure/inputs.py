@@ -104,11 +104,13 @@ class LoadInputs:
         loads: (pod UID, container) → its 1-minute load; a container missing here had no
             sample, which fails its pool's sample for this collection.
         shared_pools_limit: ``accumulateSharedPoolsLimit``; None when not computed.
+        missing: (pod UID, container) → why the source had no load for it (for the log).
     """
 
     pool_map: PoolMap
     loads: Mapping[tuple[str, str], float] = field(default_factory=dict)
     shared_pools_limit: int | None = None
+    missing: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The inputs as plain values; loads as ``[[pod_uid, container, load]]``."""
@@ -116,6 +118,7 @@ class LoadInputs:
             **self.pool_map.to_json(),
             "loads": [[pod, name, load] for (pod, name), load in sorted(self.loads.items())],
             "shared_pools_limit": self.shared_pools_limit,
+            "missing": [[pod, name, why] for (pod, name), why in sorted(self.missing.items())],
         }
 
 

@@ -122,7 +122,9 @@ def collect_load(
             continue
         load = inputs.loads.get((c.pod_uid, c.container))
         if load is None:
-            missing.setdefault(c.pool, []).append(f"{c.pod_uid}/{c.container}")
+            why = inputs.missing.get((c.pod_uid, c.container))
+            who = f"{c.pod_uid}/{c.container}" + (f" ({why})" if why else "")
+            missing.setdefault(c.pool, []).append(who)
             continue
         containers.append((c.pod_uid, c.container, LoadSample(now, load)))
         sums[c.pool] = sums.get(c.pool, 0.0) + load
