@@ -154,7 +154,7 @@ CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
     Option("cpu-load-metrics-source", "cpu_load_metrics_source", nonempty,
            DEFAULT_CPU_LOAD_SOURCE,
            "where containers' 1-minute CPU load is read: file[:PATH], prometheus:URL, "
-           "cgroup[:ROOT], simulated", "none (the agent's metrics server, malachite)", "SPEC"),
+           "simulated", "none (the agent's metrics server, malachite)", "SPEC"),
 )  # fmt: skip
 
 

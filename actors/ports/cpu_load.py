@@ -4,7 +4,7 @@ container, "cpu.load.1min.container")``; spec cpu-policy §12.7).
 
 The reference reads the load from its metrics server (malachite). qrmd reads it through a
 ``ContainerLoadSource``; ``qrmd.host.cpu_load_sources`` holds the adapters (a collector's JSON
-file, a Prometheus endpoint, cgroup v2, a simulator) and the composition root picks one from
+file, a Prometheus endpoint, a simulator) and the composition root picks one from
 ``--cpu-load-metrics-source``.
 
 The rule every adapter keeps: a load that cannot be read (absent, stale, unreadable, not a
