@@ -9,8 +9,9 @@ command (``actors.cpu_pressure_messages``) the core:
 2. gathers the inputs (the pool map, the loads from the ``ContainerLoadSource`` port, the
    request's pods) and calls the pure decision of ``policy.cpu.pressure``;
 3. commits the decision's events with its inputs as the record's cause (``{"command", "now",
-   "inputs", "answer"}``), so ``qrmd journal show`` tells which samples a threshold was met
-   on and why a pod was offered; a decision without events is not journaled;
+   "inputs", "answer"}``, and the offered ``pod_uids``), so ``qrmd journal show`` tells which
+   samples a threshold was met on and why a pod was offered; a decision without events is not
+   journaled;
 4. answers (or, after a refused commit, raises ``PressureUnavailable``).
 
 At start, a section holding load rings from before the restart has them cleared (one
@@ -223,7 +224,7 @@ class CPUPressureCore:
         self.counters["top_eviction_calls_total"] += 1
         inputs = TopInputs(pool_map(self._cpu_state()), pods, top_n)
         decision = top_eviction_pods(self.history, inputs, self.settings, now)
-        self._commit(decision, "GetTopEvictionPods", now, inputs.to_json())
+        self._commit(decision, "GetTopEvictionPods", now, inputs.to_json(), decision.reply.pod_uids)
         if decision.reply.pod_uids:
             self.counters["load_offers_total"] += len(decision.reply.pod_uids)
             _log.info(
@@ -247,7 +248,8 @@ class CPUPressureCore:
         reclaim = self._cpu_state().pools.get("reclaim")
         inputs = SuppressionInputs(None if reclaim is None else reclaim.size(), pods)
         decision = evict_pods(self.history, inputs, self.settings, now, self._qos)
-        self._commit(decision, "GetEvictPods", now, inputs.to_json())
+        offered = tuple(offer.pod_uid for offer in decision.reply.offers)
+        self._commit(decision, "GetEvictPods", now, inputs.to_json(), offered)
         for offer in decision.reply.offers:
             self.counters["suppression_offers_total"] += 1
             _log.info("suppression: offering pod %s for eviction: %s", offer.pod_uid, offer.reason)
@@ -282,14 +284,27 @@ class CPUPressureCore:
             raise PressureUnavailable(f"cannot read the CPU state: {err}") from err
 
     def _commit(
-        self, decision: Decision[Any], command: str, now: float, inputs: dict[str, Any]
+        self,
+        decision: Decision[Any],
+        command: str,
+        now: float,
+        inputs: dict[str, Any],
+        offered: tuple[str, ...] = (),
     ) -> None:
-        """Journal the decision's events with its inputs, or raise ``PressureUnavailable``."""
+        """Journal the decision's events with its inputs, or raise ``PressureUnavailable``.
+
+        The cause names the offered pods (``pod_uids``; ``pod_uid`` too when there is one, so
+        ``qrmd journal show --pod UID`` finds the record that offered it).
+        """
         for warning in decision.warnings:
             _log.info("%s: %s", command, warning)
         if not decision.events:
             return
-        cause = {"command": command, "now": now, "inputs": inputs}
+        cause: dict[str, Any] = {"command": command, "now": now, "inputs": inputs}
+        if offered:
+            cause["pod_uids"] = list(offered)
+            if len(offered) == 1:
+                cause["pod_uid"] = offered[0]
         reply = getattr(decision.reply, "to_json", None)
         if reply is not None:
             cause["answer"] = reply()

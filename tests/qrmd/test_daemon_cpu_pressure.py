@@ -202,3 +202,10 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
     )
     assert main(["journal", "show", str(ph.root / "state"), "--kind", "LoadEvictionOffered"]) == 0
     assert "web" in capsys.readouterr().out
+    assert main(["journal", "show", str(ph.root / "state"), "--pod", "etl", "--json"]) == 0
+    (record,) = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if "SuppressionTimersSet" in line and "over than" in line
+    ]
+    assert '"pod_uid": "etl"' in record
