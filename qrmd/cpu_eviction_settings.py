@@ -98,6 +98,19 @@ def _resource_cpu(raw: object) -> float:
     return float(cpu)
 
 
+def _load_source(raw: object) -> str:
+    """A ``--cpu-load-metrics-source`` SPEC, checked as ``build_container_load_source`` reads it."""
+    spec = nonempty(raw)
+    kind, _, arg = spec.partition(":")
+    if (kind == "file") or (kind == "simulated" and not arg):
+        return spec
+    if kind == "prometheus" and arg.startswith(("http://", "https://")):
+        return spec
+    raise ValueError(
+        f"{spec!r} is not a CPU load source: use file[:PATH], prometheus:URL or simulated"
+    )
+
+
 def _grace(raw: object) -> int:
     return whole_number(raw)
 
@@ -151,7 +164,7 @@ CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
            _resource_cpu, "cpu=4,memory=0",
            "resources kept for reclaimed pods; its CPU is taken off the shared pools' limit",
            "--reserved-resource-for-reclaimed-cores", "RESOURCE=QTY,...", group=_GROUP),
-    Option("cpu-load-metrics-source", "cpu_load_metrics_source", nonempty,
+    Option("cpu-load-metrics-source", "cpu_load_metrics_source", _load_source,
            DEFAULT_CPU_LOAD_SOURCE,
            "where containers' 1-minute CPU load is read: file[:PATH], prometheus:URL, "
            "simulated", "none (the agent's metrics server, malachite)", "SPEC"),

@@ -116,6 +116,11 @@ def test_flags_set_the_settings() -> None:
             id="a resource list with a bad quantity",
         ),
         pytest.param(
+            {"cpu-load-metrics-source": "cgroup"},
+            "--cpu-load-metrics-source: 'cgroup' is not a CPU load source",
+            id="an unknown load source",
+        ),
+        pytest.param(
             {"eviction-suppression-min-tolerance-duration": "-1s"},
             "--eviction-suppression-min-tolerance-duration",
             id="a negative duration",
