@@ -122,3 +122,12 @@ def test_a_missing_reclaim_pool_is_an_answer_error_not_a_crash(
     code, out, _ = plan(capsys, write(tmp_path, document))
     assert code == 0
     assert "evict_pods: error: get reclaim pool failed" in out
+
+
+def test_the_readme_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Asking the CPU eviction plugins offline") :]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    code, out, err = plan(capsys, write(tmp_path, json.loads(block)))
+    assert (code, err) == (0, "")
+    assert "collect: share load 11 (soft > 8, hard > 14.4)" in out
