@@ -6,10 +6,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import pytest
 
-from actors.cpu_pressure_messages import LoadThresholdMet, LoadTopEvictionPods, SuppressionEvictPods
-from policy.cpu.pressure import Condition, EvictPodsAnswer, ThresholdMetAnswer, TopEvictionAnswer
+from actors.cpu_pressure_messages import (
+    LoadThresholdMet,
+    LoadTopEvictionPods,
+    PressureUnavailable,
+    SuppressionEvictPods,
+)
+from policy.cpu.pressure import (
+    Condition,
+    EvictPodsAnswer,
+    PodError,
+    SuppressionError,
+    ThresholdMetAnswer,
+    TopEvictionAnswer,
+)
 from policy.cpu.pressure.answers import EvictOffer
 from tests.wire.eviction_agent import go_pod, unknown_fields_of
 from wire.cpu_pressure_rpcs import (
@@ -19,6 +32,7 @@ from wire.cpu_pressure_rpcs import (
     cpu_threshold_met_response,
     cpu_top_eviction_pods_response,
 )
+from wire.errors import code_for
 from wire.gen import evictionplugin_pb2 as ep
 from wire.gen import k8s_core_v1_pb2 as core
 from wire.gen import k8s_meta_v1_pb2 as meta
@@ -125,3 +139,27 @@ def test_the_suppression_plugin_asks_for_evict_pods_only() -> None:
     (evict,) = response.evict_pods
     assert evict.pod.metadata.uid == "uid-r" and evict.reason.startswith("current pool")
     assert (evict.force_evict, evict.eviction_plugin_name) == (False, "")
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        pytest.param(
+            PressureUnavailable("GetEvictPods: the decision was not made durable: disk full"),
+            grpc.StatusCode.UNAVAILABLE,
+            id="a decision not made durable is retried at the next poll",
+        ),
+        pytest.param(
+            SuppressionError("get reclaim pool failed: the CPU state has no reclaim pool"),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            id="no reclaim pool is this node's state, not the request's fault",
+        ),
+        pytest.param(
+            PodError("pod batch/etl container main cpu: 'lots' is not a Kubernetes quantity"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            id="a pod whose request is not a quantity is a bad request",
+        ),
+    ],
+)
+def test_each_error_answers_its_status(error: Exception, status: grpc.StatusCode) -> None:
+    assert code_for(error) is status

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.cpu.pressure.pods import ActivePod
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "ContainerPool",
@@ -37,6 +37,8 @@ __all__ = [
 
 class InputError(PolicyError):
     """Malformed decision inputs; the message names the field."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

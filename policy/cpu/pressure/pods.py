@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from policy.cpu.enhancements import CPU_ENHANCEMENT_KEY
 from policy.cpu.qos import RECLAIMED_CORES, QoSConfig, QoSError, resolve_qos_level
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "RECLAIMED_MILLICPU",
@@ -72,6 +72,8 @@ _GO_FLOAT = re.compile(
 
 class PodError(PolicyError):
     """A pod field that cannot be read; the message names the pod and the field."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

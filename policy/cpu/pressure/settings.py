@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "DEFAULT_SKIP_POOLS",
@@ -35,6 +35,8 @@ EVICTION_SCOPE_LOAD: Final = "cpu.load.1min.container"
 
 class PressureSettingsError(PolicyError):
     """A setting out of its range; the message names it and its value."""
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)
