@@ -110,9 +110,10 @@ def collect_load(
         )
     skip = settings.skip_pools
     pool_map = inputs.pool_map
-    # 2. What the state still holds; the other rings expire when the event applies.
+    # 2. What the state no longer holds.
     live: list[ContainerKey] = [(c.pod_uid, c.container) for c in pool_map.containers]
     live += [(pool, "") for pool in pool_map.pools]
+    expired = history.expired_rings(live)
     # 3. Containers.
     containers: list[tuple[str, str, LoadSample]] = []
     sums: dict[str, float] = {}
@@ -141,14 +142,18 @@ def collect_load(
         "the pool is not sampled this time"
         for pool, who in sorted(missing.items())
     )
+    report = CollectReport(pools, tuple(sorted(missing)), under_pressure, advised)
+    if not (containers or pools or expired or missing):
+        # Nothing sampled, dropped or missing: an idle node journals nothing every period. (A
+        # missing load is journaled: the record says which pool went unjudged, and why.)
+        return Decision(events=(), reply=report, warnings=warnings)
     event = LoadSamplesCollected(
         time=now,
         ring_size=settings.load_metric_ring_size,
-        live=tuple(sorted(set(live))),
+        expired=expired,
         containers=tuple(containers),
         pools=tuple(pools.items()),
     )
-    report = CollectReport(pools, tuple(sorted(missing)), under_pressure, advised)
     return Decision(events=(event,), reply=report, warnings=warnings)
 
 

@@ -4,7 +4,7 @@ The format (part of ``policy.state.codec``'s schema):
 
 * a sample is ``[time, value, upper_bound, lower_bound]`` (numbers);
 * a ring is ``{"max_len": N, "samples": [SAMPLE, ...]}``, oldest sample first;
-* ``LoadSamplesCollected`` is ``{"time", "ring_size", "live": [[entry, container], ...],
+* ``LoadSamplesCollected`` is ``{"time", "ring_size", "expired": [[entry, container], ...],
   "containers": [[pod_uid, container, SAMPLE], ...], "pools": [[pool, SAMPLE], ...]}``;
 * ``LoadHistoryCleared`` is ``{"reason": STR}``, ``LoadEvictionPoolSet`` ``{"pool": STR}``,
   ``LoadEvictionOffered`` ``{"time", "pool", "pod_uids": [STR]}``, ``SuppressionTimersSet``
@@ -53,11 +53,11 @@ def encode_pressure_event(event: Event) -> dict[str, Any]:
         CodecError: not an event of this section.
     """
     match event:
-        case LoadSamplesCollected(time=t, ring_size=size, live=live, containers=cs, pools=ps):
+        case LoadSamplesCollected(time=t, ring_size=size, expired=gone, containers=cs, pools=ps):
             return {
                 "time": t,
                 "ring_size": size,
-                "live": [[entry, name] for entry, name in live],
+                "expired": [[entry, name] for entry, name in gone],
                 "containers": [[pod, name, _sample(s)] for pod, name, s in cs],
                 "pools": [[pool, _sample(s)] for pool, s in ps],
             }
@@ -85,9 +85,9 @@ def decode_pressure_event(cls: type[Event], fields: Mapping[str, Any], where: st
         return LoadSamplesCollected(
             time=_number(fields["time"], f"{where}.time"),
             ring_size=_ring_size(fields["ring_size"], f"{where}.ring_size"),
-            live=tuple(
-                (_str(e, f"{where}.live[{i}][0]"), _str(c, f"{where}.live[{i}][1]"))
-                for i, (e, c) in enumerate(_rows(fields["live"], 2, f"{where}.live"))
+            expired=tuple(
+                (_str(e, f"{where}.expired[{i}][0]"), _str(c, f"{where}.expired[{i}][1]"))
+                for i, (e, c) in enumerate(_rows(fields["expired"], 2, f"{where}.expired"))
             ),
             containers=tuple(
                 (

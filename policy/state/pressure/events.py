@@ -5,7 +5,8 @@ remember (``policy.state.pressure.history``), each journaled with the decision's
 the record's cause, so ``qrmd journal show`` tells why a pod was offered for eviction:
 
 * ``LoadSamplesCollected``: one load collection (``collectMetrics``): the rings of entries no
-  longer in the CPU state are dropped, then each sampled container and pool is pushed.
+  longer in the CPU state are dropped (``expired``), then each sampled container and pool is
+  pushed. A collection that changes nothing is not journaled.
 * ``LoadHistoryCleared(reason)``: every ring dropped, because load eviction is disabled
   (``collectMetrics`` resets its history then) or the daemon restarted (the reference's
   rings live in memory only, so a restarted plugin starts empty; replaying old samples
@@ -59,14 +60,14 @@ class LoadSamplesCollected(PressureEvent):
     Attributes:
         time: the collection time (every sample's).
         ring_size: the size of a ring created by this collection.
-        live: every (entry, container) of the CPU state, pools as ``(pool, "")``.
+        expired: the rings dropped: entries no longer in the CPU state, pools as ``(pool, "")``.
         containers: (pod UID, container, sample) for each sampled container.
         pools: (pool, sample) for each pool pushed, with its bounds.
     """
 
     time: float
     ring_size: int
-    live: tuple[ContainerKey, ...]
+    expired: tuple[ContainerKey, ...]
     containers: tuple[tuple[str, str, LoadSample], ...]
     pools: tuple[tuple[str, LoadSample], ...]
 
@@ -124,9 +125,9 @@ def apply_pressure_event(history: PressureHistory, event: Event) -> PressureHist
         StateError: not an event of this section, or a collection with a ring size below 1.
     """
     match event:
-        case LoadSamplesCollected(ring_size=size, live=live, containers=cs, pools=ps):
+        case LoadSamplesCollected(ring_size=size, expired=gone, containers=cs, pools=ps):
             return history.with_load_samples(
-                size, live, {(pod, name): s for pod, name, s in cs}, dict(ps)
+                size, gone, {(pod, name): s for pod, name, s in cs}, dict(ps)
             )
         case LoadHistoryCleared():
             return history.without_load_history()

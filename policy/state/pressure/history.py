@@ -135,28 +135,38 @@ class PressureHistory:
 
     # -- load rings ---------------------------------------------------------------------------
 
+    def expired_rings(self, live: Iterable[ContainerKey]) -> tuple[ContainerKey, ...]:
+        """The rings of entries no longer in the CPU state (``clearExpiredMetricsHistory``),
+        pools as ``(pool, "")``, in order.
+
+        Args:
+            live: every (entry, container) the CPU state holds now, pools as ``(pool, "")``.
+        """
+        alive = frozenset(live)
+        keys = [*self.container_rings, *((pool, "") for pool in self.pool_rings)]
+        return tuple(sorted(key for key in set(keys) if key not in alive))
+
     def with_load_samples(
         self,
         ring_size: int,
-        live: Iterable[ContainerKey],
+        expired: Iterable[ContainerKey],
         containers: Mapping[ContainerKey, LoadSample],
         pools: Mapping[str, LoadSample],
     ) -> PressureHistory:
-        """One collection (``collectMetrics``): drop the rings of what is gone, then push.
+        """One collection (``collectMetrics``): drop the expired rings, then push.
 
         Args:
             ring_size: the size of a ring created now.
-            live: every (entry, container) the CPU state holds now, pools as ``(pool, "")``;
-                a ring for anything else is expired (``clearExpiredMetricsHistory``).
+            expired: the rings to drop (``expired_rings``), pools as ``(pool, "")``.
             containers: each sampled container's load.
             pools: each sampled pool's summed load with its bounds.
 
         Raises:
             StateError: ``ring_size`` is below 1.
         """
-        alive = frozenset(live)
-        container_rings = _prune(self.container_rings, alive)
-        pool_rings = _prune(self.pool_rings, frozenset(e for e, c in alive if c == ""))
+        gone = frozenset(expired)
+        container_rings = _prune(self.container_rings, gone)
+        pool_rings = _prune(self.pool_rings, frozenset(e for e, c in gone if c == ""))
         for key, sample in containers.items():
             container_rings = container_rings.set(
                 key, container_rings.get(key, MetricRing(ring_size)).push(sample)
@@ -197,9 +207,9 @@ class PressureHistory:
 
 
 def _prune(
-    rings: immutables.Map[K, MetricRing], alive: frozenset[K]
+    rings: immutables.Map[K, MetricRing], expired: frozenset[K]
 ) -> immutables.Map[K, MetricRing]:
-    gone = [key for key in rings if key not in alive]
+    gone = [key for key in rings if key in expired]
     if not gone:
         return rings
     mutable = rings.mutate()

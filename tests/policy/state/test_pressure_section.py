@@ -28,7 +28,7 @@ from tests.policy.state_fixtures import SYNTH_16_2_4
 COLLECTED = LoadSamplesCollected(
     time=1000.0,
     ring_size=2,
-    live=(("pod-a", "app"), ("share", "")),
+    expired=(("pod-z", "app"), ("isolation-x", "")),
     containers=(("pod-a", "app", LoadSample(1000.0, 3.5)),),
     pools=(("share", LoadSample(1000.0, 3.5, 18.0, 10.0)),),
 )

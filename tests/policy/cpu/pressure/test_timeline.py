@@ -331,3 +331,14 @@ def test_only_reclaimed_pods_are_candidates_and_no_reclaim_pool_is_an_error() ->
     with pytest.raises(SuppressionError, match="get reclaim pool failed"):
         suppress(node, (shared,), pool=None)
     assert suppress(node, (reclaimed("a", "9"),), pool=0).offers == ()
+
+
+def test_an_idle_node_journals_no_collection() -> None:
+    node = Node(LOAD)
+    decision = collect_load(node.history, LoadInputs(PoolMap({"share": 10})), LOAD, 1.0)
+    assert decision.events == ()
+    node.collect(web=5)
+    # The pods left: their rings and the pool's expire; that is a change, and journaled.
+    gone = collect_load(node.history, LoadInputs(PoolMap({})), LOAD, 2.0)
+    (event,) = gone.events
+    assert event.expired == (("batch", "main"), ("share", ""), ("web", "main"))
