@@ -65,6 +65,28 @@ class BalancerOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class CPUPressureOptions:
+    """The CPU pressure eviction flags: the suppression plugin, no load plugin (its loads would
+    come from a simulator here)."""
+
+    min_tolerance_duration: str  # --eviction-suppression-min-tolerance-duration, a DURATION
+    plugin_registration_dir: Path  # where cpu-pressure-suppression-plugin.sock is served
+
+    def argv(self) -> list[str]:
+        """The flags."""
+        return [
+            "--enable-cpu-pressure-eviction",
+            "--eviction-suppression-enable",
+            "--eviction-suppression-min-tolerance-duration",
+            self.min_tolerance_duration,
+            "--cpu-load-metrics-source",
+            "simulated",
+            "--plugin-registration-dir",
+            str(self.plugin_registration_dir),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonOptions:
     """The ``qrmd run`` settings the demo uses."""
 
@@ -76,6 +98,7 @@ class DaemonOptions:
     metrics_address: str  # HOST:PORT or "off"
     log_level: str = "info"
     balancer: BalancerOptions | None = None
+    cpu_pressure: CPUPressureOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -101,6 +124,7 @@ class DaemonOptions:
             "--log-level",
             self.log_level,
             *(self.balancer.argv() if self.balancer is not None else ()),
+            *(self.cpu_pressure.argv() if self.cpu_pressure is not None else ()),
         ]
 
 
