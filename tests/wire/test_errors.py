@@ -13,9 +13,11 @@ import pytest
 import actors
 import policy
 import qrmd.host
+from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.cpu_pressure_messages import PressureUnavailable
+from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
@@ -185,6 +187,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (NumaStatError, C.UNAVAILABLE),
     (ReplayError, C.INTERNAL),
     (SupervisorError, C.INTERNAL),
+    (CauseError, C.INTERNAL),
+    (RerunError, C.INTERNAL),
     (NotReady, C.UNAVAILABLE),
     (PressureSettingsError, C.INVALID_ARGUMENT),
     (InputError, C.INVALID_ARGUMENT),
@@ -202,7 +206,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         return cls("u", "c")
     if issubclass(cls, MachineFileError):
         return cls("sockets[0]", "boom")
-    if issubclass(cls, ReplayError):
+    if issubclass(cls, ReplayError | RerunError):
         return cls(7, "boom")
     return cls("boom")
 
