@@ -13,8 +13,8 @@ With ``--enable-cpu-pressure-eviction`` the daemon gains:
    watcher (wire.md §8.3). As the reference's registration wrapper, a socket that cannot be
    created does not stop the daemon: it is counted and tried again
    every 5 s;
-4. metrics: ``load_pressure_threshold_met_count{pool_name, metric_name, threshold_type}``
-   (the reference's counter) and ``qrmd_cpu_pressure_<counter>``, read at scrape time.
+4. metrics: the reference's ``load_pressure_threshold_met_count``, ``pool_metric_value_raw``
+   and ``pool_metric_bound_raw``, and ``qrmd_cpu_pressure_<counter>``, read at scrape time.
 """
 
 from __future__ import annotations
@@ -250,6 +250,9 @@ class CPUPressureCollector(Collector):
 
     * ``load_pressure_threshold_met_count{pool_name, metric_name, threshold_type}``: met
       answers since start (the reference emits 1 per met ``ThresholdMet``; pulled, a count);
+    * ``pool_metric_value_raw{pool_name, metric_name}`` and ``pool_metric_bound_raw{pool_name,
+      metric_name, bound_type}``: each pool's newest sample and its upper and lower bounds, as
+      the reference emits them at each push;
     * ``qrmd_cpu_pressure_plugin_start_failed{pluginName, pluginType}``: failed starts of
       each plugin (the reference's ``plugin_start_failed``, renamed: the balancer's has it);
     * ``qrmd_cpu_pressure_<counter>``: collections, failures, calls, offers, commit failures.
@@ -284,6 +287,25 @@ class CPUPressureCollector(Collector):
         for (pool, kind), count in sorted(view.threshold_met.items()):
             met.add_metric([pool, EVICTION_SCOPE_LOAD, kind], count)
         yield met
+        newest = GaugeMetricFamily(
+            "pool_metric_value_raw",
+            "The newest load sample of each pool's ring.",
+            labels=["pool_name", "metric_name"],
+        )
+        bound = GaugeMetricFamily(
+            "pool_metric_bound_raw",
+            "The bounds the newest load sample of each pool was judged by.",
+            labels=["pool_name", "metric_name", "bound_type"],
+        )
+        for pool, ring in sorted(view.history.pool_rings.items()):
+            sample = ring.latest
+            if sample is None:
+                continue
+            newest.add_metric([pool, EVICTION_SCOPE_LOAD], sample.value)
+            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "upper"], sample.upper_bound)
+            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "lower"], sample.lower_bound)
+        yield newest
+        yield bound
         for name, value in sorted(view.counters.items()):
             yield CounterMetricFamily(
                 f"qrmd_cpu_pressure_{name.removesuffix('_total')}",
