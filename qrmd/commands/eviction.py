@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "their pools, requests and loads, the configuration - and print each tick's "
             "ThresholdMet, GetTopEvictionPods and GetEvictPods answers."
         ),
-        epilog="The file format is in the README, section 'qrmd eviction plan'; an example "
+        epilog="The file format is in the README, section 'Asking the CPU eviction plugins "
+        "offline'; an example "
         "is docs/examples/eviction/squeezed-reclaim.json.",
     )
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")

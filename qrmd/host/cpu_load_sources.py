@@ -33,11 +33,11 @@ node exporter) feeds the file or the Prometheus source.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -149,8 +149,12 @@ class PrometheusContainerLoads:
         try:
             with urllib.request.urlopen(self.url, timeout=self._timeout_s) as response:
                 body = response.read(MAX_BYTES + 1)
+                promised = response.headers.get("Content-Length")
             if len(body) > MAX_BYTES:
                 return _all_missing(containers, f"{self.url}: larger than {MAX_BYTES} bytes")
+            if promised is not None and promised.isdigit() and int(promised) != len(body):
+                cut = f"body cut short, {len(body)} of {promised} bytes came"
+                return _all_missing(containers, f"scrape of {self.url} failed: {cut}")
             found: dict[ContainerKey, list[float]] = {}
             for family in text_string_to_metric_families(body.decode("utf-8", "replace")):
                 for s in family.samples:
@@ -158,7 +162,7 @@ class PrometheusContainerLoads:
                         continue
                     key = (s.labels.get("pod_uid", ""), s.labels.get("container", ""))
                     found.setdefault(key, []).append(s.value)
-        except (OSError, urllib.error.URLError, ValueError) as err:
+        except (OSError, http.client.HTTPException, ValueError) as err:
             return _all_missing(containers, f"scrape of {self.url} failed: {err}")
         out: Loads = {}
         for key in containers:

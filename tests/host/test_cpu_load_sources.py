@@ -147,3 +147,10 @@ def test_the_file_default_path(tmp_path: Path) -> None:
     source = build_container_load_source("file")
     assert isinstance(source, FileContainerLoads)
     assert str(source.path) == "/run/qrmd/cpu-load.json"
+
+
+def test_a_body_cut_short_makes_every_load_missing(exporter: Exporter) -> None:  # noqa: F811
+    exporter.body = PROMETHEUS_TEXT
+    exporter.promised_extra_bytes = 100
+    got = PrometheusContainerLoads(exporter.url, timeout_s=1).sample(WANTED)
+    assert all(isinstance(v, MissingLoad) and "scrape of" in v.reason for v in got.values())
