@@ -9,7 +9,8 @@ command (``actors.cpu_pressure_messages``) the core:
 2. gathers the inputs (the pool map, the loads from the ``ContainerLoadSource`` port, the
    request's pods) and calls the pure decision of ``policy.cpu.pressure``;
 3. commits the decision's events with its inputs as the record's cause (``{"command", "now",
-   "inputs", "answer"}``, and the offered ``pod_uids``), so ``qrmd journal show`` tells which
+   "settings", "inputs", "answer"}``, and the offered ``pod_uids``; re-run it with
+   ``policy.cpu.pressure.rerun``), so ``qrmd journal show`` tells which
    samples a threshold was met on and why a pod was offered; a decision without events is not
    journaled;
 4. answers (or, after a refused commit, raises ``PressureUnavailable``).
@@ -211,7 +212,7 @@ class CPUPressureCore:
         if answer.met_type != "NOT_MET":
             kind = "hard" if answer.met_type == "HARD_MET" else "soft"
             self.threshold_met_counts[(answer.pool, kind)] += 1
-        self._commit(decision, "ThresholdMet", now, {"answer": answer.to_json()})
+        self._commit(decision, "ThresholdMet", now, {})
         return answer
 
     def top_eviction_pods(self, pods: tuple[ActivePod, ...], top_n: int) -> TopEvictionAnswer:
@@ -300,7 +301,12 @@ class CPUPressureCore:
             _log.info("%s: %s", command, warning)
         if not decision.events:
             return
-        cause: dict[str, Any] = {"command": command, "now": now, "inputs": inputs}
+        cause: dict[str, Any] = {
+            "command": command,
+            "now": now,
+            "settings": self.settings.to_json(),
+            "inputs": inputs,
+        }
         if offered:
             cause["pod_uids"] = list(offered)
             if len(offered) == 1:

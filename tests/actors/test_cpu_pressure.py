@@ -4,6 +4,8 @@ rings from before a restart, and refuses (nothing answered) when a commit fails.
 
 from __future__ import annotations
 
+import json
+
 import pykka
 import pytest
 
@@ -18,9 +20,11 @@ from actors.cpu_pressure_messages import (
 )
 from actors.store_messages import Snapshot
 from policy.cpu.pressure import ActivePod, PressureSettings
+from policy.cpu.pressure.rerun import rerun_cause
 from policy.cpu.qos import RECLAIMED_CORES
 from policy.state.entries import InPool
 from policy.state.events import ContainerAllocated, PoolSet
+from policy.state.pressure import apply_pressure_event
 from policy.state.pressure.events import (
     LoadEvictionOffered,
     LoadEvictionPoolSet,
@@ -191,3 +195,32 @@ def test_replaying_the_journal_rebuilds_the_section() -> None:
     core.handle(LoadTopEvictionPods((WEB,), 1))
     assert committer.replayed() == committer.snapshot.state
     assert isinstance(committer.snapshot, Snapshot)
+
+
+def test_every_journaled_decision_re_runs_from_its_cause_to_the_same_events() -> None:
+    core, committer, loads, clock = make_core()
+    loads.set_load("web", "main", 20.0)
+    for _ in range(2):
+        core.handle(CollectLoad(clock.time()))
+        clock.advance(30)
+    core.handle(LoadThresholdMet())
+    core.handle(LoadTopEvictionPods((WEB,), 1))
+    core.handle(SuppressionEvictPods((WEB, ETL)))
+    clock.advance(61)
+    core.handle(SuppressionEvictPods((WEB, ETL)))
+    restarted, _, _, _ = make_core(committer)
+    restarted.start()
+    # Replay record by record: each cause, re-run on the section before it, gives its events.
+    history = committer.initial.cpu_pressure
+    position = 0
+    records = 0
+    for cause in committer.causes:
+        decision = rerun_cause(history, json.loads(json.dumps(cause)))
+        recorded = committer.events[position : position + len(decision.events)]
+        assert list(decision.events) == recorded, cause["command"]
+        for event in recorded:
+            history = apply_pressure_event(history, event)
+        position += len(recorded)
+        records += 1
+    assert position == len(committer.events) and records == 7
+    assert history == committer.snapshot.state.cpu_pressure

@@ -123,6 +123,30 @@ class LoadInputs:
             "missing": [[pod, name, why] for (pod, name), why in sorted(self.missing.items())],
         }
 
+    @classmethod
+    def from_json(cls, value: object, where: str = "inputs") -> LoadInputs:
+        """Read :meth:`to_json`'s form.
+
+        Raises:
+            InputError: malformed; the message names the field.
+        """
+        obj = _map(value, where, ("pools", "containers", "loads", "shared_pools_limit", "missing"))
+        loads: dict[tuple[str, str], float] = {}
+        for i, row in enumerate(_rows(obj.get("loads", []), 3, f"{where}.loads")):
+            at = f"{where}.loads[{i}]"
+            loads[(_str(row[0], f"{at}[0]"), _str(row[1], f"{at}[1]"))] = number(row[2], f"{at}[2]")
+        missing: dict[tuple[str, str], str] = {}
+        for i, row in enumerate(_rows(obj.get("missing", []), 3, f"{where}.missing")):
+            at = f"{where}.missing[{i}]"
+            missing[(_str(row[0], f"{at}[0]"), _str(row[1], f"{at}[1]"))] = _str(row[2], f"{at}[2]")
+        limit = obj.get("shared_pools_limit")
+        return cls(
+            PoolMap.from_json({k: obj[k] for k in ("pools", "containers") if k in obj}, where),
+            loads,
+            None if limit is None else _count(limit, f"{where}.shared_pools_limit"),
+            missing,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TopInputs:
@@ -139,6 +163,20 @@ class TopInputs:
             "active_pods": [p.to_json() for p in self.active_pods],
             "top_n": self.top_n,
         }
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "inputs") -> TopInputs:
+        """Read :meth:`to_json`'s form.
+
+        Raises:
+            InputError: malformed; the message names the field.
+        """
+        obj = _map(value, where, ("pools", "containers", "active_pods", "top_n"))
+        pool_map = PoolMap.from_json(
+            {k: obj[k] for k in ("pools", "containers") if k in obj}, where
+        )
+        pods = active_pods_from_json(obj.get("active_pods", []), f"{where}.active_pods")
+        return cls(pool_map, pods, _count(obj.get("top_n", 0), f"{where}.top_n"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +197,20 @@ class SuppressionInputs:
             "reclaim_pool_size": self.reclaim_pool_size,
             "active_pods": [p.to_json() for p in self.active_pods],
         }
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "inputs") -> SuppressionInputs:
+        """Read :meth:`to_json`'s form.
+
+        Raises:
+            InputError: malformed; the message names the field.
+        """
+        obj = _map(value, where, ("reclaim_pool_size", "active_pods"))
+        size = obj.get("reclaim_pool_size")
+        return cls(
+            None if size is None else _count(size, f"{where}.reclaim_pool_size"),
+            active_pods_from_json(obj.get("active_pods", []), f"{where}.active_pods"),
+        )
 
 
 def active_pods_from_json(value: object, where: str) -> tuple[ActivePod, ...]:
@@ -213,6 +265,14 @@ def _map(value: object, where: str, keys: tuple[str, ...] | None) -> dict[str, A
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown}; known: {list(keys)}")
     return value
+
+
+def _rows(value: object, width: int, where: str) -> list[list[Any]]:
+    rows = _list(value, where)
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != width:
+            raise InputError(f"{where}[{i}]: expected a list of {width} items")
+    return rows
 
 
 def _list(value: object, where: str) -> list[Any]:
