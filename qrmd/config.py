@@ -36,6 +36,7 @@ from policy.cpu.context import (
     DEFAULT_TRANSITION_PERIOD_S,
 )
 from policy.cpu.pressure import PressureSettings
+from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
@@ -130,6 +131,7 @@ class DaemonConfig:
             §12.7; ``qrmd.cpu_eviction_settings``).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
         cpu_pressure: the CPU pressure eviction plugins' settings.
+        cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
         config_file: the file the settings were read from, if any.
     """
 
@@ -161,6 +163,7 @@ class DaemonConfig:
     enable_cpu_pressure_eviction: bool = False
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
+    cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -263,6 +266,7 @@ OPTIONS: tuple[Option, ...] = (
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
     *CPU_EVICTION_OPTIONS,
+    *ADVISOR_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -329,7 +333,12 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
-    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}, "cpu_eviction": {}}
+    groups: dict[str, dict[str, object]] = {
+        "balancer": {},
+        "sources": {},
+        "advisor": {},
+        "cpu_eviction": {},
+    }
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
@@ -345,6 +354,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     try:
         values.update(balancer_values(values, groups))
         values.update(cpu_eviction_values(values, groups))
+        values.update(advisor_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent

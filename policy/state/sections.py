@@ -4,9 +4,11 @@ The StateStore keeps a ``State`` and applies committed events to it with :func:`
 event names its section (``Event.section``); each section is an immutable value with its own
 apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
 Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
-``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``) and the
-``cpu_pressure`` section (``PressureHistory``, the CPU pressure eviction plugins' load rings
-and timers; ``policy.state.pressure``). Replaying the
+``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``), the advisor
+section (``AdvisorState``: who sizes the pools and the last sys-advisor response's outcome,
+written by the Allocator; ``policy.state.advisor_section``) and the ``cpu_pressure`` section
+(``PressureHistory``, the CPU pressure eviction plugins' load rings and timers, written by the
+CPU pressure actor; ``policy.state.pressure``). Replaying the
 journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
 section by section.
 """
@@ -22,6 +24,7 @@ import immutables
 from policy.balance import BalancerState
 from policy.balance.events import BALANCE_SECTION, apply_balance_event
 from policy.errors import StateError
+from policy.state.advisor_section import ADVISOR_SECTION, AdvisorState, apply_advisor_event
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import Event
@@ -29,6 +32,7 @@ from policy.state.pressure import PRESSURE_SECTION, PressureHistory, apply_press
 from policy.topology.model import CPUTopology
 
 __all__ = [
+    "ADVISOR_SECTION",
     "BALANCE_SECTION",
     "CPU_SECTION",
     "PRESSURE_SECTION",
@@ -46,13 +50,15 @@ SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
     CPU_SECTION: apply_cpu_event,
     BALANCE_SECTION: apply_balance_event,
     PRESSURE_SECTION: apply_pressure_event,
+    ADVISOR_SECTION: apply_advisor_event,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class State:
     """Named, immutable state sections (``"cpu"``: a ``CPUState``; ``"balance"``: a
-    ``BalancerState``)."""
+    ``BalancerState``; ``"advisor"``: an ``AdvisorState``; ``"cpu_pressure"``: a
+    ``PressureHistory``)."""
 
     sections: immutables.Map[str, object]
 
@@ -88,6 +94,13 @@ class State:
         assert isinstance(section, PressureHistory)
         return section
 
+    @property
+    def advisor(self) -> AdvisorState:
+        """The advisor section."""
+        section = self.section(ADVISOR_SECTION)
+        assert isinstance(section, AdvisorState)
+        return section
+
     def with_section(self, name: str, value: object) -> State:
         """This state with section ``name`` replaced by ``value``."""
         return State(self.sections.set(name, value))
@@ -101,6 +114,7 @@ def empty_state(topology: CPUTopology) -> State:
                 CPU_SECTION: CPUState.empty(topology),
                 BALANCE_SECTION: BalancerState(),
                 PRESSURE_SECTION: PressureHistory(),
+                ADVISOR_SECTION: AdvisorState(),
             }
         )
     )
