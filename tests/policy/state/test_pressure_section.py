@@ -136,3 +136,10 @@ def test_garbage_events_raise_codec_error_and_nothing_else(
 
 def test_an_empty_history_is_the_default_section() -> None:
     assert empty_state(SYNTH_16_2_4).cpu_pressure == PressureHistory()
+
+
+def test_a_checkpoint_from_before_the_section_decodes_with_it_empty() -> None:
+    state = apply_all(empty_state(SYNTH_16_2_4), ONE_OF_EACH[:2])
+    data = encode_state(state)
+    del data["sections"]["cpu_pressure"]
+    assert decode_state(data, SYNTH_16_2_4).cpu_pressure == PressureHistory()
