@@ -103,17 +103,18 @@ def render_tick(tick: PlanTick, result: TickResult) -> str:
     """A tick's answers for a person: one block, a line per call."""
     when = datetime.fromtimestamp(tick.time, UTC).isoformat(timespec="milliseconds")
     lines = [f"tick {when.replace('+00:00', 'Z')} ({tick.time:.3f})"]
+    names = {pod.uid: f"{pod.uniq_key} ({pod.uid})" for pod in tick.active_pods}
     for call in tick.calls:
         answer = result.answers[call]
         if "error" in answer:
             lines.append(f"  {call}: error: {answer['error']}")
         else:
-            lines.append(f"  {call}: {_RENDER[call](answer)}")
+            lines.append(f"  {call}: {_RENDER[call](answer, names)}")
     lines += [f"  warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
 
-def _collect(answer: dict[str, Any]) -> str:
+def _collect(answer: dict[str, Any], names: dict[str, str]) -> str:
     parts = [
         f"{pool} load {s['value']:g} (soft > {s['lower_bound']:g}, hard > {s['upper_bound']:g})"
         for pool, s in answer["pools"].items()
@@ -124,7 +125,7 @@ def _collect(answer: dict[str, Any]) -> str:
     return "; ".join(parts) or "nothing sampled"
 
 
-def _threshold(answer: dict[str, Any]) -> str:
+def _threshold(answer: dict[str, Any], names: dict[str, str]) -> str:
     if answer["met_type"] == "NOT_MET":
         return "NOT_MET"
     return (
@@ -133,19 +134,22 @@ def _threshold(answer: dict[str, Any]) -> str:
     )
 
 
-def _top(answer: dict[str, Any]) -> str:
+def _top(answer: dict[str, Any], names: dict[str, str]) -> str:
     if not answer["pod_uids"]:
         return "no pods"
     grace = answer["grace_period_seconds"]
     suffix = "" if grace is None else f", grace period {grace} s"
-    return f"pool {answer['pool']}: evict {', '.join(answer['pod_uids'])}{suffix}"
+    pods = ", ".join(names.get(uid, uid) for uid in answer["pod_uids"])
+    return f"pool {answer['pool']}: evict {pods}{suffix}"
 
 
-def _evict(answer: dict[str, Any]) -> str:
+def _evict(answer: dict[str, Any], names: dict[str, str]) -> str:
     offers = answer["evict_pods"]
     if not offers:
         return "no pods"
-    return "; ".join(f"evict {o['pod_uid']}: {o['reason']}" for o in offers)
+    return "; ".join(
+        f"evict {names.get(o['pod_uid'], o['pod_uid'])}: {o['reason']}" for o in offers
+    )
 
 
 _RENDER = {

@@ -53,10 +53,10 @@ def test_the_example_squeezes_the_reclaim_pool_and_offers_a_reclaimed_pod(
     blocks = out.strip().split("\ntick ")
     assert len(blocks) == 6
     assert "threshold_met: SOFT_MET pool share" in blocks[2]
-    assert "top_eviction_pods: pool share: evict uid-web" in blocks[4]
+    assert "top_eviction_pods: pool share: evict shop/web (uid-web)" in blocks[4]
     assert (
-        "evict_pods: evict uid-etl: current pool suppression rate 2.00 is over than the pod "
-        "suppression tolerance rate 1.20"
+        "evict_pods: evict batch/etl (uid-etl): current pool suppression rate 2.00 is over "
+        "than the pod suppression tolerance rate 1.20"
     ) in blocks[4]
     # The last tick: web and etl are gone; still HARD, but in the cool-down.
     assert "top_eviction_pods: no pods" in blocks[5]
