@@ -27,12 +27,14 @@ Three decisions of ``(history, inputs, settings, now) -> Decision``:
 
 ``top_eviction_pods`` (``GetTopEvictionPods``):
   With load eviction enabled, an eviction pool and active pods: the candidates are the pods
-  whose first container the state knows, scanning ``spec.containers`` in order, is in the
-  eviction pool (a pod whose first container is unknown to the state is no candidate, as in
-  the reference). Within the cool-down none is offered; else the cool-down restarts, the
-  candidates are ranked by their containers' summed ring loads, highest first (ties keep
-  request order; Go's ``sort.Slice`` leaves them unspecified), the first ``topN`` offered
-  and the eviction pool cleared. A grace period ``>= 0`` goes with them.
+  with a container in the eviction pool, scanning ``spec.containers`` in order and stopping
+  at the first container the state does not hold (a pod whose first container is unknown to
+  the state is no candidate even if a later one is in the pool: the reference's filter
+  returns at the first unknown container). Within the cool-down none is offered; else the
+  cool-down restarts, the candidates are ranked by their containers' summed ring loads,
+  highest first (ties keep request order; Go's ``sort.Slice`` leaves them unspecified), the
+  first ``topN`` offered and the eviction pool cleared. A grace period ``>= 0`` goes with
+  them.
 """
 
 from __future__ import annotations

@@ -342,3 +342,27 @@ def test_an_idle_node_journals_no_collection() -> None:
     gone = collect_load(node.history, LoadInputs(PoolMap({})), LOAD, 2.0)
     (event,) = gone.events
     assert event.expired == (("batch", "main"), ("share", ""), ("web", "main"))
+
+
+@pytest.mark.parametrize(
+    ("containers", "candidate"),
+    [
+        pytest.param(("main",), True, id="its container is in the eviction pool"),
+        pytest.param(("side", "main"), True, id="a known container in another pool is skipped"),
+        pytest.param(
+            ("ghost", "main"),
+            False,
+            id="an unknown first container ends the scan, as the reference",
+        ),
+    ],
+)
+def test_which_pods_are_candidates(containers: tuple[str, ...], candidate: bool) -> None:
+    pools = PoolMap(
+        {"share": 10, "reclaim": 4},
+        (ContainerPool("web", "main", "share"), ContainerPool("web", "side", "reclaim")),
+    )
+    node = Node(LOAD)
+    node.history = node.history.with_eviction_pool("share")
+    pod = ActivePod("web", "default", "web", SHARED, containers=tuple((c, {}) for c in containers))
+    answer = top_eviction_pods(node.history, TopInputs(pools, (pod,), 1), LOAD, 1.0).reply
+    assert answer.pod_uids == (("web",) if candidate else ())
