@@ -215,3 +215,26 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
         if "SuppressionTimersSet" in line and "over than" in line
     ]
     assert '"pod_uid": "etl"' in record
+
+
+def test_a_plugin_that_cannot_be_served_is_counted_and_the_daemon_runs(ph: PressureHarness) -> None:
+    blocked = ph.root / "ev"
+    blocked.write_text("a file where the directory should be")
+    daemon = ph.pressure_daemon()
+    daemon.start()
+    try:
+        assert daemon.cpu_pressure is not None
+        assert daemon.cpu_pressure.servers == {}
+        assert daemon.cpu_pressure.plugin_start_failures == {
+            "cpu-pressure-load-plugin": 1,
+            "cpu-pressure-suppression-plugin": 1,
+        }
+        code, text = http(daemon, "/metrics")
+        assert code == 200
+        assert (
+            'qrmd_cpu_pressure_plugin_start_failed{pluginName="cpu-pressure-load-plugin",'
+            'pluginType="EvictionPlugin"} 1.0'
+        ) in text
+        assert view(daemon).counters == {}  # the actor runs; nothing asked yet
+    finally:
+        daemon.stop()
