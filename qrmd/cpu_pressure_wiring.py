@@ -68,6 +68,19 @@ _PLUGINS: tuple[tuple[str, tuple[EvictionPluginRpc, ...]], ...] = (
 )
 
 
+class _PluginObserver:
+    """Names each RPC after its plugin (``cpu-pressure-load-plugin:ThresholdMet``), so the two
+    plugins' calls and the balancer's are told apart in ``qrmd_rpc_duration_seconds``."""
+
+    def __init__(self, inner: RpcObserver, plugin: str) -> None:
+        self._inner = inner
+        self._plugin = plugin
+
+    def observe(self, rpc: str, seconds: float, code: str) -> None:
+        # Not "/": the daemon reads a path's last part as the method.
+        self._inner.observe(f"{self._plugin}:{rpc}", seconds, code)
+
+
 class _SupervisedPressureRef:
     """The supervised actor as the eviction server wants a ref: ``ask``, ``tell``, ``is_alive``,
     whichever actor runs it now."""
@@ -182,7 +195,7 @@ class CPUPressureWiring:
                 self.config.plugin_registration_dir,
                 _SupervisedPressureRef(self._supervisor),  # type: ignore[arg-type]  # quacks like an ActorRef
                 name=name,
-                observer=observer,
+                observer=None if observer is None else _PluginObserver(observer, name),
                 rpcs=rpcs,
                 who="the CPU pressure actor",
             )

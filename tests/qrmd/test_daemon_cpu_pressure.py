@@ -188,6 +188,7 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
             'pool_name="share",threshold_type="hard"} 2.0'
         ) in text
         assert "qrmd_cpu_pressure_suppression_offers_total 1.0" in text
+        assert 'rpc="cpu-pressure-suppression-plugin:GetEvictPods"' in text
         sample = f'pool_name="share"}} {share * 2.0}'
         assert f'pool_metric_value_raw{{metric_name="cpu.load.1min.container",{sample}' in text
         assert (
