@@ -16,6 +16,9 @@ one history, and prints for each tick:
 
 With ``--json``, one JSON object per tick, one per line (``TickResult.to_json``). A bad file
 is one error line naming the file and the field; nothing is printed to stdout.
+
+``qrmd eviction rerun DIR`` takes every journaled CPU pressure decision again from its record
+(``qrmd.pressure_rerun``) and says whether it gives the recorded events.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from policy.cpu.pressure.plan import PlanTick, TickResult, parse_plan, run_plan
+from qrmd.journal_view import format_time
+from qrmd.pressure_rerun import rerun_journal
 
-__all__ = ["load_plan", "register", "render_tick", "run"]
+__all__ = ["load_plan", "register", "render_tick", "run", "run_rerun"]
 
 #: A plan of thousands of ticks of hundreds of pods is a few hundred MB at most.
 MAX_INPUT_BYTES = 256 << 20
@@ -54,6 +59,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")
     plan.add_argument("--json", action="store_true", help="print one JSON object per tick")
     plan.set_defaults(run=run)
+    rerun = actions.add_parser(
+        "rerun",
+        help="re-run every journaled CPU pressure decision from its record",
+        description=(
+            "Walk a journal and take every CPU pressure decision again from its record (its "
+            "command, time, settings and inputs) on the state just before it; print whether "
+            "each gives the recorded events. Exit 1 when one does not."
+        ),
+    )
+    rerun.add_argument("directory", metavar="DIR", help="the journal directory (--state-dir)")
+    rerun.add_argument("--from-seq", type=int, metavar="N", help="first record (inclusive)")
+    rerun.add_argument("--to-seq", type=int, metavar="N", help="last record (inclusive)")
+    rerun.add_argument("--json", action="store_true", help="one JSON object per record")
+    rerun.set_defaults(run=run_rerun)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +84,25 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render_tick(tick, result) + "\n")
     return 0
+
+
+def run_rerun(args: argparse.Namespace) -> int:
+    """``qrmd eviction rerun``: 0 when every record re-runs to its events, else 1."""
+    differing = total = 0
+    for result in rerun_journal(args.directory, from_seq=args.from_seq, to_seq=args.to_seq):
+        total += 1
+        differing += not result.same
+        if args.json:
+            sys.stdout.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
+            continue
+        when = format_time(result.wall_time)
+        verdict = "same events" if result.same else "DIFFERENT events"
+        if result.error:
+            verdict = f"refused: {result.error}"
+        sys.stdout.write(f"seq {result.seq}  {when}  {result.command}: {verdict}\n")
+    if not args.json:
+        sys.stdout.write(f"{total} CPU pressure records re-run, {differing} differ\n")
+    return 1 if differing else 0
 
 
 def load_plan(file: str) -> tuple[PlanTick, ...]:

@@ -103,7 +103,7 @@ def pools(daemon: Daemon) -> dict[str, int]:
 
 
 def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
-    ph: PressureHarness, capsys: pytest.CaptureFixture[str]
+    ph: PressureHarness, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     daemon = ph.pressure_daemon()
     daemon.start()
@@ -216,6 +216,29 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
         if "SuppressionTimersSet" in line and "over than" in line
     ]
     assert '"pod_uid": "etl"' in record
+
+    # Every decision re-runs from its record alone to the events it committed.
+    assert main(["eviction", "rerun", str(ph.root / "state")]) == 0
+    out = capsys.readouterr().out
+    assert "GetEvictPods: same events" in out and "CollectLoad: same events" in out
+    assert out.splitlines()[-1].endswith("CPU pressure records re-run, 0 differ")
+    seqs = [int(line.split()[1]) for line in out.splitlines()[:-1]]
+    assert main(["eviction", "rerun", str(ph.root / "state"), "--from-seq", str(seqs[-1])]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 CPU pressure records re-run, 0 differ"
+
+    # A policy that decides otherwise now is named, and the command fails.
+    import qrmd.pressure_rerun as pressure_rerun  # noqa: PLC0415 (patched here only)
+
+    original = pressure_rerun.rerun_cause
+
+    def changed(history: Any, cause: Any, qos: Any = None) -> Any:
+        decision = original(history, cause, qos)
+        return replace(decision, events=()) if cause["command"] == "GetEvictPods" else decision
+
+    monkeypatch.setattr(pressure_rerun, "rerun_cause", changed)
+    assert main(["eviction", "rerun", str(ph.root / "state")]) == 1
+    out = capsys.readouterr().out
+    assert "GetEvictPods: DIFFERENT events" in out
 
 
 def test_a_plugin_that_cannot_be_served_is_counted_and_the_daemon_runs(ph: PressureHarness) -> None:
