@@ -56,6 +56,7 @@ from qrmd.cpu_eviction_settings import (
     cpu_eviction_values,
 )
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -132,6 +133,7 @@ class DaemonConfig:
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
         cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
+        pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
     """
 
@@ -164,6 +166,7 @@ class DaemonConfig:
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
+    pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -267,6 +270,7 @@ OPTIONS: tuple[Option, ...] = (
     *BALANCER_OPTIONS,
     *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
+    *POD_SOURCE_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -338,6 +342,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
         "sources": {},
         "advisor": {},
         "cpu_eviction": {},
+        "pod_source": {},
     }
     for opt in OPTIONS:
         if opt.flag not in raw:
@@ -355,6 +360,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
         values.update(balancer_values(values, groups))
         values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
+        values.update(pod_source_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
