@@ -431,8 +431,7 @@ def load_config(
             flag = _file_key(key, config_file)
             if flag in spelled:
                 raise ConfigError(
-                    f"{config_file}: keys {spelled[flag]!r} and {key!r} both set --{flag}; "
-                    f"keep one"
+                    f"{config_file}: keys {spelled[flag]!r} and {key!r} both set --{flag}; keep one"
                 )
             spelled[flag] = key
             raw[flag] = (value, f" (in {config_file})")

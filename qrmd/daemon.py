@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import pykka
 
+import qrmd
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
@@ -50,6 +51,7 @@ from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
+from machines.registration import REGISTERED
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import reserved_cpus
@@ -278,7 +280,14 @@ class Daemon:
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
-            self.endpoint = StatusEndpoint(host, port, self.metrics, self.health)
+            self.endpoint = StatusEndpoint(
+                host,
+                port,
+                self.metrics,
+                self.health,
+                liveness=lambda: supervisor.status().problems(),
+                readiness=self._readiness_problems,
+            )
         # 3. The actors: the StateStore recovers, then the Allocator starts from its snapshot.
         try:
             supervisor.start()
@@ -337,6 +346,20 @@ class Daemon:
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
 
+    def _readiness_problems(self) -> list[str]:
+        """Why kubelet cannot use qrmd yet (``/readyz``): no socket served, or one that kubelet
+        has not registered (wire.md §8.1). A server without a registration state (a test's)
+        counts as registered."""
+        if not self.servers:
+            return ["not serving kubelet yet"]
+        out = []
+        for server in self.servers:
+            state = getattr(server, "state", REGISTERED)
+            if state != REGISTERED:
+                path = getattr(server, "socket_path", "a plugin socket")
+                out.append(f"{path} is {state}, not registered with kubelet")
+        return out
+
     def _serving_line(self) -> str:
         store = self.store
         recovered = "nothing recovered"
@@ -363,7 +386,8 @@ class Daemon:
         if self.cpu_pressure is not None:
             pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
         return (
-            f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
+            f"qrmd serving: qrmd {qrmd.__version__}; {recovered}; sockets: {sockets}; "
+            f"metrics: {endpoint}; "
             f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
         )
 

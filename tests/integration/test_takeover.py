@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import qrmd
 from qrmd.kubelet_sim import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
 from tests.integration.daemon_process import (
     REPO,
@@ -39,6 +40,7 @@ def workdir() -> Iterator[Path]:
 def qrmd_journal(*argv: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "qrmd.cli", "journal", *argv, "--topology", SYNTH_16_2_4],
+        check=False,
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -91,6 +93,7 @@ def test_a_simulated_node_exported_and_imported_answers_as_before(
     sim = KubeletSimulator([workdir / "k-old"], [0, 1, 2, 3], reconcile_period_s=0.3)
     with sim:
         sim.kubelet.endpoints.wait_registered("cpu", timeout_s=20)
+        wait_for(lambda: old.http("/readyz")[0] == 200, 10, "/readyz once kubelet registered")
         sim.kubelet.admit(dedicated_pod("uid-db", "db", 2, numa_exclusive=True))
         sim.kubelet.admit(shared_pod("uid-web", "web", 2, sidecars={"log": 1}))
         sim.kubelet.admit(shared_pod("uid-api", "api", 1.5))
@@ -123,6 +126,11 @@ def test_a_reference_checkpoint_is_served_as_the_reference_held_it(
     said = qrmd_journal("import-katalyst", str(workdir / "state"), str(FIXTURE))
     assert "3 containers" in said
     proc = start(workdir, "state", started)
+    # No kubelet here: alive, but not ready, and the start-up line names the release.
+    assert proc.http("/livez") == (200, "ok\n")
+    status, why = proc.http("/readyz")
+    assert status == 503 and "not registered with kubelet" in why
+    assert f"qrmd serving: qrmd {qrmd.__version__};" in proc.log()
     listing, aware = answers(proc.socket_paths[0])
     held = {
         pod: {
