@@ -13,8 +13,8 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-import qrmd
 from qrmd.commands import CommandError, balance, demo, diagrams, eviction, journal, run, topology
+from qrmd.version import VERSION
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
 COMMANDS: tuple[ModuleType, ...] = (demo, run, topology, diagrams, balance, eviction, journal)
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
             "(Katalyst QRM 'dynamic' policy, wire-compatible with kubelet and sys-advisor)."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"qrmd {qrmd.__version__}")
+    parser.add_argument("--version", action="version", version=f"qrmd {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.register(sub)

@@ -42,7 +42,6 @@ from typing import Any, Protocol
 
 import pykka
 
-import qrmd
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
@@ -67,6 +66,7 @@ from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
+from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
 __all__ = [
@@ -386,7 +386,7 @@ class Daemon:
         if self.cpu_pressure is not None:
             pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
         return (
-            f"qrmd serving: qrmd {qrmd.__version__}; {recovered}; sockets: {sockets}; "
+            f"qrmd serving: qrmd {VERSION}; {recovered}; sockets: {sockets}; "
             f"metrics: {endpoint}; "
             f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
         )

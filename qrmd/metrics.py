@@ -38,12 +38,12 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-import qrmd
 from actors.store_messages import Snapshot
 from actors.store_report import RecoveryReport, StoreMetrics
 from actors.supervisor import SupervisorStatus
 from journal import JournalStats
 from qrmd.health import HealthRegistry
+from qrmd.version import VERSION
 
 __all__ = ["FAILURE_METRIC_BY_RPC", "DaemonMetrics", "MetricSources", "pool_type"]
 
@@ -123,7 +123,7 @@ class DaemonMetrics:
             "The qrmd release and Python running, value 1.",
             ["version", "python_version"],
             registry=self.registry,
-        ).labels(qrmd.__version__, platform.python_version()).set(1)
+        ).labels(VERSION, platform.python_version()).set(1)
 
     def observe(self, rpc: str, seconds: float, code: object) -> None:
         """Record one answered RPC (the ``wire.plugin_server.RpcObserver`` protocol).

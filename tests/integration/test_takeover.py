@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import qrmd
 from qrmd.kubelet_sim import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.version import VERSION
 from tests.integration.daemon_process import (
     REPO,
     SYNTH_16_2_4,
@@ -130,7 +130,7 @@ def test_a_reference_checkpoint_is_served_as_the_reference_held_it(
     assert proc.http("/livez") == (200, "ok\n")
     status, why = proc.http("/readyz")
     assert status == 503 and "not registered with kubelet" in why
-    assert f"qrmd serving: qrmd {qrmd.__version__};" in proc.log()
+    assert f"qrmd serving: qrmd {VERSION};" in proc.log()
     listing, aware = answers(proc.socket_paths[0])
     held = {
         pod: {

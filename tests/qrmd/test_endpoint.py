@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-import qrmd
 from qrmd.cli import main
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.metrics import DaemonMetrics, MetricSources
+from qrmd.version import VERSION
 
 
 class Probes:
@@ -96,7 +96,7 @@ def test_metrics_carry_build_info_and_process_figures(
     endpoint, _ = served
     text = ask(endpoint, "GET", "/metrics")[1].decode()
     assert 'qrmd_build_info{python_version="' in text
-    assert f'version="{qrmd.__version__}"}} 1.0' in text
+    assert f'version="{VERSION}"}} 1.0' in text
     for name in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"):
         assert any(line.startswith(name + " ") for line in text.splitlines()), name
 
@@ -105,5 +105,5 @@ def test_version_flag_names_the_release(capsys: pytest.CaptureFixture[str]) -> N
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
     assert stop.value.code == 0
-    assert capsys.readouterr().out.strip() == f"qrmd {qrmd.__version__}"
-    assert qrmd.__version__ != "0+unknown"  # the package is installed (make venv)
+    assert capsys.readouterr().out.strip() == f"qrmd {VERSION}"
+    assert VERSION != "0+unknown"  # the package is installed (make venv)
