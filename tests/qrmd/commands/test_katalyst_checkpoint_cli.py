@@ -224,3 +224,17 @@ def test_export_refuses_another_topology(
         "synthetic:cpus=8,sockets=1,numas=1",
     )
     assert code == 2 and "was written for topology" in err
+
+
+def test_a_journal_holding_only_start_up_pools_takes_the_file_pools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    store = open_store(state)
+    events, cause = node_history(0)[0]  # qrmd run's start-up: pools, no container
+    store.commit(events, cause)
+    store.close()
+    assert imported(capsys, state, FIXTURE) == 0
+    out = tmp_path / "out"
+    assert run(capsys, "export-katalyst", str(state), str(out), "--topology", TOPOLOGY_SPEC)[0] == 0
+    assert out.read_bytes() == FIXTURE.read_bytes()
