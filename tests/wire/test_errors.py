@@ -42,6 +42,7 @@ from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
+from policy.state.katalyst_checkpoint import CheckpointCorruptedError, CheckpointMismatchError
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
 from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
@@ -167,6 +168,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (PolicyError, C.FAILED_PRECONDITION),
     (StateError, C.FAILED_PRECONDITION),
     (CodecError, C.INVALID_ARGUMENT),
+    (CheckpointCorruptedError, C.INVALID_ARGUMENT),
+    (CheckpointMismatchError, C.INVALID_ARGUMENT),
     (TopologyError, C.INVALID_ARGUMENT),
     (MachineFileError, C.INVALID_ARGUMENT),
     (SelectionError, C.RESOURCE_EXHAUSTED),
