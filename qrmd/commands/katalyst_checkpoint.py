@@ -39,7 +39,8 @@ from policy.state.katalyst_checkpoint import (
     export_document,
     plan_import,
 )
-from policy.state.katalyst_file import decode_document, encode_document
+from policy.state.katalyst_decode import decode_document
+from policy.state.katalyst_file import encode_document
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.journal_view import parse_time

@@ -21,7 +21,8 @@ from policy.state.katalyst_checkpoint import (
     imported_state,
     plan_import,
 )
-from policy.state.katalyst_file import checksum_of, decode_document, encode_document
+from policy.state.katalyst_decode import decode_document
+from policy.state.katalyst_file import checksum_of, encode_document
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.policy.cpu.test_facade_stateful import PolicyMachine
 from tests.policy.decision_fixtures import CTX, Node, request

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy.errors import CodecError
+from policy.state.katalyst_decode import decode_document
 from policy.state.katalyst_file import (
     checksum_of,
-    decode_document,
     dump_of,
     encode_document,
     go_float,

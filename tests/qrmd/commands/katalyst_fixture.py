@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from policy.state.katalyst_file import checksum_of, decode_document
+from policy.state.katalyst_decode import decode_document
+from policy.state.katalyst_file import checksum_of
 
 TOPOLOGY_SPEC = "synthetic:cpus=16,sockets=2,numas=4"
 NUMA_CPUS = {0: "0-1,8-9", 1: "2-3,10-11", 2: "4-5,12-13", 3: "6-7,14-15"}

@@ -11,7 +11,7 @@ import pytest
 
 from journal import OsFileOps, read_records
 from journal.lock import lock_directory
-from policy.state.katalyst_file import decode_document
+from policy.state.katalyst_decode import decode_document
 from qrmd.cli import main
 from tests.actors.store_helpers import NODE, node_history, open_store
 from tests.qrmd.commands.katalyst_fixture import TOPOLOGY_SPEC, file_bytes
