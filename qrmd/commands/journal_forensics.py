@@ -1,0 +1,218 @@
+"""``qrmd journal state|diff|explain DIR``: the node at a point, what changed, why a pod has
+its CPUs (DESIGN.md, "Who uses it": on-call on a copied journal).
+
+All three replay the journal read-only and without its lock (``qrmd.forensics.replay``), so
+they run on a live node's directory or a copy. They need the node's topology (``--topology``,
+checked against the journal's fingerprint). Points are ``seq:N`` or a time; a relative time
+(``1h``) counts back from the journal's newest record (``qrmd.forensics.points``). ``--json``
+prints one JSON document. Errors are one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from journal import read_records
+from qrmd.forensics.changes import diff_states
+from qrmd.forensics.explain import explain, known_pods, match_pod
+from qrmd.forensics.points import TIME_FORMS, Point, parse_point, resolve_time
+from qrmd.forensics.replay import ForensicsError, JournalWalk, open_walk
+from qrmd.forensics.state_view import render_state, state_document
+from qrmd.journal_view import format_time
+from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
+
+__all__ = ["add_topology_argument", "register", "walk_of"]
+
+
+def add_topology_argument(parser: argparse.ArgumentParser) -> None:
+    """``--topology SPEC``: the node's topology, which replay needs."""
+    parser.add_argument(
+        "--topology",
+        default=DEFAULT_TOPOLOGY_SPEC,
+        metavar="SPEC",
+        help=f"the node's topology: {SPEC_FORMS}; default: %(default)s (pass the node's own "
+        "when reading a copied journal)",
+    )
+
+
+def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``state``, ``diff`` and ``explain`` to ``qrmd journal``."""
+    s = actions.add_parser(
+        "state",
+        help="the CPU state and the balancer section at a point",
+        description="Replay the journal up to a point and print the node as it was: pods, "
+        "containers and their cpusets, pools, the per-NUMA map, the balancer's rounds.",
+    )
+    s.add_argument("directory", metavar="DIR")
+    where = s.add_mutually_exclusive_group(required=True)
+    where.add_argument("--at", metavar="TIME", help=f"the last record at or before: {TIME_FORMS}")
+    where.add_argument("--seq", type=int, metavar="N", help="after record N")
+    add_topology_argument(s)
+    s.add_argument("--json", action="store_true", help="print one JSON document")
+    s.set_defaults(run=run_state)
+
+    d = actions.add_parser(
+        "diff",
+        help="containers added, removed, moved and pools resized between two points",
+        description="Compare the state at two points and name the records that made each "
+        "change. A point is seq:N (after record N) or a time: " + TIME_FORMS + ".",
+    )
+    d.add_argument("directory", metavar="DIR")
+    d.add_argument("--from", dest="start", required=True, metavar="POINT")
+    d.add_argument("--to", dest="end", required=True, metavar="POINT")
+    add_topology_argument(d)
+    d.add_argument("--json", action="store_true", help="print one JSON document")
+    d.set_defaults(run=run_diff)
+
+    e = actions.add_parser(
+        "explain",
+        help="every record that touched a pod's CPUs, with cause and before → after",
+        description="List every record that touched the pod directly or through its pool: "
+        "its cause, the CPUs before and after, and the reply kubelet got.",
+    )
+    e.add_argument("directory", metavar="DIR")
+    e.add_argument("pod", metavar="POD", help="a pod UID, namespace/name or name")
+    e.add_argument("container", metavar="CONTAINER", nargs="?", help="only this container")
+    add_topology_argument(e)
+    e.add_argument("--json", action="store_true", help="print one JSON document")
+    e.set_defaults(run=run_explain)
+
+
+def walk_of(args: argparse.Namespace) -> JournalWalk:
+    """The walk over ``args.directory`` on ``args.topology``.
+
+    Raises:
+        ForensicsError: see ``open_walk``.
+        TopologyError: the SPEC is unreadable.
+    """
+    return open_walk(args.directory, load_topology(args.topology), args.topology)
+
+
+def _seq_of(walk: JournalWalk, point: Point) -> int:
+    if point.seq is not None:
+        walk.check_seq(point.seq)
+        return point.seq
+    assert point.time is not None
+    return walk.seq_at_time(resolve_time(point.time, walk.last_wall_time), point.time)
+
+
+def _write_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _wall_time_of(walk: JournalWalk, seq: int) -> float | None:
+
+    for record in read_records(walk.directory, seq, seq):
+        return record.wall_time
+    return None
+
+
+def run_state(args: argparse.Namespace) -> int:
+    walk = walk_of(args)
+    point = Point(seq=args.seq) if args.seq is not None else Point(time=args.at)
+    seq = _seq_of(walk, point)
+    state = walk.state_at(seq)
+    wall = _wall_time_of(walk, seq) if seq > 0 else None
+    document = state_document(state, seq=seq, wall_time=wall)
+    if args.json:
+        _write_json(document)
+        return 0
+    when = "" if wall is None else f" ({format_time(wall)})"
+    header = f"{args.directory} after seq {seq}{when}: {len(document['pods'])} pods"
+    Console(highlight=False, soft_wrap=True).print(render_state(state, header, document["balance"]))
+    return 0
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    walk = walk_of(args)
+    start_seq = _seq_of(walk, parse_point(args.start))
+    end_seq = _seq_of(walk, parse_point(args.end))
+    if end_seq < start_seq:
+        raise ForensicsError(
+            f"--from {args.start} (seq {start_seq}) is after --to {args.end} (seq {end_seq}): "
+            f"swap them"
+        )
+    start = walk.state_at(start_seq)
+    end = start
+    steps = []
+    for step in walk.steps(end_seq, what="diffing"):
+        if step.record.seq <= start_seq:
+            continue
+        steps.append((step.record.seq, step.before, step.after))
+        end = step.after
+    diff = diff_states(start, end, steps)
+    document = {"from_seq": start_seq, "to_seq": end_seq, **diff.to_json()}
+    if args.json:
+        _write_json(document)
+        return 0
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(Text(f"{args.directory}: seq {start_seq} → seq {end_seq}", style="bold"))
+    if not diff.containers and not diff.pools and not diff.balance_changed:
+        out.print(Text("no change in containers, pools or the balancer section"))
+    for c in document["containers"]:
+        out.print(
+            Text(
+                f"  container {c['pod']}/{c['container']} {c['change']}: "
+                f"{c['cpuset_before'] or '-'} ({c['placement_before'] or '-'}) → "
+                f"{c['cpuset_after'] or '-'} ({c['placement_after'] or '-'})  "
+                f"records {_seqs(c['records'])}"
+            )
+        )
+    for p in document["pools"]:
+        out.print(
+            Text(
+                f"  pool {p['pool']} {p['change']}: {p['cpuset_before'] or '-'} "
+                f"({p['size_before'] or 0}) → {p['cpuset_after'] or '-'} ({p['size_after'] or 0})"
+                f"  records {_seqs(p['records'])}"
+            )
+        )
+    if diff.balance_changed:
+        out.print(Text(f"  balancer section changed  records {_seqs(diff.balance_records)}"))
+    return 0
+
+
+def _seqs(seqs: list[int]) -> str:
+    return ", ".join(map(str, seqs)) if seqs else "-"
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    walk = walk_of(args)
+    steps = list(walk.steps(what="explaining"))
+    pod = match_pod(args.pod, known_pods(steps))
+    if args.container is not None and not any(
+        args.container in state.cpu.pod_containers(pod.uid)
+        for step in steps
+        for state in (step.before, step.after)
+    ):
+        raise ForensicsError(f"pod {pod.describe()} never had a container {args.container!r}")
+    found = list(explain(steps, pod, args.container))
+    if args.json:
+        _write_json(
+            {"pod": pod.describe(), "uid": pod.uid, "records": [e.to_json() for e in found]}
+        )
+        return 0
+    out = Console(highlight=False, soft_wrap=True)
+    what = pod.describe() + (f" container {args.container}" if args.container else "")
+    out.print(Text(f"{what}: {len(found)} records", style="bold"))
+    for item in found:
+        doc = item.to_json()
+        out.print(Text(f"{doc['seq']:>8}  {doc['time']}  {doc['summary']}  ({doc['how']})"))
+        for change in doc["changes"]:
+            out.print(
+                Text(
+                    f"          {change['container']}: {change['cpuset_before'] or '-'} → "
+                    f"{change['cpuset_after'] or '-'} ({change['change']}, "
+                    f"{change['placement_after'] or 'gone'})"
+                )
+            )
+        for container, reply in doc["replies"].items():
+            out.print(Text(f"          reply to kubelet for {container}: {reply}"))
+        for event in doc["events"]:
+            out.print(Text(f"          event {event}"))
+    return 0
