@@ -196,10 +196,11 @@ def holders_of(cpu: CPUState, views: Iterable[ContainerView]) -> list[Holder]:
         else:
             own.append(view)
     result = []
+    taken: set[str] = set()
     for n, (name, cpus) in enumerate(sorted(cpu.pools.items())):
         result.append(
             Holder(
-                name[:1] or "?",
+                _pool_code(name, taken),
                 name,
                 "pool",
                 cpus,
@@ -219,6 +220,15 @@ def holders_of(cpu: CPUState, views: Iterable[ContainerView]) -> list[Holder]:
             )
         )
     return result
+
+
+def _pool_code(name: str, taken: set[str]) -> str:
+    """The first letter of the pool's name no pool before it in name order took."""
+    for letter in name.lower() + "abcdefghijklmnopqrstuvwxyz0123456789":
+        if letter.isalnum() and letter not in taken:
+            taken.add(letter)
+            return letter
+    return "?"
 
 
 def render_state(state: State, header: str, balance: Mapping[str, Any]) -> RenderableType:
