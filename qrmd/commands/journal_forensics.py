@@ -1,5 +1,6 @@
-"""``qrmd journal state|diff|explain DIR``: the node at a point, what changed, why a pod has
-its CPUs (DESIGN.md, "Who uses it": on-call on a copied journal).
+"""``qrmd journal state|diff|explain|export|report DIR``: the node at a point, what changed,
+why a pod has its CPUs, a Parquet export and an HTML report (DESIGN.md, "Who uses it": on-call
+on a copied journal).
 
 All three replay the journal read-only and without its lock (``qrmd.forensics.replay``), so
 they run on a live node's directory or a copy. They need the node's topology (``--topology``,
@@ -18,11 +19,13 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from journal import read_records
+from journal import journal_identity, read_records
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
+from qrmd.forensics.export import event_rows, write_parquet
 from qrmd.forensics.points import TIME_FORMS, Point, parse_point, resolve_time
 from qrmd.forensics.replay import ForensicsError, JournalWalk, open_walk
+from qrmd.forensics.report import collect_series, render_html
 from qrmd.forensics.state_view import render_state, state_document
 from qrmd.journal_view import format_time
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
@@ -42,7 +45,7 @@ def add_topology_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``state``, ``diff`` and ``explain`` to ``qrmd journal``."""
+    """Add ``state``, ``diff``, ``explain``, ``export`` and ``report`` to ``qrmd journal``."""
     s = actions.add_parser(
         "state",
         help="the CPU state and the balancer section at a point",
@@ -82,6 +85,35 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_topology_argument(e)
     e.add_argument("--json", action="store_true", help="print one JSON document")
     e.set_defaults(run=run_explain)
+
+    x = actions.add_parser(
+        "export",
+        help="one Parquet row per event, for querying many nodes' journals together",
+        description="Write one row per event (node, seq, time, kind, cause kind, pod, "
+        "container, pool, cpuset, NUMA nodes, cause as JSON) to a Parquet file. Needs "
+        "pip install 'qrmd[forensics]'.",
+    )
+    x.add_argument("directory", metavar="DIR")
+    x.add_argument("--parquet", required=True, metavar="OUT", help="the Parquet file to write")
+    x.add_argument(
+        "--node", metavar="NAME", help="the node column (default: the journal's node name)"
+    )
+    add_topology_argument(x)
+    x.add_argument("--json", action="store_true", help="print what was written as JSON")
+    x.set_defaults(run=run_export)
+
+    r = actions.add_parser(
+        "report",
+        help="one self-contained HTML page of charts: NUMA use, pools, rounds, timeline",
+        description="Draw the journal as one HTML page that needs no network: CPUs per NUMA "
+        "node, pool sizes and balance rounds over time, and the event timeline. Needs "
+        "pip install 'qrmd[forensics]'.",
+    )
+    r.add_argument("directory", metavar="DIR")
+    r.add_argument("--html", required=True, metavar="OUT", help="the HTML file to write")
+    add_topology_argument(r)
+    r.add_argument("--json", action="store_true", help="print what was written as JSON")
+    r.set_defaults(run=run_report)
 
 
 def walk_of(args: argparse.Namespace) -> JournalWalk:
@@ -216,3 +248,39 @@ def run_explain(args: argparse.Namespace) -> int:
         for event in doc["events"]:
             out.print(Text(f"          event {event}"))
     return 0
+
+
+def _node_name(args: argparse.Namespace) -> str:
+    if args.node:
+        return str(args.node)
+    identity = journal_identity(args.directory)
+    return identity.node_name if identity is not None else ""
+
+
+def _written(args: argparse.Namespace, path: str, what: str, count: int) -> int:
+    if args.json:
+        _write_json({"directory": args.directory, "written": path, what: count})
+    else:
+        Console(highlight=False, soft_wrap=True).print(
+            Text(f"{args.directory}: wrote {count} {what} to {path}")
+        )
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    walk = walk_of(args)
+    if walk.last_seq is None:
+        raise ForensicsError(f"{args.directory} has no records: there is nothing to export")
+    count = write_parquet(event_rows(walk, _node_name(args)), args.parquet)
+    return _written(args, args.parquet, "rows", count)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    walk = walk_of(args)
+    series = collect_series(walk.steps(what="charting"))
+    identity = journal_identity(args.directory)
+    node = identity.node_name if identity is not None else args.directory
+    page = render_html(series, f"qrmd journal report: node {node}")
+    with open(args.html, "w", encoding="utf-8") as out:
+        out.write(page)
+    return _written(args, args.html, "records", len(series.timeline))

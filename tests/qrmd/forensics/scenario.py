@@ -62,12 +62,14 @@ def script() -> list[tuple[float, AllocatorCommand]]:
     ]
 
 
-def write_scenario(directory: Path, *, checkpoint_every_records: int = 4) -> Scenario:
+def write_scenario(
+    directory: Path, *, checkpoint_every_records: int = 4, node: str = NODE, start: float = T0
+) -> Scenario:
     """Run :func:`script` and return the journal with the live states."""
-    clock = FakeClock(wall=T0)
+    clock = FakeClock(wall=start)
     config = StoreConfig(
         str(directory),
-        NODE,
+        node,
         durability="none",
         checkpoint_every_records=checkpoint_every_records,
     )
