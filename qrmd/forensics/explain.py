@@ -22,9 +22,9 @@ from typing import Any
 
 from journal import Record
 from qrmd.forensics.changes import ContainerChange, container_changes
-from qrmd.forensics.renderers import cause_kind, render_cause
+from qrmd.forensics.renderers import cause_kind, render_cause, render_event
 from qrmd.forensics.replay import ForensicsError, Step
-from qrmd.journal_view import format_event, format_time
+from qrmd.journal_view import format_time
 
 __all__ = [
     "Explanation",
@@ -190,7 +190,7 @@ def explain(steps: Iterable[Step], pod: KnownPod, container: str | None) -> Iter
             _how(step, changes, direct),
             changes,
             _replies(step, pod.uid, keys),
-            tuple(_events_about(record, pod.uid, changes)),
+            tuple(_events_about(record, pod.uid, changes, every=direct)),
         )
 
 
@@ -233,8 +233,12 @@ def _replies(step: Step, uid: str, keys: set[tuple[str, str]]) -> dict[str, str]
     return replies
 
 
-def _events_about(record: Record, uid: str, changes: tuple[ContainerChange, ...]) -> Iterator[str]:
+def _events_about(
+    record: Record, uid: str, changes: tuple[ContainerChange, ...], *, every: bool
+) -> Iterator[str]:
+    """The record's events: all of them for a record about the pod (they are its decision),
+    else those that name it or resize its pools."""
     pools = {v.pool for c in changes for v in (c.before, c.after) if v is not None and v.pool}
     for raw in record.events:
-        if mentions(raw, uid) or (isinstance(raw, dict) and raw.get("name") in pools):
-            yield format_event(raw)
+        if every or mentions(raw, uid) or (isinstance(raw, dict) and raw.get("name") in pools):
+            yield render_event(raw)

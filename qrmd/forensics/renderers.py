@@ -15,9 +15,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from journal import Record
-from qrmd.journal_view import cause_target
+from qrmd.journal_view import cause_target, format_event, format_time
 
-__all__ = ["RENDERERS", "cause_kind", "render_cause", "renderer"]
+__all__ = [
+    "EVENT_RENDERERS",
+    "RENDERERS",
+    "cause_kind",
+    "event_renderer",
+    "render_cause",
+    "render_event",
+    "renderer",
+]
 
 Renderer = Callable[[Mapping[str, Any]], str]
 
@@ -25,6 +33,14 @@ Renderer = Callable[[Mapping[str, Any]], str]
 RENDERERS: dict[str, Renderer] = {}
 
 _GENERIC_SCALARS = 6
+
+EventRenderer = Callable[[Mapping[str, Any]], str]
+
+#: event kind → a short rendering of that kind's event (others: ``format_event``, cut short).
+EVENT_RENDERERS: dict[str, EventRenderer] = {}
+
+#: The longest line ``render_event`` prints for an event without a renderer of its own.
+EVENT_LINE_MAX = 240
 
 
 def renderer(*kinds: str) -> Callable[[Renderer], Renderer]:
@@ -68,6 +84,48 @@ def _pod_name(request: Mapping[str, Any]) -> str:
     return str(uid or "")
 
 
+def event_renderer(*kinds: str) -> Callable[[EventRenderer], EventRenderer]:
+    """Register the decorated function as the short rendering of events of ``kinds``."""
+
+    def register(function: EventRenderer) -> EventRenderer:
+        for kind in kinds:
+            EVENT_RENDERERS[kind] = function
+        return function
+
+    return register
+
+
+def render_event(raw: Any) -> str:
+    """One event on one short line: its kind's renderer, else ``format_event`` cut short."""
+    kind = raw.get("kind") if isinstance(raw, Mapping) else None
+    render = EVENT_RENDERERS.get(kind) if isinstance(kind, str) else None
+    if render is not None:
+        return f"{kind} {render(raw)}"
+    line = format_event(raw)
+    return line if len(line) <= EVENT_LINE_MAX else line[: EVENT_LINE_MAX - 1] + "…"
+
+
+def _uids(pods: object) -> str:
+    if not isinstance(pods, list):
+        return "[]"
+    return "[" + ", ".join(str(p.get("UID")) for p in pods if isinstance(p, Mapping)) + "]"
+
+
+@event_renderer("BalanceRoundRecorded")
+def _round_recorded(raw: Mapping[str, Any]) -> str:
+    record = raw.get("record")
+    if not isinstance(record, Mapping):
+        return format_event(raw)[:EVENT_LINE_MAX]
+    source = record.get("sourceNuma")
+    numa = source.get("NumaID") if isinstance(source, Mapping) else None
+    failed = f" failed={record.get('failedReason')!r}" if record.get("failedReason") else ""
+    return (
+        f"status={record.get('status')} level={record.get('balanceLevel')} sourceNuma={numa} "
+        f"evict={_uids(record.get('evictPods'))} migrate={_uids(record.get('balancePods'))}"
+        f"{failed}"
+    )
+
+
 @renderer("Allocate", "GetTopologyHints", "PreStartContainer")
 def _allocation(cause: Mapping[str, Any]) -> str:
     request = _request(cause)
@@ -99,7 +157,8 @@ def _residual(cause: Mapping[str, Any]) -> str:
 
 @renderer("Tick")
 def _balance_round(cause: Mapping[str, Any]) -> str:
-    return "balance round" + (f" at {cause['now']}" if "now" in cause else "")
+    now = cause.get("now")
+    return "balance round" + (f" at {format_time(now)}" if isinstance(now, (int, float)) else "")
 
 
 @renderer("GetEvictPods", "GetAdvices", "GetTopEvictionPods", "ThresholdMet")

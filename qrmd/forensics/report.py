@@ -65,17 +65,23 @@ def collect_series(steps: Iterable[Step]) -> ReportSeries:
                 cpus = after.topology.cpus_in_numa(numa)
                 series.numa_total[numa] = len(cpus)
                 series.numa_held.setdefault(numa, []).append(len(held.intersection(cpus)))
-        if step.before.balance != step.after.balance and step.after.balance.current is not None:
-            current = step.after.balance.current.to_json()
+        current, previous = step.after.balance.current, step.before.balance.current
+        # A new round is a new detect time; advice or eviction taken mark the same round.
+        is_new = previous is None or (
+            current is not None and previous.detect_time != current.detect_time
+        )
+        if current is not None and is_new:
+            fields = current.to_json()
+            source = fields.get("sourceNuma")
             series.rounds.append(
                 {
                     "time": when,
                     "seq": record.seq,
-                    "status": str(current.get("status")),
-                    "source": current.get("sourceNuma"),
-                    "level": str(current.get("balanceLevel")),
-                    "evict": len(current.get("evictPods") or []),  # type: ignore[arg-type]
-                    "migrate": len(current.get("balancePods") or []),  # type: ignore[arg-type]
+                    "status": str(fields.get("status")),
+                    "source": source.get("NumaID") if isinstance(source, dict) else None,
+                    "level": str(fields.get("balanceLevel")),
+                    "evict": len(current.evict_pods),
+                    "migrate": len(current.balance_pods),
                 }
             )
     _hold_to_the_end(series)
