@@ -20,17 +20,24 @@ from rich.console import Console
 from rich.text import Text
 
 from journal import journal_identity, read_records
+from qrmd import config
+from qrmd.daemon import build_context
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
 from qrmd.forensics.points import TIME_FORMS, Point, parse_point, resolve_time
+from qrmd.forensics.renderers import render_event
 from qrmd.forensics.replay import ForensicsError, JournalWalk, open_walk
 from qrmd.forensics.report import collect_series, render_html
+from qrmd.forensics.rerun import RerunSummary, rerun_steps
 from qrmd.forensics.state_view import render_state, state_document
 from qrmd.journal_view import format_time
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
-__all__ = ["add_topology_argument", "register", "walk_of"]
+__all__ = ["EXIT_DIVERGED", "add_topology_argument", "register", "walk_of"]
+
+#: ``rerun``'s exit status when a decision comes out differently today.
+EXIT_DIVERGED = 1
 
 
 def add_topology_argument(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +92,25 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     add_topology_argument(e)
     e.add_argument("--json", action="store_true", help="print one JSON document")
     e.set_defaults(run=run_explain)
+
+    u = actions.add_parser(
+        "rerun",
+        help="re-run every recorded decision with this qrmd's policy; list each divergence",
+        description="Take every journaled decision again — its recorded inputs, on the state "
+        "replayed up to the record before it — with this qrmd's policy code, and list each "
+        "record whose events come out differently (the record, what it holds, what is decided "
+        "now). The safe-rollout check for a new qrmd version; journals written by older "
+        "versions are read through their cause upgrade. The Allocator's settings are not in "
+        "the journal: pass the node's (--config and the flags of `qrmd run`, --topology "
+        "included). Exit 0 when every decision comes out the same, 1 on a divergence, 2 on an "
+        "error.",
+    )
+    u.add_argument("directory", metavar="DIR")
+    u.add_argument("--from", dest="start", metavar="POINT", help="first record (seq:N or a time)")
+    u.add_argument("--to", dest="end", metavar="POINT", help="last record (seq:N or a time)")
+    u.add_argument("--json", action="store_true", help="print one JSON document")
+    config.add_arguments(u)
+    u.set_defaults(run=run_rerun)
 
     x = actions.add_parser(
         "export",
@@ -284,3 +310,45 @@ def run_report(args: argparse.Namespace) -> int:
     with open(args.html, "w", encoding="utf-8") as out:
         out.write(page)
     return _written(args, args.html, "records", len(series.timeline))
+
+
+def run_rerun(args: argparse.Namespace) -> int:
+    settings = build_context(config.config_from_args(args))
+    spec = config.config_from_args(args).topology
+    walk = open_walk(args.directory, settings.topology, spec)
+    if walk.last_seq is None:
+        raise ForensicsError(f"{args.directory} has no records: there is nothing to re-run")
+    first = walk.base_seq + 1 if args.start is None else _seq_of(walk, parse_point(args.start))
+    last = walk.last_seq if args.end is None else _seq_of(walk, parse_point(args.end))
+    if last < first:
+        raise ForensicsError(f"the range seq {first} to seq {last} is empty")
+    summary = RerunSummary()
+    steps = (s for s in walk.steps(last, what="re-running") if s.record.seq >= first)
+    out = Console(highlight=False, soft_wrap=True)
+    for divergence in rerun_steps(steps, settings, summary):
+        if args.json:
+            continue
+        out.print(Text(f"divergence at seq {divergence.seq} ({divergence.kind})", style="bold"))
+        out.print(Text("  recorded: " + "; ".join(map(render_event, divergence.expected))))
+        if divergence.got is not None:
+            out.print(Text("  now:      " + "; ".join(map(render_event, divergence.got))))
+        if divergence.error:
+            out.print(Text(f"  now:      {divergence.error}"))
+    if args.json:
+        _write_json({"from_seq": first, "to_seq": last, **summary.to_json()})
+    else:
+        skipped = sum(len(v) for v in summary.no_rerunner.values())
+        kinds = ", ".join(f"{k} ({len(v)})" for k, v in sorted(summary.no_rerunner.items()))
+        out.print(
+            Text(
+                f"{args.directory} seq {first}-{last}: {summary.rerun} decisions re-run, "
+                f"{summary.same} the same, {len(summary.divergences)} divergent"
+                + (f"; {skipped} records of kinds without a re-runner: {kinds}" if skipped else "")
+                + (
+                    f"; {len(summary.nothing_to_rerun)} with nothing to re-run"
+                    if summary.nothing_to_rerun
+                    else ""
+                )
+            )
+        )
+    return EXIT_DIVERGED if summary.divergences else 0
