@@ -211,8 +211,8 @@ def run_diff(args: argparse.Namespace) -> int:
         return 0
     out = Console(highlight=False, soft_wrap=True)
     out.print(Text(f"{args.directory}: seq {start_seq} → seq {end_seq}", style="bold"))
-    if not diff.containers and not diff.pools and not diff.balance_changed:
-        out.print(Text("no change in containers, pools or the balancer section"))
+    if not diff.containers and not diff.pools and not diff.balance_changed and not diff.sections:
+        out.print(Text("no change in containers, pools or any other state section"))
     for c in document["containers"]:
         out.print(
             Text(
@@ -232,6 +232,8 @@ def run_diff(args: argparse.Namespace) -> int:
         )
     if diff.balance_changed:
         out.print(Text(f"  balancer section changed  records {_seqs(diff.balance_records)}"))
+    for name, seqs in diff.sections.items():
+        out.print(Text(f"  {name} section changed  records {_seqs(seqs)}"))
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from policy.state.cpu_state import CPUState
 from policy.state.entries import InPool
-from policy.state.sections import State
+from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from policy.topology.cpuset import CPUSet
 from qrmd.forensics.state_view import ContainerView, container_view, container_views
 
@@ -162,6 +162,8 @@ class StateDiff:
     pool_records: dict[str, list[int]] = field(default_factory=dict)
     balance_records: list[int] = field(default_factory=list)
     balance_changed: bool = False
+    #: Every other section (the advisor's, later ones) that differs → the records that changed it.
+    sections: dict[str, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -174,6 +176,7 @@ class StateDiff:
                 {**p.to_json(), "records": self.pool_records.get(p.name, [])} for p in self.pools
             ],
             "balance": {"changed": self.balance_changed, "records": self.balance_records},
+            "sections": self.sections,
         }
 
 
@@ -193,6 +196,13 @@ def diff_states(start: State, end: State, steps: Iterable[tuple[int, State, Stat
         pools=pool_changes(start.cpu, end.cpu),
         balance_changed=start.balance != end.balance,
     )
+    others = [
+        name
+        for name in sorted(set(start.sections.keys()) | set(end.sections.keys()))
+        if name not in (CPU_SECTION, BALANCE_SECTION)
+        and start.sections.get(name) != end.sections.get(name)
+    ]
+    result.sections = {name: [] for name in others}
     wanted_containers = {c.key for c in result.containers}
     wanted_pools = {p.name for p in result.pools}
     for seq, before, after in steps:
@@ -204,4 +214,7 @@ def diff_states(start: State, end: State, steps: Iterable[tuple[int, State, Stat
                 result.pool_records.setdefault(pool.name, []).append(seq)
         if before.balance != after.balance:
             result.balance_records.append(seq)
+        for name in others:
+            if before.sections.get(name) != after.sections.get(name):
+                result.sections[name].append(seq)
     return result

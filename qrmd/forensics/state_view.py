@@ -18,9 +18,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from policy.errors import StateError
+from policy.state.codec import SECTION_CODECS
 from policy.state.cpu_state import CPUState
 from policy.state.entries import InPool, OwnCPUs, Ramping
-from policy.state.sections import State
+from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from qrmd.demo.view import Holder, render_numa_map, render_pools
@@ -137,7 +138,8 @@ def state_document(state: State, *, seq: int, wall_time: float | None) -> dict[s
         wall_time: that record's wall time (None for the starting state).
 
     Returns:
-        ``{"seq", "wall_time", "pods", "pools", "ramp_cpus", "numa", "balance"}``.
+        ``{"seq", "wall_time", "pods", "pools", "ramp_cpus", "numa", "balance", "sections"}``
+        (``sections``: every other state section, such as the advisor's, in its codec's form).
     """
     cpu = state.cpu
     topology = cpu.topology
@@ -183,6 +185,13 @@ def state_document(state: State, *, seq: int, wall_time: float | None) -> dict[s
         "ramp_cpus": None if cpu.ramp_cpus is None else str(cpu.ramp_cpus),
         "numa": numa_map,
         "balance": state.balance.to_json(),
+        # Sections added later (the advisor's, …) in their codec's plain form: shown, not
+        # dropped, before they have a view of their own here.
+        "sections": {
+            name: SECTION_CODECS[name].encode_section(value)
+            for name, value in sorted(state.sections.items())
+            if name not in (CPU_SECTION, BALANCE_SECTION) and name in SECTION_CODECS
+        },
     }
 
 

@@ -25,6 +25,7 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.state_store import StateStoreCore, StoreConfig
+from policy.state.advisor_section import AdvisorResponseRefused
 from policy.state.sections import State
 from tests.actors.test_allocator import CTX
 from tests.journal.helpers import FakeClock
@@ -86,3 +87,17 @@ def write_scenario(
             scenario.wall_times[snapshot.seq] = clock.time()
     store.close(checkpoint=False)
     return scenario
+
+
+def refuse_advice(directory: Path, node: str, stages: list[str]) -> None:
+    """Append refused sys-advisor responses, as the Allocator journals them (the advisor
+    section's ``AdvisorResponseRefused``: no CPU change, the stage and the reason)."""
+    clock = FakeClock(wall=T0 + 7200)
+    store = StateStoreCore.open(
+        StoreConfig(str(directory), node, durability="none"), SYNTH_16_2_4, clock=clock
+    )
+    for n, stage in enumerate(stages):
+        event = AdvisorResponseRefused(f"fp-{n}", stage, f"refused at {stage}")
+        store.commit([event], {"rpc": "ApplyAdvice", "now": clock.time()})
+        clock.advance(5)
+    store.close(checkpoint=False)

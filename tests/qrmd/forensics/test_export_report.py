@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from qrmd.cli import main
-from tests.qrmd.forensics.scenario import T0, TOPOLOGY_SPEC, Scenario, write_scenario
+from tests.qrmd.forensics.scenario import (
+    T0,
+    TOPOLOGY_SPEC,
+    Scenario,
+    refuse_advice,
+    write_scenario,
+)
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
@@ -24,6 +30,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fleet")
     write_scenario(root / "a", node="node-a")
     write_scenario(root / "b", node="node-b", start=T0 + 3600)
+    refuse_advice(root / "a", "node-a", ["blocks", "apply"])
+    refuse_advice(root / "b", "node-b", ["validate"])
     for node in ("a", "b"):
         code = main(
             [
@@ -73,7 +81,7 @@ def test_every_event_is_a_row_with_its_node_pod_and_cpuset(fleet: Path) -> None:
         [0, 2, 3],
     ) in rows
     (count,) = query(fleet, "SELECT count(*) FROM FLEET WHERE node = 'node-b'")[0]
-    assert count == 23
+    assert count == 23 + 1
 
 
 def test_readme_query_which_nodes_moved_a_pod(fleet: Path) -> None:
@@ -105,6 +113,15 @@ def test_readme_query_pool_sizes_over_time_across_nodes(fleet: Path) -> None:
         ("node-b", 7),
     ]
     assert rows[2][1].timestamp() - rows[0][1].timestamp() == 3600
+
+
+def test_readme_query_advisor_refusals_per_node(fleet: Path) -> None:
+    rows = query(
+        fleet,
+        "SELECT node, count(*) AS refusals FROM FLEET WHERE kind = 'AdvisorResponseRefused' "
+        "GROUP BY node ORDER BY refusals DESC",
+    )
+    assert rows == [("node-a", 2), ("node-b", 1)]
 
 
 def test_export_refuses_a_journal_without_records(

@@ -17,7 +17,13 @@ from qrmd.cli import main
 from qrmd.forensics.changes import container_changes, pool_changes
 from qrmd.forensics.state_view import container_view, state_document
 from qrmd.journal_view import format_time
-from tests.qrmd.forensics.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
+from tests.qrmd.forensics.scenario import (
+    NODE,
+    TOPOLOGY_SPEC,
+    Scenario,
+    refuse_advice,
+    write_scenario,
+)
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +223,18 @@ def test_diff_refuses_a_reversed_range(
         TOPOLOGY_SPEC,
     )
     assert code == 2 and "--from seq:6 (seq 6) is after --to seq:2 (seq 2)" in err
+
+
+def test_diff_names_the_records_that_changed_another_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = write_scenario(tmp_path / "journal")
+    refuse_advice(node.directory, NODE, ["blocks"])  # seq 10
+    shown = run_json(capsys, "diff", str(node.directory), "--from", "seq:9", "--to", "seq:10")
+    assert shown["sections"] == {"advisor": [10]}
+    assert shown["containers"] == [] and shown["pools"] == []
+    state = run_json(capsys, "state", str(node.directory), "--seq", "10")
+    assert state["sections"]["advisor"]["last_stage"] == "blocks"
 
 
 # -- explain -----------------------------------------------------------------------------------
