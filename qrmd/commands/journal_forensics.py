@@ -336,6 +336,14 @@ def run_rerun(args: argparse.Namespace) -> int:
             out.print(Text("  now:      " + "; ".join(map(render_event, divergence.got))))
         if divergence.error:
             out.print(Text(f"  now:      {divergence.error}"))
+    for seq, names in summary.other_settings.items():
+        if not args.json:
+            out.print(
+                Text(
+                    f"note: the daemon start at seq {seq} ran with other settings than these: "
+                    f"{', '.join(names)} (pass the node's --config and flags)"
+                )
+            )
     if args.json:
         _write_json({"from_seq": first, "to_seq": last, **summary.to_json()})
     else:

@@ -12,7 +12,9 @@ Re-runners are registered by cause kind (:data:`RERUNNERS`): the Allocator's kub
 residual removal (``actors.decision_rerun``), the balancer's rounds and taken steps
 (``policy.balance.rerun``). A kind without a re-runner is counted as not re-runnable, never
 guessed at; a new decision-maker adds its kind here. The Allocator's settings (reserve, QoS
-configuration, options) are not in the journal: the caller passes the ones the node ran with.
+configuration, options) are the caller's to give, the ones the node ran with; each daemon
+start record (``qrmd.start_record``) holds the node's, so a start whose settings differ from
+the given ones is reported by name: divergences after it may be the settings, not the code.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from policy.state.codec import encode_event
 from policy.state.sections import State
 from qrmd.forensics.renderers import cause_kind
 from qrmd.forensics.replay import Step
+from qrmd.start_record import START_KIND, policy_settings, settings_fingerprint
 
 __all__ = ["RERUNNERS", "Divergence", "RerunSummary", "Retaken", "rerun_steps"]
 
@@ -106,6 +109,16 @@ RERUNNERS: dict[str, Rerunner] = {
 }
 
 
+def _differing_settings(cause: dict[Any, Any], given: dict[str, Any]) -> list[str]:
+    """The names of the settings a daemon start recorded that differ from ``given``."""
+    recorded = cause.get("settings")
+    if not isinstance(recorded, dict):
+        return []
+    if cause.get("settings_fingerprint") == settings_fingerprint(given):
+        return []
+    return sorted(k for k in set(recorded) | set(given) if recorded.get(k) != given.get(k))
+
+
 @dataclass(frozen=True, slots=True)
 class Divergence:
     """A record whose decision comes out differently today."""
@@ -138,10 +151,13 @@ class RerunSummary:
     divergences: list[Divergence] = field(default_factory=list)
     nothing_to_rerun: dict[int, str] = field(default_factory=dict)
     no_rerunner: dict[str, list[int]] = field(default_factory=dict)
+    #: Daemon starts whose settings differ from the ones given: seq → the settings that differ.
+    other_settings: dict[int, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
         return {
+            "other_settings": {str(k): v for k, v in self.other_settings.items()},
             "rerun": self.rerun,
             "same": self.same,
             "divergences": [d.to_json() for d in self.divergences],
@@ -171,9 +187,14 @@ def rerun_steps(
         PolicyError: never for a refusal (that is a divergence); only from a re-runner bug.
     """
     table = RERUNNERS if rerunners is None else rerunners
+    given = policy_settings(settings)
     for step in steps:
         record = step.record
         kind = cause_kind(record.cause)
+        if kind == START_KIND:
+            differing = _differing_settings(record.cause, given)
+            if differing:
+                summary.other_settings[record.seq] = differing
         rerunner = table.get(kind)
         if rerunner is None:
             summary.no_rerunner.setdefault(kind, []).append(record.seq)
