@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import sys
@@ -83,11 +84,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SPEC",
         help=f"the node's topology, for replay: {SPEC_FORMS}; default: %(default)s",
     )
+    v.add_argument("--json", action="store_true", help="print one JSON document")
     v.set_defaults(run=run_verify)
 
     r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
     r.add_argument("directory", metavar="DIR")
     r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(run=run_repair)
 
     s = actions.add_parser(
@@ -171,7 +174,7 @@ def _need_segments(directory: str) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     _need_directory(args.directory)
-    out = Console(highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True, quiet=args.json)
     report = verify(args.directory)
     topology = load_topology(args.topology)
     if report.topology_fingerprint and report.topology_fingerprint != topology.fingerprint():
@@ -198,6 +201,14 @@ def run_verify(args: argparse.Namespace) -> int:
         out.print(Text(f"  replay: {problem}"))
     ok = report.ok and not problems
     out.print(Text("ok" if ok else f"{len(report.findings) + len(problems)} problems"))
+    if args.json:
+        document = {
+            **{k: v for k, v in dataclasses.asdict(report).items() if k != "findings"},
+            "findings": [dataclasses.asdict(f) for f in report.findings],
+            "replay_problems": problems,
+            "ok": ok,
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     return 0 if ok else EXIT_PROBLEMS
 
 
@@ -289,7 +300,10 @@ def run_repair(args: argparse.Namespace) -> int:
         report = repair(args.directory, force=args.force)
     except JournalError as err:
         raise _refuse(str(err)) from err
-    Console(highlight=False, soft_wrap=True).print(Text(report.description))
+    if args.json:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+    else:
+        Console(highlight=False, soft_wrap=True).print(Text(report.description))
     return EXIT_PROBLEMS if report.needs_force and not report.applied else 0
 
 

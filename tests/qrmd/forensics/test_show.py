@@ -199,3 +199,22 @@ def test_show_json_keeps_one_object_per_record(
     code, out, _ = run(capsys, "show", str(scenario.directory), "--tail", "3", "--json")
     assert code == 0
     assert [json.loads(line)["seq"] for line in out.splitlines()] == [7, 8, 9]
+
+
+def test_verify_and_repair_print_one_json_document(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "verify",
+        str(scenario.directory),
+        "--topology",
+        "synthetic:cpus=16,sockets=2,numas=4",
+        "--json",
+    )
+    document = json.loads(out)
+    assert code == 0 and document["ok"] is True and document["records"] == 9
+    assert document["findings"] == [] and document["replay_problems"] == []
+    code, out, _ = run(capsys, "repair", str(scenario.directory), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["damage"] == "" and document["applied"] is False
