@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
@@ -229,6 +230,7 @@ class _Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
+                console=Console(stderr=True),  # stdout is the answer (--json): never draw there
                 transient=True,
             )
         self._total = total

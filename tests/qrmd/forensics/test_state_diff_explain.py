@@ -8,12 +8,15 @@ CPUs as a brute-force comparison of consecutive live states finds them.
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from qrmd.cli import main
+from qrmd.forensics import replay
 from qrmd.forensics.changes import container_changes, pool_changes
 from qrmd.forensics.state_view import container_view, state_document
 from qrmd.journal_view import format_time
@@ -323,3 +326,19 @@ def test_explain_prints_cause_and_cpus_in_text(
     assert out.startswith("default/api (uid-api):")
     assert "RemovePod: uid-api  (names the pod)" in out
     assert "app: 1,4-6,9,12-13 → - (removed, gone)" in out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_replay_draws_a_progress_bar_on_a_terminal_stderr_only(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(replay, "PROGRESS_MIN_RECORDS", 1)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    shown = run_json(capsys, "state", str(scenario.directory), "--seq", "9")
+    assert shown == live_document(scenario, 9)  # stdout holds the answer alone
+    assert "replaying" in terminal.getvalue()
