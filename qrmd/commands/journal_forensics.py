@@ -315,9 +315,9 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_rerun(args: argparse.Namespace) -> int:
-    settings = build_context(config.config_from_args(args))
-    spec = config.config_from_args(args).topology
-    walk = open_walk(args.directory, settings.topology, spec)
+    node = config.config_from_args(args)
+    settings = build_context(node)
+    walk = open_walk(args.directory, settings.topology, node.topology)
     if walk.last_seq is None:
         raise ForensicsError(f"{args.directory} has no records: there is nothing to re-run")
     first = walk.base_seq + 1 if args.start is None else _seq_of(walk, parse_point(args.start))

@@ -11,7 +11,7 @@ import pytest
 
 from actors.state_store import StateStoreCore, StoreConfig
 from qrmd.cli import main
-from qrmd.commands.journal import follow_records
+from qrmd.commands.journal_show import follow_records
 from tests.actors.store_helpers import share_pool
 from tests.journal.helpers import FakeClock, newest_segment, record_offsets
 from tests.policy.state_fixtures import SYNTH_16_2_4
