@@ -4,7 +4,8 @@ A record's cause says which RPC (or tick, or operator command) decided and about
 container; its events say what changed. ``show`` filters on both (issue 3, item 4):
 
 - ``--pod``/``--container`` keep a record whose cause names that pod/container, or that has an
-  event about it (``policy.state.events.event_target``); ``--kind`` keeps records whose cause
+  event about it (``policy.state.events.event_target``, or for an event of another section, one
+  whose data names the pod's UID: a balance round offering it); ``--kind`` keeps records whose cause
   or an event is of that kind, ``--exclude-kind`` leaves them out. When an event filter is
   given, only the matching events are printed — except for a record selected by its cause,
   whose events are all printed (they are the decision).
@@ -34,6 +35,7 @@ __all__ = [
     "format_event",
     "format_time",
     "known_kinds",
+    "mentions",
     "parse_time",
     "record_document",
     "record_kinds",
@@ -99,6 +101,17 @@ def _raw_kind(raw: Any) -> str:
     return str(raw.get("kind", "?")) if isinstance(raw, dict) else "?"
 
 
+def mentions(value: Any, needle: str) -> bool:
+    """True when the string ``needle`` is a key or a string value anywhere in ``value``."""
+    if isinstance(value, str):
+        return value == needle
+    if isinstance(value, dict):
+        return any(k == needle or mentions(v, needle) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(mentions(item, needle) for item in value)
+    return False
+
+
 def record_kinds(record: Record) -> set[str]:
     """The kinds a record has: its cause's kind and each of its events' kinds."""
     kinds = {_raw_kind(raw) for raw in record.events}
@@ -134,7 +147,9 @@ class RecordFilter:
             return True
         target = _raw_target(raw)
         if target is None:
-            return False
+            # An event of another section (a balance round offering the pod for eviction, an
+            # advisor response) names pods inside its data, not as its target.
+            return self.container is None and self.pod is not None and mentions(raw, self.pod)
         return (self.pod is None or target[0] == self.pod) and (
             self.container is None or target[1] == self.container
         )

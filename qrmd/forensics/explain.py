@@ -24,7 +24,7 @@ from journal import Record
 from qrmd.forensics.changes import ContainerChange, container_changes
 from qrmd.forensics.renderers import cause_kind, render_cause, render_event
 from qrmd.forensics.replay import ForensicsError, Step
-from qrmd.journal_view import format_time
+from qrmd.journal_view import format_time, mentions
 
 __all__ = [
     "Explanation",
@@ -117,17 +117,6 @@ def match_pod(query: str, pods: dict[str, KnownPod]) -> KnownPod:
     raise ForensicsError(
         f"no pod {query!r} in the journal (by UID, namespace/name or name); pods it has: {some}"
     )
-
-
-def mentions(value: Any, needle: str) -> bool:
-    """True when the string ``needle`` is a key or a string value anywhere in ``value``."""
-    if isinstance(value, str):
-        return value == needle
-    if isinstance(value, dict):
-        return any(k == needle or mentions(v, needle) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(mentions(item, needle) for item in value)
-    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from actors.state_store import StateStoreCore, StoreConfig
+from journal import read_records
 from qrmd.cli import main
 from qrmd.commands.journal_show import follow_records
+from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.actors.store_helpers import share_pool
 from tests.journal.helpers import FakeClock, newest_segment, record_offsets
 from tests.policy.state_fixtures import SYNTH_16_2_4
@@ -218,3 +220,19 @@ def test_verify_and_repair_print_one_json_document(
     code, out, _ = run(capsys, "repair", str(scenario.directory), "--json")
     document = json.loads(out)
     assert code == 0 and document["damage"] == "" and document["applied"] is False
+
+
+def test_show_pod_finds_the_balance_rounds_that_offer_it_for_eviction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    balancer_journal.journal_some_ticks(tmp_path / "journal")
+    offering = {}
+    for record in read_records(str(tmp_path / "journal")):
+        for event in record.events:
+            if event.get("kind") == "BalanceRoundRecorded":
+                for pod in event["record"]["evictPods"]:
+                    offering.setdefault(pod["UID"], []).append(record.seq)
+    uid, seqs = next(iter(offering.items()))
+    code, out, _ = run(capsys, "show", str(tmp_path / "journal"), "--pod", uid)
+    assert code == 0
+    assert set(seqs) <= set(shown_seqs(out))
