@@ -9,7 +9,13 @@ with no events and this cause (msgpack-able plain data)::
                   "enable_reclaim": false, ...},
      "recovery": {"checkpoint_seq": 10000, "records_replayed": 742, "events_replayed": 901,
                   "last_seq": 10742, "bytes_truncated": 0, "skipped_checkpoints": [],
-                  "elapsed_s": 0.041}}
+                  "elapsed_s": 0.041},
+     "machine": {"sockets": [...], "distances": {...}}}
+
+``machine`` is the node's topology as a machine file (``policy.topology.machine_file``), so
+the forensic commands rebuild the state of a journal copied off the node without being told
+its topology (``--topology journal``, their default). It is left out for the one shape no
+machine file describes (the synthetic generator's odd CPU counts, cpu-policy §1.3).
 
 ``settings`` are the Allocator's decision settings (``PolicyContext``, the topology by its
 fingerprint); the balancer's configuration travels in every round's inputs. Their fingerprint
@@ -28,8 +34,17 @@ from typing import Any, Final
 from actors.allocator_cause import plain
 from actors.store_report import RecoveryReport
 from policy.cpu.context import PolicyContext
+from policy.topology.machine_file import machine_from_topology, topology_from_machine
+from policy.topology.model import CPUTopology, TopologyError
 
-__all__ = ["START_KIND", "policy_settings", "settings_fingerprint", "start_cause"]
+__all__ = [
+    "START_KIND",
+    "machine_of",
+    "policy_settings",
+    "settings_fingerprint",
+    "start_cause",
+    "topology_of_start",
+]
 
 #: The cause kind of a daemon start record.
 START_KIND: Final = "DaemonStarted"
@@ -63,10 +78,31 @@ def settings_fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def machine_of(topology: CPUTopology) -> dict[str, object] | None:
+    """The topology as a machine document, or None when the document would describe another
+    topology (module docstring)."""
+    machine = machine_from_topology(topology)
+    try:
+        same = topology_from_machine(machine).fingerprint() == topology.fingerprint()
+    except TopologyError:
+        same = False
+    return machine if same else None
+
+
+def topology_of_start(cause: dict[Any, Any]) -> CPUTopology | None:
+    """The topology a start record's ``machine`` describes; None when it has none.
+
+    Raises:
+        TopologyError: the record's machine document is not a valid one.
+    """
+    machine = cause.get("machine")
+    return None if machine is None else topology_from_machine(machine)
+
+
 def start_cause(ctx: PolicyContext, recovery: RecoveryReport) -> dict[str, Any]:
     """The cause of a daemon start record (module docstring)."""
     settings = policy_settings(ctx)
-    return {
+    cause: dict[str, Any] = {
         "kind": START_KIND,
         "version": qrmd_version(),
         "settings_fingerprint": settings_fingerprint(settings),
@@ -81,3 +117,7 @@ def start_cause(ctx: PolicyContext, recovery: RecoveryReport) -> dict[str, Any]:
             "elapsed_s": round(recovery.elapsed_s, 6),
         },
     }
+    machine = machine_of(ctx.topology)
+    if machine is not None:
+        cause["machine"] = machine
+    return cause

@@ -8,8 +8,9 @@ same), anything else is described and done only with ``--force``, and nothing is
 - ``verify``: every checksum and the sequence (``journal.verify``), then replay from empty —
   through the same decode-and-apply path as the StateStore (``actors.state_replay``) — must
   equal every valid checkpoint it passes, the newest included. Replaying needs the node's
-  topology (``--topology``, default this host's sysfs); a topology whose fingerprint differs
-  from the journal's is refused with both fingerprints.
+  topology (``--topology``, by default the machine the journal's newest daemon start
+  recorded, else this host's sysfs: ``qrmd.forensics.replay.resolve_topology``); a topology
+  whose fingerprint differs from the journal's is refused with both fingerprints.
 - ``repair``: prints what it found and what it does or would do, and what is lost.
 - ``show``: the timeline (``qrmd.commands.journal_show``).
 - ``stats``: records, events by kind, causes, bytes, segments, checkpoints, time span.
@@ -54,12 +55,12 @@ from qrmd.commands.journal_common import (
     need_segments,
     refuse,
 )
+from qrmd.forensics.replay import resolve_topology
 from qrmd.journal_view import (
     JournalSums,
     format_time,
     sum_records,
 )
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = ["JournalCommandError", "register", "run_repair", "run_stats", "run_verify"]
 
@@ -70,12 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     v = actions.add_parser("verify", help="check every checksum; replay must equal checkpoints")
     v.add_argument("directory", metavar="DIR")
-    v.add_argument(
-        "--topology",
-        default=DEFAULT_TOPOLOGY_SPEC,
-        metavar="SPEC",
-        help=f"the node's topology, for replay: {SPEC_FORMS}; default: %(default)s",
-    )
+    journal_forensics.add_topology_argument(v)
     v.add_argument("--json", action="store_true", help="print one JSON document")
     v.set_defaults(run=run_verify)
 
@@ -102,12 +98,13 @@ def run_verify(args: argparse.Namespace) -> int:
     need_directory(args.directory)
     out = Console(highlight=False, soft_wrap=True, quiet=args.json)
     report = verify(args.directory)
-    topology = load_topology(args.topology)
+    topology, described = resolve_topology(args.directory, args.topology)
     if report.topology_fingerprint and report.topology_fingerprint != topology.fingerprint():
         raise refuse(
             f"journal {args.directory} was written for topology {report.topology_fingerprint}, "
-            f"but --topology {args.topology} is {topology.fingerprint()}: pass the node's own "
-            f"topology (a machine file, or sysfs:ROOT copied from the node)"
+            f"but --topology {described} is {topology.fingerprint()}: pass the node's own "
+            f"topology (a machine file, `qrmd topology --json` output, or sysfs:ROOT copied "
+            f"from the node)"
         )
     span = "no records" if report.first_seq is None else f"{report.first_seq}-{report.last_seq}"
     out.print(

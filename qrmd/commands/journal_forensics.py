@@ -27,12 +27,18 @@ from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
 from qrmd.forensics.points import TIME_FORMS, Point, parse_point, resolve_time
 from qrmd.forensics.renderers import render_event
-from qrmd.forensics.replay import ForensicsError, JournalWalk, open_walk
+from qrmd.forensics.replay import (
+    JOURNAL_TOPOLOGY,
+    ForensicsError,
+    JournalWalk,
+    open_walk,
+    resolve_topology,
+)
 from qrmd.forensics.report import collect_series, render_html
 from qrmd.forensics.rerun import RerunSummary, rerun_steps
 from qrmd.forensics.state_view import render_state, state_document
 from qrmd.journal_view import format_time
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
+from qrmd.topology_source import SPEC_FORMS
 
 __all__ = ["EXIT_DIVERGED", "add_topology_argument", "register", "walk_of"]
 
@@ -44,10 +50,10 @@ def add_topology_argument(parser: argparse.ArgumentParser) -> None:
     """``--topology SPEC``: the node's topology, which replay needs."""
     parser.add_argument(
         "--topology",
-        default=DEFAULT_TOPOLOGY_SPEC,
+        default=JOURNAL_TOPOLOGY,
         metavar="SPEC",
-        help=f"the node's topology: {SPEC_FORMS}; default: %(default)s (pass the node's own "
-        "when reading a copied journal)",
+        help=f"the node's topology: 'journal' (the machine its newest daemon start recorded; "
+        f"this host's sysfs when none did), {SPEC_FORMS}; default: %(default)s",
     )
 
 
@@ -149,7 +155,8 @@ def walk_of(args: argparse.Namespace) -> JournalWalk:
         ForensicsError: see ``open_walk``.
         TopologyError: the SPEC is unreadable.
     """
-    return open_walk(args.directory, load_topology(args.topology), args.topology)
+    topology, described = resolve_topology(args.directory, args.topology)
+    return open_walk(args.directory, topology, described)
 
 
 def _seq_of(walk: JournalWalk, point: Point) -> int:

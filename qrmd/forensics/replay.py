@@ -7,8 +7,11 @@ held. Replay starts from the empty state, or, when retention has retired the old
 from the oldest checkpoint that covers them (DESIGN.md, Journal). Nothing here writes or takes
 the journal's lock: a live node's directory can be read while the daemon appends to it.
 
-The topology comes from the user (``--topology``) and must be the one the journal was written
-for: its fingerprint is checked against the segment headers' before anything is replayed.
+The topology must be the one the journal was written for: its fingerprint is checked against
+the segment headers' before anything is replayed. ``--topology journal`` (the default) takes it
+from the newest daemon start record that holds the node's machine (``qrmd.start_record``), so a
+journal copied off a node needs nothing else; a journal without one falls back to this host's
+sysfs, and any other SPEC is the user's (``qrmd.topology_source``).
 Long replays show a rich progress bar on stderr when it is a terminal.
 """
 
@@ -27,10 +30,23 @@ from journal import JournalError, Record, journal_identity, load_checkpoint, rea
 from journal.checkpoints import checkpoint_name, list_checkpoints
 from journal.fileops import OsFileOps
 from policy.state.sections import State, empty_state
-from policy.topology.model import CPUTopology
+from policy.topology.model import CPUTopology, TopologyError
+from qrmd.forensics.renderers import cause_kind
 from qrmd.journal_view import format_time
+from qrmd.start_record import START_KIND, topology_of_start
+from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 
-__all__ = ["ForensicsError", "JournalWalk", "Step", "open_walk"]
+__all__ = [
+    "JOURNAL_TOPOLOGY",
+    "ForensicsError",
+    "JournalWalk",
+    "Step",
+    "open_walk",
+    "resolve_topology",
+]
+
+#: The ``--topology`` SPEC that means "the machine the journal's daemon starts recorded".
+JOURNAL_TOPOLOGY = "journal"
 
 #: Replays shorter than this many records finish before a bar would be worth drawing.
 PROGRESS_MIN_RECORDS = 2000
@@ -147,6 +163,46 @@ class JournalWalk:
         if self.first_seq is None or self.first_wall_time is None:
             return "it has none"
         return f"seq {self.first_seq} at {format_time(self.first_wall_time)}"
+
+
+def resolve_topology(directory: str, spec: str) -> tuple[CPUTopology, str]:
+    """The topology ``spec`` names for the journal in ``directory``, and how to name it.
+
+    Args:
+        directory: the journal directory.
+        spec: ``journal`` (module docstring) or any ``qrmd.topology_source`` SPEC.
+
+    Returns:
+        ``(topology, description)``; the description names where it came from.
+
+    Raises:
+        TopologyError: the SPEC (or the fallback, sysfs) cannot be read, or a start record's
+            machine is invalid.
+        ForensicsError: the journal cannot be read.
+    """
+    if spec != JOURNAL_TOPOLOGY:
+        return load_topology(spec), spec
+    found: tuple[int, CPUTopology] | None = None
+    try:
+        if os.path.isdir(directory):
+            for record in read_records(directory):
+                if cause_kind(record.cause) == START_KIND:
+                    topology = topology_of_start(record.cause)
+                    if topology is not None:
+                        found = (record.seq, topology)
+    except JournalError:
+        pass  # open_walk reports the damage; the starts before it still count
+    if found is None:
+        why = "no daemon start in it records its machine"
+        try:
+            host = load_topology(DEFAULT_TOPOLOGY_SPEC)
+        except TopologyError as err:
+            raise ForensicsError(
+                f"--topology {JOURNAL_TOPOLOGY}: {why}, and this host's {DEFAULT_TOPOLOGY_SPEC} "
+                f"cannot be read ({err}): pass the node's --topology"
+            ) from err
+        return host, f"{JOURNAL_TOPOLOGY} ({why}, so this host's {DEFAULT_TOPOLOGY_SPEC})"
+    return found[1], f"{JOURNAL_TOPOLOGY} (the machine of the daemon start at seq {found[0]})"
 
 
 def open_walk(directory: str, topology: CPUTopology, topology_spec: str) -> JournalWalk:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from journal import read_records
 from qrmd.cli import main
 from qrmd.start_record import START_KIND, policy_settings, settings_fingerprint
 from tests.qrmd import test_daemon
+from tests.qrmd.forensics.scenario import write_scenario
 
 
 @pytest.fixture
@@ -80,3 +82,30 @@ def test_rerun_names_the_settings_a_start_ran_with_that_differ(
     out = capsys.readouterr().out
     assert code == 1
     assert "ran with other settings than these: reserved" in out
+
+
+def test_a_copied_journal_needs_no_topology_its_start_records_the_machine(
+    harness: test_daemon.Harness, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    daemon = harness.daemon()
+    daemon.start()
+    daemon.stop()
+    copy = tmp_path / "copy"
+    shutil.copytree(harness.root / "state", copy)
+    capsys.readouterr()
+    for argv in (["state", str(copy), "--seq", "1", "--json"], ["verify", str(copy)]):
+        code = main(["journal", *argv])
+        captured = capsys.readouterr()
+        assert (code, captured.err) == (0, ""), argv
+    assert starts(copy)[0]["machine"]["sockets"]
+
+
+def test_without_a_recorded_machine_the_host_is_tried_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = write_scenario(tmp_path / "journal")  # the store alone: no daemon start
+    code = main(["journal", "state", str(scenario.directory), "--seq", "1"])
+    err = capsys.readouterr().err
+    # this host is not the journal's 16-CPU synthetic node (or has no sysfs at all)
+    assert code == 2 and "--topology journal" in err
+    assert "no daemon start in it records its machine" in err
