@@ -49,6 +49,7 @@ from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.commands import journal_forensics, journal_show
 from qrmd.commands.journal_common import (
+    DIR_HELP,
     EXIT_PROBLEMS,
     JournalCommandError,
     need_directory,
@@ -70,13 +71,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     v = actions.add_parser("verify", help="check every checksum; replay must equal checkpoints")
-    v.add_argument("directory", metavar="DIR")
+    v.add_argument("directory", metavar="DIR", help=DIR_HELP)
     journal_forensics.add_topology_argument(v)
     v.add_argument("--json", action="store_true", help="print one JSON document")
     v.set_defaults(run=run_verify)
 
     r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
-    r.add_argument("directory", metavar="DIR")
+    r.add_argument("directory", metavar="DIR", help=DIR_HELP)
     r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(run=run_repair)
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     journal_show.register(actions)
 
     t = actions.add_parser("stats", help="records, events by kind, bytes, time span")
-    t.add_argument("directory", metavar="DIR")
+    t.add_argument("directory", metavar="DIR", help=DIR_HELP)
     t.add_argument("--json", action="store_true", help="print one JSON document")
     t.set_defaults(run=run_stats)
 

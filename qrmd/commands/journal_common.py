@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["EXIT_PROBLEMS", "JournalCommandError", "need_directory", "need_segments", "refuse"]
+__all__ = [
+    "DIR_HELP",
+    "EXIT_PROBLEMS",
+    "JournalCommandError",
+    "need_directory",
+    "need_segments",
+    "refuse",
+]
+
+#: Every action's DIR.
+DIR_HELP = "the journal directory: the daemon's --state-dir, or a copy of it (cp -a)"
 
 #: Exit status when an action found problems (verify, repair needing --force, an empty
 #: selection, damage read past); 2 is an error (``qrmd.cli``).

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from journal import journal_identity, read_records
 from qrmd import config
+from qrmd.commands.journal_common import DIR_HELP
 from qrmd.daemon import build_context
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
@@ -65,7 +66,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="Replay the journal up to a point and print the node as it was: pods, "
         "containers and their cpusets, pools, the per-NUMA map, the balancer's rounds.",
     )
-    s.add_argument("directory", metavar="DIR")
+    s.add_argument("directory", metavar="DIR", help=DIR_HELP)
     where = s.add_mutually_exclusive_group(required=True)
     where.add_argument("--at", metavar="TIME", help=f"the last record at or before: {TIME_FORMS}")
     where.add_argument("--seq", type=int, metavar="N", help="after record N")
@@ -79,7 +80,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="Compare the state at two points and name the records that made each "
         "change. A point is seq:N (after record N) or a time: " + TIME_FORMS + ".",
     )
-    d.add_argument("directory", metavar="DIR")
+    d.add_argument("directory", metavar="DIR", help=DIR_HELP)
     d.add_argument("--from", dest="start", required=True, metavar="POINT")
     d.add_argument("--to", dest="end", required=True, metavar="POINT")
     add_topology_argument(d)
@@ -92,7 +93,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="List every record that touched the pod directly or through its pool: "
         "its cause, the CPUs before and after, and the reply kubelet got.",
     )
-    e.add_argument("directory", metavar="DIR")
+    e.add_argument("directory", metavar="DIR", help=DIR_HELP)
     e.add_argument("pod", metavar="POD", help="a pod UID, namespace/name or name")
     e.add_argument("container", metavar="CONTAINER", nargs="?", help="only this container")
     add_topology_argument(e)
@@ -111,7 +112,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "included). Exit 0 when every decision comes out the same, 1 on a divergence, 2 on an "
         "error.",
     )
-    u.add_argument("directory", metavar="DIR")
+    u.add_argument("directory", metavar="DIR", help=DIR_HELP)
     u.add_argument("--from", dest="start", metavar="POINT", help="first record (seq:N or a time)")
     u.add_argument("--to", dest="end", metavar="POINT", help="last record (seq:N or a time)")
     u.add_argument("--json", action="store_true", help="print one JSON document")
@@ -125,7 +126,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "container, pool, cpuset, NUMA nodes, cause as JSON) to a Parquet file. Needs "
         "pip install 'qrmd[forensics]'.",
     )
-    x.add_argument("directory", metavar="DIR")
+    x.add_argument("directory", metavar="DIR", help=DIR_HELP)
     x.add_argument("--parquet", required=True, metavar="OUT", help="the Parquet file to write")
     x.add_argument(
         "--node", metavar="NAME", help="the node column (default: the journal's node name)"
@@ -141,7 +142,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "node, pool sizes and balance rounds over time, and the event timeline. Needs "
         "pip install 'qrmd[forensics]'.",
     )
-    r.add_argument("directory", metavar="DIR")
+    r.add_argument("directory", metavar="DIR", help=DIR_HELP)
     r.add_argument("--html", required=True, metavar="OUT", help="the HTML file to write")
     add_topology_argument(r)
     r.add_argument("--json", action="store_true", help="print what was written as JSON")

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.text import Text
 
 from journal import Gap, JournalError, Record, read_records
-from qrmd.commands.journal_common import EXIT_PROBLEMS, need_segments, refuse
+from qrmd.commands.journal_common import DIR_HELP, EXIT_PROBLEMS, need_segments, refuse
 from qrmd.forensics.explain import KnownPod, known_pods_in_records, match_pod
 from qrmd.forensics.points import TIME_FORMS, resolve_time
 from qrmd.forensics.renderers import RENDERERS, render_cause
@@ -58,7 +58,7 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "and one line per event. Times are " + TIME_FORMS + ". Exit 1 when nothing matches "
         "or damage was read past (--skip-damaged), 2 on an error.",
     )
-    s.add_argument("directory", metavar="DIR")
+    s.add_argument("directory", metavar="DIR", help=DIR_HELP)
     s.add_argument(
         "--pod",
         metavar="POD",
