@@ -24,8 +24,14 @@ every pod's pool is one of the pools. The daemon always gives the planner such i
 hand-edited file that mixes two nodes would plan a round no node could run.
 
 Times: ``now`` and ``last.detectTime`` each take Unix seconds or RFC 3339 (the journal's and
-the reference's forms). Exit status: 0 for a stored or skipped round, 1 for a failed one (its
-reason is printed), 2 for a bad file.
+the reference's forms). Exit status for a FILE: 0 for a stored or skipped round, 1 for a
+failed one (its reason is printed), 2 for a bad file.
+
+``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
+file, re-computes it on the balance section as it stood before that record
+(``qrmd.balancer_rerun``) and says whether today's code decides what the journal holds: exit 0
+when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
+``--json`` adds ``"journal": {"seq", "matches", "journaled", "recomputed"}``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ from policy.balance import (
 )
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
+from policy.state.codec import encode_event
+from qrmd.balancer_rerun import rerun_journaled_round
 
 __all__ = [
     "EXIT_ROUND_FAILED",
@@ -81,8 +89,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "journaled round records) and print the record, the advice and the eviction offer."
         ),
     )
-    plan.add_argument("file", metavar="FILE", help="round inputs as JSON; '-' reads stdin")
+    plan.add_argument(
+        "file", metavar="FILE", nargs="?", help="round inputs as JSON; '-' reads stdin"
+    )
     plan.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    plan.add_argument(
+        "--from-journal",
+        metavar="DIR",
+        help="re-compute the round journaled as --seq N in this journal (instead of FILE) and "
+        "say whether it matches: exit 1 when it does not, 2 when the record is not a round",
+    )
+    plan.add_argument("--seq", metavar="N", type=int, help="the record of --from-journal")
     plan.set_defaults(run=run)
 
 
@@ -91,6 +108,10 @@ EXIT_ROUND_FAILED = 1
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_journal is not None or args.seq is not None:
+        return _run_from_journal(args)
+    if args.file is None:
+        raise ValueError("give a round file (FILE, or - for stdin) or --from-journal DIR --seq N")
     inputs = load_inputs(args.file)
     outcome = plan_round(inputs)
     if args.json:
@@ -154,6 +175,33 @@ def _unix_detect_time(document: object) -> object:
         last = {**document["last"], "detectTime": format_time(float(detect))}
         return {**document, "last": last}
     return document
+
+
+def _run_from_journal(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        raise ValueError("give either FILE or --from-journal DIR --seq N, not both")
+    if args.from_journal is None or args.seq is None:
+        raise ValueError("--from-journal DIR and --seq N go together")
+    rerun = rerun_journaled_round(args.from_journal, args.seq)
+    outcome = plan_round(rerun.inputs)
+    if args.json:
+        document = {**plan_document(outcome), "journal": rerun.document()}
+        sys.stdout.write(encode(document) + "\n")
+        return 0 if rerun.matches else 1
+    console = Console(highlight=False)
+    verdict = "matches the journal" if rerun.matches else "DIFFERS from the journal"
+    console.print(
+        Text(f"Record {rerun.seq} re-computed with this qrmd's policy: {verdict}", style="bold"),
+        soft_wrap=True,
+    )
+    if not rerun.matches:
+        for label, events in (("journaled", rerun.journaled), ("recomputed", rerun.again.events)):
+            console.print(Text(f"{label}:"))
+            for event in events:
+                console.print(Text(f"  {encode(encode_event(event))}"), soft_wrap=True)
+    console.print()
+    _render(rerun.inputs, outcome, console)
+    return 0 if rerun.matches else 1
 
 
 def load_inputs(file: str) -> RoundInputs:
