@@ -250,10 +250,12 @@ def render_state(state: State, header: str, balance: Mapping[str, Any]) -> Rende
         round_line = "balancer: no round stored"
     else:
         fields = current if isinstance(current, Mapping) else {}
+        source = fields.get("sourceNuma")
+        source_id = source.get("NumaID") if isinstance(source, Mapping) else source
         round_line = (
             f"balancer: current round detectTime={fields.get('detectTime')} "
             f"status={fields.get('status')} level={fields.get('balanceLevel')} "
-            f"sourceNuma={fields.get('sourceNuma')} evictPods={len(fields.get('evictPods') or [])}"
+            f"sourceNuma={source_id} evictPods={len(fields.get('evictPods') or [])}"
             f" balancePods={len(fields.get('balancePods') or [])}"
         )
     return Group(
