@@ -8,10 +8,13 @@ divergence names the record, what it holds, and what the policy decides now (or 
 raises now); a record written by an older qrmd re-runs through the cause upgrade of
 ``actors.allocator_cause``.
 
-Re-runners are registered by cause kind (:data:`RERUNNERS`): the Allocator's kubelet RPCs and
-residual removal (``actors.decision_rerun``), the balancer's rounds and taken steps
-(``policy.balance.rerun``). A kind without a re-runner is counted as not re-runnable, never
-guessed at; a new decision-maker adds its kind here. The Allocator's settings (reserve, QoS
+Re-runners are registered by owner and cause kind (:data:`RERUNNERS`): the Allocator's kubelet
+RPCs and residual removal (``actors.decision_rerun``), the balancer's rounds and taken steps
+(``policy.balance.rerun``), the CPU pressure plugins' decisions (``policy.cpu.pressure.rerun``).
+The owner is the state section the record's events belong to (:data:`SECTION_OWNERS`), since
+two decision-makers may name a command alike (the balancer's and the CPU pressure plugins'
+``GetEvictPods``). A kind without a re-runner is counted as not re-runnable, never guessed at;
+a new decision-maker adds its section and kinds here. The Allocator's settings (reserve, QoS
 configuration, options) are the caller's to give, the ones the node ran with; each daemon
 start record (``qrmd.start_record``) holds the node's, so a start whose settings differ from
 the given ones is reported by name: divergences after it may be the settings, not the code.
@@ -30,14 +33,26 @@ from journal.records import pack, unpack
 from policy.balance.errors import BalanceError
 from policy.balance.rerun import rerun_record as rerun_balancer_record
 from policy.cpu.context import PolicyContext
+from policy.cpu.pressure.rerun import COMMANDS as PRESSURE_COMMANDS
+from policy.cpu.pressure.rerun import rerun_cause as rerun_pressure_cause
 from policy.errors import PolicyError
-from policy.state.codec import encode_event
-from policy.state.sections import State
+from policy.state.advisor_section import ADVISOR_SECTION
+from policy.state.codec import EVENT_TYPES, encode_event
+from policy.state.pressure.events import PRESSURE_SECTION
+from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from qrmd.forensics.renderers import cause_kind
 from qrmd.forensics.replay import Step
 from qrmd.start_record import START_KIND, policy_settings, settings_fingerprint
 
-__all__ = ["RERUNNERS", "Divergence", "RerunSummary", "Retaken", "rerun_steps"]
+__all__ = [
+    "RERUNNERS",
+    "SECTION_OWNERS",
+    "Divergence",
+    "RerunSummary",
+    "Retaken",
+    "owner_of",
+    "rerun_steps",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +106,29 @@ def _rerun_balancer(record: Record, before: State, settings: PolicyContext) -> R
     return Retaken(_encoded(again.events), reply=repr(again.reply))
 
 
-#: cause kind → how to re-run a record of that kind.
-RERUNNERS: dict[str, Rerunner] = {
-    **dict.fromkeys(
-        (
+def _rerun_pressure(record: Record, before: State, settings: PolicyContext) -> Retaken:
+    try:
+        again = rerun_pressure_cause(before.cpu_pressure, record.cause, settings.qos)
+    except PolicyError as err:  # InputError included: a cause that does not decode
+        return Retaken(None, error=f"record {record.seq} does not re-run now: {err}")
+    return Retaken(_encoded(again.events), reply=repr(again.reply))
+
+
+ALLOCATOR, BALANCER, PRESSURE = "allocator", "balancer", "cpu_pressure"
+
+#: state section → the decision-maker whose records carry its events.
+SECTION_OWNERS: dict[str, str] = {
+    CPU_SECTION: ALLOCATOR,
+    ADVISOR_SECTION: ALLOCATOR,
+    BALANCE_SECTION: BALANCER,
+    PRESSURE_SECTION: PRESSURE,
+}
+
+#: (owner, cause kind) → how to re-run a record of that kind.
+RERUNNERS: dict[tuple[str, str], Rerunner] = {
+    **{
+        (ALLOCATOR, kind): _rerun_allocator
+        for kind in (
             "StartPolicy",
             "Allocate",
             "RemovePod",
@@ -102,11 +136,22 @@ RERUNNERS: dict[str, Rerunner] = {
             "RemoveResidualPods",
             "GetTopologyHints",
             "PreStartContainer",
-        ),
-        _rerun_allocator,
-    ),
-    **dict.fromkeys(("Tick", "GetAdvices", "GetEvictPods"), _rerun_balancer),
+        )
+    },
+    **{(BALANCER, kind): _rerun_balancer for kind in ("Tick", "GetAdvices", "GetEvictPods")},
+    **{(PRESSURE, kind): _rerun_pressure for kind in PRESSURE_COMMANDS},
 }
+
+
+def owner_of(record: Record) -> str:
+    """Who decided ``record``: the owner of its first event's section ("" without events)."""
+    for raw in record.events:
+        kind = raw.get("kind") if isinstance(raw, dict) else None
+        cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            return "?"
+        return SECTION_OWNERS.get(cls.section, cls.section)
+    return ""
 
 
 def _differing_settings(cause: dict[Any, Any], given: dict[str, Any]) -> list[str]:
@@ -170,7 +215,7 @@ def rerun_steps(
     steps: Iterable[Step],
     settings: PolicyContext,
     summary: RerunSummary,
-    rerunners: dict[str, Rerunner] | None = None,
+    rerunners: dict[tuple[str, str], Rerunner] | None = None,
 ) -> Iterator[Divergence]:
     """Re-run every step's record; yield each divergence as it is found.
 
@@ -195,7 +240,7 @@ def rerun_steps(
             differing = _differing_settings(record.cause, given)
             if differing:
                 summary.other_settings[record.seq] = differing
-        rerunner = table.get(kind)
+        rerunner = table.get((owner_of(record), kind))
         if rerunner is None:
             summary.no_rerunner.setdefault(kind, []).append(record.seq)
             continue

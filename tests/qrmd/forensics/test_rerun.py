@@ -10,9 +10,23 @@ import pytest
 
 import policy.balance.round
 import policy.cpu.allocate
+import policy.cpu.pressure.rerun
+from actors.cpu_pressure_messages import (
+    CollectLoad,
+    LoadThresholdMet,
+    LoadTopEvictionPods,
+    SuppressionEvictPods,
+)
+from actors.state_store import StateStoreCore, StoreConfig
 from journal import read_records
+from policy.cpu.qos import RECLAIMED_CORES
+from policy.decision import Decision
+from policy.state.entries import InPool
+from policy.state.events import ContainerAllocated, PoolSet
 from qrmd.cli import main
+from tests.actors import test_cpu_pressure as pressure
 from tests.actors import test_memory_balancer_rerun as balancer_journal
+from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 from tests.qrmd.forensics.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "journal-ac84ea9"
@@ -116,3 +130,80 @@ def test_a_planted_balance_rule_is_found_at_the_rounds_it_decided(
     assert code == 1
     assert [d["seq"] for d in found["divergences"]] == offering
     assert all(d["kind"] == "Tick" for d in found["divergences"])
+
+
+class _StoreCommitter:
+    """The StateStore's plain core as a ``Committer`` (the actor answers ``latest`` so)."""
+
+    def __init__(self, store: StateStoreCore) -> None:
+        self.store = store
+
+    def commit(self, events, cause):  # type: ignore[no-untyped-def]
+        return self.store.commit(events, cause)
+
+    def latest(self):  # type: ignore[no-untyped-def]
+        return self.store.snapshot
+
+    @property
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        return self.store.snapshot
+
+
+@pytest.fixture(scope="module")
+def pressure_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CPU pressure plugins' decisions (load and suppression) journaled by the StateStore;
+    their command names overlap the balancer's (``GetEvictPods``, ``ThresholdMet``)."""
+    directory = tmp_path_factory.mktemp("pressure") / "journal"
+    store = StateStoreCore.open(
+        StoreConfig(str(directory), "pressure-node", durability="none"), SYNTH_16_2_4
+    )
+    # the node of tests.actors.test_cpu_pressure.node_state, as one record
+    store.commit(
+        [
+            PoolSet("share", cpus("0-7")),
+            PoolSet("reclaim", cpus("8-11")),
+            ContainerAllocated(container("web", "main", InPool("share"), owner="share")),
+            ContainerAllocated(
+                container("etl", "main", InPool("reclaim"), owner="reclaim", qos=RECLAIMED_CORES)
+            ),
+        ],
+        {"kind": "TestSetUp"},
+    )
+    core, _, loads, clock = pressure.make_core(_StoreCommitter(store))  # type: ignore[arg-type]
+    loads.set_load("web", "main", 20.0)
+    for _ in range(2):
+        core.handle(CollectLoad(clock.time()))
+        clock.advance(30)
+    core.handle(LoadThresholdMet())
+    core.handle(LoadTopEvictionPods((pressure.WEB,), 1))
+    core.handle(SuppressionEvictPods((pressure.WEB, pressure.ETL)))
+    clock.advance(61)
+    core.handle(SuppressionEvictPods((pressure.WEB, pressure.ETL)))
+    store.close(checkpoint=False)
+    return directory
+
+
+def test_cpu_pressure_decisions_rerun_by_their_own_rules(
+    pressure_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, found = rerun(capsys, pressure_dir)
+    assert code == 0 and found["divergences"] == []
+    assert found["rerun"] == 6 and found["no_rerunner"] == {"TestSetUp": [1]}
+
+
+def test_a_planted_suppression_rule_is_found_at_the_records_it_decided(
+    pressure_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offers = [
+        r.seq for r in read_records(str(pressure_dir)) if r.cause.get("command") == "GetEvictPods"
+    ]
+    assert offers
+    monkeypatch.setattr(
+        policy.cpu.pressure.rerun,
+        "evict_pods",
+        lambda history, inputs, settings, now, qos: Decision(events=(), reply=None),
+    )
+    code, found = rerun(capsys, pressure_dir)
+    assert code == 1
+    assert [d["seq"] for d in found["divergences"]] == offers
+    assert all(d["got_events"] == [] for d in found["divergences"])
