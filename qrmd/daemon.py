@@ -226,7 +226,7 @@ class Daemon:
         self.health.add_source(store.problems)
         self.metrics = DaemonMetrics(
             MetricSources(
-                store=store.view,
+                store=lambda: store.status,
                 snapshot=lambda: store.latest,
                 supervisor=supervisor.status,
                 health=self.health,
@@ -288,8 +288,8 @@ class Daemon:
     def _serving_line(self) -> str:
         store = self.store
         recovered = "nothing recovered"
-        if store is not None and store.core is not None:
-            r = store.core.recovery
+        if store is not None and store.status is not None:
+            r = store.status.recovery
             recovered = (
                 f"recovered seq {r.last_seq} from {r.directory} ({r.records_replayed} records "
                 f"replayed, {r.bytes_truncated} bytes truncated, in {r.elapsed_s:.3f} s)"

@@ -9,11 +9,16 @@ both durability settings. After every step:
   is their count (a refused commit takes no seq);
 - replaying the journal on disk from empty gives the live state, and its records are exactly
   the acknowledged commits (a failed commit is never there, so never replayed);
-- the newest checkpoint plus the records after it gives the live state.
+- the newest checkpoint plus the records after it gives the live state;
+- every status the store published is still what it was when published (a frozen value,
+  nothing of the store's live counters inside), its counters never went down, and the
+  newest one is the store's current status.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,6 +32,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from actors.state_replay import decode_events, replay_records, state_from_checkpoint
 from actors.state_store import StateStoreCore
 from actors.store_messages import CommitRefused, StoreUnavailable
+from actors.store_status import StoreStatus
 from journal import Journal, read_records
 from policy.state.entries import DEDICATED_CORES, SHARED_CORES, InPool, OwnCPUs
 from policy.state.events import (
@@ -88,6 +94,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.expected: State = empty_state(TOPO)
         self.durability = "none"
         self.store: StateStoreCore | None = None
+        # Each status published by the current store, with a deep copy taken when it came.
+        self.published: list[tuple[StoreStatus, StoreStatus]] = []
+
+    def keep_status(self, status: StoreStatus) -> None:
+        self.published.append((status, copy.deepcopy(status)))
 
     def open(self) -> StateStoreCore:
         self.fs.pending.clear()
@@ -100,6 +111,8 @@ class StoreMachine(RuleBasedStateMachine):
             segment_max_bytes=4096,
             checkpoint_every_records=3,
         )
+        self.published = []
+        self.store.subscribe_status(self.keep_status)
         return self.store
 
     @initialize(durability=st.sampled_from(["always", "none"]))
@@ -155,10 +168,10 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def events_that_do_not_fit_are_refused_before_writing(self, event: Event) -> None:
         assert self.store is not None
-        before = (self.store.snapshot, self.store.journal_stats.appends)
+        before = (self.store.snapshot, self.store.status.journal.records_appended)
         with pytest.raises(CommitRefused, match="nothing was written"):
             self.store.commit([share_pool_event(), event], {"rpc": "Bad"})
-        assert (self.store.snapshot, self.store.journal_stats.appends) == before
+        assert (self.store.snapshot, self.store.status.journal.records_appended) == before
 
     @precondition(lambda self: self.store is not None and self.store.healthy)
     @rule(data=st.data(), op=st.sampled_from(["write", "partial_write", "fsync"]))
@@ -197,7 +210,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.fs.partial_write_bytes = 0
             return
         assert isinstance(refused.value, StoreUnavailable)
-        assert not self.store.healthy and self.store.metrics.healthy == 0
+        assert not self.store.healthy and self.store.status.health.healthy is False
         with pytest.raises(StoreUnavailable):
             self.store.commit([share_pool_event()], {"rpc": "Later"})
         assert self.store.snapshot is before
@@ -206,14 +219,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(fail=st.booleans())
     def checkpoint(self, fail: bool) -> None:
         assert self.store is not None
-        failures = self.store.metrics.checkpoint_failures_total
+        failures = self.store.status.checkpoint_failures_total
         if fail:
             self.fs.fail("rename")
         path = self.store.checkpoint()
         self.fs.pending.clear()
-        if fail and self.store.snapshot.seq > self.store.metrics.checkpoint_seq:
+        if fail and self.store.snapshot.seq > self.store.status.checkpoint_seq:
             assert path is None
-            assert self.store.metrics.checkpoint_failures_total == failures + 1
+            assert self.store.status.checkpoint_failures_total == failures + 1
 
     @rule(final_checkpoint=st.booleans())
     def restart(self, final_checkpoint: bool) -> None:
@@ -254,6 +267,19 @@ class StoreMachine(RuleBasedStateMachine):
         state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, TOPO)
         state, _, _ = replay_records(state, found.records)
         assert state == self.store.snapshot.state
+
+    @invariant()
+    def published_statuses_never_change(self) -> None:
+        assert self.store is not None
+        assert self.published and self.published[-1][0] is self.store.status
+        for status, as_published in self.published:
+            assert status == as_published
+        counters = [
+            (s.commits_total, s.refusals_total, s.checkpoints_total, s.journal.records_appended)
+            for s, _ in self.published
+        ]
+        for before, after in itertools.pairwise(counters):
+            assert all(b <= a for b, a in zip(before, after, strict=True)), (before, after)
 
 
 def share_pool_event() -> PoolSet:
