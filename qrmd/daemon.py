@@ -220,7 +220,7 @@ class Daemon:
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
             children.append(self.balancer.child_spec())
-        supervisor = Supervisor(children)
+        supervisor = Supervisor(children, clock=self._clock)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
         self.health.add_source(store.problems)
