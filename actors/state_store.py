@@ -59,6 +59,10 @@ from actors.store_messages import (
 from actors.store_report import RecoveryReport
 from actors.store_status import JournalFigures, StoreHealth, StoreStatus
 from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_SEGMENT_MAX_BYTES,
     Durability,
     FileOps,
     Journal,
@@ -101,10 +105,10 @@ class StoreConfig:
 
     directory: str
     node_name: str
-    durability: Durability = "always"
-    segment_max_bytes: int = 64 * 1024 * 1024
-    checkpoint_every_records: int = 10_000
-    checkpoint_every_s: float = 300.0
+    durability: Durability = DEFAULT_DURABILITY
+    segment_max_bytes: int = DEFAULT_SEGMENT_MAX_BYTES
+    checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     retention: Retention | None = None
 
 

@@ -338,8 +338,9 @@ class Supervisor:
 class SupervisedRef:
     """Asks a supervised child, whichever actor currently runs it.
 
-    Quacks like the part of ``pykka.ActorRef`` callers use (``ask``, ``tell``), so it can be
-    handed to the gRPC servers and to committers in place of a real ref.
+    Quacks like the part of ``pykka.ActorRef`` callers use (``ask``, ``tell``): it is an
+    ``actors.ports.actor_ref.ActorRef``, so it can be handed to the gRPC servers and to
+    committers in place of a real ref, and a ticker's target.
     """
 
     def __init__(self, supervisor: Supervisor, name: str) -> None:

@@ -10,6 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.state_store import StoreConfig
+from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+)
 from qrmd.config import (
     OPTIONS,
     PLUGIN_SOCKET_NAME,
@@ -44,6 +50,34 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.metrics_address == ("127.0.0.1", 9316)
     assert (config.max_full_hint_numa_nodes, config.max_hints) == (8, 64)
     assert (config.checkpoint_every_records, config.checkpoint_every_s) == (10_000, 300.0)
+
+
+@pytest.mark.parametrize(
+    ("flag", "field", "journal_default"),
+    [
+        pytest.param("durability", "durability", DEFAULT_DURABILITY, id="durability"),
+        pytest.param(
+            "checkpoint-every-records",
+            "checkpoint_every_records",
+            DEFAULT_CHECKPOINT_EVERY_RECORDS,
+            id="the checkpoint record limit",
+        ),
+        pytest.param(
+            "checkpoint-every",
+            "checkpoint_every_s",
+            DEFAULT_CHECKPOINT_EVERY_S,
+            id="the checkpoint time limit",
+        ),
+    ],
+)
+def test_the_journal_options_default_to_the_journals_own_defaults(
+    flag: str, field: str, journal_default: object
+) -> None:
+    """One definition: the help's default, the config's and the store's are the journal's."""
+    option = next(o for o in OPTIONS if o.flag == flag)
+    assert option.parse(option.default) == journal_default  # what --help and the README show
+    assert getattr(DaemonConfig(), field) == journal_default
+    assert getattr(StoreConfig("/j", "node"), field) == journal_default
 
 
 def test_the_node_name_comes_from_the_environment_then_the_flag(
