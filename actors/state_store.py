@@ -210,14 +210,10 @@ class StateStoreCore:
         return self._snapshot
 
     @property
-    def healthy(self) -> bool:
-        """False once the store refuses every commit (the journal could not undo a failure)."""
-        return self._failure is None
-
-    @property
-    def failure(self) -> str | None:
-        """Why the store is unhealthy, or None."""
-        return self._failure
+    def accepts_commits(self) -> bool:
+        """False once the store refuses every commit (closed, or the journal could not undo a
+        failed write). Whether it is healthy, and why not, is its ``status.health``."""
+        return self._failure is None and not self._closed
 
     @property
     def status(self) -> StoreStatus:
@@ -258,7 +254,7 @@ class StateStoreCore:
                 the journal could not write it (and cut it back); state is unchanged.
             StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
         """
-        if self._failure is not None or self._closed:
+        if not self.accepts_commits:
             self._set_status(self._status.with_unavailable())
             reason = self._failure or "the state store is closed"
             raise StoreUnavailable(f"commit refused: {reason}")
@@ -287,7 +283,7 @@ class StateStoreCore:
             closed or unhealthy, or a failure (logged, counted in the status's
             ``checkpoint_failures_total``).
         """
-        if self._closed or self._failure is not None or not self._journal.checkpoint_due():
+        if not self.accepts_commits or not self._journal.checkpoint_due():
             return None
         return self.checkpoint()
 

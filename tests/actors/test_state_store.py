@@ -127,7 +127,7 @@ def test_a_refused_commit_changes_nothing(
     with pytest.raises(CommitRefused) as refused:
         store.commit(events, why)
     assert not isinstance(refused.value, StoreUnavailable)
-    assert store.snapshot is before and store.healthy
+    assert store.snapshot is before and store.status.health.healthy
     assert store.status.journal.records_appended == appended
     assert getattr(store.status, counter) == 1
     # The next commit succeeds and takes the next seq: the refused one left no trace.
@@ -145,8 +145,9 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
     fs.fail("truncate")
     with pytest.raises(StoreUnavailable, match="could not be cut"):
         store.commit([shared_container("p1")], {"rpc": "Allocate"})
-    assert not store.healthy and store.status.health.healthy is False
-    assert store.failure is not None and "could not be cut" in store.failure
+    assert store.status.health.healthy is False and not store.accepts_commits
+    reason = store.status.health.reason
+    assert reason is not None and "could not be cut" in reason
     with pytest.raises(StoreUnavailable):
         store.commit([shared_container("p2")], {"rpc": "Allocate"})
     assert store.status.commits_unavailable_total == 1
@@ -160,6 +161,7 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
 def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
     store = open_store(tmp_path / "j")
     store.close()
+    assert not store.accepts_commits and store.status.health.healthy  # stopped, not broken
     with pytest.raises(StoreUnavailable, match="closed"):
         store.commit([share_pool()], {"rpc": "Start"})
 

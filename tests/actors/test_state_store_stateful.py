@@ -138,7 +138,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def commit(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -149,7 +149,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.acked.append((cause, events))
         self.expected = candidate
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def remove_unused_pool(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -160,7 +160,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.acked.append((cause, [event]))
             self.expected = apply(self.expected, event)
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(
         event=st.sampled_from(
             [ContainerRemoved("ghost", "app"), PodRemoved("ghost"), PoolRemoved("no-such-pool")]
@@ -173,7 +173,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.store.commit([share_pool_event(), event], {"rpc": "Bad"})
         assert (self.store.snapshot, self.store.status.journal.records_appended) == before
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data(), op=st.sampled_from(["write", "partial_write", "fsync"]))
     def failed_commit_changes_nothing(self, data: st.DataObject, op: str) -> None:
         assert self.store is not None
@@ -188,11 +188,11 @@ class StoreMachine(RuleBasedStateMachine):
         with pytest.raises(CommitRefused) as refused:
             self.store.commit(events, cause)
         assert not isinstance(refused.value, StoreUnavailable)
-        assert self.store.snapshot is before and self.store.healthy
+        assert self.store.snapshot is before and self.store.status.health.healthy
         self.fs.partial_write_bytes = 0
         assert not self.fs.pending[op]  # the fault cleared: the next commit may succeed
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def failed_cut_back_makes_the_store_unavailable(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -205,17 +205,18 @@ class StoreMachine(RuleBasedStateMachine):
             self.store.commit(events, cause)
         if self.fs.pending["truncate"]:
             # The write that failed was a new segment's header (rotation): nothing to cut.
-            assert not isinstance(refused.value, StoreUnavailable) and self.store.healthy
+            assert not isinstance(refused.value, StoreUnavailable)
+            assert self.store.status.health.healthy
             self.fs.pending.clear()
             self.fs.partial_write_bytes = 0
             return
         assert isinstance(refused.value, StoreUnavailable)
-        assert not self.store.healthy and self.store.status.health.healthy is False
+        assert self.store.status.health.healthy is False
         with pytest.raises(StoreUnavailable):
             self.store.commit([share_pool_event()], {"rpc": "Later"})
         assert self.store.snapshot is before
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(fail=st.booleans())
     def checkpoint(self, fail: bool) -> None:
         assert self.store is not None
