@@ -58,6 +58,7 @@ from actors.store_messages import (
 )
 from actors.store_report import RecoveryReport
 from actors.store_status import JournalFigures, StoreHealth, StoreStatus
+from actors.store_subscribers import Subscribers
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -132,8 +133,8 @@ class StateStoreCore:
         self._clock = clock
         self._failure: str | None = None
         self._closed = False
-        self._subscribers: list[Subscriber] = []
-        self._status_subscribers: list[StatusSubscriber] = []
+        self._snapshot_subscribers = Subscribers[Snapshot]("snapshot", lambda s: s.seq)
+        self._status_subscribers = Subscribers[StoreStatus]("status", lambda s: s.last_seq)
         self._status = StoreStatus.recovered(recovery, journal.checkpoint_seq).with_journal(
             JournalFigures.of(journal.stats)
         )
@@ -227,8 +228,7 @@ class StateStoreCore:
             subscriber: called with each new status; it must not block. An exception it
                 raises is logged and changes nothing.
         """
-        self._status_subscribers.append(subscriber)
-        self._tell_status(subscriber, self._status)
+        self._status_subscribers.add(subscriber, current=self._status)
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """Tell ``subscriber`` every snapshot published from now on.
@@ -237,7 +237,7 @@ class StateStoreCore:
             subscriber: called with each new snapshot after the commit is durable; it must not
                 block. An exception it raises is logged and does not affect the commit.
         """
-        self._subscribers.append(subscriber)
+        self._snapshot_subscribers.add(subscriber)
 
     def commit(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
         """Journal ``events`` with their ``cause``, then apply and publish them (module rules).
@@ -270,7 +270,7 @@ class StateStoreCore:
         self._snapshot = snapshot
         elapsed = self._clock.monotonic() - started
         self._set_status(self._status.with_commit(seq, len(encoded), elapsed))
-        self._publish(snapshot)
+        self._snapshot_subscribers.tell(snapshot)
         self.checkpoint_if_due()
         return snapshot
 
@@ -350,22 +350,7 @@ class StateStoreCore:
         tell the status subscribers (module rules: a new value for every change)."""
         status = status.with_journal(JournalFigures.of(self._journal.stats))
         self._status = status
-        for subscriber in self._status_subscribers:
-            self._tell_status(subscriber, status)
-
-    @staticmethod
-    def _tell_status(subscriber: StatusSubscriber, status: StoreStatus) -> None:
-        try:
-            subscriber(status)
-        except Exception:
-            _log.exception("a status subscriber failed at seq %d", status.last_seq)
-
-    def _publish(self, snapshot: Snapshot) -> None:
-        for subscriber in self._subscribers:
-            try:
-                subscriber(snapshot)
-            except Exception:
-                _log.exception("a snapshot subscriber failed at seq %d", snapshot.seq)
+        self._status_subscribers.tell(status)
 
 
 class StateStoreActor(pykka.ThreadingActor):

@@ -175,13 +175,15 @@ def test_health_carries_the_reason_healthz_shows(tmp_path: Path) -> None:
 def test_a_failing_status_subscriber_cannot_fail_a_commit(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store, published = subscribed_store(tmp_path)
+    store = open_store(tmp_path / "j")
 
     def broken(status: StoreStatus) -> None:
         if status.last_seq:
             raise RuntimeError("subscriber bug")
 
+    published = Published()
     store.subscribe_status(broken)
+    store.subscribe_status(published)  # told after the one that fails
     assert store.commit([share_pool()], {"rpc": "Start"}).seq == 1
     assert published.last.last_seq == 1
     assert "a status subscriber failed at seq 1" in caplog.text
