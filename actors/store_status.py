@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from actors.store_report import RecoveryReport
-from journal import JournalStats
-from journal.syncer import FsyncStats
+from journal import FsyncStats, JournalStats
 
 __all__ = ["FsyncSummary", "JournalFigures", "StoreHealth", "StoreStatus"]
 
