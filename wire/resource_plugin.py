@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from policy.errors import describe_container
 from wire import convert
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
@@ -97,16 +98,16 @@ RESOURCE_PLUGIN_RPCS = (
 
 
 def _subject(request: Any) -> str:
-    """Who a request is about, for error messages; as ``policy.cpu.request.describe_container``."""
+    """Who a request is about, for error messages: as much of its pod and container as it
+    names (RemovePod only a pod UID), or ``""`` for a request about no pod."""
     if not hasattr(request, "pod_uid"):
         return ""
-    if hasattr(request, "pod_namespace"):
-        who = f"pod {request.pod_namespace}/{request.pod_name} (uid {request.pod_uid})"
-    else:
-        who = f"pod (uid {request.pod_uid})"
-    if hasattr(request, "container_name"):
-        who += f", container {request.container_name}"
-    return who
+    return describe_container(
+        request.pod_uid,
+        getattr(request, "container_name", None),
+        pod_namespace=getattr(request, "pod_namespace", None),
+        pod_name=getattr(request, "pod_name", None),
+    )
 
 
 def _method(
