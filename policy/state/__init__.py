@@ -2,6 +2,8 @@
 
 * ``sections``: ``State`` (one immutable section per owner) and the one pure ``apply``;
 * ``entries``: container entries and their placement (in a pool, ramping, own CPUs);
+* ``identity``: who a container is (``ContainerIdentity``, ``ContainerType``), one value from
+  request to reply, flat in stored entries;
 * ``cpu_state``, ``cpu_indexes``: the CPU section and its incrementally kept indexes;
 * ``events``: the closed vocabulary of CPU events; ``cpu_apply``: how they apply;
 * ``machine_state``: the per-NUMA machine state derived from the CPU section (§5.4);
