@@ -1,6 +1,6 @@
 """The StateStore: the one owner of the authoritative state and of the journal (DESIGN.md).
 
-The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in order:
+The commit protocol (DESIGN.md, "The commit protocol"), in order:
 
 1. Apply the events to a *candidate* state. Events that do not fit (``StateError``) are refused
    before anything is written: a record that cannot be replayed must never reach the journal.
@@ -12,9 +12,9 @@ The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in orde
 
 A checkpoint is due after ``checkpoint_every_records`` records or ``checkpoint_every_s``
 seconds on the store's clock, whichever comes first, once a record is not covered by one
-(issue 3). The store checks after each commit and on each ``CheckpointIfDue`` a ticker tells
-it, so a node that stops committing still writes its time-due checkpoint; a tick with nothing
-new writes nothing, and a tick never fails the actor.
+(DESIGN.md, Journal). The store checks after each commit and on each ``CheckpointIfDue`` a
+ticker tells it, so a node that stops committing still writes its time-due checkpoint; a tick
+with nothing new writes nothing, and a tick never fails the actor.
 
 A failed append (``JournalWriteError``) was cut back by the journal: the commit is refused
 with ``CommitRefused`` and state is unchanged, and the next commit may succeed. If the journal

@@ -6,7 +6,7 @@ A writer (the Allocator, later the MemoryBalancer) computes events on the state 
 Readers ask ``GetSnapshot`` and use the immutable value without locks; ``GetStatus`` answers
 the store's health and figures, likewise a frozen value (``actors.store_status``). A ticker tells
 ``CheckpointIfDue`` every few seconds, so a node that stops committing still writes the
-checkpoint its time limit asks for (issue 3: "every N records or T seconds").
+checkpoint its time limit asks for (DESIGN.md, Journal: "every N records").
 """
 
 from __future__ import annotations

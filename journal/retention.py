@@ -2,7 +2,7 @@
 
 Recovery needs the newest checkpoint and every record after it; if that checkpoint turns out
 corrupt it falls back to the one before, so it needs that one too and every record after *it*.
-Hence the rule (DESIGN.md, Journal; issue 3):
+Hence the rule (DESIGN.md, Journal):
 
 1. The two newest checkpoints are always kept, with every segment that holds a record newer than
    the older of the two. With fewer than two checkpoints nothing is deleted: a fallback would

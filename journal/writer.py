@@ -1,6 +1,6 @@
 """The journal's single writer: append records write-ahead, rotate segments, write checkpoints.
 
-The rules (DESIGN.md, the commit protocol; issue 3):
+The rules (DESIGN.md, the commit protocol and Journal):
 
 - ``append`` writes one record as one frame at the end of the newest segment and, with
   durability ``always``, fsyncs it before returning its sequence number: a returned seq is on

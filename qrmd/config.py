@@ -1,6 +1,6 @@
 """The daemon's configuration: one frozen ``DaemonConfig`` from a config file overlaid by flags.
 
-Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
+Rules (DESIGN.md "Time, config, errors"):
 
 * Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
   ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the daemon (spec cpu-policy §14; issue 5 item 4).
+"""Prometheus metrics of the daemon (spec cpu-policy §14; DESIGN.md "Who uses it": the
+daemon exposes metrics and health).
 
 Names. The reference's metrics keep their names exactly, with the tag ``policy="dynamic"``:
 

@@ -1,6 +1,6 @@
 """The StateStore inside ``qrmd run``: the Supervisor's first child and its checkpoint ticker
-(DESIGN.md "Actors and messages", the commit protocol step 5; issue 3: checkpoints "every N
-records or T seconds").
+(DESIGN.md "Actors and messages", the commit protocol step 5; DESIGN.md "Journal":
+checkpoints "every N records", and qrmd's time limit besides).
 
 Rules:
 

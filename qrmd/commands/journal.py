@@ -1,4 +1,4 @@
-"""``qrmd journal verify|repair|show|stats DIR``: forensics on a journal (issue 3, item 4).
+"""``qrmd journal verify|repair|show|stats DIR``: forensics on a journal (DESIGN.md, on-call).
 
 All four work offline, on a live node's directory or a copy taken off it: ``verify``, ``show``
 and ``stats`` only read (no writer lock, nothing changed); ``repair`` changes files only as

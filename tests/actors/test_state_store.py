@@ -1,4 +1,5 @@
-"""The StateStore's commit protocol, recovery report, checkpoints and pykka shell (issue 3, item 3).
+"""The StateStore's commit protocol, recovery report, checkpoints and pykka shell
+(DESIGN.md, the commit protocol).
 
 Most tests drive ``StateStoreCore`` directly (STYLE.md, Actors); the last few go through the
 real pykka actor thread.
@@ -105,7 +106,7 @@ def test_commit_answers_the_new_snapshot_with_the_record_seq(tmp_path: Path) -> 
             [share_pool()],
             {"rpc": "Start"},
             "commit_failures_total",
-            id="a failed fsync is refused and cut back (issue 1221 of the reference)",
+            id="a failed fsync is refused and cut back, never retried",
         ),
     ],
 )

@@ -1,4 +1,5 @@
-"""Stateful property: the StateStore keeps replay == live state == checkpoint + tail (issue 3).
+"""Stateful property: the StateStore keeps replay == live state == checkpoint + tail
+(DESIGN.md, Journal).
 
 Random valid CPU commits (one to three events each), commits whose events do not fit, injected
 write, partial-write, fsync, truncate and checkpoint failures (through ``FaultyFileOps``),

@@ -1,6 +1,7 @@
 """Time-due checkpoints on a tick: ``CheckpointIfDue`` writes one when ``checkpoint_every_s``
 has passed on the store's clock and a record is not covered yet, and nothing otherwise; a
-failure is counted and never stops the actor (issue 3: "every N records or T seconds")."""
+failure is counted and never stops the actor (DESIGN.md, Journal: checkpoints "every N
+records", and qrmd's time limit besides)."""
 
 from __future__ import annotations
 
