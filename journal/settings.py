@@ -5,8 +5,9 @@ returns, the default — or ``"none"`` — written before ``append`` returns (a 
 nothing) but never fsynced (a power loss may lose the newest records); for tests and benchmarks.
 A value out of range is a ``ValueError`` naming the setting and the value.
 
-The defaults are defined here once; ``Journal.open``, the StateStore's ``StoreConfig`` and the
-daemon's configuration all take them from this module.
+The defaults are defined here once (retention's beside ``Retention``, in ``journal.retention``);
+``Journal.open``, the StateStore's ``StoreConfig`` and the daemon's configuration all take them
+from there.
 """
 
 from __future__ import annotations

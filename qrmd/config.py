@@ -32,6 +32,8 @@ from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
     DURABILITIES,
     Durability,
 )
@@ -145,8 +147,8 @@ class DaemonConfig:
     durability: Durability = DEFAULT_DURABILITY
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
-    journal_retention_max_bytes: int | None = 256 << 20
-    journal_retention_max_age_s: float | None = 7 * 86400.0
+    journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
+    journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"

@@ -15,6 +15,9 @@ from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
+    Retention,
 )
 from qrmd.config import (
     OPTIONS,
@@ -68,6 +71,18 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
             DEFAULT_CHECKPOINT_EVERY_S,
             id="the checkpoint time limit",
         ),
+        pytest.param(
+            "journal-retention-size",
+            "journal_retention_max_bytes",
+            DEFAULT_RETENTION_MAX_BYTES,
+            id="the retention size",
+        ),
+        pytest.param(
+            "journal-retention-age",
+            "journal_retention_max_age_s",
+            DEFAULT_RETENTION_MAX_AGE_S,
+            id="the retention age",
+        ),
     ],
 )
 def test_the_journal_options_default_to_the_journals_own_defaults(
@@ -77,7 +92,13 @@ def test_the_journal_options_default_to_the_journals_own_defaults(
     option = next(o for o in OPTIONS if o.flag == flag)
     assert option.parse(option.default) == journal_default  # what --help and the README show
     assert getattr(DaemonConfig(), field) == journal_default
-    assert getattr(StoreConfig("/j", "node"), field) == journal_default
+    store = StoreConfig("/j", "node")
+    retention = store.retention or Retention()  # None: the journal's own Retention()
+    by_field = {
+        "journal_retention_max_bytes": retention.max_bytes,
+        "journal_retention_max_age_s": retention.max_age_s,
+    }
+    assert by_field.get(field, getattr(store, field, None)) == journal_default
 
 
 def test_the_node_name_comes_from_the_environment_then_the_flag(
