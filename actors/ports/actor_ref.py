@@ -15,10 +15,12 @@ __all__ = ["ActorRef"]
 
 
 class ActorRef(Protocol):
-    """An actor that can be asked: pykka ``ActorRef.ask``'s blocking form with a timeout."""
+    """An actor that can be asked, as pykka's ``ActorRef.ask``: blocking with a timeout, or with
+    ``block=False`` answering a future of the reply."""
 
     def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
-        """Send ``message`` and wait up to ``timeout`` seconds for the reply (pykka).
+        """Send ``message`` and wait up to ``timeout`` seconds for the reply (pykka); with
+        ``block=False``, return a future of it at once.
 
         Raises:
             Exception: whatever the actor raised for ``message``; ``pykka.Timeout`` when no
