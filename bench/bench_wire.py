@@ -232,6 +232,7 @@ def bench_in_process(samples: int, blocks: int, list_samples: int) -> None:
                     b_allocate(shared_message(f"b{i}"), timeout=30)
                     base_alloc.append(time.perf_counter() - started)
             listing: list[float] = []
+            changed_listing: list[float] = []
             base_listing: list[float] = []
             request = pb.GetResourcesAllocationRequest()
             for _ in range(blocks):
@@ -239,6 +240,11 @@ def bench_in_process(samples: int, blocks: int, list_samples: int) -> None:
                     started = time.perf_counter()
                     big.listing(request, timeout=60)
                     listing.append(time.perf_counter() - started)
+                for _ in range(list_samples):
+                    big.allocate_remove()  # a new state: nothing of the last listing is reused
+                    started = time.perf_counter()
+                    big.listing(request, timeout=60)
+                    changed_listing.append(time.perf_counter() - started)
                 for _ in range(list_samples):
                     started = time.perf_counter()
                     b_listing(request, timeout=60)
@@ -272,6 +278,12 @@ def bench_in_process(samples: int, blocks: int, list_samples: int) -> None:
         row(
             f"GetResourcesAllocation p50, {containers} containers vs empty servicer",
             p50(listing),
+            p50(base_listing),
+            "<= 2x",
+        )
+        row(
+            "  the same, the state changed since the last listing",
+            p50(changed_listing),
             p50(base_listing),
             "<= 2x",
         )
