@@ -93,7 +93,14 @@ Retention
 =========
 The two newest checkpoints and every segment holding a record after the older of them are
 always kept; older segments and checkpoints are kept for forensics up to a size and an age
-limit (``Retention``). A directory holds one writer at a time (``journal.lock``).
+limit (``Retention``).
+
+Exclusion and permissions
+=========================
+A directory holds one writer at a time: the writer holds an exclusive ``flock`` on the
+directory's own descriptor (``journal.lock``), so deleting or replacing a file in it cannot
+let a second writer in. Directories the journal creates are 0700 and its files 0600, whatever
+the umask.
 """
 
 from journal.checkpoints import Checkpoint, load_checkpoint

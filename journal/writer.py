@@ -15,8 +15,8 @@ The rules (DESIGN.md, the commit protocol; issue 3):
 - ``checkpoint_due`` says when ``checkpoint_every_records`` records or ``checkpoint_every_s``
   seconds (on the injected clock) have passed since the last checkpoint; the owner of the state
   then calls ``write_checkpoint``, after which retention deletes what is no longer needed.
-- One process at a time: the directory's lock (``journal.lock``) is held while it is open for
-  writing.
+- One process at a time: a ``flock`` on the journal directory itself (``journal.lock``) is
+  held while it is open for writing.
 """
 
 from __future__ import annotations
