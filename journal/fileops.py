@@ -69,7 +69,7 @@ class FileOps(Protocol):
         ...
 
     def open_append(self, path: str, *, create: bool) -> int:
-        """Open for appending (``O_WRONLY|O_APPEND``), creating it exclusively (0600) if ``create``."""
+        """Open for appending (``O_WRONLY|O_APPEND``); ``create`` makes it, exclusively, 0600."""
         ...
 
     def write(self, fd: int, data: bytes) -> int:

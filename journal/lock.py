@@ -23,7 +23,7 @@ from journal.fileops import DIRECTORY_MODE, FileOps
 
 _log = logging.getLogger("journal")
 
-__all__ = ["lock_directory"]
+__all__ = ["hold_lock", "lock_directory"]
 
 
 def lock_directory(fs: FileOps, directory: str) -> int:
@@ -43,15 +43,39 @@ def lock_directory(fs: FileOps, directory: str) -> int:
         OSError: the directory cannot be created or opened.
     """
     fs.makedirs(directory)
+    fd = hold_lock(fs, directory)
     try:
-        fd = fs.lock(directory)
+        _tighten(directory)
+    except OSError:
+        fs.close(fd)
+        raise
+    return fd
+
+
+def hold_lock(fs: FileOps, directory: str) -> int:
+    """Take the writer lock on an existing directory, changing nothing on disk.
+
+    The descriptor is read-only, so this works on a read-only file system (``repair`` of a
+    copy).
+
+    Args:
+        fs: the file-system seam.
+        directory: the journal directory.
+
+    Returns:
+        The lock's descriptor; close it to release the lock.
+
+    Raises:
+        JournalError: another process holds the lock; the message names the directory.
+        OSError: the directory cannot be opened.
+    """
+    try:
+        return fs.lock(directory)
     except BlockingIOError as exc:
         raise JournalError(
             f"journal {directory} is in use by another process (it holds an exclusive lock "
             f"on the directory); stop it, or open the journal read-only to inspect it"
         ) from exc
-    _tighten(directory)
-    return fd
 
 
 def _tighten(directory: str) -> None:

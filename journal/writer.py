@@ -183,6 +183,18 @@ class Journal:
                 topology_fingerprint=topology_fingerprint,
                 read_only=read_only,
             )
+            for damage in recovery.damaged_history:
+                # Start proceeds (recovery needs only the checkpoint and what follows it), but
+                # an operator should know the forensic history is not whole.
+                _log.warning(
+                    "journal %s: history before the checkpoint at seq %s is damaged: %s; "
+                    "recovery does not need it and starts from the checkpoint "
+                    "(`qrmd journal verify %s` lists it)",
+                    directory,
+                    recovery.checkpoint_seq,
+                    damage.describe(),
+                    directory,
+                )
             journal = cls(
                 directory,
                 settings,

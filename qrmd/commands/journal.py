@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
     r.add_argument("directory", metavar="DIR")
     r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only say what would be done; change nothing, not even a torn tail (works on a "
+        "read-only copy)",
+    )
     r.set_defaults(run=run_repair)
 
     s = actions.add_parser("show", help="print the timeline of records and events")
@@ -126,7 +132,13 @@ def run_verify(args: argparse.Namespace) -> int:
     )
     for finding in report.findings:
         where = f"{finding.path}" + (f" @ {finding.offset}" if finding.offset is not None else "")
-        blocks = "blocks recovery" if finding.blocks_recovery else "recovery cuts it"
+        blocks = (
+            "blocks recovery"
+            if finding.blocks_recovery
+            else "recovery cuts it"
+            if finding.kind == "torn_tail"
+            else "recovery does not need it"
+        )
         out.print(Text(f"  {finding.kind}: {where}: {finding.message} ({blocks})"))
     problems = list(
         _replay_problems(args.directory, report.first_seq, report.checkpoints, topology, out)
@@ -223,7 +235,7 @@ def _compare_checkpoint(
 def run_repair(args: argparse.Namespace) -> int:
     _need_directory(args.directory)
     try:
-        report = repair(args.directory, force=args.force)
+        report = repair(args.directory, force=args.force, dry_run=args.dry_run)
     except JournalError as err:
         raise _refuse(str(err)) from err
     Console(highlight=False, soft_wrap=True).print(Text(report.description))
