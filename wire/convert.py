@@ -55,6 +55,7 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from policy.names import shown
 from wire.gen import resourceplugin_pb2 as pb
 
 __all__ = [
@@ -115,8 +116,8 @@ def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
             :data:`MAX_MAP_BYTES`; the message names pod and container.
     """
     who = (
-        f"pod {message.pod_namespace}/{message.pod_name} (uid {message.pod_uid}), "
-        f"container {message.container_name}"
+        f"pod {shown(message.pod_namespace)}/{shown(message.pod_name)} "
+        f"(uid {shown(message.pod_uid)}), container {shown(message.container_name)}"
     )
     container_type = _CONTAINER_TYPES.get(message.container_type)
     if container_type is None:

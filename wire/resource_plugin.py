@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from policy.names import shown
 from wire import convert
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
@@ -100,12 +101,15 @@ def _subject(request: Any) -> str:
     """Who a request is about, for error messages; as ``policy.cpu.request.describe_container``."""
     if not hasattr(request, "pod_uid"):
         return ""
+    # Names are cut (policy.names.shown): a refused giant name must not be echoed into a
+    # status message, which grpc limits to 16 KiB of metadata (issue 12, defect 8).
+    uid = shown(request.pod_uid)
     if hasattr(request, "pod_namespace"):
-        who = f"pod {request.pod_namespace}/{request.pod_name} (uid {request.pod_uid})"
+        who = f"pod {shown(request.pod_namespace)}/{shown(request.pod_name)} (uid {uid})"
     else:
-        who = f"pod (uid {request.pod_uid})"
+        who = f"pod (uid {uid})"
     if hasattr(request, "container_name"):
-        who += f", container {request.container_name}"
+        who += f", container {shown(request.container_name)}"
     return who
 
 
