@@ -48,6 +48,7 @@ from qrmd.config_values import duration as _duration
 from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
+from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
@@ -120,6 +121,8 @@ class DaemonConfig:
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        max_connections: the most connections each plugin socket accepts at once
+            (``qrmd.hardening_settings``).
         config_file: the file the settings were read from, if any.
     """
 
@@ -148,6 +151,7 @@ class DaemonConfig:
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -249,6 +253,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *HARDENING_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}

@@ -72,7 +72,13 @@ from wire.sockets import (
 )
 
 # PluginIdentity is ``wire.registration_service``'s, exported here with the class that takes it.
-__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "MAX_CONNECTIONS_ARG",
+    "PluginIdentity",
+    "PluginSocket",
+    "RegistrationObserver",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +93,16 @@ VERIFY_TIMEOUT_S = 5.0
 RETRY_PERIOD_S = 5.0
 #: How long in-flight calls may finish when a re-created socket's old server stops.
 STOP_GRACE_S = 1.0
+#: The gRPC core channel argument that caps a server's concurrent connections (issue 12,
+#: defect 9). grpcio's ``maximum_concurrent_rpcs`` caps RPCs, not connections: 5,000 idle
+#: connections each hold a descriptor and exhaust ``nofile`` without a single RPC. With this
+#: argument the server's resource quota refuses a connection past the cap right after
+#: ``accept`` (the peer sees the connection closed: UNAVAILABLE), so the descriptors this
+#: socket holds stay bounded; a connection that closes frees its place.
+MAX_CONNECTIONS_ARG = "grpc.max_allowed_incoming_connections"
+#: ``--max-connections``'s default: far below any sane ``nofile`` limit, far above what kubelet
+#: and katalyst-agent open (one channel each).
+DEFAULT_MAX_CONNECTIONS = 1024
 #: How often a served socket checks that its file is still the one it bound.
 WATCH_PERIOD_S = 5.0
 #: What a failed socket creation raises (``wire.sockets``, grpc) and a retry outlives.
@@ -110,8 +126,9 @@ class PluginSocket:
         max_workers: threads of each server's pool; calls beyond them wait in grpcio's queue.
         watch_period_s: seconds between two ``check_socket`` calls on the socket's own
             thread, or ``None`` for no thread (a test calls ``check_socket`` itself).
-        server_options: gRPC channel arguments of every server the socket gets (e.g. the
-            connection cap, ``wire.plugin_server``).
+        max_connections: the most connections each server accepts at once
+            (:data:`DEFAULT_MAX_CONNECTIONS`), or ``None`` for no cap; see
+            :data:`MAX_CONNECTIONS_ARG`.
     """
 
     def __init__(
@@ -125,11 +142,13 @@ class PluginSocket:
         observer: RpcObserver | None = None,
         max_workers: int = 4,
         watch_period_s: float | None = WATCH_PERIOD_S,
-        server_options: Sequence[tuple[str, int]] = (),
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.path = Path(os.path.abspath(path))
         self._watch_period_s = watch_period_s
-        self._server_options = tuple(server_options)
+        self._server_options = (
+            () if max_connections is None else ((MAX_CONNECTIONS_ARG, max_connections),)
+        )
         self._watcher: threading.Thread | None = None
         self.identity = identity
         self._services = tuple(services)
