@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from actors.errors import ActorError
 from policy.cpu.request import ResourceRequest
+from policy.errors import ErrorKind
 
 __all__ = [
     "Allocate",
@@ -37,11 +39,13 @@ __all__ = [
 ]
 
 
-class AllocatorUnavailable(Exception):  # noqa: N818 (the brief's name, like CommitRefused)
+class AllocatorUnavailable(ActorError):  # noqa: N818 (the brief's name, like CommitRefused)
     """A decision could not be made durable; nothing changed and the call may be retried.
 
     The wire layer answers UNAVAILABLE (DESIGN.md, the commit protocol step 3).
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

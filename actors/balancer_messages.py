@@ -32,7 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from actors.errors import ActorError
 from policy.balance import BalanceInfo, BalancerState, MemoryAdvice, RoundResult
+from policy.errors import ErrorKind
 
 __all__ = [
     "BalancerCommand",
@@ -49,11 +51,13 @@ __all__ = [
 ]
 
 
-class BalancerUnavailable(Exception):  # noqa: N818 (like AllocatorUnavailable)
+class BalancerUnavailable(ActorError):  # noqa: N818 (like AllocatorUnavailable)
     """A "taken" event could not be made durable; nothing was taken and the call may be retried.
 
     The wire layer answers UNAVAILABLE (DESIGN.md, the commit protocol step 3).
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

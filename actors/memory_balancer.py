@@ -357,7 +357,7 @@ class MemoryBalancerCore:
             step.events, {machine.BALANCE_EVICTION_TAKEN: event}, now, cause=cause
         )
         if error:
-            raise BalancerUnavailable(f"GetEvictPods: the eviction offer was not taken: {error}")
+            raise BalancerUnavailable(f"the eviction offer was not taken: {error}")
         self._check_adopted(expected, "BalanceEvictionTaken")
         self.metrics.evictions_taken_total += 1
         self.metrics.eviction_offers_total += len(offers)

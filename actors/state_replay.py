@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from actors.errors import ActorError
 from journal import Record
-from policy.errors import StateError
+from policy.errors import ErrorKind, StateError
 from policy.state.codec import decode_event, decode_state
 from policy.state.events import Event
 from policy.state.sections import State, apply_all, empty_state
@@ -26,12 +27,14 @@ from policy.topology.model import CPUTopology
 __all__ = ["ReplayError", "decode_events", "replay_records", "state_from_checkpoint"]
 
 
-class ReplayError(Exception):
+class ReplayError(ActorError):
     """The journal holds a checkpoint or record the state model cannot take back.
 
     Attributes:
         seq: the record's seq or the checkpoint's seq.
     """
+
+    kind = ErrorKind.INTERNAL
 
     def __init__(self, seq: int, message: str) -> None:
         super().__init__(message)

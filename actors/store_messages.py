@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.errors import ActorError
+from policy.errors import ErrorKind
 from policy.state.events import Event
 from policy.state.sections import State
 
@@ -67,12 +69,16 @@ class CheckpointIfDue:
     now: float = 0.0
 
 
-class CommitRefused(Exception):  # noqa: N818 (a refusal, named as the protocol names it)
+class CommitRefused(ActorError):  # noqa: N818 (a refusal, named as the protocol names it)
     """The commit was not persisted (I/O error, disk full, events that do not fit).
 
     State is unchanged; a kubelet call that needed it answers UNAVAILABLE and is retried.
     """
 
+    kind = ErrorKind.UNAVAILABLE
+
 
 class StoreUnavailable(CommitRefused):
     """The store refuses every commit (a failed truncation, or stopping); see its health."""
+
+    kind = ErrorKind.UNAVAILABLE

@@ -30,6 +30,9 @@ from typing import Any
 
 import pykka
 
+from actors.errors import ActorError
+from policy.errors import ErrorKind
+
 __all__ = [
     "ActorUnavailable",
     "ChildSpec",
@@ -43,12 +46,16 @@ __all__ = [
 _log = logging.getLogger("actors.supervisor")
 
 
-class ActorUnavailable(Exception):  # noqa: N818 (a state, like AllocatorUnavailable)
+class ActorUnavailable(ActorError):  # noqa: N818 (a state, like AllocatorUnavailable)
     """A supervised actor cannot be asked now: it is starting, restarting or stopped."""
 
+    kind = ErrorKind.UNAVAILABLE
 
-class SupervisorError(Exception):
+
+class SupervisorError(ActorError):
     """A child could not be started; the message names it and the cause."""
+
+    kind = ErrorKind.INTERNAL
 
 
 def _no_wait(_ref: pykka.ActorRef[Any]) -> None:

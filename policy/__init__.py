@@ -16,5 +16,6 @@ Subpackages, from the bottom up (import-linter keeps each one importing only tho
   ramp-up, removal, listing, the façade the Allocator calls (spec cpu-policy §3–§10).
 
 Modules at this level are shared by all of them and import none: ``errors`` (the error
-root) and ``decision`` (the ``Event`` base every decision emits).
+root, the kinds of error, ``describe_container``) and ``decision`` (the ``Event`` base every
+decision emits).
 """

@@ -35,7 +35,7 @@ katalyst-agent's eviction manager and sys-advisor (spec wire.md). This package h
   §1.1: "no NUMA preference" leaves the `resource_hints` key out, never an empty list),
   and its mirror for the kubelet's side (`kubelet_convert`: requests out, answers in, the
   absent key read back as no preference);
-- `errors`: the one gRPC status each error class answers.
+- `errors`: the one gRPC status each kind of error answers (`policy.errors.ErrorKind`).
 
 The rule: protobuf types never leave this package. Servers convert a request into
 domain values before anything else sees it and convert the answer back last; nothing

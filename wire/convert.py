@@ -55,7 +55,7 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
-from policy.names import shown
+from policy.errors import describe_container
 from wire.gen import resourceplugin_pb2 as pb
 
 __all__ = [
@@ -97,7 +97,8 @@ def _string_map(field: str, message_map: Mapping[str, str], who: str) -> Mapping
     size = sum(len(key.encode()) + len(value.encode()) for key, value in copied.items())
     if size > MAX_MAP_BYTES:
         raise RequestError(
-            f"{who}: {field} hold {size} bytes, more than Kubernetes allows ({MAX_MAP_BYTES})"
+            f"{field} hold {size} bytes, more than Kubernetes allows ({MAX_MAP_BYTES})",
+            subject=who,
         )
     return copied
 
@@ -115,13 +116,15 @@ def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
         RequestError: ``container_type`` is not an enum value, or labels/annotations exceed
             :data:`MAX_MAP_BYTES`; the message names pod and container.
     """
-    who = (
-        f"pod {shown(message.pod_namespace)}/{shown(message.pod_name)} "
-        f"(uid {shown(message.pod_uid)}), container {shown(message.container_name)}"
+    who = describe_container(
+        message.pod_uid,
+        message.container_name,
+        pod_namespace=message.pod_namespace,
+        pod_name=message.pod_name,
     )
     container_type = _CONTAINER_TYPES.get(message.container_type)
     if container_type is None:
-        raise RequestError(f"{who}: unknown container_type {message.container_type}")
+        raise RequestError(f"unknown container_type {message.container_type}", subject=who)
     hint = None
     if message.HasField("hint"):
         hint = TopologyHint(tuple(message.hint.nodes), message.hint.preferred)

@@ -3,61 +3,83 @@
 kubelet treats every error alike (admission fails, or the call is retried next pass, wire.md
 §9), so the codes are for people and for the metrics: they say whose fault a failure is.
 
-==============================================================  ======================
-error                                                           status
-==============================================================  ======================
-``UnknownContainerError`` (a query about a container not held)  ``NOT_FOUND``
-``RequestError`` and its ``QoSError`` (malformed request,       ``INVALID_ARGUMENT``
-unknown or unserved QoS level)
-``SelectionError``; ``AllocationError``/``HintError`` whose      ``RESOURCE_EXHAUSTED``
-reason is a shortage ("not enough", "results can't meet",
-"get empty pooledCPUs", an empty reclaim pool)
-any other ``PolicyError`` (no NUMA binding for a dedicated       ``FAILED_PRECONDITION``
-container, a nil or empty hint, a multi-NUMA hint for a
-non-exclusive container, a failed pool adjustment)
-``AllocatorUnavailable``, ``BalancerUnavailable``,               ``UNAVAILABLE``
-``CommitRefused``, the ask timing out (``pykka.Timeout``), the
-actor stopped (``pykka.ActorDeadError``), qrmd not ready
-anything else (a bug)                                           ``INTERNAL``
-==============================================================  ======================
+Every error qrmd raises on purpose says what it is, as an :class:`~policy.errors.ErrorKind`
+(``PolicyError.kind``, ``ActorError.kind``, ``NotReady.kind``), set where it is raised; this
+module answers each kind with one status, from :data:`STATUS_BY_KIND`:
 
-The choice of ``FAILED_PRECONDITION`` for the remaining policy refusals is qrmd's (the reference
+================  ========================  ===============================================
+kind              status                    e.g.
+================  ========================  ===============================================
+``INVALID``       ``INVALID_ARGUMENT``      ``RequestError``, ``QoSError`` (a malformed
+                                            request, an unknown or unserved QoS level)
+``NOT_FOUND``     ``NOT_FOUND``             ``UnknownContainerError`` (a query about a
+                                            container not held)
+``SHORTAGE``      ``RESOURCE_EXHAUSTED``    ``SelectionError``; an ``AllocationError`` for
+                                            no pooled CPUs, an empty reclaim pool or hinted
+                                            NUMA nodes too small
+``REFUSED``       ``FAILED_PRECONDITION``   other policy refusals: no NUMA binding for a
+                                            dedicated container, a nil or empty hint, a
+                                            multi-NUMA hint for a non-exclusive container,
+                                            a failed pool adjustment
+``UNAVAILABLE``   ``UNAVAILABLE``           ``AllocatorUnavailable``, ``CommitRefused``,
+                                            ``BalancerUnavailable``, ``NotReady``, the ask
+                                            timing out, the actor stopped
+``INTERNAL``      ``INTERNAL``              ``ReplayError``; anything that carries no kind
+                                            (a bug), logged with its traceback
+================  ========================  ===============================================
+
+pykka's own exceptions (``pykka.Timeout``, ``pykka.ActorDeadError``) cannot carry a kind;
+:data:`FOREIGN_KINDS` says what they are. The message is never read to choose the status.
+
+The choice of ``FAILED_PRECONDITION`` for the policy's refusals is qrmd's (the reference
 answers every error as ``Unknown``): the request is well formed, but this node's state or the
 topology manager's hint does not allow it, and retrying the same call will not help.
 
-A policy error wrapped by another (``AllocationError`` raised ``from`` a ``SelectionError`` or
-``QoSError``) is classified by the most specific error on its ``__cause__`` chain. The message
-is the error's own text with the reason; :func:`status_for` prefixes the RPC's name and the
-request's pod (namespace, name, uid) and container, unless the text already holds exactly that
-description (the policy's ``describe_container``).
+The message is the error's own text; :func:`status_for` puts the RPC's name in front and,
+unless the error already names its pod and container (``PolicyError.subject``), the
+request's pod and container as :func:`policy.errors.describe_container` writes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
 
 import grpc
 import pykka
 
-from actors.allocator_messages import AllocatorUnavailable
-from actors.balancer_messages import BalancerUnavailable
-from actors.store_messages import CommitRefused
-from policy.cpu.allocate import AllocationError
-from policy.cpu.hints import HintError
-from policy.cpu.request import RequestError
-from policy.cpu.topology_aware import UnknownContainerError
-from policy.errors import PolicyError
-from policy.topology.selection import SelectionError
+from actors.errors import ActorError
+from policy.errors import ErrorKind, PolicyError
 
-__all__ = ["NotReady", "Status", "status_for"]
+__all__ = [
+    "FOREIGN_KINDS",
+    "STATUS_BY_KIND",
+    "NotReady",
+    "Status",
+    "code_for",
+    "kind_of",
+    "status_for",
+]
 
-#: Reasons that mean "not enough CPUs" in the policy's (the reference's) messages.
-_SHORTAGE_REASONS = (
-    "not enough",
-    "results can't meet",
-    "get empty pooledCPUs",
-    "is not empty",  # sic: the reference's text for an empty reclaim pool (cpu-policy §7.4)
+#: The one table: what each kind of error answers.
+STATUS_BY_KIND: Mapping[ErrorKind, grpc.StatusCode] = MappingProxyType(
+    {
+        ErrorKind.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+        ErrorKind.SHORTAGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ErrorKind.REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
+        ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+        ErrorKind.INTERNAL: grpc.StatusCode.INTERNAL,
+    }
+)
+
+#: What the exceptions of the libraries qrmd asks through are, as they cannot say it: the
+#: ask timed out, or the actor asked has stopped (the call may be retried).
+FOREIGN_KINDS: tuple[tuple[type[BaseException], ErrorKind], ...] = (
+    (pykka.Timeout, ErrorKind.UNAVAILABLE),
+    (pykka.ActorDeadError, ErrorKind.UNAVAILABLE),
 )
 
 
@@ -68,15 +90,7 @@ class NotReady(RuntimeError):  # noqa: N818 (a state, like AllocatorUnavailable)
     (``wire.plugin_socket``), hence a ``RuntimeError``.
     """
 
-
-_UNAVAILABLE = (
-    NotReady,
-    AllocatorUnavailable,
-    BalancerUnavailable,
-    CommitRefused,
-    pykka.Timeout,
-    pykka.ActorDeadError,
-)
+    kind: ClassVar[ErrorKind] = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,46 +101,33 @@ class Status:
     message: str
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """``error`` and its causes, outermost first (bounded, in case of a cycle)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__
+def kind_of(error: BaseException) -> ErrorKind:
+    """What ``error`` is: its own kind, a library exception's, or ``INTERNAL`` (a bug).
 
+    Args:
+        error: what the actor's ask (or the conversion) raised.
 
-def _is_shortage(error: PolicyError) -> bool:
-    if isinstance(error, SelectionError):
-        return True
-    if isinstance(error, AllocationError | HintError):
-        text = str(error)
-        return any(reason in text for reason in _SHORTAGE_REASONS)
-    return False
+    Returns:
+        The error's kind.
+    """
+    if isinstance(error, PolicyError | ActorError | NotReady):
+        return error.kind
+    for foreign, kind in FOREIGN_KINDS:
+        if isinstance(error, foreign):
+            return kind
+    return ErrorKind.INTERNAL
 
 
 def code_for(error: BaseException) -> grpc.StatusCode:
     """The one status code ``error`` answers (see the module table).
 
     Args:
-        error: what the Allocator's ask (or the conversion) raised.
+        error: what the actor's ask (or the conversion) raised.
 
     Returns:
         The status code.
     """
-    if isinstance(error, _UNAVAILABLE):
-        return grpc.StatusCode.UNAVAILABLE
-    if not isinstance(error, PolicyError):
-        return grpc.StatusCode.INTERNAL
-    chain = [e for e in _chain(error) if isinstance(e, PolicyError)]
-    if any(isinstance(e, UnknownContainerError) for e in chain):
-        return grpc.StatusCode.NOT_FOUND
-    if any(isinstance(e, RequestError) for e in chain):
-        return grpc.StatusCode.INVALID_ARGUMENT
-    if any(_is_shortage(e) for e in chain):
-        return grpc.StatusCode.RESOURCE_EXHAUSTED
-    return grpc.StatusCode.FAILED_PRECONDITION
+    return STATUS_BY_KIND[kind_of(error)]
 
 
 def status_for(error: BaseException, rpc: str, subject: str = "") -> Status:
@@ -135,20 +136,19 @@ def status_for(error: BaseException, rpc: str, subject: str = "") -> Status:
     Args:
         error: what was raised.
         rpc: the RPC's method name, e.g. ``Allocate``.
-        subject: who the request was about (``pod ns/name (uid u), container c``), added
-            unless the error's text already holds it (the policy's ``describe_container``).
+        subject: who the request was about (``describe_container``), added unless the error
+            names its own (``PolicyError.subject``).
 
     Returns:
         ``Status(code, "<rpc>: <subject>: <reason>")``.
     """
-    code = code_for(error)
+    kind = kind_of(error)
     reason = str(error) or type(error).__name__
-    if code is grpc.StatusCode.INTERNAL:
+    if kind is ErrorKind.INTERNAL:
         reason = f"internal error ({type(error).__name__}): {reason}"
-    elif code is grpc.StatusCode.UNAVAILABLE and isinstance(error, pykka.Timeout):
+    elif isinstance(error, pykka.Timeout):
         reason = f"no answer from the allocator in time ({reason})"
-    # An actor's message may name the RPC already (the MemoryBalancer's do).
-    reason = reason.removeprefix(f"{rpc}: ")
-    if subject and subject not in reason:
+    names_its_subject = isinstance(error, PolicyError) and bool(error.subject)
+    if subject and not names_its_subject:
         reason = f"{subject}: {reason}"
-    return Status(code, f"{rpc}: {reason}")
+    return Status(STATUS_BY_KIND[kind], f"{rpc}: {reason}")

@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from policy.names import shown
+from policy.errors import describe_container
 from wire import convert
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
@@ -98,19 +98,16 @@ RESOURCE_PLUGIN_RPCS = (
 
 
 def _subject(request: Any) -> str:
-    """Who a request is about, for error messages; as ``policy.cpu.request.describe_container``."""
+    """Who a request is about, for error messages: as much of its pod and container as it
+    names (RemovePod only a pod UID), or ``""`` for a request about no pod."""
     if not hasattr(request, "pod_uid"):
         return ""
-    # Names are cut (policy.names.shown): a refused giant name must not be echoed into a
-    # status message, which grpc limits to 16 KiB of metadata (issue 12, defect 8).
-    uid = shown(request.pod_uid)
-    if hasattr(request, "pod_namespace"):
-        who = f"pod {shown(request.pod_namespace)}/{shown(request.pod_name)} (uid {uid})"
-    else:
-        who = f"pod (uid {uid})"
-    if hasattr(request, "container_name"):
-        who += f", container {shown(request.container_name)}"
-    return who
+    return describe_container(
+        request.pod_uid,
+        getattr(request, "container_name", None),
+        pod_namespace=getattr(request, "pod_namespace", None),
+        pod_name=getattr(request, "pod_name", None),
+    )
 
 
 def _method(

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
+from actors.errors import ActorError
 from policy.balance import MissingSample, NumaDistance, NumaMetrics
+from policy.errors import ErrorKind
 
 __all__ = [
     "AnonMemoryUnavailable",
@@ -73,12 +75,14 @@ class NumaDistanceSource(Protocol):
         ...
 
 
-class AnonMemoryUnavailable(Exception):  # noqa: N818 - reads as what happened to the pod
+class AnonMemoryUnavailable(ActorError):  # noqa: N818 - reads as what happened to the pod
     """A pod's or container's anonymous memory cannot be read (no cgroup, unreadable or
     malformed ``memory.numa_stat``). The message names the pod, the container and the file.
 
     The balancer skips such a pod for this round (§4.2): it is not an error of the round.
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,9 @@ from typing import Any, Protocol
 
 import pykka
 
+from actors.errors import ActorError
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
+from policy.errors import ErrorKind
 from policy.state.events import Event
 
 __all__ = [
@@ -41,11 +43,13 @@ __all__ = [
 DEFAULT_COMMIT_TIMEOUT_S = 10.0
 
 
-class CommitOutcomeUnknown(Exception):  # noqa: N818 (an outcome, like CommitRefused)
+class CommitOutcomeUnknown(ActorError):  # noqa: N818 (an outcome, like CommitRefused)
     """The store did not answer a commit; it may or may not have been applied.
 
     The writer must call ``Committer.latest()`` before deciding again.
     """
+
+    kind = ErrorKind.UNAVAILABLE
 
 
 class Committer(Protocol):

@@ -1,6 +1,6 @@
 """The memory balancer's errors: bad round inputs, configuration or records (memory-balancer)."""
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = ["BalanceError", "RoundFailed", "within"]
 
@@ -12,11 +12,20 @@ class BalanceError(PolicyError):
     list) is not an exception: it is a round outcome with status ``prepareFailed`` (§7.12).
     """
 
+    kind = ErrorKind.INVALID
 
-class RoundFailed(Exception):  # noqa: N818 - a round outcome, not an input error
+
+class RoundFailed(PolicyError):  # noqa: N818 - a round outcome, not an input error
     """A step ended the round with an error (§7.12): missing metric, missing distance list,
     failed pod lookup. ``plan_round`` turns it into a ``prepareFailed`` outcome and never lets
-    it escape; the message becomes the record's ``failedReason``."""
+    it escape; the message becomes the record's ``failedReason``.
+
+    Not a ``BalanceError``: the inputs were well formed, and the code that re-raises a
+    ``BalanceError`` with its field path must not catch a failed round. Its kind is a refusal:
+    this round's inputs do not let it go on, and the next round decides afresh.
+    """
+
+    kind = ErrorKind.REFUSED
 
 
 def within(where: str, exc: BalanceError) -> BalanceError:

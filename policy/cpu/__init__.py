@@ -9,6 +9,7 @@
 * ``pool_sizing``, ``pool_engine``, ``pool_apply``, ``pool_startup``, ``reserve``: the pools
   (§3, §6, §9);
 * ``ramp_steps``: the ramp-up machine's steps for a container (§7.3, ``machines.ramp_up``);
+* ``errors``: ``UnknownContainerError``, and where each other error of the CPU policy lives;
 * ``timestamps`` (§5.7), ``context`` (what a decision reads besides state and request),
   ``txn`` (a decision's working state and events).
 

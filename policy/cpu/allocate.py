@@ -49,10 +49,10 @@ from policy.cpu.prepare import PreparedRequest
 from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handled_level
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
-from policy.cpu.request import ContainerType, TopologyHint, describe_container
+from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import (
@@ -75,7 +75,13 @@ _RAMPING_PHASES = frozenset({None, "Pending"})
 
 
 class AllocationError(PolicyError):
-    """Allocate refused or failed; the message names pod, container and the reference's reason."""
+    """Allocate refused or failed; the message names pod, container and the reference's reason.
+
+    A refusal by default; raised as a ``SHORTAGE`` where the CPUs ran out (no pooled CPUs, an
+    empty reclaim pool, hinted NUMA nodes too small) and with the kind of the error it wraps.
+    """
+
+    kind = ErrorKind.REFUSED
 
 
 def allocate_container(
@@ -115,7 +121,7 @@ def allocate_container(
     try:
         check_handled_level(prepared.qos_level)
     except QoSError as err:
-        raise QoSError(f"{describe_container(request)}: {err}") from err
+        raise QoSError(str(err), subject=request.describe()) from err
     try:
         if prepared.qos_level == SHARED_CORES:
             return _allocate_shared(txn, ctx, prepared, now)
@@ -123,7 +129,7 @@ def allocate_container(
             return _allocate_reclaimed(txn, prepared, now)
         return _allocate_dedicated(txn, ctx, prepared, now)
     except PolicyError as err:
-        raise AllocationError(f"{describe_container(request)}: {err}") from err
+        raise AllocationError(str(err), kind=err.kind, subject=request.describe()) from err
 
 
 # -- replies ---------------------------------------------------------------------------------
@@ -196,7 +202,7 @@ def _allocate_shared(
     #    dedicated CPUs and the reserve.
     pooled = state.pooled_cpus(ctx.reserved)
     if pooled.is_empty():
-        raise AllocationError("get empty pooledCPUs")
+        raise AllocationError("get empty pooledCPUs", kind=ErrorKind.SHORTAGE)
     existing = state.entry(request.pod_uid, request.container_name)
     # 3a. A new container: ramping or straight into its pool, as the machine decides.
     if existing is None:
@@ -239,7 +245,7 @@ def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_
         put_allocations_and_adjust(txn, ctx, [entry], incr_by_req)
     except PolicyError as err:
         raise AllocationError(
-            f"putAllocationsAndAdjustAllocationEntries failed with error: {err}"
+            f"putAllocationsAndAdjustAllocationEntries failed with error: {err}", kind=err.kind
         ) from err
 
 
@@ -255,7 +261,7 @@ def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> Allo
     if reclaim is None:
         raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
     if reclaim.is_empty():
-        raise AllocationError(f"pool: {RECLAIM_POOL} is not empty")
+        raise AllocationError(f"pool: {RECLAIM_POOL} is not empty", kind=ErrorKind.SHORTAGE)
     # 3–4. New or updated, the container follows the reclaim pool.
     if existing is None:
         phase = lifecycle.NEW
@@ -315,10 +321,11 @@ def allocate_numa_binding_cpus(
             result = take_by_topology(ctx.topology, aligned, request)
         except SelectionError as err:
             raise AllocationError(
-                f"take cpu for NUMA not exclusive binding container failed with err: {err}"
+                f"take cpu for NUMA not exclusive binding container failed with err: {err}",
+                kind=err.kind,
             ) from err
     if result.size() < request:
-        raise AllocationError("results can't meet cpus request")
+        raise AllocationError("results can't meet cpus request", kind=ErrorKind.SHORTAGE)
     return result
 
 
@@ -348,7 +355,9 @@ def _allocate_dedicated(
     try:
         adjust_allocation_entries(txn, ctx)
     except PolicyError as err:
-        raise AllocationError(f"adjustAllocationEntries failed with error: {err}") from err
+        raise AllocationError(
+            f"adjustAllocationEntries failed with error: {err}", kind=err.kind
+        ) from err
     # 5. The reply.
     return _pack(prepared, result)
 

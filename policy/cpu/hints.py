@@ -31,8 +31,8 @@ from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
 from policy.cpu.prepare import PreparedRequest
 from policy.cpu.qos import DEDICATED_CORES, QoSError, check_handled_level
 from policy.cpu.replies import HintsReply
-from policy.cpu.request import ContainerType, TopologyHint, describe_container
-from policy.errors import PolicyError
+from policy.cpu.request import ContainerType, TopologyHint
+from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import ContainerRemoved
@@ -55,6 +55,8 @@ NOT_EXCLUSIVE_TOO_LARGE = "NUMA not exclusive binding container has request larg
 
 class HintError(PolicyError):
     """Hints cannot be computed for a request; the message names pod, container and reason."""
+
+    kind = ErrorKind.REFUSED
 
 
 def numa_count_to_fit(topology: CPUTopology, request: int) -> int:
@@ -113,15 +115,19 @@ def calculate_hints(
         try:
             min_needed = numa_count_to_fit(topology, request)
         except HintError as err:
-            raise HintError(f"GetNUMANodesCountToFitCPUReq failed with error: {err}") from err
+            raise HintError(
+                f"GetNUMANodesCountToFitCPUReq failed with error: {err}", kind=err.kind
+            ) from err
         if not exclusive and min_needed > 1:
             raise HintError(NOT_EXCLUSIVE_TOO_LARGE)
         try:
             per_socket = topology.numas_per_socket()
         except TopologyError as err:
+            # A refusal, not the topology's INVALID: the request is fine, but this node's
+            # shape is one the hint rule cannot handle.
             raise HintError(str(err)) from err
     except HintError as err:
-        raise HintError(f"calculateHints failed with error: {err}") from err
+        raise HintError(f"calculateHints failed with error: {err}", kind=err.kind) from err
     numas = topology.numa_nodes()
     facts = NUMAFacts(
         numas=numas,
@@ -212,7 +218,7 @@ def topology_hints(
     try:
         check_handled_level(prepared.qos_level)
     except QoSError as err:
-        raise QoSError(f"{describe_container(request)}: {err}") from err
+        raise QoSError(str(err), subject=request.describe()) from err
     if prepared.qos_level != DEDICATED_CORES:
         return HintsReply.echo(request, labels, annotations, None)
     try:
@@ -220,5 +226,5 @@ def topology_hints(
             raise HintError(NO_NUMA_BINDING)
         hints = _dedicated_hints(state, ctx, prepared, extra_numa_sets)
     except HintError as err:
-        raise HintError(f"{describe_container(request)}: {err}") from err
+        raise HintError(str(err), kind=err.kind, subject=request.describe()) from err
     return HintsReply.echo(request, labels, annotations, hints)

@@ -140,7 +140,9 @@ def _adjust(
     try:
         adjust_pools_and_isolated(txn, ctx, pools_q, iso_q)
     except PoolError as err:
-        raise PoolError(f"adjustPoolsAndIsolatedEntries failed with error: {err}") from err
+        raise PoolError(
+            f"adjustPoolsAndIsolatedEntries failed with error: {err}", kind=err.kind
+        ) from err
 
 
 def adjust_pools_and_isolated(
@@ -165,22 +167,28 @@ def adjust_pools_and_isolated(
     try:
         pools_cs, iso_cs = generate_pools_and_isolation(ctx, pools_q, iso_q, available)
     except PoolError as err:
-        raise PoolError(f"generatePoolsAndIsolation failed with error: {err}") from err
+        raise PoolError(
+            f"generatePoolsAndIsolation failed with error: {err}", kind=err.kind
+        ) from err
     # 3. Reclaim may overlap idle dedicated CPUs.
     try:
         pools_cs = reclaim_overlap_numa_binding(ctx, state, pools_cs)
     except PoolError as err:
-        raise PoolError(f"reclaimOverlapNUMABinding failed with error: {err}") from err
+        raise PoolError(
+            f"reclaimOverlapNUMABinding failed with error: {err}", kind=err.kind
+        ) from err
     # 4. Placement.
     try:
         apply_pools_and_isolated(txn, ctx, pools_cs, iso_cs)
     except PoolError as err:
-        raise PoolError(f"applyPoolsAndIsolatedInfo failed with error: {err}") from err
+        raise PoolError(
+            f"applyPoolsAndIsolatedInfo failed with error: {err}", kind=err.kind
+        ) from err
     # 5. Pools nobody owns.
     try:
         clean_pools(txn, ctx)
     except PoolError as err:  # pragma: no cover - clean_pools refuses nothing today
-        raise PoolError(f"cleanPools failed with error: {err}") from err
+        raise PoolError(f"cleanPools failed with error: {err}", kind=err.kind) from err
 
 
 def reclaim_overlap_numa_binding(

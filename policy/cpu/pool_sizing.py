@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from policy.cpu.context import PolicyContext
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.entries import RECLAIM_POOL, RESERVE_POOL, RESIDENT_POOLS
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
@@ -52,7 +52,13 @@ IsolatedCPUs = dict[str, dict[str, CPUSet]]
 
 
 class PoolError(PolicyError):
-    """The pool engine cannot size or place pools; the message is the reference's."""
+    """The pool engine cannot size or place pools; the message is the reference's.
+
+    A refusal, or the kind of the error it wraps (a selection's ``SHORTAGE``): each step adds
+    its name to the message of the step below, as the reference does, and keeps its kind.
+    """
+
+    kind = ErrorKind.REFUSED
 
 
 def proportional(old: int, old_total: int, new_total: int, *, ceil: bool) -> int:
@@ -88,7 +94,8 @@ def take_cpus_for_pools(
             out[name], available = take_by_numa_balance(topology, available, quantities[name])
         except SelectionError as err:
             raise PoolError(
-                f"take cpu for pool: {name} of req: {quantities[name]} failed with error: {err}"
+                f"take cpu for pool: {name} of req: {quantities[name]} failed with error: {err}",
+                kind=err.kind,
             ) from err
     return out, available
 
@@ -113,7 +120,8 @@ def take_cpus_for_containers(
             except SelectionError as err:
                 raise PoolError(
                     f"take cpu for pod: {pod_uid} container: {name} of req: {containers[name]} "
-                    f"failed with error: {err}"
+                    f"failed with error: {err}",
+                    kind=err.kind,
                 ) from err
             out.setdefault(pod_uid, {})[name] = cpus
     return out, available
@@ -198,7 +206,8 @@ def generate_pools_and_isolation(
             iso_cs, available = take_cpus_for_containers(topology, isolated, available)
         except PoolError as err:
             raise PoolError(
-                f"allocate isolated cpus for dedicated_cores failed with error: {err}"
+                f"allocate isolated cpus for dedicated_cores failed with error: {err}",
+                kind=err.kind,
             ) from err
         pools_cs, available = _take_pools(topology, pools, available)
     elif pools_total <= size:
@@ -230,7 +239,7 @@ def _take_pools(
     try:
         return take_cpus_for_pools(topology, quantities, available)
     except PoolError as err:
-        raise PoolError(f"allocate cpus for pools failed with error: {err}") from err
+        raise PoolError(f"allocate cpus for pools failed with error: {err}", kind=err.kind) from err
 
 
 def fallback_reclaim_cpus(ctx: PolicyContext, where: str) -> CPUSet:
@@ -243,7 +252,9 @@ def fallback_reclaim_cpus(ctx: PolicyContext, where: str) -> CPUSet:
     try:
         taken, _ = take_by_numa_balance(ctx.topology, everything, RESERVED_RECLAIMED_CPUS_SIZE)
     except SelectionError as err:
-        raise PoolError(f"fallback takeByNUMABalance faild in {where} with error: {err}") from err
+        raise PoolError(
+            f"fallback takeByNUMABalance faild in {where} with error: {err}", kind=err.kind
+        ) from err
     return taken
 
 

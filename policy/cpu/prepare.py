@@ -29,7 +29,6 @@ from policy.cpu.request import (
     Quantity,
     RequestError,
     ResourceRequest,
-    describe_container,
     parse_quantity,
     validate_request,
 )
@@ -119,12 +118,12 @@ def prepare_request(config: QoSConfig, request: ResourceRequest) -> PreparedRequ
     try:
         normalised = normalise(config, level, request.labels, request.annotations)
     except RequestError as err:
-        raise RequestError(f"{describe_container(request)}: {err}") from err
+        raise RequestError(str(err), subject=request.describe()) from err
     try:
         quantity = parse_quantity(request.resource_requests)
     except RequestError as err:
         raise RequestError(
-            f"{describe_container(request)}: getReqQuantityFromResourceReq failed with error: {err}"
+            f"getReqQuantityFromResourceReq failed with error: {err}", subject=request.describe()
         ) from err
     return PreparedRequest(
         request=request,

@@ -40,7 +40,7 @@ from policy.cpu.enhancements import (
     flatten_enhancements,
 )
 from policy.cpu.request import RequestError
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "CPUSET_POOL_KEY",
@@ -85,9 +85,13 @@ HANDLED_QOS_LEVELS = frozenset({SHARED_CORES, RECLAIMED_CORES, DEDICATED_CORES})
 class QoSError(RequestError):
     """The request's QoS annotations resolve to no level, or to one the policy cannot serve."""
 
+    kind = ErrorKind.INVALID
+
 
 class QoSConfigError(PolicyError):
     """A QoS setting is invalid; raised at start-up, naming the setting."""
+
+    kind = ErrorKind.INVALID
 
 
 def _default_selectors() -> dict[str, dict[str, str]]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from machines import ramp_up
 from machines.lifecycle import InvalidTransition, MissingGuardError, Step
 from policy.cpu.txn import Txn
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.state.entries import ContainerEntry
 from policy.state.events import Event
 
@@ -26,6 +26,8 @@ __all__ = ["RampUpError", "container_phase", "emit_step", "fire"]
 
 class RampUpError(PolicyError):
     """A lifecycle trigger the container's state does not allow, or events it does not name."""
+
+    kind = ErrorKind.REFUSED
 
 
 def container_phase(entry: ContainerEntry) -> str:

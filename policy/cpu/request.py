@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from policy import names
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError, describe_container
 
 __all__ = [
     "MAX_CPU_REQUEST",
@@ -52,7 +52,6 @@ __all__ = [
     "RequestError",
     "ResourceRequest",
     "TopologyHint",
-    "describe_container",
     "parse_quantity",
     "validate_request",
 ]
@@ -88,6 +87,8 @@ class RequestError(PolicyError):
 
     Raising it changes nothing; kubelet gets the message back (InvalidArgument).
     """
+
+    kind = ErrorKind.INVALID
 
 
 class ContainerType(enum.IntEnum):
@@ -132,6 +133,19 @@ class ResourceRequest:
     annotations: Mapping[str, str] | None = None
     native_qos_class: str = ""
 
+    def describe(self) -> str:
+        """The request's pod and container for an error message (``describe_container``).
+
+        Returns:
+            ``pod <namespace>/<name> (uid <uid>), container <name>``.
+        """
+        return describe_container(
+            self.pod_uid,
+            self.container_name,
+            pod_namespace=self.pod_namespace,
+            pod_name=self.pod_name,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Quantity:
@@ -139,21 +153,6 @@ class Quantity:
 
     req_int: int
     req_float: float
-
-
-def describe_container(request: ResourceRequest) -> str:
-    """Name the request's pod and container for an error message.
-
-    Args:
-        request: the request.
-
-    Returns:
-        ``pod <namespace>/<name> (uid <uid>), container <name>``.
-    """
-    return (
-        f"pod {names.shown(request.pod_namespace)}/{names.shown(request.pod_name)} "
-        f"(uid {names.shown(request.pod_uid)}), container {names.shown(request.container_name)}"
-    )
 
 
 def _number_text(value: float) -> str:
@@ -282,4 +281,4 @@ def validate_request(request: ResourceRequest) -> None:
         except RequestError as err:
             reason = str(err)
     if reason:
-        raise RequestError(f"{describe_container(request)}: {reason}")
+        raise RequestError(reason, subject=request.describe())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from policy.topology.selection import SelectionError, take_ht_by_numa_balance
@@ -35,7 +35,13 @@ __all__ = [
 
 
 class ReserveError(PolicyError):
-    """The reserved CPUs cannot be determined; the plugin must not start."""
+    """The reserved CPUs cannot be determined; the plugin must not start.
+
+    A bad quantity is ``INVALID``; a reserve larger than the node can hold is raised as a
+    ``SHORTAGE``.
+    """
+
+    kind = ErrorKind.INVALID
 
 
 # Kubernetes quantity: sign, decimal number, then one suffix — binary SI (Ki..Ei), a decimal
@@ -187,12 +193,16 @@ def reserved_cpus(
         raise _construction_error(
             reserved_cpu_cores,
             f"takeByNUMABalance for reservedCPUsNum: {count} failed with error: {err}",
+            kind=err.kind,
         ) from None
     return taken
 
 
-def _construction_error(reserved_cpu_cores: int, cause: str) -> ReserveError:
+def _construction_error(
+    reserved_cpu_cores: int, cause: str, kind: ErrorKind | None = None
+) -> ReserveError:
     return ReserveError(
         f"GetCoresReservedForSystem for reservedCPUsNum: {reserved_cpu_cores} "
-        f"failed with error: {cause}"
+        f"failed with error: {cause}",
+        kind=kind,
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import (
     AllocatableReply,
     AllocatableResource,
@@ -29,33 +30,15 @@ from policy.cpu.replies import (
     TopologyAwareReply,
     TopologyAwareResource,
 )
-from policy.errors import PolicyError
 from policy.state.cpu_state import CPUState
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
-    "UnknownContainerError",
     "allocatable_resources",
     "plugin_options",
     "pre_start_container",
     "topology_aware_resources",
 ]
-
-
-class UnknownContainerError(PolicyError):
-    """A query names a container the state does not hold (kubelet gets NOT_FOUND).
-
-    Attributes:
-        pod_uid: the pod asked about.
-        container_name: the container asked about.
-    """
-
-    def __init__(self, pod_uid: str, container_name: str) -> None:
-        super().__init__(
-            f"pod: {pod_uid}, container: {container_name} is not show up in cpu plugin state"
-        )
-        self.pod_uid = pod_uid
-        self.container_name = container_name
 
 
 def _quantities(split: Mapping[int, CPUSet] | None) -> tuple[TopologyAwareQuantity, ...] | None:

@@ -111,5 +111,7 @@ def apply_all(state: State, events: Iterable[Event]) -> State:
         try:
             state = apply(state, event)
         except StateError as err:
-            raise StateError(f"event {position} ({type(event).__name__}): {err}") from err
+            raise StateError(
+                f"event {position} ({type(event).__name__}): {err}", kind=err.kind
+            ) from err
     return state

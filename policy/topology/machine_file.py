@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from policy.errors import ErrorKind
 from policy.topology.build import CoreSpec, assemble_topology, parse_cpu_list
 from policy.topology.model import CPUTopology, TopologyError
 
@@ -69,6 +70,8 @@ _NUMA_KEYS = ("id", "cores", "cpus", "threads_per_core", "sibling_layout")
 
 class MachineFileError(TopologyError):
     """A machine file that does not describe a machine; ``key_path`` names the bad value."""
+
+    kind = ErrorKind.INVALID
 
     def __init__(self, key_path: str, problem: str) -> None:
         super().__init__(f"{key_path or 'top level'}: {problem}")

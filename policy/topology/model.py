@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
@@ -33,7 +33,13 @@ __all__ = [
 
 
 class TopologyError(PolicyError):
-    """A topology that cannot be built or queried as asked."""
+    """A topology that cannot be built or queried as asked.
+
+    Its kind is ``INVALID``: the description given (a synthetic spec, a machine file, what
+    sysfs reported) does not describe a machine this model can hold.
+    """
+
+    kind = ErrorKind.INVALID
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from policy.errors import PolicyError
+from policy.errors import ErrorKind, PolicyError
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 
@@ -44,12 +44,14 @@ FAILED_TO_ALLOCATE = "failed to allocate cpus"
 
 
 class SelectionError(PolicyError):
-    """A selection that cannot be satisfied.
+    """A selection that cannot be satisfied: the free CPUs are too few, or too scattered.
 
     Attributes:
         requested: CPUs asked for.
         available: CPUs of the topology that were available.
     """
+
+    kind = ErrorKind.SHORTAGE
 
     def __init__(self, reason: str, *, requested: int, available: int) -> None:
         super().__init__(f"{reason}: requested={requested}, available={available}")

@@ -35,9 +35,9 @@ from actors.allocator_messages import (
 )
 from actors.store_messages import Snapshot
 from policy.cpu.context import PolicyContext
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import AllocationReply, PluginOptions
 from policy.cpu.request import RequestError
-from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
 from policy.state.sections import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock

@@ -12,10 +12,10 @@ import yaml
 
 from policy.cpu import facade as cpu_policy
 from policy.cpu.context import PolicyContext
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import PluginOptions, TopologyAwareQuantity
 from policy.cpu.request import TopologyHint
 from policy.cpu.reserve import reserved_cpus
-from policy.cpu.topology_aware import UnknownContainerError
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import topology_from_machine
 from policy.topology.model import CPUTopology

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from policy.cpu import facade as cpu_policy
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.reserve import reserved_cpus
-from policy.cpu.topology_aware import UnknownContainerError
 from policy.errors import PolicyError
 from policy.state.entries import RESERVE_POOL, RESIDENT_POOLS
 from policy.topology.cpuset import CPUSet

@@ -14,7 +14,6 @@ from policy.cpu.request import (
     RequestError,
     ResourceRequest,
     TopologyHint,
-    describe_container,
     parse_quantity,
     validate_request,
 )
@@ -179,7 +178,7 @@ def test_request_error_is_a_policy_error() -> None:
 
 
 def test_describe_container_names_pod_and_container() -> None:
-    assert describe_container(web_app()) == "pod default/web (uid 1234), container app"
+    assert web_app().describe() == "pod default/web (uid 1234), container app"
 
 
 _names = st.sampled_from(

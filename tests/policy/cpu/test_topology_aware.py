@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import PluginOptions, TopologyAwareQuantity
 from policy.cpu.topology_aware import (
-    UnknownContainerError,
     allocatable_resources,
     plugin_options,
     pre_start_container,
