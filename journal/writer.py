@@ -5,7 +5,8 @@ The rules (DESIGN.md, the commit protocol; issue 3):
 - ``append`` writes one record as one frame at the end of the newest segment and, with
   durability ``always``, fsyncs it before returning its sequence number: a returned seq is on
   disk. With durability ``none`` it is written (a killed process loses nothing) but not fsynced.
-- If the write or the fsync fails, the segment is truncated back to the end of the last
+- If the write or the fsync fails (or anything else goes wrong mid-append: a bug is cut back
+  too, then raised as itself), the segment is truncated back to the end of the last
   acknowledged record (and that cut is fsynced, so the failed record cannot reappear after a
   power loss and be replayed) and ``JournalWriteError`` is raised; the next append may succeed.
   If the truncation fails too, the journal refuses every later append (``JournalFailed``) and
@@ -289,6 +290,14 @@ class Journal:
                 f"journal still ends at seq {seq - 1}, and the next append may succeed once "
                 f"the fault clears"
             ) from exc
+        except Exception as exc:
+            # Not an I/O error (a bug below, a MemoryError): part of the frame may be on disk
+            # all the same, and left there the next append would write this seq again after
+            # it, which the next start refuses. Cut it back as for an I/O failure, then let
+            # the error go on as what it is.
+            self.stats.append_failures += 1
+            self._roll_back(seq, OSError(f"{type(exc).__name__}: {exc}"))
+            raise
         self._end += len(frame)
         self._next_seq = seq + 1
         self.stats.appends += 1
