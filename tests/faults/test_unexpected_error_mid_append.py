@@ -14,12 +14,12 @@ from journal.fileops import OsFileOps
 from tests.journal.helpers import assert_holds_exactly, cause_of, events_of, open_journal
 
 
-class Bug(Exception):
+class InjectedBugError(Exception):
     """Not an OSError: what no rollback written for I/O errors expects."""
 
 
 class BuggyFileOps(OsFileOps):
-    """Real files; the ``fail_at``-th write writes half its bytes and raises ``Bug``."""
+    """Real files; the ``fail_at``-th write writes half its bytes, then raises."""
 
     def __init__(self, fail_at: int) -> None:
         self.fail_at = fail_at
@@ -29,7 +29,7 @@ class BuggyFileOps(OsFileOps):
         self.writes += 1
         if self.writes == self.fail_at:
             os.write(fd, data[: len(data) // 2])
-            raise Bug("injected bug after a partial write")
+            raise InjectedBugError("injected bug after a partial write")
         return super().write(fd, data)
 
 
@@ -39,7 +39,7 @@ def test_a_bug_mid_append_is_cut_back_and_the_journal_goes_on(tmp_path: Path) ->
     with journal:
         for n in range(1, 5):
             assert journal.append(cause_of(n), events_of(n)) == n
-        with pytest.raises(Bug):
+        with pytest.raises(InjectedBugError):
             journal.append(cause_of(5), events_of(5))
         assert journal.healthy and journal.last_seq == 4
         for n in range(5, 8):
