@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from policy.balance import MemoryAdvice, MigrateContainer
+from qrmd.balancer_wiring import BalancerCollector
 from qrmd.host.kube_cgroups import CgroupDriver
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_stat import CgroupAnonMemoryReader
@@ -224,10 +226,6 @@ def test_real_move_of_this_process_own_memory_from_node_0_to_node_0() -> None:
 
 
 def test_the_moves_are_exported_as_metrics() -> None:
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    from qrmd.balancer_wiring import BalancerCollector
-
     counts = {"handled": 1, "results": {True: 1}, "moved": (8192, 3, 0.018)}
     registry = CollectorRegistry()
     registry.register(BalancerCollector(lambda: None, lambda: counts, lambda: 0))
