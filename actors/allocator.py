@@ -1,30 +1,34 @@
 """The Allocator: the single writer of CPU state (DESIGN.md "Actors and messages", the commit
 protocol; spec cpu-policy §6.2, §7, §8, §10, §12.4).
 
-For every command it decides with the policy façade (``policy.cpu.facade``) on the state of the
-snapshot it holds, which is always the durable state; if the decision has events it commits them
-and adopts the snapshot the store answers with; only then does it reply. So kubelet never hears
-of a placement the disk does not hold, and one mailbox gives a total order of decisions with no
-locks. A refused commit leaves the snapshot as it was and fails the call with
-``AllocatorUnavailable`` (kubelet retries; every call is idempotent). A commit with no answer
-may still land, so the next command first re-reads the durable state.
+For every command it gathers the decision's inputs (the call, and for Allocate what its pod
+source says of the pod, §7.3 step 3a), decides with the policy façade (``policy.cpu.facade``)
+on the state of the snapshot it holds, which is always the durable state; if the decision has
+events it commits them with the inputs as the record's cause (``actors.allocator_cause``) and
+adopts the snapshot the store answers with; only then does it reply. So kubelet never hears of
+a placement the disk does not hold, one mailbox gives a total order of decisions with no locks,
+and every committed decision can be re-run from its record (``actors.decision_rerun``). A
+refused commit leaves the snapshot as it was and fails the call with ``AllocatorUnavailable``
+(kubelet retries; every call is idempotent). A commit with no answer may still land, so the
+next command first re-reads the durable state.
 
 Policy errors propagate unchanged. Allocate's finaliser (§7.2) is the one decision that both
 commits and fails: its events (the container's removal) are committed, then its error raised.
 
 ``AllocatorCore`` is the behaviour, driven directly by unit tests; ``AllocatorActor`` is the thin
-pykka shell around it.
+pykka shell around it; :func:`decide` is the one table from inputs to façade function, shared
+with the re-run of journaled decisions.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import pykka
 
-from actors.allocator_cause import cause_of
+from actors.allocator_cause import DecisionInputs, ResidualPods, cause_of
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -41,16 +45,81 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
+from actors.ports.pod_source import NoPodSource, PodSource
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
+from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
 from policy.decision import Decision
+from policy.state.sections import State
 
-__all__ = ["AllocatorActor", "AllocatorCore"]
+__all__ = ["AllocatorActor", "AllocatorCore", "decide", "pod_phase"]
 
 logger = logging.getLogger(__name__)
 
-R = TypeVar("R")
+
+def decide(
+    state: State, inputs: DecisionInputs, settings: PolicyContext, now: float
+) -> Decision[Any]:
+    """Call the façade function that decides ``inputs``: the one table for live and re-run.
+
+    Args:
+        state: the state to decide on (the durable one, or the one replayed before a record).
+        inputs: the decision's inputs (a command that is its own inputs, ``AllocateInputs``,
+            or ``ResidualPods``).
+        settings: the fixed context.
+        now: the wall time the decision is taken at.
+
+    Returns:
+        The decision.
+
+    Raises:
+        PolicyError: the policy refused (see ``policy.cpu.facade``); nothing to commit.
+        TypeError: ``inputs`` is not one of the Allocator's decision inputs.
+    """
+    match inputs:
+        case AllocateInputs():
+            return cpu_policy.allocate(state, inputs, settings, now)
+        case GetTopologyHints():
+            return cpu_policy.get_topology_hints(state, inputs, settings, now)
+        case RemovePod():
+            return cpu_policy.remove_pod(state, inputs, settings, now)
+        case GetResourcesAllocation():
+            return cpu_policy.get_resources_allocation(state, inputs, settings, now)
+        case GetTopologyAwareResources():
+            return cpu_policy.get_topology_aware_resources(state, inputs, settings, now)
+        case GetTopologyAwareAllocatableResources():
+            fn = cpu_policy.get_topology_aware_allocatable_resources
+            return fn(state, inputs, settings, now)
+        case GetResourcePluginOptions():
+            return cpu_policy.get_resource_plugin_options(state, inputs, settings, now)
+        case PreStartContainer():
+            return cpu_policy.pre_start_container(state, inputs, settings, now)
+        case StartPolicy():
+            return cpu_policy.start(state, settings)
+        case ResidualPods(pod_uids):
+            return cpu_policy.remove_residual_pods(state, pod_uids, settings, now)
+    raise TypeError(f"the Allocator decides no inputs of type {type(inputs).__name__}")
+
+
+def pod_phase(source: PodSource, pod_uid: str, now: float) -> PodPhase:
+    """What ``source`` says of a pod now, as a decision input (§7.3 step 3a).
+
+    Args:
+        source: the pod source.
+        pod_uid: the pod.
+        now: the decision's wall time (the listing's age is ``now - fetched_at``).
+
+    Returns:
+        The listed phase and the listing's age; unknown (with the age) when the listing
+        does not hold the pod; unknown with no age when there is no listing.
+    """
+    listing = source.latest()
+    if listing is None:
+        return PodPhase()
+    phase = listing.phase_of(pod_uid)
+    age = now - listing.fetched_at
+    return PodPhase(listing_age_s=age) if phase is None else PodPhase(phase, age)
 
 
 class AllocatorCore:
@@ -58,14 +127,15 @@ class AllocatorCore:
 
     Seams for later issues. The advisor link will hand the core a validated calculation result
     through a method of its own (decide with the policy's advisor application, commit, adopt,
-    exactly as for an RPC); that method does not exist yet, as issue 4 asks for the seam only.
-    The pod source is ``ctx.pod_phase``, "unknown" for every pod until a later issue injects one.
+    exactly as for an RPC); that method does not exist yet.
 
     Args:
         snapshot: the durable state to start from (the StateStore's, after recovery).
         ctx: topology, reserve and settings of the CPU policy.
         committer: where decisions are made durable.
         now_fn: the wall clock, seconds since the epoch (container timestamps, ramp-up).
+        pods: the pod source; by default none, so every pod is unknown (as the reference
+            behaves when it cannot see pods).
     """
 
     def __init__(
@@ -74,10 +144,12 @@ class AllocatorCore:
         ctx: PolicyContext,
         committer: Committer,
         now_fn: Callable[[], float],
+        pods: PodSource | None = None,
     ) -> None:
         self._durable = AdoptedSnapshot(committer, snapshot)
         self.ctx = ctx
         self._now = now_fn
+        self._pods: PodSource = pods or NoPodSource()
         # clearResidualState's consecutive sightings by pod uid (§12.4). Not CPU state: the
         # reference keeps it in memory too, and a restart merely starts the count again.
         self._residual_hits: Mapping[str, int] = {}
@@ -94,7 +166,8 @@ class AllocatorCore:
             command: one of ``actors.allocator_messages``' commands.
 
         Returns:
-            The RPC's reply value (see each command), ``None`` where it answers nothing.
+            The reply the command's type names (``PluginCall[R]``), ``None`` where it
+            answers nothing.
 
         Raises:
             AllocatorUnavailable: the decision could not be made durable; state unchanged.
@@ -105,43 +178,29 @@ class AllocatorCore:
         self._resync_if_stale()
         now = self._now()
         match command:
-            case GetTopologyHints(request):
-                return self._serve(command, now, cpu_policy.get_topology_hints, request)
             case Allocate(request):
-                return self._serve(command, now, cpu_policy.allocate, request)
-            case RemovePod(pod_uid):
-                removal = cpu_policy.RemovePodRequest(pod_uid)
-                return self._serve(command, now, cpu_policy.remove_pod, removal)
-            case GetResourcesAllocation():
-                return self._serve(command, now, cpu_policy.get_resources_allocation, None)
-            case GetTopologyAwareResources(pod_uid, container_name):
-                query = cpu_policy.TopologyAwareRequest(pod_uid, container_name)
-                return self._serve(command, now, cpu_policy.get_topology_aware_resources, query)
-            case GetTopologyAwareAllocatableResources():
-                fn = cpu_policy.get_topology_aware_allocatable_resources
-                return self._serve(command, now, fn, None)
-            case GetResourcePluginOptions():
-                return self._serve(command, now, cpu_policy.get_resource_plugin_options, None)
-            case PreStartContainer(pod_uid, namespace, name, container):
-                pre = cpu_policy.PreStartRequest(pod_uid, namespace, name, container)
-                return self._serve(command, now, cpu_policy.pre_start_container, pre)
+                pod = pod_phase(self._pods, request.pod_uid, now)
+                return self._serve(command, AllocateInputs(command, pod), now)
             case RemoveResidualPods(known_pod_uids):
                 return self._remove_residual_pods(command, known_pod_uids, now)
-            case StartPolicy():
-                self._adopt(cpu_policy.start(self.snapshot.state, self.ctx), command, now)
-                return None
+            case (
+                GetTopologyHints()
+                | RemovePod()
+                | GetResourcesAllocation()
+                | GetTopologyAwareResources()
+                | GetTopologyAwareAllocatableResources()
+                | GetResourcePluginOptions()
+                | PreStartContainer()
+                | StartPolicy()
+            ):
+                # These commands read nothing but themselves: each is its own inputs.
+                return self._serve(command, command, now)
         raise TypeError(f"the Allocator has no command {type(command).__name__}")
 
-    def _serve(
-        self,
-        command: AllocatorCommand,
-        now: float,
-        decide: Callable[[Any, PolicyContext, Any, float], Decision[R]],
-        request: Any,
-    ) -> R:
+    def _serve(self, command: AllocatorCommand, inputs: DecisionInputs, now: float) -> Any:
         """Decide on the durable state, commit, adopt, then reply (or fail, §7.2)."""
-        decision = decide(self.snapshot.state, self.ctx, request, now)
-        self._adopt(decision, command, now)
+        decision = decide(self.snapshot.state, inputs, self.ctx, now)
+        self._adopt(decision, command, inputs, now)
         if decision.error is not None:
             raise decision.error
         return decision.reply
@@ -150,21 +209,16 @@ class AllocatorCore:
         self,
         decision: Decision[Any],
         command: AllocatorCommand,
+        inputs: DecisionInputs,
         now: float,
-        cause: Mapping[str, Any] | None = None,
     ) -> None:
-        """Commit a decision's events (if any) and adopt the durable snapshot they give.
-
-        ``cause`` defaults to the command itself (``cause_of``).
-        """
+        """Commit a decision's events (if any), its inputs as the cause, and adopt the result."""
         for warning in decision.warnings:
             logger.warning("%s: %s", type(command).__name__, warning)
         if not decision.events:
             return
-        if cause is None:
-            cause = cause_of(command, now)
         try:
-            self._durable.commit(decision.events, cause)
+            self._durable.commit(decision.events, cause_of(inputs, now))
         except CommitRefused as err:
             raise AllocatorUnavailable(
                 f"{type(command).__name__} not committed ({len(decision.events)} events): {err}"
@@ -187,26 +241,25 @@ class AllocatorCore:
     ) -> ResidualRemoval:
         """Count one residual round, then remove the pods missing for ten rounds (§12.4)."""
         check = cpu_policy.ResidualCheck(self._residual_hits, known_pod_uids)
-        count = cpu_policy.residual_round(self.snapshot.state, self.ctx, check, now).reply
+        count = cpu_policy.residual_round(self.snapshot.state, check, self.ctx, now).reply
         # Keep the count even if the removal below is not committed: the candidates stay
         # candidates and are removed at the next round.
         self._residual_hits = count.hit_map
         if not count.candidates:
             return ResidualRemoval((), ())
-        decision = cpu_policy.remove_residual_pods(
-            self.snapshot.state, self.ctx, count.candidates, now
-        )
-        # The removal's input is the candidates, not the whole pod listing of this round.
-        cause = {"rpc": "RemoveResidualPods", "now": now, "pod_uids": list(count.candidates)}
-        self._adopt(decision, command, now, cause)
+        # The removal's input is the candidates, not the whole pod listing of this round: the
+        # sightings before it are not CPU state, so a re-run starts from the candidates.
+        inputs = ResidualPods(count.candidates)
+        decision = decide(self.snapshot.state, inputs, self.ctx, now)
+        self._adopt(decision, command, inputs, now)
         return ResidualRemoval(count.candidates, decision.warnings)
 
 
 class AllocatorActor(pykka.ThreadingActor):
     """The pykka shell: one mailbox in front of an ``AllocatorCore``.
 
-    gRPC threads ``ask`` it with the RPC's remaining deadline; the reply or the core's
-    exception comes back through the future.
+    gRPC threads ``ask`` it with the RPC's remaining deadline (``wire.resource_plugin``'s
+    typed ``ask_allocator``); the reply or the core's exception comes back through the future.
     """
 
     def __init__(self, core: AllocatorCore) -> None:

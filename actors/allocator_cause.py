@@ -1,44 +1,147 @@
-"""The cause of an Allocator commit: the command that led to it, as plain msgpack values.
+"""The cause of an Allocator commit: the inputs of its decision, as plain msgpack values.
 
 A journal record keeps the whole input of its decision (journal package docstring) so that
-forensics can say "because of which request" and re-run it through the policy: the RPC's name,
-the request's fields and the wall time the decision used. Example:
+forensics can say "because of which request" and re-run it through the policy
+(``actors.decision_rerun``): the call's name, the call's fields, what the pod source said and
+the wall time the decision used. Example (cause version 2):
 
-    {"rpc": "Allocate", "now": 1715180645.0,
+    {"rpc": "Allocate", "cause_version": 2, "now": 1715180645.0,
      "request": {"pod_uid": "pod-a", ..., "container_type": "MAIN",
                  "resource_requests": {"cpu": 2.0},
-                 "hint": {"nodes": [0, 1], "preferred": true}, "annotations": {...}}}
+                 "hint": {"nodes": [0, 1], "preferred": true}, "annotations": {...}},
+     "pod": {"phase": "unknown", "listing_age_s": null}}
 
 Plain means: ``None``, bool, int, float, str, lists and string-keyed maps. Enums become their
 names (readable in a dump, stable if values are renumbered), sets become sorted lists.
+
+Versions. Version 1 (qrmd up to ``ac84ea9``) had no ``cause_version`` key and no ``pod``: the
+decision read the pod phase from a live callable, which always answered "unknown". Version 2
+adds ``cause_version`` and Allocate's ``pod``. :func:`upgrade_cause` turns a version-1 cause
+into version 2 (the pod phase becomes "unknown", the age ``None``), which is exactly what the
+version-1 decision used; :func:`decode_cause` upgrades first, so old journals re-run too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Set
-from typing import Any
+import math
+from collections.abc import Callable, Mapping, Set
+from dataclasses import dataclass
+from typing import Any, Final
 
-from actors.allocator_messages import AllocatorCommand
+from actors.allocator_messages import StartPolicy
+from actors.errors import ActorError
+from policy.cpu.commands import (
+    Allocate,
+    AllocateInputs,
+    GetResourcePluginOptions,
+    GetResourcesAllocation,
+    GetTopologyAwareAllocatableResources,
+    GetTopologyAwareResources,
+    GetTopologyHints,
+    PodPhase,
+    PreStartContainer,
+    RemovePod,
+)
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.errors import ErrorKind
 
-__all__ = ["cause_of", "plain"]
+__all__ = [
+    "CAUSE_VERSION",
+    "CauseError",
+    "DecisionCause",
+    "DecisionInputs",
+    "ResidualPods",
+    "cause_of",
+    "decode_cause",
+    "plain",
+    "upgrade_cause",
+]
+
+#: The version :func:`cause_of` writes.
+CAUSE_VERSION: Final = 2
+
+_VERSION_KEY: Final = "cause_version"
 
 
-def cause_of(command: AllocatorCommand, now: float) -> dict[str, Any]:
-    """The journal cause of a decision taken for ``command`` at ``now``.
+@dataclass(frozen=True, slots=True)
+class ResidualPods:
+    """The inputs of a residual removal (§12.4 step 4): the candidates, by ascending uid."""
+
+    pod_uids: tuple[str, ...]
+
+
+#: What a decided command's inputs can be (the ``inputs`` of its façade function).
+DecisionInputs = (
+    AllocateInputs
+    | GetTopologyHints
+    | RemovePod
+    | GetResourcesAllocation
+    | GetTopologyAwareResources
+    | GetTopologyAwareAllocatableResources
+    | GetResourcePluginOptions
+    | PreStartContainer
+    | StartPolicy
+    | ResidualPods
+)
+
+
+class CauseError(ActorError):
+    """A journaled cause that is not an Allocator cause of a known version and shape.
+
+    The message names the record's RPC and the field at fault.
+    """
+
+    kind = ErrorKind.INTERNAL
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionCause:
+    """A decoded cause: the decision's inputs and the time it was taken at.
+
+    Attributes:
+        rpc: the command's name (``Allocate``).
+        now: the wall time the policy was given, seconds since the epoch.
+        inputs: the inputs the façade function was called with.
+        version: the cause version the record was written with (before any upgrade).
+    """
+
+    rpc: str
+    now: float
+    inputs: DecisionInputs
+    version: int
+
+
+def cause_of(inputs: object, now: float) -> dict[str, Any]:
+    """The journal cause of a decision taken on ``inputs`` at ``now`` (current version).
 
     Args:
-        command: the Allocator command (a frozen dataclass).
+        inputs: the decision's inputs: ``AllocateInputs``, ``ResidualPods``, or a command
+            that is its own inputs (a frozen dataclass: ``RemovePod``, ``StartPolicy``, ...).
         now: the wall time, in seconds since the epoch, the policy was given.
 
     Returns:
-        ``{"rpc": <command name>, "now": now, <field>: <plain value>, ...}``.
+        ``{"rpc": <command name>, "cause_version": 2, "now": now, <field>: <plain>, ...}``;
+        Allocate's fields are ``request`` and ``pod``, a residual removal's ``pod_uids``.
+
+    Raises:
+        TypeError: ``inputs`` is not a dataclass, or holds a value with no plain form.
     """
-    cause: dict[str, Any] = {"rpc": type(command).__name__, "now": now}
-    for field in dataclasses.fields(command):
-        cause[field.name] = plain(getattr(command, field.name))
-    return cause
+    if isinstance(inputs, AllocateInputs):
+        rpc = type(inputs.call).__name__
+        fields: dict[str, Any] = {
+            "request": plain(inputs.call.request),
+            "pod": plain(inputs.pod),
+        }
+    elif isinstance(inputs, ResidualPods):
+        rpc, fields = "RemoveResidualPods", {"pod_uids": list(inputs.pod_uids)}
+    elif dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
+        rpc = type(inputs).__name__
+        fields = {f.name: plain(getattr(inputs, f.name)) for f in dataclasses.fields(inputs)}
+    else:
+        raise TypeError(f"no cause for inputs of type {type(inputs).__name__}")
+    return {"rpc": rpc, _VERSION_KEY: CAUSE_VERSION, "now": now, **fields}
 
 
 def plain(value: object) -> Any:
@@ -68,3 +171,185 @@ def plain(value: object) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     raise TypeError(f"no plain form for a cause value of type {type(value).__name__}")
+
+
+# -- reading causes back ------------------------------------------------------------------------
+
+
+def upgrade_cause(cause: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A cause of any known version, rewritten in the current version.
+
+    Args:
+        cause: a record's cause as the journal holds it.
+
+    Returns:
+        A new map in version :data:`CAUSE_VERSION`; ``cause`` is not changed.
+
+    Raises:
+        CauseError: the version is not one this code knows (newer or malformed).
+    """
+    version = cause.get(_VERSION_KEY, 1)
+    if isinstance(version, bool) or version not in range(1, CAUSE_VERSION + 1):
+        raise CauseError(
+            f"{cause.get('rpc', '?')} cause has version {version!r}; this qrmd reads "
+            f"versions 1 to {CAUSE_VERSION}"
+        )
+    if version == CAUSE_VERSION:
+        return dict(cause)
+    # Version 1 decided with a pod source that never listed a pod: the phase was unknown.
+    upgraded = {**cause, _VERSION_KEY: CAUSE_VERSION}
+    if upgraded.get("rpc") == "Allocate":
+        upgraded.setdefault("pod", plain(PodPhase()))
+    return upgraded
+
+
+def decode_cause(cause: Mapping[Any, Any]) -> DecisionCause:
+    """The decision inputs a journaled Allocator cause holds (upgrading old versions).
+
+    Args:
+        cause: a record's cause as the journal holds it.
+
+    Returns:
+        The decoded cause.
+
+    Raises:
+        CauseError: not an Allocator cause, a version this code does not read, or a field
+            missing or of the wrong type (named in the message).
+    """
+    rpc = cause.get("rpc")
+    if not isinstance(rpc, str) or rpc not in _DECODERS:
+        raise CauseError(f"cause names no Allocator command: rpc={rpc!r}")
+    decoder = _DECODERS[rpc]
+    version = cause.get(_VERSION_KEY, 1)
+    current = upgrade_cause(cause)
+    now = _number(current, "now", rpc)
+    return DecisionCause(rpc, now, decoder(_Fields(current, rpc)), int(version))
+
+
+class _Fields:
+    """Typed access to one cause map's fields, raising ``CauseError`` that names the field."""
+
+    def __init__(self, data: Mapping[Any, Any], where: str) -> None:
+        self.data = data
+        self.where = where
+
+    def get(self, key: str) -> Any:
+        if key not in self.data:
+            raise CauseError(f"{self.where}: field {key!r} is missing")
+        return self.data[key]
+
+    def text(self, key: str, default: str | None = None) -> str:
+        if default is not None and key not in self.data:
+            return default
+        value = self.get(key)
+        if not isinstance(value, str):
+            raise CauseError(f"{self.where}: field {key!r} is {value!r}, not a string")
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CauseError(f"{self.where}: field {key!r} is {value!r}, not an integer")
+        return value
+
+    def nested(self, key: str) -> _Fields:
+        value = self.get(key)
+        if not isinstance(value, dict):
+            raise CauseError(f"{self.where}: field {key!r} is {value!r}, not a map")
+        return _Fields(value, f"{self.where}.{key}")
+
+    def str_map(self, key: str) -> dict[str, str] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise CauseError(f"{self.where}: field {key!r} is not a map of strings")
+        return dict(value)
+
+
+def _number(data: Mapping[Any, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise CauseError(f"{where}: field {key!r} is {value!r}, not a number")
+    return float(value)
+
+
+def _request(fields: _Fields) -> ResourceRequest:
+    """A ``ResourceRequest`` from its plain form (the inverse of ``plain``)."""
+    type_name = fields.text("container_type")
+    try:
+        container_type = ContainerType[type_name]
+    except KeyError:
+        raise CauseError(f"{fields.where}: container_type {type_name!r} is unknown") from None
+    requests = fields.get("resource_requests")
+    if not isinstance(requests, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+        for k, v in requests.items()
+    ):
+        raise CauseError(f"{fields.where}: resource_requests is not a map of numbers")
+    hint = None
+    if fields.data.get("hint") is not None:
+        raw = fields.nested("hint")
+        nodes = raw.get("nodes")
+        if not isinstance(nodes, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in nodes
+        ):
+            raise CauseError(f"{raw.where}: nodes {nodes!r} is not a list of NUMA ids")
+        preferred = raw.get("preferred")
+        if not isinstance(preferred, bool):
+            raise CauseError(f"{raw.where}: preferred {preferred!r} is not a bool")
+        hint = TopologyHint(tuple(nodes), preferred)
+    return ResourceRequest(
+        pod_uid=fields.text("pod_uid"),
+        pod_namespace=fields.text("pod_namespace"),
+        pod_name=fields.text("pod_name"),
+        container_name=fields.text("container_name"),
+        container_type=container_type,
+        container_index=fields.integer("container_index"),
+        resource_name=fields.text("resource_name"),
+        resource_requests=dict(requests),
+        pod_role=fields.text("pod_role", ""),
+        pod_type=fields.text("pod_type", ""),
+        hint=hint,
+        labels=fields.str_map("labels"),
+        annotations=fields.str_map("annotations"),
+        native_qos_class=fields.text("native_qos_class", ""),
+    )
+
+
+def _pod(fields: _Fields) -> PodPhase:
+    age = fields.data.get("listing_age_s")
+    if age is not None:
+        age = _number(fields.data, "listing_age_s", fields.where)
+    return PodPhase(fields.text("phase"), age)
+
+
+def _pod_uids(fields: _Fields) -> tuple[str, ...]:
+    uids = fields.get("pod_uids")
+    if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
+        raise CauseError(f"{fields.where}: pod_uids {uids!r} is not a list of strings")
+    return tuple(uids)
+
+
+# Only committing commands reach the journal; the reads decode too, so one table serves any
+# cause built with ``cause_of``.
+_DECODERS: Mapping[str, Callable[[_Fields], DecisionInputs]] = {
+    "Allocate": lambda f: AllocateInputs(
+        Allocate(_request(f.nested("request"))), _pod(f.nested("pod"))
+    ),
+    "GetTopologyHints": lambda f: GetTopologyHints(_request(f.nested("request"))),
+    "RemovePod": lambda f: RemovePod(f.text("pod_uid")),
+    "GetResourcesAllocation": lambda f: GetResourcesAllocation(),
+    "GetTopologyAwareResources": lambda f: GetTopologyAwareResources(
+        f.text("pod_uid"), f.text("container_name")
+    ),
+    "GetTopologyAwareAllocatableResources": lambda f: GetTopologyAwareAllocatableResources(),
+    "GetResourcePluginOptions": lambda f: GetResourcePluginOptions(),
+    "PreStartContainer": lambda f: PreStartContainer(
+        f.text("pod_uid"), f.text("pod_namespace"), f.text("pod_name"), f.text("container_name")
+    ),
+    "StartPolicy": lambda f: StartPolicy(),
+    "RemoveResidualPods": lambda f: ResidualPods(_pod_uids(f)),
+}

@@ -1,12 +1,13 @@
-"""Commands the Allocator actor serves: one per kubelet RPC, plus start-up and residual pods.
+"""Commands the Allocator actor serves: every kubelet call, plus start-up and residual pods.
 
-The gRPC handlers convert a protobuf request to one of these (domain types only, DESIGN.md
-"Actors and messages") and ``ask`` the Allocator with the RPC's remaining deadline; the
-residual-state checker sends ``RemoveResidualPods`` on its ticks; the composition root sends
-``StartPolicy`` once, before the plugin registers with kubelet. Replies are the policy's reply
-values (``policy.cpu.replies``,
-``policy.cpu.allocation_listing.ResourcesAllocation``) or ``None`` where the RPC
-answers nothing; ``ResidualRemoval`` is the checker's.
+The kubelet calls are the policy's own types (``policy.cpu.commands``, re-exported here): the
+gRPC handlers convert a protobuf request to one (domain types only, DESIGN.md "Actors and
+messages") and ask the Allocator with ``actors.allocator.ask_allocator`` and the RPC's
+remaining deadline, which types the reply by the call (``Allocate`` answers
+``AllocationReply | None``, ``GetResourcesAllocation`` a ``ResourcesAllocation``, ...). The
+residual-state checker sends ``RemoveResidualPods`` on its ticks (answered by a
+``ResidualRemoval``); the composition root sends ``StartPolicy`` once, before the plugin
+registers with kubelet.
 
 Errors an ask can raise: ``AllocatorUnavailable`` (the commit failed; state unchanged; the
 wire answers UNAVAILABLE and kubelet retries) and the policy's ``PolicyError`` subclasses,
@@ -19,7 +20,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from actors.errors import ActorError
-from policy.cpu.request import ResourceRequest
+from policy.cpu.commands import (
+    Allocate,
+    GetResourcePluginOptions,
+    GetResourcesAllocation,
+    GetTopologyAwareAllocatableResources,
+    GetTopologyAwareResources,
+    GetTopologyHints,
+    PluginCall,
+    PreStartContainer,
+    RemovePod,
+)
 from policy.errors import ErrorKind
 
 __all__ = [
@@ -31,6 +42,7 @@ __all__ = [
     "GetTopologyAwareAllocatableResources",
     "GetTopologyAwareResources",
     "GetTopologyHints",
+    "PluginCall",
     "PreStartContainer",
     "RemovePod",
     "RemoveResidualPods",
@@ -49,76 +61,11 @@ class AllocatorUnavailable(ActorError):  # noqa: N818 (the brief's name, like Co
 
 
 @dataclass(frozen=True, slots=True)
-class StartPolicy:
+class StartPolicy(PluginCall[None]):
     """Bring the pools up to date on the recovered state (spec cpu-policy §6.2 steps 4–6).
 
     Sent once at start-up; sending it again commits nothing, as the pools are then current.
     """
-
-
-@dataclass(frozen=True, slots=True)
-class GetTopologyHints:
-    """GetTopologyHints (§8): read-only."""
-
-    request: ResourceRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Allocate:
-    """Allocate (§7): place one container."""
-
-    request: ResourceRequest
-
-
-@dataclass(frozen=True, slots=True)
-class RemovePod:
-    """RemovePod (§10.6): forget a pod's containers and re-size the pools."""
-
-    pod_uid: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetResourcesAllocation:
-    """GetResourcesAllocation (§10.1): every container's cpuset; ramp-up ends here."""
-
-
-@dataclass(frozen=True, slots=True)
-class GetTopologyAwareResources:
-    """GetTopologyAwareResources (§10.2): one container's CPUs by NUMA node; read-only."""
-
-    pod_uid: str
-    container_name: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetTopologyAwareAllocatableResources:
-    """GetTopologyAwareAllocatableResources (§10.3): read-only."""
-
-
-@dataclass(frozen=True, slots=True)
-class GetResourcePluginOptions:
-    """GetResourcePluginOptions (§10.4): read-only."""
-
-
-@dataclass(frozen=True, slots=True)
-class PreStartContainer:
-    """PreStartContainer (§10.5): nothing to do."""
-
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    container_name: str
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveResidualPods:
-    """One clearResidualState round (§12.4): the pods the pod source lists now.
-
-    The Allocator counts, for each pod of its state missing from ``known_pod_uids``, the
-    consecutive rounds it was missing, and removes those missing for ten rounds (5 minutes).
-    """
-
-    known_pod_uids: Collection[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +80,17 @@ class ResidualRemoval:
 
     removed: tuple[str, ...]
     warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveResidualPods(PluginCall[ResidualRemoval]):
+    """One clearResidualState round (§12.4): the pods the pod source lists now.
+
+    The Allocator counts, for each pod of its state missing from ``known_pod_uids``, the
+    consecutive rounds it was missing, and removes those missing for ten rounds (5 minutes).
+    """
+
+    known_pod_uids: Collection[str]
 
 
 #: Every message the Allocator accepts.

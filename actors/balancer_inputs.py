@@ -1,10 +1,8 @@
 """What a balance round reads, gathered from the ports into ``RoundInputs`` (memory-balancer §4).
 
-* **Pods in pools** (§4.5) come from the StateStore's CPU section: a pod is listed in the pool
-  its main container's entry is owned by (each pod once, O22), with its regular containers in
-  pod-spec order (``container_index``); a pool's NUMA list is the ascending NUMA ids its
-  cpuset has CPUs on. The CPU state knows no container IDs, so they are None until a pod
-  source supplies them.
+* **Pods in pools** (§4.5) come from the StateStore's latest CPU section, through the pure
+  query ``policy.state.pool_pods.pods_in_pools``. The CPU state knows no container IDs, so
+  they are None until a pod source supplies them.
 * **Anonymous memory** (§4.2) is read per pod, only for the pools a round can use (``reclaim``
   and the supported pools). With container IDs, each container gets its own cgroup's figure.
   Without them a container's cgroup cannot be told from the sandbox's, so the pod's own
@@ -16,111 +14,28 @@
   read once, when the balancer starts.
 
 A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
-and ``with_pods`` adds them. The MemoryBalancer plans on the first and reads the pods only if
-that round found pressure to act on (the reference, too, lists pods only from step 7 on).
+and ``with_pods`` adds them when the façade's ``round_reads_pods`` says the round on the first
+found pressure to act on (the reference, too, lists pods only from step 7 on).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
 from actors.ports.commit import Committer
 from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
 from policy.balance.config import POOL_RECLAIM
-from policy.state.cpu_state import CPUState
-from policy.state.entries import CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR
+from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
-__all__ = [
-    "PodsInPools",
-    "PodsProvider",
-    "PoolPod",
-    "container_ids_of",
-    "metric_inputs",
-    "pods_in_pools",
-    "store_pods",
-    "with_pods",
-]
+__all__ = ["PodsProvider", "container_ids_of", "metric_inputs", "store_pods", "with_pods"]
 
 _log = logging.getLogger(__name__)
 
-# Regular containers (§4.2): kubelet allocates CPUs for these; init containers are not counted.
-_REGULAR = (CONTAINER_TYPE_MAIN, CONTAINER_TYPE_SIDECAR)
-
-
-@dataclass(frozen=True, slots=True)
-class PoolPod:
-    """A pod listed in a pool through its main container (§4.5).
-
-    Attributes:
-        uid, namespace, name: the pod.
-        pool: its main container's owner pool.
-        containers: its regular containers' names, in pod-spec order.
-        container_ids: their IDs (``containerd://...``), same order; None when unknown.
-    """
-
-    uid: str
-    namespace: str
-    name: str
-    pool: str
-    containers: tuple[str, ...]
-    container_ids: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.container_ids is not None and len(self.container_ids) != len(self.containers):
-            raise ValueError(
-                f"pod {self.uid}: {len(self.container_ids)} container IDs for "
-                f"{len(self.containers)} containers {list(self.containers)}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class PodsInPools:
-    """Each pool's NUMA list and the pods in the pools."""
-
-    pools: Mapping[str, tuple[int, ...]]
-    pods: tuple[PoolPod, ...]
-
-
 #: Gives the pods in pools now; called once per computed round.
 PodsProvider = Callable[[], PodsInPools]
-
-
-def pods_in_pools(cpu: CPUState) -> PodsInPools:
-    """The pools and the pods in them, from the CPU section of a snapshot (§4.5).
-
-    Args:
-        cpu: the CPU section.
-
-    Returns:
-        Every pool's NUMA list, and every pod whose main container has an owner pool, by UID.
-    """
-    numa_masks = cpu.topology.numa_masks()
-    pools = {
-        name: tuple(numa for numa, mask in sorted(numa_masks.items()) if cpus.mask & mask)
-        for name, cpus in sorted(cpu.pools.items())
-    }
-    pods: list[PoolPod] = []
-    for uid in sorted(cpu.pods.keys()):
-        main = cpu.main_container_entry(uid)
-        if main is None or not main.owner_pool_name:
-            continue
-        regular = sorted(
-            (e for e in cpu.pod_containers(uid).values() if e.container_type in _REGULAR),
-            key=lambda e: (e.container_index, e.container_name),
-        )
-        pods.append(
-            PoolPod(
-                uid=uid,
-                namespace=main.pod_namespace,
-                name=main.pod_name,
-                pool=main.owner_pool_name,
-                containers=tuple(e.container_name for e in regular),
-            )
-        )
-    return PodsInPools(pools=pools, pods=tuple(pods))
 
 
 def store_pods(committer: Committer) -> PodsProvider:

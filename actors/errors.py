@@ -15,7 +15,9 @@ Each class stays in the module of the protocol that raises it, where its callers
   ``actors.balancer_messages.BalancerUnavailable``, ``actors.supervisor.ActorUnavailable``,
   ``actors.ports.balancer.AnonMemoryUnavailable``;
 * ``INTERNAL`` (retrying will not help; the operator must look):
-  ``actors.state_replay.ReplayError``, ``actors.supervisor.SupervisorError``.
+  ``actors.state_replay.ReplayError``, ``actors.supervisor.SupervisorError``,
+  ``actors.allocator_cause.CauseError`` and ``actors.decision_rerun.RerunError`` (a journaled
+  decision that cannot be decoded or re-run).
 """
 
 from __future__ import annotations

@@ -30,12 +30,19 @@ nodes stay under a millisecond, bounded by ``max_hints`` × set size × nodes, n
 
 from __future__ import annotations
 
-import dataclasses
 import timeit
 from collections.abc import Callable
 from functools import partial
 
 from policy.cpu import facade as cpu_policy
+from policy.cpu.commands import (
+    UNKNOWN_PHASE,
+    Allocate,
+    AllocateInputs,
+    GetResourcesAllocation,
+    GetTopologyHints,
+    PodPhase,
+)
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
@@ -52,7 +59,6 @@ CTX = PolicyContext(
     topology=TOPOLOGY,
     reserved=reserved_cpus(TOPOLOGY, use_kubelet_reserved_config=False, reserved_cpu_cores=4),
 )
-RUNNING = dataclasses.replace(CTX, pod_phase=lambda _uid: "Running")
 BINDING = '{"numa_binding": "true", "numa_exclusive": "true"}'
 
 
@@ -76,6 +82,11 @@ def request(
     )
 
 
+def allocation(req: ResourceRequest, phase: str = UNKNOWN_PHASE) -> AllocateInputs:
+    """Allocate's inputs: the call and the pod source's answer (unknown by default)."""
+    return AllocateInputs(Allocate(req), PodPhase(phase))
+
+
 def commit(state: State, decision: cpu_policy.Decision[object]) -> State:
     return apply_all(state, decision.events)
 
@@ -84,12 +95,18 @@ def build(pods: int) -> State:
     """Start-up, a dedicated pod on NUMA 7, ``pods`` shared pods settled in ``share``."""
     state = empty_state(TOPOLOGY)
     state = commit(state, cpu_policy.start(state, CTX))
-    ded = cpu_policy.allocate(state, CTX, request("ded-7", 16, "dedicated_cores", (7,)), T0)
+    ded = cpu_policy.allocate(
+        state, allocation(request("ded-7", 16, "dedicated_cores", (7,))), CTX, T0
+    )
     state = commit(state, ded)
     for i in range(pods):
         # 0.02 CPU each: 5,000 pods still fit the node's shared CPUs
-        state = commit(state, cpu_policy.allocate(state, CTX, request(f"pod-{i:05d}", 0.02), T0))
-    return commit(state, cpu_policy.get_resources_allocation(state, CTX, None, T0 + 31))
+        state = commit(
+            state, cpu_policy.allocate(state, allocation(request(f"pod-{i:05d}", 0.02)), CTX, T0)
+        )
+    return commit(
+        state, cpu_policy.get_resources_allocation(state, GetResourcesAllocation(), CTX, T0 + 31)
+    )
 
 
 def best_us(call: Callable[[], object], number: int) -> float:
@@ -111,21 +128,36 @@ def cases(state: State) -> dict[str, tuple[Callable[[], object], int]]:
     return {
         "apply one event (baseline)": (partial(apply, state, ContainerAllocated(extra)), 2000),
         "allocate shared, ramping": (
-            partial(cpu_policy.allocate, state, CTX, request("new", 2), T0 + 40),
+            partial(cpu_policy.allocate, state, allocation(request("new", 2)), CTX, T0 + 40),
             300,
         ),
         "allocate shared, joins pool": (
-            partial(cpu_policy.allocate, state, RUNNING, request("new", 2), T0 + 40),
+            partial(
+                cpu_policy.allocate, state, allocation(request("new", 2), "Running"), CTX, T0 + 40
+            ),
             100,
         ),
-        "allocate dedicated NUMA 6": (partial(cpu_policy.allocate, state, CTX, ded, T0 + 40), 100),
+        "allocate dedicated NUMA 6": (
+            partial(cpu_policy.allocate, state, allocation(ded), CTX, T0 + 40),
+            100,
+        ),
         "allocate reclaimed": (
-            partial(cpu_policy.allocate, state, CTX, request("new", 1, "reclaimed_cores"), T0 + 40),
+            partial(
+                cpu_policy.allocate,
+                state,
+                allocation(request("new", 1, "reclaimed_cores")),
+                CTX,
+                T0 + 40,
+            ),
             300,
         ),
         "hints dedicated (8 NUMA, full)": (
             partial(
-                cpu_policy.get_topology_hints, state, CTX, request("new", 8, "dedicated_cores"), T0
+                cpu_policy.get_topology_hints,
+                state,
+                GetTopologyHints(request("new", 8, "dedicated_cores")),
+                CTX,
+                T0,
             ),
             100,
         ),
@@ -164,8 +196,10 @@ def large_machine_hints() -> None:
         state = empty_state(topology)
         for cpus in (8, 24, numas * 8):
             req = request("big", cpus, "dedicated_cores")
-            reply = cpu_policy.get_topology_hints(state, ctx, req, T0).reply
-            us = best_us(partial(cpu_policy.get_topology_hints, state, ctx, req, T0), 20)
+            reply = cpu_policy.get_topology_hints(state, GetTopologyHints(req), ctx, T0).reply
+            us = best_us(
+                partial(cpu_policy.get_topology_hints, state, GetTopologyHints(req), ctx, T0), 20
+            )
             print(f"{numas:>10} {cpus:>8} {len(reply.hints or ()):>6} {us:>10.1f}")
 
 

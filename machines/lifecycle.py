@@ -8,7 +8,10 @@ and drives any number of models through it in one of two ways:
   names as attributes or methods. The model is *not* registered with the machine, so it costs
   nothing but itself: this is the way for per-container state.
 * :meth:`Lifecycle.step` is the pure form for ``policy/``: it takes a state name and a mapping of
-  guard answers and returns the step without touching any caller object.
+  guard answers and returns the step without touching any caller object. It looks the record
+  up in the table (:meth:`~machines.table.MachineTable.select`), which is the same rule the
+  machine applies, so no throw-away model has to be run through ``transitions`` to learn
+  which row fired.
 * :meth:`Lifecycle.add` registers a long-lived model (a link, a socket) the ``transitions`` way,
   which binds one method per trigger (``model.finish_ramp_up()``), ``is_<state>`` and
   ``may_<trigger>`` onto it. Convenient for a handful of models, not for containers: measured
@@ -21,15 +24,15 @@ and drives any number of models through it in one of two ways:
 
 Both :meth:`fire` and :meth:`step` return a :class:`Step` naming the events to commit and the
 actions to carry out, or ``None`` when the guards refuse. An illegal trigger raises
-:class:`InvalidTransition` (a ``transitions.core.MachineError``) and changes nothing.
+:class:`InvalidTransition` (a ``transitions.core.MachineError``) and changes nothing. The
+``transitions`` machine remains what moves models (``fire``, ``add``) and what ``qrmd
+diagrams`` draws from the same table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
 from typing import Protocol
 
 from transitions import Machine
@@ -86,23 +89,6 @@ class Step:
         return self.source != self.dest
 
 
-class _Probe:
-    """A throw-away model for :meth:`Lifecycle.step`: a state and fixed guard answers."""
-
-    __slots__ = ("_answers", "state")
-
-    def __init__(self, state: str, answers: Mapping[str, bool]) -> None:
-        self.state = state
-        self._answers = answers
-
-    def __getattr__(self, name: str) -> bool:
-        # Only guard names reach here (state and _answers are slots); step() has checked them.
-        try:
-            return bool(self._answers[name])
-        except KeyError:
-            raise AttributeError(name) from None
-
-
 class Lifecycle:
     """The ``transitions`` machine built from one table, shared by all its models.
 
@@ -112,8 +98,6 @@ class Lifecycle:
 
     def __init__(self, table: MachineTable) -> None:
         self.table = table
-        # Which record fired, per thread/context: the Machine is shared, so it cannot hold it.
-        self._fired: ContextVar[Transition | None] = ContextVar(f"{table.name}_fired")
         self.machine = Machine(
             model=None,
             states=list(table.states),
@@ -131,11 +115,7 @@ class Lifecycle:
                     record.dest,
                     conditions=list(record.conditions),
                     unless=list(record.unless),
-                    after=[partial(self._remember, record)],
                 )
-
-    def _remember(self, record: Transition) -> None:
-        self._fired.set(record)
 
     def add(self, model: object, state: str | None = None) -> None:
         """Register a long-lived model, binding the trigger methods onto it.
@@ -172,6 +152,8 @@ class Lifecycle:
                 model is unchanged.
             ValueError: the model's state is not a state of this machine.
             AttributeError: the model does not answer a guard the trigger consults.
+            RuntimeError: ``transitions`` took another edge than the table names (a guard
+                that answered differently when asked twice); the model has moved.
         """
         source = model.state
         self._check_state(source)
@@ -180,19 +162,22 @@ class Lifecycle:
             raise InvalidTransition(
                 self.table.name, trigger, source, self.table.triggers_from(source)
             )
-        token = self._fired.set(None)
+        # The table names the record; the machine moves the model by the same rule.
+        record = self.table.select(trigger, source, lambda guard: _answer(model, guard))
         try:
             taken = event.trigger(model)
-            record = self._fired.get()
         except MachineError as exc:  # pragma: no cover - candidates() already ruled it out
             raise InvalidTransition(
                 self.table.name, trigger, source, self.table.triggers_from(source)
             ) from exc
-        finally:
-            self._fired.reset(token)
-        if not taken or record is None:
-            return None
-        return Step(trigger, source, record.dest, record.events, record.actions)
+        dest = record.dest if record is not None else None
+        if (model.state if taken else None) != dest:
+            named = record.describe() if record is not None else "no record"
+            raise RuntimeError(
+                f"{self.table.name}: {trigger!r} from {source!r} took the model to "
+                f"{model.state!r}, the table names {named}"
+            )
+        return None if record is None else _step(record, trigger, source)
 
     def step(
         self, state: str, trigger: str, guards: Mapping[str, bool] | None = None
@@ -214,13 +199,19 @@ class Lifecycle:
         """
         answers = guards or {}
         self._check_state(state)
-        needed = [g for r in self.table.candidates(trigger, state) for g in r.guards]
+        candidates = self.table.candidates(trigger, state)
+        if trigger not in self.machine.events or not candidates:
+            raise InvalidTransition(
+                self.table.name, trigger, state, self.table.triggers_from(state)
+            )
+        needed = [g for r in candidates for g in r.guards]
         missing = sorted({g for g in needed if g not in answers})
         if missing:
             raise MissingGuardError(
                 f"{self.table.name}: {trigger!r} from {state!r} needs guard answers {missing}"
             )
-        return self.fire(_Probe(state, answers), trigger)
+        record = self.table.select(trigger, state, lambda guard: bool(answers[guard]))
+        return None if record is None else _step(record, trigger, state)
 
     def can_fire(self, model: Stateful, trigger: str) -> bool:
         """Whether ``trigger`` is legal in the model's state and some record's guards hold.
@@ -228,8 +219,7 @@ class Lifecycle:
         Raises:
             AttributeError: the model does not answer a guard the trigger consults.
         """
-        source = model.state
-        return any(_holds(model, r) for r in self.table.candidates(trigger, source))
+        return self.table.select(trigger, model.state, lambda g: _answer(model, g)) is not None
 
     def _check_state(self, state: str) -> None:
         if state not in self.table.states:
@@ -237,12 +227,10 @@ class Lifecycle:
             raise ValueError(f"{self.table.name}: {state!r} is not a state (states: {states})")
 
 
+def _step(record: Transition, trigger: str, source: str) -> Step:
+    return Step(trigger, source, record.dest, record.events, record.actions)
+
+
 def _answer(model: object, guard: str) -> bool:
     value = getattr(model, guard)
     return bool(value() if callable(value) else value)
-
-
-def _holds(model: object, record: Transition) -> bool:
-    return all(_answer(model, g) for g in record.conditions) and not any(
-        _answer(model, g) for g in record.unless
-    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # Names a model bound by ``transitions`` already uses for its own purposes.
@@ -129,6 +129,29 @@ class MachineTable:
     def candidates(self, trigger: str, state: str) -> tuple[Transition, ...]:
         """The records ``trigger`` tries from ``state``, in order; empty when it is illegal."""
         return tuple(r for r in self._by_trigger.get(trigger, ()) if state in r.source)
+
+    def select(self, trigger: str, state: str, answer: Callable[[str], bool]) -> Transition | None:
+        """The record ``trigger`` takes from ``state``: the first candidate whose guards hold.
+
+        This is the ``transitions`` rule (records tried in table order; all ``conditions``
+        true, all ``unless`` false), read straight off the table, so a caller that only needs
+        to know which row fires does not have to run a machine to find out.
+
+        Args:
+            trigger: one of the table's triggers.
+            state: the model's state.
+            answer: ``guard name -> bool``; asked only for the guards of the records tried.
+
+        Returns:
+            The record, or ``None`` when every candidate's guards refuse, or when ``trigger``
+            is not legal in ``state`` (tell the two apart with :meth:`candidates`).
+        """
+        for record in self.candidates(trigger, state):
+            if all(answer(g) for g in record.conditions) and not any(
+                answer(g) for g in record.unless
+            ):
+                return record
+        return None
 
     def triggers_from(self, state: str) -> tuple[str, ...]:
         """The triggers that are legal in ``state``, in table order."""

@@ -34,8 +34,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from actors.balancer_inputs import store_pods
-from actors.balancer_machine import BalancerPorts
 from actors.balancer_messages import BalancerUnavailable, BalancerView, GetBalancerState, Tick
+from actors.balancer_ports import BalancerPorts
 from actors.memory_balancer import MemoryBalancerActor, MemoryBalancerCore
 from actors.ports.balancer import ContainerMemoryReader, NumaMetricSource
 from actors.ports.clock import Clock

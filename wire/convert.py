@@ -1,10 +1,10 @@
-"""Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3; issue 5 item 1).
+"""Protobuf ↔ domain for every ResourcePlugin RPC, in one place (wire.md §4.3).
 
-Requests become the Allocator's commands (``actors.allocator_messages``) and the policy's
-``ResourceRequest``; replies (``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become
-the response
-messages (GetResourcesAllocation's straight into its bytes, for speed at thousands of
-containers). Nothing else in qrmd touches these message types.
+Requests become the kubelet calls of ``policy.cpu.commands`` (the one type the Allocator
+receives and the policy decides on) holding the policy's ``ResourceRequest``; replies
+(``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become the response messages
+(GetResourcesAllocation's straight into its bytes, for speed at thousands of containers).
+Nothing else in qrmd touches these message types.
 
 The rules enforced here, because only the wire sees them:
 
@@ -33,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from actors.allocator_messages import (
+from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.commands import (
     Allocate,
     GetResourcePluginOptions,
     GetResourcesAllocation,
@@ -43,7 +44,6 @@ from actors.allocator_messages import (
     PreStartContainer,
     RemovePod,
 )
-from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
 from policy.cpu.replies import (
     RESOURCE_NAME,
     AllocatableReply,
@@ -54,7 +54,13 @@ from policy.cpu.replies import (
     TopologyAwareQuantity,
     TopologyAwareReply,
 )
-from policy.cpu.request import ContainerType, RequestError, ResourceRequest, TopologyHint
+from policy.cpu.request import (
+    ContainerIdentity,
+    ContainerType,
+    RequestError,
+    ResourceRequest,
+    TopologyHint,
+)
 from policy.errors import describe_container
 from wire.gen import resourceplugin_pb2 as pb
 
@@ -262,15 +268,22 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
     return pb.ResourceHintsResponse(**_request_echo(reply), resource_hints=resource_hints)
 
 
+def _identity_fields(identity: ContainerIdentity) -> dict[str, Any]:
+    """A container's identity as the response fields of the same names (wire.md §4.3)."""
+    return {
+        "pod_uid": identity.pod_uid,
+        "pod_namespace": identity.pod_namespace,
+        "pod_name": identity.pod_name,
+        "container_name": identity.container_name,
+        "container_type": identity.container_type.name,
+        "container_index": identity.container_index,
+    }
+
+
 def _request_echo(reply: AllocationReply | HintsReply) -> dict[str, Any]:
     """The request fields both Allocate's and GetTopologyHints' responses echo back."""
     return {
-        "pod_uid": reply.pod_uid,
-        "pod_namespace": reply.pod_namespace,
-        "pod_name": reply.pod_name,
-        "container_name": reply.container_name,
-        "container_type": reply.container_type.name,
-        "container_index": reply.container_index,
+        **_identity_fields(reply.identity),
         "pod_role": reply.pod_role,
         "pod_type": reply.pod_type,
         "resource_name": reply.resource_name,

@@ -1,8 +1,9 @@
 """The ``resourceplugin.v1alpha1.ResourcePlugin`` service: eight RPCs, each one row of a table.
 
-Each row names the method, its request message, the conversion to the Allocator's command, the
-conversion of the reply, and the ask timeout used when kubelet sets no deadline (wire.md §4.4,
-§9.6: 10 s, PreStartContainer 30 s; GetResourcePluginOptions has no deadline and gets 10 s).
+Each row names the method, its request message, the conversion to the kubelet call the
+Allocator serves (``policy.cpu.commands``), the conversion of the reply, and the ask timeout
+used when kubelet sets no deadline (wire.md §4.4, §9.6: 10 s, PreStartContainer 30 s;
+GetResourcePluginOptions has no deadline and gets 10 s).
 Every handler does the same (DESIGN.md): refuse with UNAVAILABLE while qrmd is not ready,
 convert the request, ``ask`` the Allocator with the call's remaining deadline, convert the
 reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them.
@@ -10,24 +11,40 @@ reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which o
 An ask that times out answers UNAVAILABLE, but its command stays in the mailbox and may still
 be decided and committed; kubelet retries, and every call is idempotent (an Allocate of a
 container already placed answers the stored placement, wire.md §9.1).
+
+Replies are typed end to end: a row is a ``ResourcePluginRpc[M, R]`` whose request conversion
+yields a ``PluginCall[R]`` and whose reply conversion takes an ``R``, so the type checker holds
+each row's two halves together; :func:`ask_allocator` is the one place where pykka's untyped
+answer becomes the ``R`` the call names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
 
+from policy.cpu.commands import PluginCall
 from policy.errors import describe_container
 from wire import convert
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
 from wire.rpc import ActorRef, RpcObserver, ask_timeout, unary_handler
 
-__all__ = ["DEFAULT_TIMEOUT_S", "RESOURCE_PLUGIN_RPCS", "SERVICE", "ResourcePluginRpc", "handler"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RESOURCE_PLUGIN_RPCS",
+    "SERVICE",
+    "ResourcePluginRpc",
+    "ask_allocator",
+    "handler",
+]
+
+M = TypeVar("M", bound=Message)
+R = TypeVar("R")
 
 #: The full service name (wire.md §1.3).
 SERVICE = "resourceplugin.v1alpha1.ResourcePlugin"
@@ -37,22 +54,42 @@ DEFAULT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
-class ResourcePluginRpc:
-    """One method of the service.
+class ResourcePluginRpc(Generic[M, R]):
+    """One method of the service: request message ``M``, reply ``R``.
 
     Attributes:
         name: the method name.
         request_type: its request message.
-        command: request message → Allocator command (may raise ``RequestError``).
-        response: the Allocator's reply → response message (or its bytes).
+        command: request message → the kubelet call (may raise ``RequestError``).
+        response: the call's reply → response message (or its bytes).
         default_timeout_s: the ask timeout when the caller sets no deadline.
     """
 
     name: str
-    request_type: type[Message]
-    command: Callable[[Any], Any]
-    response: Callable[[Any], Message | bytes]
+    request_type: type[M]
+    command: Callable[[M], PluginCall[R]]
+    response: Callable[[R], Message | bytes]
     default_timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+def ask_allocator(allocator: ActorRef, call: PluginCall[R], timeout: float | None) -> R:
+    """Ask the Allocator to serve ``call`` and wait for its reply, typed by the call.
+
+    Args:
+        allocator: the Allocator actor's ref.
+        call: the kubelet call (``Allocate`` answers ``AllocationReply | None``, ...).
+        timeout: seconds to wait; ``None`` waits for ever.
+
+    Returns:
+        The reply ``call`` names.
+
+    Raises:
+        Whatever the Allocator raised serving ``call`` (``AllocatorUnavailable``, a
+        ``PolicyError``), or pykka's ``Timeout``.
+    """
+    # The Allocator answers each call with its façade function's reply, whose type the call's
+    # class names (``policy.cpu.commands``); pykka's future is untyped, so say so here, once.
+    return cast(R, allocator.ask(call, timeout=timeout))
 
 
 # The order of the proto file (wire.md §4.1).
@@ -111,16 +148,16 @@ def _subject(request: Any) -> str:
 
 
 def _method(
-    rpc: ResourcePluginRpc,
+    rpc: ResourcePluginRpc[M, R],
     allocator: ActorRef,
     ready: Callable[[], bool],
     observer: RpcObserver | None,
 ) -> grpc.RpcMethodHandler:
-    def work(request: Message, context: grpc.ServicerContext) -> Message | bytes:
+    def work(request: M, context: grpc.ServicerContext) -> Message | bytes:
         if not ready():
             raise NotReady("qrmd is not ready (starting, stopping or recovering its state)")
-        command = rpc.command(request)
-        reply = allocator.ask(command, timeout=ask_timeout(context, rpc.default_timeout_s))
+        call = rpc.command(request)
+        reply = ask_allocator(allocator, call, ask_timeout(context, rpc.default_timeout_s))
         return rpc.response(reply)
 
     return unary_handler(rpc.name, rpc.request_type, work, observer, _subject)
@@ -139,5 +176,7 @@ def handler(
     Returns:
         The generic handler to add to a ``grpc.Server``.
     """
-    methods = {rpc.name: _method(rpc, allocator, ready, observer) for rpc in RESOURCE_PLUGIN_RPCS}
+    # Each row was checked on its own where it is written; here they are all just rows.
+    rows: tuple[ResourcePluginRpc[Any, Any], ...] = RESOURCE_PLUGIN_RPCS
+    methods = {rpc.name: _method(rpc, allocator, ready, observer) for rpc in rows}
     return grpc.method_handlers_generic_handler(SERVICE, methods)

@@ -11,6 +11,8 @@ implements the same interface as the real adapter.
   asks the StateStore actor; ``AdoptedSnapshot`` is a writer's copy of the durable state).
 * ``migration``: how the MemoryBalancer has its advices carried out (``AdviceExecutor``:
   plan, then start; ``qrmd.host.migrate.CgroupMigrator`` implements it).
+* ``pod_source``: which pods the node runs (``PodSource.latest()`` → an immutable
+  ``PodListSnapshot`` or ``None``; ``NoPodSource``, the default, lists none).
 * ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the
   journal it owns read time only through it.
 """

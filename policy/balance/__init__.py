@@ -16,7 +16,15 @@ Modules, one job each:
 * ``advice``: the memory advice (§5.6, §8); ``eviction``: the eviction answers (§9);
 * ``section``: ``current``/``last`` and the taken-once transitions (§6); ``events``, ``codec``:
   the balance state section's events and their msgpack form;
+* ``decide``: the façade, one pure decision per step (a round, ``GetAdvices``,
+  ``GetEvictPods``), each returning a ``policy.decision.Decision`` and owning the round
+  machine; ``lifecycle``: where a record and the windows stand in that machine (§6.3);
+* ``rerun``: a journaled round's inputs decoded back, to re-run it;
 * ``gojson``, ``decode``: Go-identical JSON text and field-naming decoding.
+
+Imports ``machines`` (the round machine), ``policy.topology`` (the codec checks a section
+against the node) and ``policy``'s shared root (``errors``, ``decision``); never
+``policy.state`` or ``policy.cpu``, which build on it.
 """
 
 from policy.balance.advice import ExtraMemoryAdvice, MemoryAdvice, MigrateContainer, advice_for
@@ -51,7 +59,7 @@ from policy.balance.record import (
     NumaLatencyInfo,
 )
 from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round
-from policy.balance.section import BalancerState, reconcile, take_advice, take_eviction
+from policy.balance.section import BalancerState, run_round, take_advice, take_eviction
 
 __all__ = [
     "BalanceError",
@@ -86,7 +94,7 @@ __all__ = [
     "evict_offers",
     "in_cool_down",
     "plan_round",
-    "reconcile",
+    "run_round",
     "take_advice",
     "take_eviction",
     "threshold_met",

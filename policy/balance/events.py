@@ -18,9 +18,10 @@ round machine (``machines.balance_round``), under the machine's names:
 
 A "taken" event names the record it takes by its detect time, so an event replayed onto a
 state it was not decided on is refused instead of marking the wrong record. Applying uses the
-planner's own transitions (``policy.balance.section``), so replaying the journal from the empty
-section rebuilds exactly the live ``current`` and ``last``: the cool-down and the ping-pong
-window survive a restart (§6.1).
+planner's own "taken" updates (``policy.balance.section``: ``mark_advice_taken``,
+``mark_eviction_taken``, written once), so replaying the journal from the empty section
+rebuilds exactly the live ``current`` and ``last``: the cool-down and the ping-pong window
+survive a restart (§6.1).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
-from policy.balance import BalanceError, BalanceInfo, BalancerState, advice_for, take_advice
+from policy.balance import BalanceError, BalanceInfo, BalancerState, advice_for
 from policy.balance.gojson import format_time
+from policy.balance.section import mark_advice_taken, mark_eviction_taken
 from policy.decision import Event
 from policy.errors import StateError
 
@@ -132,7 +134,7 @@ def apply_balance_event(state: BalancerState, event: Event) -> BalancerState:
                     f"BalanceAdviceTaken: the advice of the round detected at "
                     f"{_when(detect_time)} {taken}"
                 )
-            return take_advice(state)[0]
+            return mark_advice_taken(state)
         case BalanceEvictionTaken(detect_time=detect_time):
             current = _current(state, "BalanceEvictionTaken", detect_time)
             if current.evict_executed:
@@ -140,11 +142,7 @@ def apply_balance_event(state: BalancerState, event: Event) -> BalancerState:
                     f"BalanceEvictionTaken: the eviction of the round detected at "
                     f"{_when(detect_time)} was already taken"
                 )
-            evicted = replace(current, evict_executed=True)
-            # ``last`` is the same record as ``current`` while no newer one was stored, so
-            # the flag shows through it, as in the reference (§6.1).
-            last = evicted if state.last == current else state.last
-            return BalancerState(current=evicted, last=last)
+            return mark_eviction_taken(state)
     raise StateError(f"{type(event).__name__} is not an event of the balance section")
 
 

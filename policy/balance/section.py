@@ -6,12 +6,16 @@ what the caller hands out; a later integration (the round machine, the MemoryBal
 drives them, commits each new state to the journal and serialises the calls, which fixes the
 reference's unsynchronised reads of ``last`` (O16).
 
-* ``reconcile``: run a round; a stored outcome replaces ``current``, a skipped or failed one
+* ``run_round``: run a round; a stored outcome replaces ``current``, a skipped or failed one
   leaves the state as it was (O8).
 * ``take_advice``: emit the current record's advice at most once; marks it executed and makes
-  it ``last``, which starts the cool-down and the ping-pong window.
+  it ``last``, which starts the cool-down and the ping-pong window (``mark_advice_taken``).
 * ``take_eviction``: offer the current record's eviction at most once, even when nothing
-  matched the active pods (O10).
+  matched the active pods (O10; ``mark_eviction_taken``).
+
+``mark_advice_taken`` and ``mark_eviction_taken`` are the two "taken" updates, written once:
+the planner's transitions use them, and so does applying the journaled "taken" events
+(``policy.balance.events``), so a replayed journal cannot drift from the live state.
 
 In the reference ``last`` is the very object ``current`` was when its advice was emitted, so
 a flag set later on ``current`` shows through ``last`` until another record is stored; here
@@ -31,7 +35,14 @@ from policy.balance.inputs import RoundInputs
 from policy.balance.record import BalanceInfo
 from policy.balance.round import RoundOutcome, RoundResult, plan_round
 
-__all__ = ["BalancerState", "reconcile", "take_advice", "take_eviction"]
+__all__ = [
+    "BalancerState",
+    "mark_advice_taken",
+    "mark_eviction_taken",
+    "run_round",
+    "take_advice",
+    "take_eviction",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +75,7 @@ class BalancerState:
         )
 
 
-def reconcile(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState, RoundOutcome]:
+def run_round(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState, RoundOutcome]:
     """Run one round against the state (§6.2).
 
     Args:
@@ -98,8 +109,7 @@ def take_advice(state: BalancerState) -> tuple[BalancerState, MemoryAdvice | Non
     advice = advice_for(state.current)
     if advice is None or state.current is None:
         return state, None
-    executed = replace(state.current, balance_executed=True)
-    return BalancerState(current=executed, last=executed), advice
+    return mark_advice_taken(state), advice
 
 
 def take_eviction(
@@ -118,7 +128,35 @@ def take_eviction(
     current = state.current
     if current is None or current.evict_executed:
         return state, ()
-    offers = evict_offers(current, active_pod_uids)
-    taken = replace(current, evict_executed=True)
-    last = taken if state.last == current else state.last
-    return BalancerState(current=taken, last=last), offers
+    return mark_eviction_taken(state), evict_offers(current, active_pod_uids)
+
+
+def mark_advice_taken(state: BalancerState) -> BalancerState:
+    """The section once ``current``'s advice is emitted (§8 step 6): marked
+    ``balanceExecuted``, and it becomes ``last``, which starts the cool-down.
+
+    Raises:
+        BalanceError: there is no current record.
+    """
+    executed = replace(_current(state), balance_executed=True)
+    return BalancerState(current=executed, last=executed)
+
+
+def mark_eviction_taken(state: BalancerState) -> BalancerState:
+    """The section once ``current``'s eviction offer is taken (§9.1 step 3): marked
+    ``evictExecuted``. ``last`` is the same record as ``current`` while no newer one was
+    stored, so the flag shows through it, as in the reference (§6.1).
+
+    Raises:
+        BalanceError: there is no current record.
+    """
+    current = _current(state)
+    evicted = replace(current, evict_executed=True)
+    last = evicted if state.last == current else state.last
+    return BalancerState(current=evicted, last=last)
+
+
+def _current(state: BalancerState) -> BalanceInfo:
+    if state.current is None:
+        raise BalanceError("the balancer state holds no current record to take from")
+    return state.current

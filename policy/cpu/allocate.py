@@ -42,6 +42,7 @@ from dataclasses import replace
 
 from machines import ramp_up as lifecycle
 from machines.lifecycle import Step
+from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
 from policy.cpu.pool_engine import adjust_allocation_entries, put_allocations_and_adjust
@@ -70,9 +71,6 @@ from policy.topology.selection import SelectionError, take_by_topology
 
 __all__ = ["AllocationError", "allocate_container", "allocate_numa_binding_cpus"]
 
-#: Pod phases in which a new shared container ramps up (§7.3 step 3a); None = unknown pod.
-_RAMPING_PHASES = frozenset({None, "Pending"})
-
 
 class AllocationError(PolicyError):
     """Allocate refused or failed; the message names pod, container and the reference's reason.
@@ -85,14 +83,15 @@ class AllocationError(PolicyError):
 
 
 def allocate_container(
-    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, pod: PodPhase, now: float
 ) -> AllocationReply:
     """Decide one Allocate (§7.1 steps 5–9), emitting its events into ``txn``.
 
     Args:
         txn: the decision in progress, on the current state.
-        ctx: topology, reserve, settings and the pod-source seam.
+        ctx: topology, reserve, settings.
         prepared: the request after ``prepare_request``.
+        pod: what the pod source said of the request's pod (§7.3 step 3a).
         now: the current time, seconds since the epoch (the new entry's ``init_timestamp``).
 
     Returns:
@@ -124,7 +123,7 @@ def allocate_container(
         raise QoSError(str(err), subject=request.describe()) from err
     try:
         if prepared.qos_level == SHARED_CORES:
-            return _allocate_shared(txn, ctx, prepared, now)
+            return _allocate_shared(txn, ctx, prepared, pod, now)
         if prepared.qos_level == RECLAIMED_CORES:
             return _allocate_reclaimed(txn, prepared, now)
         return _allocate_dedicated(txn, ctx, prepared, now)
@@ -166,12 +165,7 @@ def _new_entry(
 ) -> ContainerEntry:
     request = prepared.request
     return ContainerEntry(
-        pod_uid=request.pod_uid,
-        pod_namespace=request.pod_namespace,
-        pod_name=request.pod_name,
-        container_name=request.container_name,
-        container_type=request.container_type.name,
-        container_index=request.container_index,
+        **request.identity.stored(),
         ramp_up=ramp_up,
         owner_pool_name=owner,
         pod_role=request.pod_role,
@@ -194,7 +188,7 @@ def _updated(entry: ContainerEntry, prepared: PreparedRequest) -> ContainerEntry
 
 
 def _allocate_shared(
-    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, pod: PodPhase, now: float
 ) -> AllocationReply:
     request = prepared.request
     state = txn.cpu
@@ -211,7 +205,7 @@ def _allocate_shared(
             lifecycle.NEW,
             "allocate_shared",
             {
-                "pod_pending_or_unknown": ctx.pod_phase(request.pod_uid) in _RAMPING_PHASES,
+                "pod_pending_or_unknown": pod.is_pending_or_unknown,
                 "target_pool_missing": state.pool_cpus(target) is None,
             },
         )

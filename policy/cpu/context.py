@@ -1,8 +1,10 @@
-"""What every CPU decision needs besides the state: the machine, the reserve and the settings.
+"""The CPU decisions' settings: the machine, the reserve and the options, fixed for a run.
 
-Built once at start-up by the composition root and passed to every policy call; immutable.
-Spec cpu-policy §3 (reserve), §4.3 (QoS configuration), §9.6 (transition period), §14
-(options), and issue 4's hint limits.
+Built once at start-up by the composition root and passed to every policy call as the
+``settings`` of the one decision shape (DESIGN.md); immutable. What varies from decision to
+decision (the call, the pod source's answer) is the decision's ``inputs`` instead
+(``policy.cpu.commands``). Spec cpu-policy §3 (reserve), §4.3 (QoS configuration), §9.6
+(transition period), §14 (options), and the hint limits of the reduced hints answer (§8).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ __all__ = [
     "DEFAULT_MAX_FULL_HINT_NUMA_NODES",
     "DEFAULT_MAX_HINTS",
     "DEFAULT_TRANSITION_PERIOD_S",
-    "PodLookup",
     "PolicyContext",
     "RequestedMilliCPULookup",
 ]
@@ -29,15 +30,6 @@ DEFAULT_MAX_HINTS = 64
 
 #: ``(pod_uid, container_name) -> cpu request in millicores, or None when unknown`` (§5.5).
 RequestedMilliCPULookup = Callable[[str, str], float | None]
-
-#: ``pod_uid -> pod phase ("Pending", "Running", ...), or None when the pod is unknown``.
-#: The seam for a pod source (§7.3 step 3a): with none, every pod is unknown and every new
-#: shared container ramps up, as the reference does when it cannot see the pod.
-PodLookup = Callable[[str], str | None]
-
-
-def _unknown_pod(_pod_uid: str) -> str | None:
-    return None
 
 
 def _unknown_request(_pod_uid: str, _container: str) -> float | None:
@@ -56,10 +48,10 @@ class PolicyContext:
         advisor_enabled: whether sys-advisor drives pool sizes (§9.1 step 3, §9.7).
         transition_period_s: ramp-up length (§9.6), 30 s by default.
         max_full_hint_numa_nodes: up to this many NUMA nodes hints are the reference's full
-            enumeration; beyond it, the reduced answer of issue 4 item 4.
+            enumeration; beyond it, the reduced answer (cpu-policy §8).
         max_hints: the most hints the reduced answer returns.
-        pod_phase: the pod-source seam (unknown pod by default).
-        requested_millicpu: the pod-spec seam of §5.5 (unknown by default).
+        requested_millicpu: the pod-spec seam of §5.5 (unknown by default). No source
+            answers it yet; when one does, its answers belong in the decisions' inputs.
     """
 
     topology: CPUTopology
@@ -70,5 +62,4 @@ class PolicyContext:
     transition_period_s: float = DEFAULT_TRANSITION_PERIOD_S
     max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
     max_hints: int = DEFAULT_MAX_HINTS
-    pod_phase: PodLookup = _unknown_pod
     requested_millicpu: RequestedMilliCPULookup = _unknown_request

@@ -1,9 +1,17 @@
 """The CPU policy's façade: one pure function per kubelet RPC, each returning a Decision.
 
-The Allocator actor calls these with its (durable) state, the fixed context, the request
-converted from the wire, and the current time; it commits ``decision.events`` through the
-StateStore and then replies with ``decision.reply`` (DESIGN.md, the commit protocol). Nothing
-here reads a clock, a file or a socket, and nothing mutates the state passed in.
+Every function has the one shape of DESIGN.md ("Every decision has one shape"):
+``(state, inputs, settings, now) -> Decision``. ``inputs`` is plain data holding everything the
+decision reads besides the state: the kubelet call (``policy.cpu.commands``) and, for Allocate,
+what the pod source said of the pod (``AllocateInputs``). ``settings`` is the fixed context
+(``PolicyContext``: topology, reserve, QoS configuration, transition period, options), the same
+for every decision of a run. ``now`` is the wall time in seconds since the epoch.
+
+The Allocator actor gathers the inputs through its ports, calls these with its (durable) state,
+commits ``decision.events`` through the StateStore with the inputs as the journaled cause, and
+then replies with ``decision.reply`` (DESIGN.md, the commit protocol); so the journal can
+re-run any committed decision from its record alone (``actors.decision_rerun``). Nothing here
+reads a clock, a file or a socket, and nothing mutates the state passed in.
 
 Errors. A request that cannot be served raises a ``PolicyError`` subclass whose message names
 the pod, the container and the reference's reason, and nothing is to be committed:
@@ -33,6 +41,16 @@ from dataclasses import dataclass
 from policy.cpu import remove as removal
 from policy.cpu.allocate import allocate_container
 from policy.cpu.allocation_listing import ResourcesAllocation, resources_allocation
+from policy.cpu.commands import (
+    AllocateInputs,
+    GetResourcePluginOptions,
+    GetResourcesAllocation,
+    GetTopologyAwareAllocatableResources,
+    GetTopologyAwareResources,
+    GetTopologyHints,
+    PreStartContainer,
+    RemovePod,
+)
 from policy.cpu.context import PolicyContext
 from policy.cpu.hints import topology_hints
 from policy.cpu.pool_startup import initialise_pools
@@ -45,7 +63,6 @@ from policy.cpu.replies import (
     PluginOptions,
     TopologyAwareReply,
 )
-from policy.cpu.request import ResourceRequest
 from policy.cpu.topology_aware import (
     allocatable_resources,
     plugin_options,
@@ -58,11 +75,8 @@ from policy.state.sections import State
 
 __all__ = [
     "Decision",
-    "PreStartRequest",
-    "RemovePodRequest",
     "ResidualCheck",
     "ResidualCount",
-    "TopologyAwareRequest",
     "allocate",
     "get_resource_plugin_options",
     "get_resources_allocation",
@@ -75,21 +89,6 @@ __all__ = [
     "residual_round",
     "start",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyAwareRequest:
-    """``GetTopologyAwareResourcesRequest``: which container to describe."""
-
-    pod_uid: str
-    container_name: str
-
-
-@dataclass(frozen=True, slots=True)
-class RemovePodRequest:
-    """``RemovePodRequest``: the pod to forget."""
-
-    pod_uid: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,22 +107,12 @@ class ResidualCount:
     candidates: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class PreStartRequest:
-    """``PreStartContainerRequest``: the container about to start."""
-
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    container_name: str
-
-
-def start(state: State, ctx: PolicyContext) -> Decision[None]:
+def start(state: State, settings: PolicyContext) -> Decision[None]:
     """Start-up pools (§6.2 steps 4–6): clean unowned pools, write ``reserve``, make ``reclaim``.
 
     Args:
         state: the recovered state (empty on a fresh node).
-        ctx: topology, reserve, settings.
+        settings: topology, reserve, options.
 
     Returns:
         The events that bring the pools up to date (none when they already are).
@@ -132,25 +121,20 @@ def start(state: State, ctx: PolicyContext) -> Decision[None]:
         PoolError: no reclaim pool can be made (§15.9); start-up must fail.
     """
     txn = Txn(state)
-    initialise_pools(txn, ctx)
+    initialise_pools(txn, settings)
     return Decision(txn.events, None)
 
 
 def get_topology_hints(
-    state: State,
-    ctx: PolicyContext,
-    request: ResourceRequest,
-    now: float,
-    extra_numa_sets: Mapping[str, str] | None = None,
+    state: State, inputs: GetTopologyHints, settings: PolicyContext, now: float
 ) -> Decision[HintsReply]:
     """GetTopologyHints (§8): read-only.
 
     Args:
         state: the current state.
-        ctx: topology, reserve, settings, hint limits.
-        request: the request as converted from the wire.
+        inputs: the call.
+        settings: topology, reserve, QoS configuration, hint limits.
         now: the current time (unused: hints do not depend on it).
-        extra_numa_sets: the extra state file's ``memoryEntries``, when that option is on.
 
     Returns:
         No events and the hints reply.
@@ -159,19 +143,19 @@ def get_topology_hints(
         RequestError, QoSError, HintError: see the module docstring.
     """
     del now
-    prepared = prepare_request(ctx.qos, request)
-    return Decision((), topology_hints(state.cpu, ctx, prepared, extra_numa_sets))
+    prepared = prepare_request(settings.qos, inputs.request)
+    return Decision((), topology_hints(state.cpu, settings, prepared))
 
 
 def allocate(
-    state: State, ctx: PolicyContext, request: ResourceRequest, now: float
+    state: State, inputs: AllocateInputs, settings: PolicyContext, now: float
 ) -> Decision[AllocationReply | None]:
     """Allocate (§7).
 
     Args:
         state: the current state.
-        ctx: topology, reserve, settings, pod-source seam.
-        request: the request as converted from the wire.
+        inputs: the call and what the pod source said of its pod (§7.3 step 3a).
+        settings: topology, reserve, QoS configuration, options.
         now: the current time in seconds since the epoch (new entries' ``init_timestamp``).
 
     Returns:
@@ -182,15 +166,16 @@ def allocate(
         RequestError, QoSError: a malformed request or unhandled level; nothing to commit.
         AllocationError: the handler failed and the container had no entry; nothing to commit.
     """
-    prepared = prepare_request(ctx.qos, request)
+    request = inputs.call.request
+    prepared = prepare_request(settings.qos, request)
     txn = Txn(state)
     try:
-        reply = allocate_container(txn, ctx, prepared, now)
+        reply = allocate_container(txn, settings, prepared, inputs.pod, now)
     except PolicyError as err:
         # §7.2: the finaliser removes the container; only a pre-existing entry makes that
         # observable.
         cleanup = Txn(state)
-        remove_container(cleanup, ctx, request.pod_uid, request.container_name)
+        remove_container(cleanup, settings, request.pod_uid, request.container_name)
         if not cleanup.events:
             raise
         return Decision(cleanup.events, None, error=err)
@@ -198,7 +183,7 @@ def allocate(
 
 
 def remove_pod(
-    state: State, ctx: PolicyContext, request: RemovePodRequest, now: float
+    state: State, inputs: RemovePod, settings: PolicyContext, now: float
 ) -> Decision[None]:
     """RemovePod (§10.6 steps 2–4): the pod's entries go and the pools are re-sized.
 
@@ -207,60 +192,61 @@ def remove_pod(
     """
     del now
     txn = Txn(state)
-    warnings = removal.remove_pod(txn, ctx, request.pod_uid)
+    warnings = removal.remove_pod(txn, settings, inputs.pod_uid)
     return Decision(txn.events, None, warnings=warnings)
 
 
 def get_resources_allocation(
-    state: State, ctx: PolicyContext, request: None, now: float
+    state: State, inputs: GetResourcesAllocation, settings: PolicyContext, now: float
 ) -> Decision[ResourcesAllocation]:
     """GetResourcesAllocation (§10.1): every container's cpuset; ramp-up ends here."""
-    del request
+    del inputs
     txn = Txn(state)
-    reply = resources_allocation(txn, ctx, now)
+    reply = resources_allocation(txn, settings, now)
     return Decision(txn.events, reply, warnings=reply.warnings)
 
 
 def get_topology_aware_resources(
-    state: State, ctx: PolicyContext, request: TopologyAwareRequest, now: float
+    state: State, inputs: GetTopologyAwareResources, settings: PolicyContext, now: float
 ) -> Decision[TopologyAwareReply]:
     """GetTopologyAwareResources (§10.2): read-only.
 
     Raises:
         UnknownContainerError: no entry for the container (kubelet gets NOT_FOUND).
     """
-    del ctx, now
-    return Decision(
-        (), topology_aware_resources(state.cpu, request.pod_uid, request.container_name)
-    )
+    del settings, now
+    return Decision((), topology_aware_resources(state.cpu, inputs.pod_uid, inputs.container_name))
 
 
 def get_topology_aware_allocatable_resources(
-    state: State, ctx: PolicyContext, request: None, now: float
+    state: State,
+    inputs: GetTopologyAwareAllocatableResources,
+    settings: PolicyContext,
+    now: float,
 ) -> Decision[AllocatableReply]:
     """GetTopologyAwareAllocatableResources (§10.3): read-only, from the topology and reserve."""
-    del state, request, now
-    return Decision((), allocatable_resources(ctx))
+    del state, inputs, now
+    return Decision((), allocatable_resources(settings))
 
 
 def get_resource_plugin_options(
-    state: State, ctx: PolicyContext, request: None, now: float
+    state: State, inputs: GetResourcePluginOptions, settings: PolicyContext, now: float
 ) -> Decision[PluginOptions]:
     """GetResourcePluginOptions (§10.4): the reference CPU plugin's options."""
-    del state, ctx, request, now
+    del state, inputs, settings, now
     return Decision((), plugin_options())
 
 
 def pre_start_container(
-    state: State, ctx: PolicyContext, request: PreStartRequest, now: float
+    state: State, inputs: PreStartContainer, settings: PolicyContext, now: float
 ) -> Decision[None]:
     """PreStartContainer (§10.5): nothing to do, an empty reply."""
-    del state, ctx, request, now
+    del state, inputs, settings, now
     return Decision((), None)
 
 
 def residual_round(
-    state: State, ctx: PolicyContext, request: ResidualCheck, now: float
+    state: State, inputs: ResidualCheck, settings: PolicyContext, now: float
 ) -> Decision[ResidualCount]:
     """Count one clearResidualState round (§12.4 steps 2–3): read-only.
 
@@ -268,20 +254,20 @@ def residual_round(
     consecutive 30-s rounds (5 minutes) it is a candidate. Remove candidates with
     :func:`remove_residual_pods` (with sys-advisor, only those it removed first).
     """
-    del ctx, now
-    hits, candidates = removal.residual_round(request.hit_map, request.known_pod_uids, state.cpu)
+    del settings, now
+    hits, candidates = removal.residual_round(inputs.hit_map, inputs.known_pod_uids, state.cpu)
     return Decision((), ResidualCount(hits, tuple(candidates)))
 
 
 def remove_residual_pods(
-    state: State, ctx: PolicyContext, request: Sequence[str], now: float
+    state: State, inputs: Sequence[str], settings: PolicyContext, now: float
 ) -> Decision[None]:
     """Remove residual pods by ascending uid, then re-size the pools (§12.4 step 4).
 
-    A pool adjustment that fails is reported in ``warnings`` (the handler then reports not
-    ready), as in the reference.
+    ``inputs`` are the candidates of :func:`residual_round`. A pool adjustment that fails is
+    reported in ``warnings`` (the handler then reports not ready), as in the reference.
     """
     del now
     txn = Txn(state)
-    warnings = removal.remove_residual_pods(txn, ctx, request)
+    warnings = removal.remove_residual_pods(txn, settings, inputs)
     return Decision(txn.events, None, warnings=warnings)

@@ -5,7 +5,9 @@ takes and which events it commits; the policy answers its guards and builds the 
 container's machine state is not stored: it follows from its entry (:func:`container_phase`),
 since the ``ramp_up`` flag and the QoS level are exactly what the machine's states encode.
 
-A decision asks :func:`fire` for the step, then commits the step's events with
+A decision asks :func:`fire` for the step, which is looked up in the machine's table
+(``machines.table.MachineTable.select`` through ``Lifecycle.step``: the row whose guards hold,
+by the rule the ``transitions`` machine follows), then commits the step's events with
 :func:`emit_step`, which refuses events other than those the step names: a transition cannot
 commit something its diagram does not show.
 """
@@ -52,7 +54,7 @@ def container_phase(entry: ContainerEntry) -> str:
 
 
 def fire(phase: str, trigger: str, guards: Mapping[str, bool] | None = None) -> Step | None:
-    """Run ``trigger`` from ``phase`` through the shared ramp-up machine.
+    """The step ``trigger`` takes from ``phase`` in the ramp-up table.
 
     Args:
         phase: the container's machine state (``container_phase``, or ``"new"``).

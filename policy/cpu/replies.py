@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.request import ResourceRequest, TopologyHint
+from policy.state.identity import ContainerIdentity
 
 __all__ = [
     "CPUSET_OCI_PROPERTY",
@@ -39,11 +40,14 @@ __all__ = [
 #: The resource this plugin manages (§6.2 step 7), the key of every reply map.
 RESOURCE_NAME: Final = "cpu"
 
+#: The identity of the reference's empty response (a frozen value, shared safely).
+_NO_CONTAINER: Final = ContainerIdentity()
+
 #: The CRI field kubelet fills with a cpuset (§14, wire.md §12.2).
 CPUSET_OCI_PROPERTY: Final = "CpusetCpus"
 
 
-# -- Allocate and GetTopologyHints (decisions team) ------------------------------------------
+# -- Allocate and GetTopologyHints --------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +77,14 @@ class AllocationReply:
     """``ResourceAllocationResponse`` (wire.md §4.3): the request's identity echoed back, and
     the ``cpu`` allocation (``None`` = no ``allocation_result`` at all).
 
+    ``identity`` holds the six identity fields of the message (pod uid, namespace and name,
+    container name, type and index).
+
     ``AllocationReply()`` with every field at its default is the reference's empty response
     (a sidecar whose main container is not allocated yet, §7.5.2 step 1).
     """
 
-    pod_uid: str = ""
-    pod_namespace: str = ""
-    pod_name: str = ""
-    container_name: str = ""
-    container_type: ContainerType = ContainerType.INIT
-    container_index: int = 0
+    identity: ContainerIdentity = _NO_CONTAINER
     pod_role: str = ""
     pod_type: str = ""
     resource_name: str = ""
@@ -101,12 +103,7 @@ class AllocationReply:
     ) -> AllocationReply:
         """A reply echoing ``request``'s identity, with normalised maps and ``allocation``."""
         return AllocationReply(
-            pod_uid=request.pod_uid,
-            pod_namespace=request.pod_namespace,
-            pod_name=request.pod_name,
-            container_name=request.container_name,
-            container_type=request.container_type,
-            container_index=request.container_index,
+            identity=request.identity,
             pod_role=request.pod_role,
             pod_type=request.pod_type,
             resource_name=RESOURCE_NAME,
@@ -119,18 +116,14 @@ class AllocationReply:
 
 @dataclass(frozen=True, slots=True)
 class HintsReply:
-    """``ResourceHintsResponse`` (wire.md §4.3) for ``cpu``.
+    """``ResourceHintsResponse`` (wire.md §4.3) for ``cpu``; ``identity`` as in
+    :class:`AllocationReply`.
 
     ``hints is None`` means no NUMA preference (leave the map key out, wire.md §1.1); an
     empty tuple means no placement fits.
     """
 
-    pod_uid: str
-    pod_namespace: str
-    pod_name: str
-    container_name: str
-    container_type: ContainerType
-    container_index: int
+    identity: ContainerIdentity
     pod_role: str
     pod_type: str
     resource_name: str
@@ -148,12 +141,7 @@ class HintsReply:
     ) -> HintsReply:
         """A reply echoing ``request``'s identity with normalised maps and ``hints`` (§8.1)."""
         return HintsReply(
-            pod_uid=request.pod_uid,
-            pod_namespace=request.pod_namespace,
-            pod_name=request.pod_name,
-            container_name=request.container_name,
-            container_type=request.container_type,
-            container_index=request.container_index,
+            identity=request.identity,
             pod_role=request.pod_role,
             pod_type=request.pod_type,
             resource_name=RESOURCE_NAME,
@@ -164,7 +152,7 @@ class HintsReply:
         )
 
 
-# -- topology-aware queries and plugin options (decisions team) ------------------------------
+# -- topology-aware queries and plugin options --------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

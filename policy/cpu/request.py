@@ -30,7 +30,6 @@ journal by more than a pod could; an error quotes at most 80 characters of a nam
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from dataclasses import dataclass
 
 from policy import names
 from policy.errors import ErrorKind, PolicyError, describe_container
+from policy.state.identity import ContainerIdentity, ContainerType
 
 __all__ = [
     "MAX_CPU_REQUEST",
@@ -47,6 +47,7 @@ __all__ = [
     "RESOURCE_NET_BANDWIDTH",
     "RESOURCE_RECLAIMED_MEMORY",
     "RESOURCE_RECLAIMED_MILLICPU",
+    "ContainerIdentity",
     "ContainerType",
     "Quantity",
     "RequestError",
@@ -91,15 +92,6 @@ class RequestError(PolicyError):
     kind = ErrorKind.INVALID
 
 
-class ContainerType(enum.IntEnum):
-    """QRM container type; its ``.name`` is the string stored in state (§4.7, §5.1)."""
-
-    INIT = 0
-    MAIN = 1
-    SIDECAR = 2
-    EPHEMERAL = 3
-
-
 @dataclass(frozen=True, slots=True)
 class TopologyHint:
     """NUMA affinity chosen by kubelet's topology manager; ``nodes`` in kubelet's order."""
@@ -132,6 +124,18 @@ class ResourceRequest:
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     native_qos_class: str = ""
+
+    @property
+    def identity(self) -> ContainerIdentity:
+        """The container the request is about (echoed in replies, stored in its entry)."""
+        return ContainerIdentity(
+            self.pod_uid,
+            self.pod_namespace,
+            self.pod_name,
+            self.container_name,
+            self.container_type,
+            self.container_index,
+        )
 
     def describe(self) -> str:
         """The request's pod and container for an error message (``describe_container``).

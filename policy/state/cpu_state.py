@@ -35,6 +35,7 @@ from policy.state.entries import (
     Placement,
     requested_cores,
 )
+from policy.state.identity import stored_identity
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 
@@ -234,12 +235,7 @@ class CPUState:
         result_split = self._split(result, splits)
         original_split = result_split if original is result else self._split(original, splits)
         return AllocationInfo(
-            pod_uid=entry.pod_uid,
-            pod_namespace=entry.pod_namespace,
-            pod_name=entry.pod_name,
-            container_name=entry.container_name,
-            container_type=entry.container_type,
-            container_index=entry.container_index,
+            **stored_identity(entry),
             ramp_up=entry.ramp_up,
             owner_pool_name=entry.owner_pool_name,
             pod_role=entry.pod_role,

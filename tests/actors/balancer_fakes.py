@@ -13,7 +13,6 @@ from typing import Any
 
 import msgpack
 
-from actors.balancer_inputs import PodsInPools, PoolPod
 from actors.memory_balancer import BalancerPorts, MemoryBalancerCore
 from actors.ports.balancer import AnonMemoryUnavailable, PodAnonMemory
 from actors.ports.migration import MigrationMode, MigrationPlan, PlannedTarget
@@ -28,6 +27,7 @@ from policy.balance import (
 )
 from policy.state.codec import decode_event, encode_event
 from policy.state.events import Event
+from policy.state.pool_pods import PodsInPools, PoolPod
 from policy.state.sections import State, apply_all, empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, POOLS, T4

@@ -1,8 +1,8 @@
-"""An in-memory committer: the StateStore's answers without a journal.
+"""Fakes at the actors' edge: an in-memory committer, a clock, a pod source.
 
-It applies each commit's events to its snapshot and keeps them, in order, with their causes,
-so tests can replay them; it can be told to refuse the next commit, or to apply it and then
-not answer (the store was slow and the ask timed out).
+The committer applies each commit's events to its snapshot and keeps them, in order, with
+their causes, so tests can replay them; it can be told to refuse the next commit, or to apply
+it and then not answer (the store was slow and the ask timed out).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.ports.commit import CommitOutcomeUnknown
+from actors.ports.pod_source import PodListing, PodListSnapshot
 from actors.store_messages import CommitRefused, Snapshot
 from policy.state.events import Event
 from policy.state.sections import State, apply_all
@@ -66,3 +67,20 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class FakePodSource:
+    """A ``PodSource`` whose listing the test sets; it counts how often it was asked."""
+
+    def __init__(self, snapshot: PodListSnapshot | None = None) -> None:
+        self.snapshot = snapshot
+        self.asked = 0
+
+    def list(self, fetched_at: float, **phases: str) -> None:
+        """Set the listing to pods ``uid=phase`` (namespace ``default``, name = uid)."""
+        pods = [PodListing(uid, "default", uid, phase) for uid, phase in phases.items()]
+        self.snapshot = PodListSnapshot.of(pods, fetched_at)
+
+    def latest(self) -> PodListSnapshot | None:
+        self.asked += 1
+        return self.snapshot

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator import AllocatorActor, AllocatorCore, pod_phase
 from actors.allocator_cause import cause_of
 from actors.allocator_messages import (
     Allocate,
@@ -34,13 +34,14 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.store_messages import Snapshot
+from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import AllocationReply, PluginOptions
 from policy.cpu.request import RequestError
 from policy.errors import PolicyError
 from policy.state.sections import empty_state
-from tests.actors.fakes import ApplyingCommitter, FakeClock
+from tests.actors.fakes import ApplyingCommitter, FakeClock, FakePodSource
 from tests.policy.decision_fixtures import dedicated, request
 from tests.topologies import SYNTH_16_2_4, cpus
 
@@ -228,6 +229,7 @@ def test_residual_pods_are_removed_after_ten_rounds() -> None:
     assert node.core.snapshot.state.cpu.entry("pod-b", "app") is None
     assert node.store.causes[-1] == {
         "rpc": "RemoveResidualPods",
+        "cause_version": 2,
         "now": T0 + 300,
         "pod_uids": ["pod-b"],
     }
@@ -273,7 +275,7 @@ def test_allocate_cause_names_the_rpc_and_every_request_field() -> None:
 )
 def test_cause_of(command: AllocatorCommand, want: dict[str, object]) -> None:
     cause = cause_of(command, T0)
-    assert cause == {"rpc": type(command).__name__, "now": T0, **want}
+    assert cause == {"rpc": type(command).__name__, "cause_version": 2, "now": T0, **want}
     assert msgpack.unpackb(msgpack.packb(cause)) == cause
 
 
@@ -400,3 +402,34 @@ def test_state_is_always_the_durable_state(steps: list[tuple[str, int, int]]) ->
         assert node.store.replayed() == node.store.snapshot.state
     node.core.handle(GetTopologyAwareAllocatableResources())  # any command resyncs if stale
     assert node.core.snapshot == node.store.snapshot
+
+
+# -- the pod source's answer is an input --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("listed", "want"),
+    [
+        pytest.param(None, PodPhase("unknown", None), id="no listing: unknown, no age"),
+        pytest.param({}, PodPhase("unknown", 7.0), id="a listing without the pod: unknown"),
+        pytest.param({"pod-a": "Pending"}, PodPhase("Pending", 7.0), id="a pending pod"),
+        pytest.param({"pod-a": "Running"}, PodPhase("Running", 7.0), id="a running pod"),
+    ],
+)
+def test_the_pod_phase_comes_from_the_latest_listing_with_its_age(
+    listed: dict[str, str] | None, want: PodPhase
+) -> None:
+    source = FakePodSource()
+    if listed is not None:
+        source.list(T0 - 7, **listed)
+    assert pod_phase(source, "pod-a", T0) == want
+
+
+def test_an_allocate_asks_the_pod_source_once_and_journals_its_answer() -> None:
+    node = Node()
+    source = FakePodSource()
+    source.list(T0 - 2, **{"pod-a": "Running"})
+    core = AllocatorCore(node.store.latest(), CTX, node.store, node.clock.time, source)
+    core.handle(Allocate(request("pod-a", cpu=2)))
+    assert source.asked == 1
+    assert node.store.causes[-1]["pod"] == {"phase": "Running", "listing_age_s": 2.0}

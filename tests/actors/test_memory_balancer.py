@@ -8,7 +8,6 @@ from dataclasses import replace
 import msgpack
 import pytest
 
-from actors.balancer_machine import balancer_window, record_machine_state
 from actors.balancer_messages import (
     BalancerUnavailable,
     GetAdvices,
@@ -31,6 +30,7 @@ from policy.balance import (
 )
 from policy.balance.constants import ADVICE_KEY
 from policy.balance.events import BalanceRoundFailed, BalanceRoundRecorded
+from policy.balance.lifecycle import balancer_window, record_machine_state
 from tests.actors.balancer_fakes import Balancer
 from tests.policy.balance.examples import EX2_ADVICE, EX2_L, EX2_PODS, NOW, GiB, R, S
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
 from transitions.core import MachineError
 
+from machines.catalog import TABLES
 from machines.lifecycle import InvalidTransition, Lifecycle, MissingGuardError, Step
 from machines.table import MachineTable, Transition
 from tests.machines.checks import Model
@@ -131,3 +133,31 @@ def test_threads_firing_on_one_shared_machine_do_not_mix_up_steps(toy: Lifecycle
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
+def test_step_from_the_table_agrees_with_transitions_on_every_move(table: MachineTable) -> None:
+    # Every (state, trigger, guard answers) of every machine: the row the table names is the
+    # edge the transitions machine takes when it moves a model.
+    lifecycle = Lifecycle(table)
+    for state in table.states:
+        for trigger in table.triggers_from(state):
+            guards = sorted({g for r in table.candidates(trigger, state) for g in r.guards})
+            for values in itertools.product([False, True], repeat=len(guards)):
+                answers = dict(zip(guards, values, strict=True))
+                model = Model(state, dict(answers))
+                assert lifecycle.step(state, trigger, answers) == lifecycle.fire(model, trigger)
+                step = lifecycle.step(state, trigger, answers)
+                assert model.state == (step.dest if step is not None else state)
+
+
+def test_a_guard_that_changes_its_answer_mid_fire_is_reported(toy: Lifecycle) -> None:
+    class Fickle:
+        state = "idle"
+        answers = iter([True, False, False])
+
+        def ready(self) -> bool:
+            return next(self.answers)
+
+    with pytest.raises(RuntimeError, match="the table names work: idle -> busy"):
+        toy.fire(Fickle(), "work")

@@ -160,3 +160,44 @@ def test_every_machine_names_its_vocabulary(table: MachineTable) -> None:
 def test_an_unknown_machine_name_lists_the_known_ones() -> None:
     with pytest.raises(LookupError, match="ramp_up, balance_round"):
         table_named("nope")
+
+
+# -- which record fires, read off the table -----------------------------------------------------
+
+_TOY = MachineTable(
+    name="lamp",
+    title="Lamp",
+    states=("off", "on", "broken"),
+    initial="off",
+    final=("broken",),
+    transitions=(
+        Transition("press", ("off",), "on", conditions=("powered",), events=("LampLit",)),
+        Transition("press", ("off",), "broken", conditions=("wet",), unless=("powered",)),
+        Transition("press", ("on",), "off"),
+    ),
+    glossary=(("powered", "the plug is in"), ("wet", "water got in"), ("LampLit", "light")),
+)
+
+
+@pytest.mark.parametrize(
+    ("state", "answers", "dest"),
+    [
+        pytest.param("off", {"powered": True, "wet": True}, "on", id="the first record that holds"),
+        pytest.param("off", {"powered": False, "wet": True}, "broken", id="unless is honoured"),
+        pytest.param("off", {"powered": False, "wet": False}, None, id="no record holds"),
+        pytest.param("on", {}, "off", id="an unguarded record asks nothing"),
+        pytest.param("broken", {}, None, id="an illegal trigger selects nothing"),
+    ],
+)
+def test_select_names_the_record_the_machine_takes(
+    state: str, answers: dict[str, bool], dest: str | None
+) -> None:
+    asked: list[str] = []
+
+    def answer(guard: str) -> bool:
+        asked.append(guard)
+        return answers[guard]
+
+    record = _TOY.select("press", state, answer)
+    assert (record.dest if record is not None else None) == dest
+    assert set(asked) <= set(answers)  # only the guards of the records tried are asked

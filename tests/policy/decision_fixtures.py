@@ -12,6 +12,15 @@ from typing import TypeVar
 
 from policy.cpu import facade as cpu_policy
 from policy.cpu.allocation_listing import ResourcesAllocation
+from policy.cpu.commands import (
+    UNKNOWN_PHASE,
+    Allocate,
+    AllocateInputs,
+    GetResourcesAllocation,
+    GetTopologyHints,
+    PodPhase,
+    RemovePod,
+)
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY, QoSConfig
 from policy.cpu.replies import AllocationReply
@@ -116,15 +125,22 @@ def dedicated(
     )  # type: ignore[arg-type]
 
 
+def allocate_inputs(req: ResourceRequest, phase: str | None = None) -> AllocateInputs:
+    """Allocate's inputs: the call, and the pod source's answer (``None``: pod unknown)."""
+    return AllocateInputs(Allocate(req), PodPhase(UNKNOWN_PHASE if phase is None else phase))
+
+
 class Node:
     """A node driven through the façade the way the Allocator does: decide, commit, adopt.
 
     It keeps every committed event so tests can check that replaying them from the empty state
-    gives the live state.
+    gives the live state. ``phases`` is what its pod source lists (pod uid → phase; a pod it
+    does not hold, or ``None``, is unknown).
     """
 
     def __init__(self, ctx: PolicyContext = CTX) -> None:
         self.ctx = ctx
+        self.phases: dict[str, str | None] = {}
         self.base = empty_state(ctx.topology)
         decision = cpu_policy.start(self.base, ctx)
         self.events: list[Event] = list(decision.events)
@@ -136,26 +152,26 @@ class Node:
         return decision
 
     def allocate(self, req: ResourceRequest, now: float = T0) -> AllocationReply:
-        decision = self.commit(cpu_policy.allocate(self.state, self.ctx, req, now))
+        inputs = allocate_inputs(req, self.phases.get(req.pod_uid))
+        decision = self.commit(cpu_policy.allocate(self.state, inputs, self.ctx, now))
         if decision.error is not None:
             raise decision.error
         assert decision.reply is not None
         return decision.reply
 
     def hints(self, req: ResourceRequest) -> tuple[TopologyHint, ...] | None:
-        decision = cpu_policy.get_topology_hints(self.state, self.ctx, req, T0)
+        decision = cpu_policy.get_topology_hints(self.state, GetTopologyHints(req), self.ctx, T0)
         assert decision.events == ()
         return decision.reply.hints
 
     def reconcile(self, now: float) -> ResourcesAllocation:
+        listing = GetResourcesAllocation()
         return self.commit(
-            cpu_policy.get_resources_allocation(self.state, self.ctx, None, now)
+            cpu_policy.get_resources_allocation(self.state, listing, self.ctx, now)
         ).reply
 
     def remove(self, pod: str) -> None:
-        self.commit(
-            cpu_policy.remove_pod(self.state, self.ctx, cpu_policy.RemovePodRequest(pod), T0)
-        )
+        self.commit(cpu_policy.remove_pod(self.state, RemovePod(pod), self.ctx, T0))
 
     def cpus_of(self, pod: str, container: str = "app") -> CPUSet:
         info = self.state.cpu.allocation_info(pod, container)

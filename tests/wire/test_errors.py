@@ -13,8 +13,10 @@ import pytest
 import actors
 import policy
 import qrmd.host
+from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
+from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
@@ -183,6 +185,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (NumaStatError, C.UNAVAILABLE),
     (ReplayError, C.INTERNAL),
     (SupervisorError, C.INTERNAL),
+    (CauseError, C.INTERNAL),
+    (RerunError, C.INTERNAL),
     (NotReady, C.UNAVAILABLE),
 ]
 
@@ -195,7 +199,7 @@ def _instance(cls: type[BaseException]) -> BaseException:
         return cls("u", "c")
     if issubclass(cls, MachineFileError):
         return cls("sockets[0]", "boom")
-    if issubclass(cls, ReplayError):
+    if issubclass(cls, ReplayError | RerunError):
         return cls(7, "boom")
     return cls("boom")
 

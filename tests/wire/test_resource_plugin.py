@@ -12,11 +12,12 @@ import pykka
 import pytest
 
 from actors.allocator_messages import GetResourcePluginOptions, PreStartContainer
+from policy.cpu.commands import PluginCall
 from policy.cpu.replies import PluginOptions
 from tests.wire.plugin_node import Client, short_dir
 from wire.gen import resourceplugin_pb2 as pb
 from wire.plugin_server import PluginServer
-from wire.resource_plugin import RESOURCE_PLUGIN_RPCS
+from wire.resource_plugin import RESOURCE_PLUGIN_RPCS, ask_allocator
 from wire.rpc import ask_timeout
 
 
@@ -150,3 +151,19 @@ def test_a_failing_observer_does_not_fail_the_call() -> None:
     finally:
         server.stop(grace_s=0.1)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_ask_allocator_sends_the_call_with_the_timeout_and_returns_the_reply() -> None:
+    ref = RecordingRef()
+    options: PluginOptions = ask_allocator(ref, GetResourcePluginOptions(), 2.5)
+    assert options == PluginOptions()
+    assert ref.asks == [(GetResourcePluginOptions(), 2.5)]
+
+
+def test_every_row_converts_its_request_into_a_call_of_the_one_request_type() -> None:
+    # The wire builds the policy's own call types (policy.cpu.commands), which the Allocator
+    # and the façade take as they are: no parallel command classes.
+    for rpc in RESOURCE_PLUGIN_RPCS:
+        call = rpc.command(rpc.request_type())
+        assert isinstance(call, PluginCall), rpc.name
+        assert type(call).__module__ == "policy.cpu.commands", rpc.name

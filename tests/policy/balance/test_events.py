@@ -23,7 +23,7 @@ from policy.balance import (
     EvictPod,
     NumaInfo,
     NumaLatencyInfo,
-    reconcile,
+    run_round,
     take_advice,
     take_eviction,
 )
@@ -44,9 +44,9 @@ from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, GiB, R, m
 from tests.policy.state_fixtures import SYNTH_16_2_4
 
 INPUTS = make_inputs(EX2_L, EX2_B, EX2_PODS)
-R0 = reconcile(BalancerState(), INPUTS)[1].record
+R0 = run_round(BalancerState(), INPUTS)[1].record
 assert R0 is not None
-EVICT_ONLY = reconcile(
+EVICT_ONLY = run_round(
     BalancerState(),
     make_inputs([90], [50], [R("r1", {0: GiB})], table={0: [(0, 10)]}, pools={"reclaim": (0,)}),
 )[1].record

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from machines import balance_round as machine
 from policy.balance import (
     BalanceError,
     BalancerState,
@@ -16,10 +17,11 @@ from policy.balance import (
     RoundInputs,
     RoundResult,
     in_cool_down,
-    reconcile,
+    run_round,
     take_advice,
     take_eviction,
 )
+from policy.balance.decide import balance_round, skip_round
 from tests.policy.balance.examples import (
     EX2_ADVICE,
     EX2_B,
@@ -42,7 +44,7 @@ def at(state: BalancerState, t: float, pods: tuple = EX2_PODS) -> RoundInputs:
 
 
 def run(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState, RoundResult]:
-    state, outcome = reconcile(state, inputs)
+    state, outcome = run_round(state, inputs)
     return state, outcome.result
 
 
@@ -90,6 +92,15 @@ def test_cool_down_boundary(elapsed_s: float, skipped: bool) -> None:
     assert in_cool_down(state.last, NOW + elapsed_s) is skipped
     _, result = run(state, at(state, elapsed_s))
     assert (result is RoundResult.SKIPPED) is skipped
+    # The façade answers by the same rule, before reading anything and after.
+    before = skip_round(state, NOW + elapsed_s)
+    full = balance_round(state, at(state, elapsed_s))
+    assert (full.reply.result is RoundResult.SKIPPED) is skipped
+    if skipped:
+        assert before is not None and before == full and full.events == ()
+        assert full.reply.state == machine.SKIPPED and full.reply.window == machine.COOLING_DOWN
+    else:
+        assert before is None and full.reply.state == machine.PREPARE_SUCCESS
 
 
 def test_example_9a_unchanged_inputs_emit_the_same_advice_again_at_30s() -> None:
@@ -137,7 +148,7 @@ def test_example_9c_failed_round_keeps_the_stored_record_and_no_cool_down() -> N
     metrics[3] = NumaMetrics(20.0, MissingSample())
     failing = replace(good, numa_metrics=metrics)
 
-    after, outcome = reconcile(state, failing)
+    after, outcome = run_round(state, failing)
     assert outcome.result is RoundResult.FAILED
     assert outcome.error == (
         "failed to get numa metric, metric name: mem.bandwidth.numa, numa id: 3, err: no sample"
@@ -150,7 +161,7 @@ def test_example_9c_failed_round_keeps_the_stored_record_and_no_cool_down() -> N
     assert take_advice(after) == (after, None), "the stored record was already executed"
 
     # last is still R0, so the round at 35 s is computed, not skipped.
-    after, outcome = reconcile(after, at(after, 35))
+    after, outcome = run_round(after, at(after, 35))
     assert outcome.result is RoundResult.STORED
 
 
@@ -159,13 +170,13 @@ def test_eviction_only_rounds_do_not_start_the_cool_down() -> None:
     inputs = make_inputs(
         [90], [50], [R("r1", {0: GiB})], table={0: [(0, 10)]}, pools={"reclaim": (0,)}
     )
-    state, outcome = reconcile(BalancerState(), inputs)
+    state, outcome = run_round(BalancerState(), inputs)
     assert outcome.result is RoundResult.STORED
     state, advice = take_advice(state)
     assert advice is None and state.last is None
     state, offers = take_eviction(state, ["r1"])
     assert [o.pod_uid for o in offers] == ["r1"]
-    state, outcome = reconcile(state, replace(inputs, now=NOW + 5))
+    state, outcome = run_round(state, replace(inputs, now=NOW + 5))
     assert outcome.result is RoundResult.STORED
     state, offers = take_eviction(state, ["r1"])
     assert [o.pod_uid for o in offers] == ["r1"], "each new record offers its eviction again"
@@ -193,7 +204,7 @@ def test_nothing_is_taken_before_the_first_round() -> None:
 
 def test_eviction_after_a_newer_round_leaves_last_alone() -> None:
     state = emitted_at_zero()
-    state, _ = reconcile(state, at(state, 30))
+    state, _ = run_round(state, at(state, 30))
     last = state.last
     state, _ = take_eviction(state, ACTIVE)
     assert state.last == last and last is not None and not last.evict_executed
@@ -214,7 +225,7 @@ def test_ping_pong_window(minutes_ago: float, reverse_dropped: bool) -> None:
         [65, 20, 30, 25], [500, 400, 300, 200], [R("x", {}), *EX2_PODS[3:4]], last=last
     )
     state = BalancerState(current=last, last=last)
-    _, outcome = reconcile(state, inputs)
+    _, outcome = run_round(state, inputs)
     assert outcome.record is not None and outcome.record.dest_numas is not None
     assert (outcome.record.dest_numas == ()) is reverse_dropped
 
@@ -223,7 +234,7 @@ def test_ping_pong_spares_other_directions() -> None:
     """Only the exact reverse of the last balance is filtered (O19)."""
     last = last_round(2, [0], 1)  # last moved 2 -> 0; now 0 -> 1 is not its reverse
     inputs = make_inputs([65, 20, 30, 25], [500, 400, 300, 200], EX2_PODS[3:4], last=last)
-    _, outcome = reconcile(BalancerState(last=last), inputs)
+    _, outcome = run_round(BalancerState(last=last), inputs)
     assert outcome.record is not None
     assert [n.numa_id for n in outcome.record.dest_numas or ()] == [1]
 
@@ -231,7 +242,7 @@ def test_ping_pong_spares_other_directions() -> None:
 def test_reconcile_refuses_inputs_with_another_last_round() -> None:
     state = emitted_at_zero()
     with pytest.raises(BalanceError, match="last emitted round"):
-        reconcile(state, make_inputs(EX2_L, EX2_B, EX2_PODS, now=NOW + 30))
+        run_round(state, make_inputs(EX2_L, EX2_B, EX2_PODS, now=NOW + 30))
 
 
 def test_state_json_round_trip() -> None:

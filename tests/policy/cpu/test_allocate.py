@@ -6,7 +6,6 @@ commit the events, adopt the state.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 
@@ -14,6 +13,7 @@ import pytest
 
 from policy.cpu import facade as cpu_policy
 from policy.cpu.allocate import AllocationError
+from policy.cpu.commands import GetTopologyHints
 from policy.cpu.qos import QOS_LEVEL_KEY, QoSError
 from policy.cpu.replies import AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, RequestError, TopologyHint
@@ -25,6 +25,7 @@ from tests.policy.decision_fixtures import (
     FRESH,
     T0,
     Node,
+    allocate_inputs,
     cpus,
     dedicated,
     request,
@@ -68,12 +69,16 @@ def test_first_shared_container_ramps_up_on_all_pooled_cpus() -> None:
 def test_reply_echoes_the_request_with_normalised_maps() -> None:
     req = request(cpu=1.2, hint=(1,), pod_role="role", pod_type="type")
     reply = Node().allocate(req)
-    assert (reply.pod_uid, reply.pod_namespace, reply.pod_name) == (
+    assert (reply.identity.pod_uid, reply.identity.pod_namespace, reply.identity.pod_name) == (
         "pod-a",
         "default",
         "name-pod-a",
     )
-    assert (reply.container_name, reply.container_type, reply.container_index) == (
+    assert (
+        reply.identity.container_name,
+        reply.identity.container_type,
+        reply.identity.container_index,
+    ) == (
         "app",
         ContainerType.MAIN,
         0,
@@ -94,7 +99,7 @@ def test_a_running_pod_with_an_existing_pool_joins_it_and_is_told_all_pooled_cpu
     assert node.pools()["share"] == "1,3-6,9,11-14" and node.pools()["reclaim"] == "7-8,10,15"
     running = Node.__new__(Node)
     running.__dict__.update(node.__dict__)
-    running.ctx = dataclasses.replace(CTX, pod_phase=lambda uid: "Running")
+    running.phases = {"pod-b": "Running"}
     reply = running.allocate(request("pod-b", cpu=2), T0 + 40)
     assert reply.allocation is not None and reply.allocation.allocation_result == "1,3-15"
     info = running.state.cpu.allocation_info("pod-b", "app")
@@ -108,7 +113,7 @@ def test_a_pending_pod_ramps_up_even_with_an_existing_pool() -> None:
     node = Node()
     node.allocate(request("pod-a", cpu=2))
     node.reconcile(T0 + 31)
-    node.ctx = dataclasses.replace(CTX, pod_phase=lambda uid: "Pending")
+    node.phases = {"pod-b": "Pending"}
     node.allocate(request("pod-b", cpu=2), T0 + 40)
     info = node.state.cpu.allocation_info("pod-b", "app")
     assert info is not None and info.ramp_up and str(info.allocation_result) == "1,3-15"
@@ -147,7 +152,7 @@ def test_second_allocate_with_enough_cpus_returns_the_stored_allocation_and_comm
 ):
     node = Node()
     node.allocate(request(cpu=2, hint=(0,)))
-    decision = cpu_policy.allocate(node.state, CTX, request(cpu=3), T0 + 5)
+    decision = cpu_policy.allocate(node.state, allocate_inputs(request(cpu=3)), CTX, T0 + 5)
     assert decision.events == ()
     assert decision.reply is not None
     assert decision.reply.allocation == CPUAllocation(
@@ -204,7 +209,7 @@ def test_reclaimed_millicpu_quantity() -> None:
 def test_reclaimed_needs_a_reclaim_pool(pools: dict[str, str], message: str) -> None:
     state = apply_all(empty_state(CTX.topology), [PoolSet(n, cpus(c)) for n, c in pools.items()])
     with pytest.raises(AllocationError, match=f"container app: {message}"):
-        cpu_policy.allocate(state, CTX, request(qos="reclaimed_cores"), T0)
+        cpu_policy.allocate(state, allocate_inputs(request(qos="reclaimed_cores")), CTX, T0)
 
 
 # -- §16 item 15: dedicated with NUMA binding ----------------------------------------------
@@ -267,7 +272,7 @@ def test_a_shared_container_after_a_dedicated_one_avoids_its_numa_node() -> None
 )
 def test_dedicated_refusals_commit_nothing(req: object, message: str) -> None:
     with pytest.raises(AllocationError) as caught:
-        cpu_policy.allocate(FRESH, CTX, req, T0)  # type: ignore[arg-type]
+        cpu_policy.allocate(FRESH, allocate_inputs(req), CTX, T0)  # type: ignore[arg-type]
     assert str(caught.value).startswith("pod default/name-pod-")
     assert message in str(caught.value)
 
@@ -285,7 +290,7 @@ def test_a_failed_re_allocation_removes_the_container_as_the_reference_finaliser
     node = Node()
     node.allocate(dedicated(cpu=2, exclusive=False, hint=(0,)))
     decision = cpu_policy.allocate(
-        node.state, CTX, dedicated(cpu=3, exclusive=False, hint=(0, 1)), T0
+        node.state, allocate_inputs(dedicated(cpu=3, exclusive=False, hint=(0, 1))), CTX, T0
     )
     assert decision.reply is None
     assert isinstance(decision.error, AllocationError)
@@ -314,7 +319,12 @@ def test_a_sidecar_copies_its_main_container() -> None:
 
 def test_a_sidecar_before_its_main_container_gets_an_empty_reply() -> None:
     decision = cpu_policy.allocate(
-        FRESH, CTX, dedicated(container="side", container_type=ContainerType.SIDECAR, hint=(0,)), T0
+        FRESH,
+        allocate_inputs(
+            dedicated(container="side", container_type=ContainerType.SIDECAR, hint=(0,))
+        ),
+        CTX,
+        T0,
     )
     assert decision.events == () and decision.reply == AllocationReply()
 
@@ -323,29 +333,31 @@ def test_a_sidecar_before_its_main_container_gets_an_empty_reply() -> None:
 
 
 def test_init_containers_are_echoed_without_an_allocation() -> None:
-    decision = cpu_policy.allocate(FRESH, CTX, request(container_type=ContainerType.INIT), T0)
+    decision = cpu_policy.allocate(
+        FRESH, allocate_inputs(request(container_type=ContainerType.INIT)), CTX, T0
+    )
     assert decision.events == ()
     assert decision.reply is not None and decision.reply.allocation is None
     assert (
-        decision.reply.container_type is ContainerType.INIT
+        decision.reply.identity.container_type is ContainerType.INIT
         and decision.reply.resource_name == "cpu"
     )
 
 
 def test_debug_pods_get_an_allocation_that_leaves_the_cpuset_alone() -> None:
     req = request(annotations={DEBUG_KEY: "yes"})
-    decision = cpu_policy.allocate(FRESH, CTX, req, T0)
+    decision = cpu_policy.allocate(FRESH, allocate_inputs(req), CTX, T0)
     assert decision.events == ()
     assert decision.reply is not None
     assert decision.reply.allocation == CPUAllocation(
         oci_property_name="", is_node_resource=False, is_scalar_resource=True, allocated_quantity=0
     )
-    assert cpu_policy.get_topology_hints(FRESH, CTX, req, T0).reply.hints is None
+    assert cpu_policy.get_topology_hints(FRESH, GetTopologyHints(req), CTX, T0).reply.hints is None
 
 
 def test_system_cores_is_not_supported() -> None:
     with pytest.raises(QoSError, match="katalyst QoS level: system_cores is not supported yet"):
-        cpu_policy.allocate(FRESH, CTX, request(qos="system_cores"), T0)
+        cpu_policy.allocate(FRESH, allocate_inputs(request(qos="system_cores")), CTX, T0)
 
 
 # -- bad requests: a clear error naming pod and container, nothing committed ----------------
@@ -392,7 +404,14 @@ WHO = "pod default/name-pod-a (uid pod-a), container app"
     ],
 )
 @pytest.mark.parametrize(
-    "rpc", [cpu_policy.allocate, cpu_policy.get_topology_hints], ids=["allocate", "hints"]
+    "rpc",
+    [
+        lambda state, ctx, req, now: cpu_policy.allocate(state, allocate_inputs(req), ctx, now),
+        lambda state, ctx, req, now: cpu_policy.get_topology_hints(
+            state, GetTopologyHints(req), ctx, now
+        ),
+    ],
+    ids=["allocate", "hints"],
 )
 def test_bad_requests_name_pod_container_and_reason(
     changes: dict[str, object], reason: str, rpc: object
@@ -426,7 +445,7 @@ def test_a_level_change_the_lifecycle_has_no_transition_for_is_refused_and_remov
     node = Node()
     node.allocate(request("pod-a", cpu=2))
     decision = cpu_policy.allocate(
-        node.state, CTX, request("pod-a", cpu=16, qos="reclaimed_cores"), T0
+        node.state, allocate_inputs(request("pod-a", cpu=16, qos="reclaimed_cores")), CTX, T0
     )
     assert decision.error is not None
     assert "cannot 'allocate_reclaimed' in state 'ramping'" in str(decision.error)
@@ -439,14 +458,16 @@ def test_no_pooled_cpus_left_for_a_shared_container() -> None:
     for numa in range(4):
         node.allocate(dedicated(f"pod-{numa}", cpu=1, hint=(numa,)))
     with pytest.raises(AllocationError, match=re.escape(f"{WHO}: get empty pooledCPUs")):
-        cpu_policy.allocate(node.state, CTX, request("pod-a"), T0)
+        cpu_policy.allocate(node.state, allocate_inputs(request("pod-a")), CTX, T0)
 
 
 def test_a_reclaimed_container_asking_for_more_than_the_pool_is_stored_again() -> None:
     node = Node()
     node.allocate(request("pod-r", qos="reclaimed_cores", cpu=1))
     decision = node.commit(
-        cpu_policy.allocate(node.state, CTX, request("pod-r", qos="reclaimed_cores", cpu=8), T0 + 9)
+        cpu_policy.allocate(
+            node.state, allocate_inputs(request("pod-r", qos="reclaimed_cores", cpu=8)), CTX, T0 + 9
+        )
     )
     assert decision.reply is not None and decision.reply.allocation is not None
     assert decision.reply.allocation.allocation_result == "1,3,9,11"

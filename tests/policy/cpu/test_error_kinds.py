@@ -13,6 +13,7 @@ import pytest
 
 from policy.cpu import facade as cpu_policy
 from policy.cpu.allocate import AllocationError
+from policy.cpu.commands import GetTopologyAwareResources, GetTopologyHints
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import HintError
 from policy.cpu.pool_engine import adjust_allocation_entries
@@ -26,7 +27,16 @@ from policy.state.entries import InPool
 from policy.state.events import PoolSet
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.cpuset import CPUSet
-from tests.policy.decision_fixtures import CTX, FRESH, SYNTH_16_2_4, T0, Node, cpus, dedicated
+from tests.policy.decision_fixtures import (
+    CTX,
+    FRESH,
+    SYNTH_16_2_4,
+    T0,
+    Node,
+    allocate_inputs,
+    cpus,
+    dedicated,
+)
 from tests.policy.decision_fixtures import request as shared
 from tests.policy.pool_fixtures import shared as pooled
 from tests.policy.pool_fixtures import with_events
@@ -102,7 +112,7 @@ def test_allocate_raises_the_kind_of_what_went_wrong(
     state: Callable[[], State], req: ResourceRequest, error: type[PolicyError], kind: ErrorKind
 ) -> None:
     with pytest.raises(PolicyError) as caught:
-        cpu_policy.allocate(state(), CTX, req, T0)
+        cpu_policy.allocate(state(), allocate_inputs(req), CTX, T0)
     assert type(caught.value) is error
     assert caught.value.kind is kind
     # The message names the container once, and says it does (the wire adds nothing).
@@ -132,7 +142,7 @@ def test_hints_raise_the_kind_of_what_went_wrong(
     req: ResourceRequest, error: type[PolicyError], kind: ErrorKind
 ) -> None:
     with pytest.raises(PolicyError) as caught:
-        cpu_policy.get_topology_hints(FRESH, CTX, req, T0)
+        cpu_policy.get_topology_hints(FRESH, GetTopologyHints(req), CTX, T0)
     assert type(caught.value) is error and caught.value.kind is kind
     assert caught.value.subject == req.describe()
 
@@ -140,7 +150,7 @@ def test_hints_raise_the_kind_of_what_went_wrong(
 def test_an_unknown_qos_level_is_invalid_in_the_references_words() -> None:
     req = shared(qos="gold_cores")
     with pytest.raises(QoSError) as caught:
-        cpu_policy.allocate(FRESH, CTX, req, T0)
+        cpu_policy.allocate(FRESH, allocate_inputs(req), CTX, T0)
     assert caught.value.kind is K.INVALID
     # "GetKatalystQoSLevelFromResourceReq for pod: ..., container: ...": not the description,
     # so the error names no subject and the wire adds the request's.
@@ -148,9 +158,9 @@ def test_an_unknown_qos_level_is_invalid_in_the_references_words() -> None:
 
 
 def test_a_query_about_an_unknown_container_is_not_found() -> None:
-    query = cpu_policy.TopologyAwareRequest("pod-a", "app")
+    query = GetTopologyAwareResources("pod-a", "app")
     with pytest.raises(UnknownContainerError) as caught:
-        cpu_policy.get_topology_aware_resources(FRESH, CTX, query, T0)
+        cpu_policy.get_topology_aware_resources(FRESH, query, CTX, T0)
     assert caught.value.kind is K.NOT_FOUND
     # The reference's text names them its own way; the wire adds the request's subject.
     assert caught.value.subject == ""

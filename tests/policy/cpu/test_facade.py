@@ -11,6 +11,14 @@ import pytest
 import yaml
 
 from policy.cpu import facade as cpu_policy
+from policy.cpu.commands import (
+    GetResourcePluginOptions,
+    GetTopologyAwareAllocatableResources,
+    GetTopologyAwareResources,
+    GetTopologyHints,
+    PreStartContainer,
+    RemovePod,
+)
 from policy.cpu.context import PolicyContext
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import PluginOptions, TopologyAwareQuantity
@@ -35,14 +43,16 @@ def test_read_only_rpcs_commit_nothing() -> None:
     node.allocate(request("pod-a"))
     state = node.state
     for decision in (
-        cpu_policy.get_topology_hints(state, CTX, dedicated(), T0),
+        cpu_policy.get_topology_hints(state, GetTopologyHints(dedicated()), CTX, T0),
         cpu_policy.get_topology_aware_resources(
-            state, CTX, cpu_policy.TopologyAwareRequest("pod-a", "app"), T0
+            state, GetTopologyAwareResources("pod-a", "app"), CTX, T0
         ),
-        cpu_policy.get_topology_aware_allocatable_resources(state, CTX, None, T0),
-        cpu_policy.get_resource_plugin_options(state, CTX, None, T0),
+        cpu_policy.get_topology_aware_allocatable_resources(
+            state, GetTopologyAwareAllocatableResources(), CTX, T0
+        ),
+        cpu_policy.get_resource_plugin_options(state, GetResourcePluginOptions(), CTX, T0),
         cpu_policy.pre_start_container(
-            state, CTX, cpu_policy.PreStartRequest("pod-a", "default", "name-pod-a", "app"), T0
+            state, PreStartContainer("pod-a", "default", "name-pod-a", "app"), CTX, T0
         ),
     ):
         assert decision.events == ()
@@ -53,7 +63,7 @@ def test_topology_aware_rpcs_through_the_facade() -> None:
     node = Node()
     node.allocate(request("pod-a"))
     reply = cpu_policy.get_topology_aware_resources(
-        node.state, CTX, cpu_policy.TopologyAwareRequest("pod-a", "app"), T0
+        node.state, GetTopologyAwareResources("pod-a", "app"), CTX, T0
     ).reply
     assert reply.resource.aggregated_quantity == 14  # §16 item 21
     assert reply.resource.topology_aware_quantity_list == tuple(
@@ -61,15 +71,19 @@ def test_topology_aware_rpcs_through_the_facade() -> None:
     )
     with pytest.raises(UnknownContainerError, match="pod: pod-a, container: nope is not show up"):
         cpu_policy.get_topology_aware_resources(
-            node.state, CTX, cpu_policy.TopologyAwareRequest("pod-a", "nope"), T0
+            node.state, GetTopologyAwareResources("pod-a", "nope"), CTX, T0
         )
     with pytest.raises(UnknownContainerError, match="pod: , container: app"):
         cpu_policy.get_topology_aware_resources(
-            node.state, CTX, cpu_policy.TopologyAwareRequest("", "app"), T0
+            node.state, GetTopologyAwareResources("", "app"), CTX, T0
         )
-    allocatable = cpu_policy.get_topology_aware_allocatable_resources(FRESH, CTX, None, T0).reply
+    allocatable = cpu_policy.get_topology_aware_allocatable_resources(
+        FRESH, GetTopologyAwareAllocatableResources(), CTX, T0
+    ).reply
     assert allocatable.resource.aggregated_allocatable_quantity == 14  # §16 item 22
-    options = cpu_policy.get_resource_plugin_options(FRESH, CTX, None, T0).reply
+    options = cpu_policy.get_resource_plugin_options(
+        FRESH, GetResourcePluginOptions(), CTX, T0
+    ).reply
     assert options == PluginOptions(False, True, True)  # §16 item 23
 
 
@@ -92,7 +106,7 @@ def test_remove_pod() -> None:
     node.allocate(request("pod-a", cpu=2))
     node.reconcile(T0 + 31)
     node.allocate(dedicated("pod-d", hint=(3,)), T0 + 32)
-    unknown = cpu_policy.remove_pod(node.state, CTX, cpu_policy.RemovePodRequest("ghost"), T0)
+    unknown = cpu_policy.remove_pod(node.state, RemovePod("ghost"), CTX, T0)
     assert unknown.events == () and unknown.warnings == ()
     node.remove("pod-d")
     assert node.state.cpu.entry("pod-d", "app") is None
@@ -111,13 +125,13 @@ def test_residual_pods_are_removed_after_ten_rounds() -> None:
     hits: dict[str, int] = {}
     for round_ in range(1, 11):
         decision = cpu_policy.residual_round(
-            node.state, CTX, cpu_policy.ResidualCheck(hits, {"pod-a"}), T0 + 30 * round_
+            node.state, cpu_policy.ResidualCheck(hits, {"pod-a"}), CTX, T0 + 30 * round_
         )
         assert decision.events == ()
         hits = dict(decision.reply.hit_map)
         assert hits == {"pod-b": round_}
         assert decision.reply.candidates == (("pod-b",) if round_ == 10 else ())
-    node.commit(cpu_policy.remove_residual_pods(node.state, CTX, ["pod-b"], T0 + 300))
+    node.commit(cpu_policy.remove_residual_pods(node.state, ["pod-b"], CTX, T0 + 300))
     assert node.state.cpu.entry("pod-b", "app") is None
     assert node.pools()["share"] == "1,3-6,9,11-14"  # re-sized for pod-a's 2 CPUs alone
     assert node.replayed() == node.state
@@ -210,7 +224,7 @@ def test_scenario_eight_numa_256_cpu() -> None:
     ]  # fmt: skip
     reduced = dataclasses.replace(ctx, max_full_hint_numa_nodes=4)
     assert cpu_policy.get_topology_hints(
-        node.state, reduced, dedicated("db", cpu=40), T0
+        node.state, GetTopologyHints(dedicated("db", cpu=40)), reduced, T0
     ).reply.hints == tuple(h for h in hints if h.preferred)
     reply = node.allocate(dedicated("db", cpu=40, hint=(0, 1)))
     assert reply.allocation is not None

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from policy.cpu import facade as cpu_policy
+from policy.cpu.commands import GetTopologyAwareResources
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.reserve import reserved_cpus
@@ -32,7 +33,7 @@ from policy.errors import PolicyError
 from policy.state.entries import RESERVE_POOL, RESIDENT_POOLS
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
-from tests.policy.decision_fixtures import CTX, T0, Node, dedicated, request
+from tests.policy.decision_fixtures import CTX, T0, Node, allocate_inputs, dedicated, request
 
 # A pod's QoS level is a pod annotation, the same for all its containers: each level gets its
 # own pods (a sidecar copies whatever its pod's main container holds, §7.5.2).
@@ -61,9 +62,9 @@ class PolicyMachine(RuleBasedStateMachine):
         reserved = reserved_cpus(
             topology, use_kubelet_reserved_config=False, reserved_cpu_cores=reserve
         )
-        phases = self.phases
-        ctx = dataclasses.replace(CTX, topology=topology, reserved=reserved, pod_phase=phases.get)
+        ctx = dataclasses.replace(CTX, topology=topology, reserved=reserved)
         self.node = Node(ctx)
+        self.node.phases = self.phases
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -113,10 +114,10 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @rule(pod=PODS, container=st.sampled_from(["app", "side"]))
     def query(self, pod: str, container: str) -> None:
-        ask = cpu_policy.TopologyAwareRequest(pod, container)
+        ask = GetTopologyAwareResources(pod, container)
         try:
             reply = cpu_policy.get_topology_aware_resources(
-                self.node.state, self.node.ctx, ask, self.now
+                self.node.state, ask, self.node.ctx, self.now
             ).reply
         except UnknownContainerError:
             assert self.node.state.cpu.entry(pod, container) is None
@@ -126,7 +127,8 @@ class PolicyMachine(RuleBasedStateMachine):
     def _allocate(self, req: object) -> bool:
         before = self.node.state
         try:
-            decision = cpu_policy.allocate(before, self.node.ctx, req, self.now)  # type: ignore[arg-type]
+            inputs = allocate_inputs(req, self.phases.get(req.pod_uid))  # type: ignore[attr-defined]
+            decision = cpu_policy.allocate(before, inputs, self.node.ctx, self.now)
         except PolicyError:
             assert self.node.state is before
             return False

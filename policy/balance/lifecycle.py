@@ -2,44 +2,19 @@
 
 The balance section stores records, not machine states: a record's state in the round machine
 follows from its status and its two flags, and the windows machine's state from the last
-emitted record's detect time and the time now. Deriving both from the durable state is how
+emitted record's detect time and the time now. Deriving both from the durable section is how
 the machines resume after a restart, with nothing extra to journal.
-
-``BalancerPorts`` bundles what the MemoryBalancer reads and whom it hands advices to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from actors.balancer_inputs import PodsProvider
-from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, NumaMetricSource
-from actors.ports.migration import AdviceExecutor
 from machines import balance_round as machine
-from policy.balance import BalanceInfo, in_cool_down
 from policy.balance.gojson import to_nanos
 from policy.balance.numas import in_ping_pong_window
+from policy.balance.record import BalanceInfo
+from policy.balance.round import in_cool_down
 
-__all__ = ["BalancerPorts", "balancer_window", "record_machine_state"]
-
-
-@dataclass(frozen=True, slots=True)
-class BalancerPorts:
-    """What the balancer reads and whom it hands advices to.
-
-    Attributes:
-        metrics: per-NUMA latency and bandwidth (§4.1).
-        distances: the NUMA distance lists, read once at start (§4.4).
-        memory: per-container anonymous memory per NUMA (§4.2).
-        pods: the pods in pools, from the StateStore's CPU snapshot (§4.5).
-        executor: carries out emitted advices (§11); None: advices are only journaled.
-    """
-
-    metrics: NumaMetricSource
-    distances: NumaDistanceSource
-    memory: ContainerMemoryReader
-    pods: PodsProvider
-    executor: AdviceExecutor | None = None
+__all__ = ["balancer_window", "has_pods_to_move", "record_machine_state"]
 
 
 def balancer_window(last: BalanceInfo | None, now: float) -> str:
@@ -58,6 +33,12 @@ def balancer_window(last: BalanceInfo | None, now: float) -> str:
     return machine.COOLING_DOWN if step is None else step.dest
 
 
+def has_pods_to_move(record: BalanceInfo) -> bool:
+    """The round machine's ``has_pods_to_move`` guard: destinations and balance pods, or a pod
+    to evict (§7.11)."""
+    return bool(record.dest_numas and record.balance_pods) or bool(record.evict_pods)
+
+
 def record_machine_state(record: BalanceInfo | None) -> str | None:
     """The round-machine state of a stored record (None without one), from its status and
     flags: this is how the machine resumes from a state replayed from the journal."""
@@ -71,5 +52,4 @@ def record_machine_state(record: BalanceInfo | None) -> str | None:
         return machine.EVICTION_TAKEN
     if not record.need_balance:
         return machine.NO_BALANCE
-    has_pods = bool(record.dest_numas and record.balance_pods) or bool(record.evict_pods)
-    return machine.PREPARE_SUCCESS if has_pods else machine.PREPARE_FAILED
+    return machine.PREPARE_SUCCESS if has_pods_to_move(record) else machine.PREPARE_FAILED

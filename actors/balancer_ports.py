@@ -1,0 +1,30 @@
+"""What the MemoryBalancer reads and whom it hands advices to (memory-balancer §4, §11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from actors.balancer_inputs import PodsProvider
+from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, NumaMetricSource
+from actors.ports.migration import AdviceExecutor
+
+__all__ = ["BalancerPorts"]
+
+
+@dataclass(frozen=True, slots=True)
+class BalancerPorts:
+    """What the balancer reads and whom it hands advices to.
+
+    Attributes:
+        metrics: per-NUMA latency and bandwidth (§4.1).
+        distances: the NUMA distance lists, read once at start (§4.4).
+        memory: per-container anonymous memory per NUMA (§4.2).
+        pods: the pods in pools, from the StateStore's CPU snapshot (§4.5).
+        executor: carries out emitted advices (§11); None: advices are only journaled.
+    """
+
+    metrics: NumaMetricSource
+    distances: NumaDistanceSource
+    memory: ContainerMemoryReader
+    pods: PodsProvider
+    executor: AdviceExecutor | None = None

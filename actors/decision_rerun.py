@@ -1,0 +1,175 @@
+"""Re-run a journaled Allocator decision from its record alone (DESIGN.md, "Every decision has
+one shape"; the future ``qrmd journal rerun``).
+
+A record holds the decision's inputs as its cause (``actors.allocator_cause``) and the events it
+committed. Re-running means: rebuild the state just before the record (the newest checkpoint
+at or before it, plus the records in between, replayed without policy code,
+``actors.state_replay``), decode the cause back into the decision's inputs, call the same pure
+function the Allocator called (``actors.allocator.decide``) with the same settings and ``now``,
+and compare the events. Equal events show the record is explained by the code and the inputs
+it names; different events show the policy changed, or the settings given are not the node's.
+
+The settings (topology, reserve, QoS configuration, options) are not in the journal: they are
+the node's configuration, so the caller passes the ones the node ran with. Replies are not
+journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply for the caller
+to show or to compare with one it kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from actors.allocator import decide
+from actors.allocator_cause import CauseError, DecisionCause, decode_cause
+from actors.errors import ActorError
+from actors.state_replay import ReplayError, decode_events, replay_records, state_from_checkpoint
+from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
+from journal.checkpoints import list_checkpoints
+from policy.cpu.context import PolicyContext
+from policy.decision import Decision
+from policy.errors import ErrorKind, PolicyError
+from policy.state.events import Event
+from policy.state.sections import State
+from policy.topology.model import CPUTopology
+
+__all__ = ["Rerun", "RerunError", "rerun_in_journal", "rerun_record", "state_before"]
+
+
+class RerunError(ActorError):
+    """A record cannot be re-run: not found, not the Allocator's, or no state before it.
+
+    Attributes:
+        seq: the record's seq.
+    """
+
+    kind = ErrorKind.INTERNAL
+
+    def __init__(self, seq: int, message: str) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """A journaled decision taken again.
+
+    Attributes:
+        seq: the record's seq.
+        cause: the record's cause, decoded into the decision's inputs.
+        recorded: the events the record holds.
+        decision: the re-run's decision, or ``None`` when the policy refused (``refusal``).
+        refusal: the error the re-run raised; a committed record was never refused, so this
+            means the policy or the settings differ from those that wrote it.
+    """
+
+    seq: int
+    cause: DecisionCause
+    recorded: tuple[Event, ...]
+    decision: Decision[Any] | None
+    refusal: PolicyError | None = None
+
+    @property
+    def same_events(self) -> bool:
+        """Whether the re-run commits exactly the events the record holds, in order."""
+        return self.decision is not None and self.decision.events == self.recorded
+
+
+def rerun_record(record: Record, before: State, settings: PolicyContext) -> Rerun:
+    """Take the decision of ``record`` again on the state before it.
+
+    Args:
+        record: an Allocator record (its cause names an Allocator command).
+        before: the state just before the record (see :func:`state_before`).
+        settings: the settings the node ran with.
+
+    Returns:
+        The re-run, with the recorded events to compare.
+
+    Raises:
+        RerunError: the cause is not an Allocator cause or does not decode (names the field),
+            or the record's events do not decode.
+    """
+    try:
+        cause = decode_cause(record.cause)
+        recorded = tuple(decode_events(record))
+    except (CauseError, ReplayError) as err:
+        raise RerunError(record.seq, f"record {record.seq} cannot be re-run: {err}") from err
+    try:
+        decision = decide(before, cause.inputs, settings, cause.now)
+    except PolicyError as err:
+        return Rerun(record.seq, cause, recorded, None, err)
+    return Rerun(record.seq, cause, recorded, decision)
+
+
+def state_before(
+    directory: str, seq: int, topology: CPUTopology, *, fs: FileOps | None = None
+) -> tuple[State, Record]:
+    """The state just before record ``seq``, and that record, from a journal directory.
+
+    Starts from the newest readable checkpoint that covers no more than ``seq - 1`` (or from
+    the empty state) and replays the records after it up to ``seq - 1``.
+
+    Args:
+        directory: the journal directory (a copy is fine; nothing is written).
+        seq: the record to re-run.
+        topology: the node's CPU topology, as the checkpoints were written.
+        fs: the file-system seam (default the real one).
+
+    Returns:
+        ``(state before seq, record seq)``.
+
+    Raises:
+        RerunError: no record ``seq``, or the records between the start and ``seq`` are not
+            all there (retention removed them and no checkpoint covers the gap).
+        ReplayError: a checkpoint or record on the way does not decode or fit.
+        JournalError: the directory is not a journal (as ``journal.read_records``).
+    """
+    fs = fs or OsFileOps()
+    start_seq = 0
+    payload = None
+    for ckpt_seq, path in reversed(list_checkpoints(fs, directory)):
+        if ckpt_seq <= seq - 1:
+            checkpoint = load_checkpoint(fs, path)
+            start_seq, payload = checkpoint.seq, checkpoint.state
+            break
+    state = state_from_checkpoint(payload, start_seq or None, topology)
+    records = list(read_records(directory, from_seq=start_seq + 1, to_seq=seq, fs=fs))
+    _check_consecutive(records, start_seq + 1, seq)
+    state, _, _ = replay_records(state, records[:-1])
+    return state, records[-1]
+
+
+def rerun_in_journal(
+    directory: str, seq: int, settings: PolicyContext, *, fs: FileOps | None = None
+) -> Rerun:
+    """Re-run record ``seq`` of the journal in ``directory`` (both steps above).
+
+    Args:
+        directory: the journal directory.
+        seq: the record to re-run.
+        settings: the settings the node ran with (its topology is the checkpoints').
+        fs: the file-system seam (default the real one).
+
+    Returns:
+        The re-run.
+
+    Raises:
+        RerunError, ReplayError, JournalError: see :func:`state_before` and
+            :func:`rerun_record`.
+    """
+    before, record = state_before(directory, seq, settings.topology, fs=fs)
+    return rerun_record(record, before, settings)
+
+
+def _check_consecutive(records: Iterable[Record], first: int, last: int) -> None:
+    seqs = [record.seq for record in records]
+    if seqs != list(range(first, last + 1)):
+        if not seqs or seqs[-1] != last:
+            raise RerunError(last, f"the journal holds no record {last}")
+        raise RerunError(
+            last,
+            f"records {first}..{last} are needed to rebuild the state before record {last}, "
+            f"the journal holds {seqs[0]}..{seqs[-1]} with gaps or a late start",
+        )
