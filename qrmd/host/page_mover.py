@@ -159,14 +159,14 @@ def anon_ranges(pid: int, source_numa: int, proc_root: Path = Path("/proc")) -> 
         if "-" in span:
             low, high = span.split("-", 1)
             extents[int(low, 16)] = int(high, 16)
-    key = f"N{source_numa}="
+    node_key = f"N{source_numa}"
     found = []
     for line in (proc_root / str(pid) / "numa_maps").read_text().splitlines():
         fields = line.split()
         if not fields or not any(f.startswith("anon=") for f in fields):
             continue
-        counts = {f.split("=", 1)[0]: f.split("=", 1)[1] for f in fields[1:] if "=" in f}
-        on_source = int(counts.get(key[:-1], "0"))
+        counts = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+        on_source = int(counts.get(node_key, "0"))
         start = int(fields[0], 16)
         if on_source <= 0 or start not in extents:
             continue
