@@ -35,6 +35,7 @@ from policy.cpu.context import (
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
@@ -50,6 +51,7 @@ from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
 from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -123,6 +125,8 @@ class DaemonConfig:
         numa_metric_sources: where metrics and anonymous memory are read (§4).
         max_connections: the most connections each plugin socket accepts at once
             (``qrmd.hardening_settings``).
+        cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
+        pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
     """
 
@@ -152,6 +156,8 @@ class DaemonConfig:
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
+    pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -254,6 +260,8 @@ OPTIONS: tuple[Option, ...] = (
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
     *HARDENING_OPTIONS,
+    *ADVISOR_OPTIONS,
+    *POD_SOURCE_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -320,7 +328,12 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
-    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}}
+    groups: dict[str, dict[str, object]] = {
+        "balancer": {},
+        "sources": {},
+        "advisor": {},
+        "pod_source": {},
+    }
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
@@ -335,6 +348,8 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = parsed
     try:
         values.update(balancer_values(values, groups))
+        values.update(advisor_values(groups))
+        values.update(pod_source_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
