@@ -1,6 +1,6 @@
 """The daemon's configuration: one frozen ``DaemonConfig`` from a config file overlaid by flags.
 
-Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
+Rules (DESIGN.md "Time, config, errors"):
 
 * Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
   ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its
@@ -28,6 +28,15 @@ from typing import Any, Literal
 
 import yaml
 
+from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
+    DURABILITIES,
+    Durability,
+)
 from policy.balance import BalancerConfig
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.cpu.context import (
@@ -35,6 +44,7 @@ from policy.cpu.context import (
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from policy.cpu.pressure import PressureSettings
 from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
@@ -49,15 +59,19 @@ from qrmd.config_values import duration as _duration
 from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
+from qrmd.cpu_eviction_settings import (
+    CPU_EVICTION_OPTIONS,
+    DEFAULT_CPU_LOAD_SOURCE,
+    cpu_eviction_values,
+)
 from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_EVERY_RECORDS",
-    "DEFAULT_CHECKPOINT_EVERY_S",
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SOCKET_DIR",
     "DEFAULT_STATE_DIR",
@@ -77,8 +91,6 @@ __all__ = [
 DEFAULT_STATE_DIR = "/var/lib/qrmd"
 DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
-DEFAULT_CHECKPOINT_EVERY_RECORDS = 10_000
-DEFAULT_CHECKPOINT_EVERY_S = 300.0
 #: A checkpoint rewrites the whole state: more often than this is a mistake, not a setting.
 MIN_CHECKPOINT_EVERY_S = 1.0
 #: wire.md §2: ``<agent name>_<policy>.sock``.
@@ -86,7 +98,6 @@ PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogFormat = Literal["text", "json"]
-Durability = Literal["always", "none"]
 
 
 class ConfigError(ValueError):
@@ -109,6 +120,8 @@ class DaemonConfig:
         durability: ``always`` (fsync before acknowledging) or ``none``.
         checkpoint_every_records: a checkpoint after this many journal records...
         checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
+        journal_retention_max_age_s: forensic history older than this is deleted; None: never.
         metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         log_format: ``text`` or ``json`` (one JSON object per line).
@@ -117,6 +130,8 @@ class DaemonConfig:
         max_hints: the most hints of the reduced answer.
         enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
         qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        balance_round_summary_every_s: quiet rounds repeating the journaled outcome are
+            journaled at least this often; 0: every round.
         memory_balance_execute: migrate pages for the advices; False: dry run (§11).
         plugin_registration_dir: where the eviction plugin's socket is created (§10).
         numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
@@ -125,6 +140,10 @@ class DaemonConfig:
         numa_metric_sources: where metrics and anonymous memory are read (§4).
         max_connections: the most connections each plugin socket accepts at once
             (``qrmd.hardening_settings``).
+        enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
+            §12.7; ``qrmd.cpu_eviction_settings``).
+        cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
@@ -138,9 +157,11 @@ class DaemonConfig:
     enable_reclaim: bool = False
     qos_enhancement_defaults: tuple[tuple[str, str], ...] = ()
     pod_debug_anno_keys: tuple[str, ...] = ()
-    durability: Durability = "always"
+    durability: Durability = DEFAULT_DURABILITY
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
+    journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"
@@ -149,6 +170,7 @@ class DaemonConfig:
     max_hints: int = DEFAULT_MAX_HINTS
     enable_memory_balancer: bool = False
     qos_aware_sync_period_s: float = 5.0
+    balance_round_summary_every_s: float = 3600.0
     memory_balance_execute: bool = False
     plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
     numa_metrics_source: str = DEFAULT_METRICS_SOURCE
@@ -156,6 +178,9 @@ class DaemonConfig:
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    enable_cpu_pressure_eviction: bool = False
+    cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
@@ -230,10 +255,10 @@ OPTIONS: tuple[Option, ...] = (
            "annotation key that marks a debug pod: its containers are left where the runtime "
            "puts them, nothing is stored (repeat for several)",
            "--qrm-pod-debug-anno-keys", "KEY", repeatable=True),
-    Option("durability", "durability", _choice("always", "none"), "always",
+    Option("durability", "durability", _choice(*DURABILITIES), DEFAULT_DURABILITY,
            "'always' fsyncs each record before answering kubelet; 'none' does not "
            "(a killed process loses nothing, a power loss may)",
-           "none (the reference rewrites a state file)", "always|none"),
+           "none (the reference rewrites a state file)", "|".join(DURABILITIES)),
     Option("checkpoint-every-records", "checkpoint_every_records", _count(1),
            str(DEFAULT_CHECKPOINT_EVERY_RECORDS),
            "write a checkpoint (the whole state) after this many journal records, or after "
@@ -243,6 +268,7 @@ OPTIONS: tuple[Option, ...] = (
            "write a checkpoint this long after the last one once a record is not in one, "
            "even on an idle node (at least 1s)",
            "none (the reference rewrites its state file on every change)", "DURATION"),
+    *JOURNAL_OPTIONS,
     Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
            "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
     Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",
@@ -260,6 +286,7 @@ OPTIONS: tuple[Option, ...] = (
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
     *HARDENING_OPTIONS,
+    *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,
 )  # fmt: skip
@@ -332,6 +359,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
         "balancer": {},
         "sources": {},
         "advisor": {},
+        "cpu_eviction": {},
         "pod_source": {},
     }
     for opt in OPTIONS:
@@ -348,6 +376,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = parsed
     try:
         values.update(balancer_values(values, groups))
+        values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
         values.update(pod_source_values(groups))
     except ValueError as err:

@@ -19,13 +19,15 @@ Start, in order:
    recovered and the actors ready, does a socket appear for kubelet to dial;
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
-   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``).
+   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
+7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``).
 
-Stop (SIGTERM/SIGINT): the balancer's plugin and ticker, then the kubelet servers (no new calls;
-their sockets are removed), then the checkpoint ticker, then the actors in reverse (the
-StateStore writes a checkpoint and closes the journal), then the endpoint. An actor still alive
-afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with durability ``always``
-every answered commit was fsynced before the answer.
+Stop (SIGTERM/SIGINT): the CPU pressure plugins and ticker, the balancer's plugin and ticker,
+then the kubelet servers (no new calls; their sockets are removed), then the checkpoint ticker,
+then the actors in reverse (the StateStore writes a checkpoint and closes the journal), then
+the endpoint. An actor still alive afterwards is logged as a bug. SIGKILL loses nothing
+acknowledged: with durability ``always`` every answered commit was fsynced before the answer.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
-from actors.store_messages import GetSnapshot, Snapshot
+from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
@@ -56,6 +58,7 @@ from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import DaemonConfig
+from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
 from qrmd.hardening_settings import (
     DEFAULT_MAX_CONNECTIONS,
@@ -64,7 +67,9 @@ from qrmd.hardening_settings import (
 )
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
+from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
+from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
@@ -115,6 +120,14 @@ BalancerFactory = Callable[[DaemonConfig, CPUTopology, Clock], BalancerWiring]
 
 def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
     return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
+
+
+#: Builds the CPU pressure wiring: (config, clock, policy context) → wiring (tests inject loads).
+CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], CPUPressureWiring]
+
+
+def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
+    return CPUPressureWiring(config, clock, reserved=ctx.reserved, qos=ctx.qos)
 
 
 def _wire_plugin_server(
@@ -171,6 +184,7 @@ class Daemon:
         clock: the clock the actors and the journal use.
         balancer_factory: builds the memory balancer's wiring when it is enabled (default:
             this host's sources, as the configuration chooses them).
+        cpu_pressure_factory: builds the CPU pressure eviction wiring when it is enabled.
     """
 
     def __init__(
@@ -180,6 +194,7 @@ class Daemon:
         server_factory: ServerFactory = _wire_plugin_server,
         clock: Clock = SYSTEM_CLOCK,
         balancer_factory: BalancerFactory = _host_balancer,
+        cpu_pressure_factory: CPUPressureFactory = _host_cpu_pressure,
     ) -> None:
         self.config = config
         self._balancer_factory = balancer_factory
@@ -189,6 +204,8 @@ class Daemon:
             server_factory = functools.partial(
                 _wire_plugin_server, max_connections=config.max_connections
             )
+        self._cpu_pressure_factory = cpu_pressure_factory
+        self.cpu_pressure: CPUPressureWiring | None = None
         self._server_factory = server_factory
         self._clock = clock
         self.supervisor: Supervisor | None = None
@@ -226,6 +243,9 @@ class Daemon:
                 config.durability,
                 checkpoint_every_records=config.checkpoint_every_records,
                 checkpoint_every_s=config.checkpoint_every_s,
+                retention=journal_retention(
+                    config.journal_retention_max_bytes, config.journal_retention_max_age_s
+                ),
             ),
             ctx.topology,
             self._clock,
@@ -248,16 +268,20 @@ class Daemon:
         ]
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
+            self.balancer.watch_health(self.health)
             children.append(self.balancer.child_spec())
+        if config.enable_cpu_pressure_eviction:
+            self.cpu_pressure = self._cpu_pressure_factory(config, self._clock, ctx)
+            children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
-        supervisor = Supervisor(children)
+        supervisor = Supervisor(children, clock=self._clock)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
         self.health.add_source(store.problems)
         self.metrics = DaemonMetrics(
             MetricSources(
-                store=store.view,
+                store=lambda: store.status,
                 snapshot=lambda: store.latest,
                 supervisor=supervisor.status,
                 health=self.health,
@@ -265,6 +289,8 @@ class Daemon:
         )
         if self.balancer is not None:
             self.metrics.registry.register(self.balancer.collector())
+        if self.cpu_pressure is not None:
+            self.metrics.registry.register(self.cpu_pressure.collector())
         if self.checkers is not None:
             self.metrics.registry.register(self.checkers)
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
@@ -277,6 +303,8 @@ class Daemon:
         except SupervisorError as err:
             raise DaemonError(f"{err} (state directory {config.state_dir})") from err
         store.start_ticker(supervisor)
+        # 3b. The start itself is a record (version, settings, what recovery did).
+        self._journal_start(supervisor, ctx, store)
         # 4. The endpoint answers; the checkers run on the pod source, if there is one.
         if self.endpoint is not None:
             self.endpoint.start()
@@ -299,10 +327,15 @@ class Daemon:
         # 6. The balancer's rounds and eviction plugin, its actor now running.
         if self.balancer is not None:
             self.balancer.start(supervisor, self.metrics)
+        # 7. The CPU pressure collections and eviction plugins.
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.start(supervisor, self.metrics)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.stop()
         if self.balancer is not None:
             self.balancer.stop()
         for server in reversed(self.servers):
@@ -324,11 +357,24 @@ class Daemon:
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
 
+    def _journal_start(
+        self, supervisor: Supervisor, ctx: PolicyContext, store: StoreWiring
+    ) -> None:
+        # The Supervisor has started the store: it recovered and published its status.
+        assert store.status is not None
+        try:
+            # Blocking on the store is the commit protocol's one wait (DESIGN.md): it calls no one.
+            supervisor.ref(STORE_CHILD).ask(
+                Commit((), start_cause(ctx, store.status.recovery)), timeout=RECOVERY_TIMEOUT_S
+            )
+        except CommitRefused as err:
+            raise DaemonError(f"cannot journal the daemon's start: {err}") from err
+
     def _serving_line(self) -> str:
         store = self.store
         recovered = "nothing recovered"
-        if store is not None and store.core is not None:
-            r = store.core.recovery
+        if store is not None and store.status is not None:
+            r = store.status.recovery
             recovered = (
                 f"recovered seq {r.last_seq} from {r.directory} ({r.records_replayed} records "
                 f"replayed, {r.bytes_truncated} bytes truncated, in {r.elapsed_s:.3f} s)"
@@ -346,9 +392,12 @@ class Daemon:
                 f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
                 f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
             )
+        pressure = "off"
+        if self.cpu_pressure is not None:
+            pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
         return (
             f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}"
+            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
         )
 
 

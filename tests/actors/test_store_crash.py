@@ -1,4 +1,5 @@
-"""Crash test with real processes through the StateStore (issue 3, "What it must show").
+"""Crash test with real processes through the StateStore (DESIGN.md, the commit protocol:
+nothing acknowledged is lost).
 
 A writer process (``store_crash_writer.py``) commits CPU events through ``StateStoreCore``
 with durability ``always`` and prints each acknowledged seq; it is killed with SIGKILL at a
@@ -68,7 +69,6 @@ def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
     directory = tmp_path / "journal"
     recovered = 0
     kills_after_acks = 0
-    started = time.monotonic()
     for _ in range(KILLS):
         start, acks = run_and_kill(directory, rng)
         if start is not None:
@@ -83,4 +83,3 @@ def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
     for record in history:
         assert record.events == [encode_event(e) for e in writer.events_of(record.seq)]
         assert record.cause == writer.cause_of(record.seq)
-    assert time.monotonic() - started < 90
