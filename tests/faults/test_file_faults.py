@@ -84,7 +84,8 @@ def test_a_failed_cut_back_refuses_every_later_commit_and_loses_nothing(tmp_path
             ledger.refuse(pod, str(err))
         else:
             ledger.ack(pod)
-    assert not store.healthy and "could not be cut" in (store.failure or "")
+    health = store.status.health
+    assert not health.healthy and "could not be cut" in (health.reason or "")
     assert ledger.acknowledged == {f"pod-{n}" for n in range(12)}
     store.close(checkpoint=False)
     ledger.check(durable_pods(tmp_path))  # recovery cuts the partial frame as a torn tail
