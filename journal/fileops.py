@@ -7,7 +7,7 @@ the commit protocol, step 3) are exercised without a broken disk.
 Descriptors are plain ints; writes append (``O_APPEND``), so after a truncation the next write
 lands at the new end without a seek.
 
-Permissions do not depend on the umask (issue 12, defect 7): every directory ``makedirs``
+Permissions do not depend on the umask (DESIGN.md, owner-only): every directory ``makedirs``
 creates is 0700 and every file ``open_append`` creates is 0600, set explicitly after creation,
 since a umask can only take bits away from the mode ``mkdir``/``open`` are given and an
 operator's ``umask 000`` must not publish the journal. Directories that already exist keep

@@ -5,11 +5,10 @@ The lock is a ``flock`` on a descriptor of the journal *directory* (not of a fil
 as long as the journal is open for writing (and while ``repair --force`` runs). Locking the
 directory's own inode means the exclusion cannot be lost by deleting or replacing a file in
 it: an earlier version locked a ``journal.lock`` file, and deleting that file let a second
-``qrmd run`` take a fresh lock on a new file of the same name and write the same segments
-(issue 12's lost-lock defect). A leftover ``journal.lock`` from that version is harmless and
-left alone. The kernel drops the lock when the process dies, so a writer restarted after a
-crash is never blocked by its dead predecessor. Read-only opens, ``verify`` and a dry-run
-``repair`` take no lock.
+``qrmd run`` take a fresh lock on a new file of the same name and write the same segments.
+A leftover ``journal.lock`` from that version is harmless and left alone. The kernel drops
+the lock when the process dies, so a writer restarted after a crash is never blocked by its
+dead predecessor. Read-only opens, ``verify`` and a dry-run ``repair`` take no lock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kubernetes' own bounds on the strings a request carries (issue 12, defect 8).
+"""Kubernetes' own bounds on the strings a request carries (Kubernetes' name limits).
 
 kubelet only sends what the API server accepted, so a string past these bounds is not a pod's:
 it is refused (INVALID_ARGUMENT, naming the field) before it reaches the journal, where one

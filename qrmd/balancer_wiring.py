@@ -372,7 +372,7 @@ class BalancerCollector(Collector):
             for success, count in sorted(executor["results"].items()):
                 result.add_metric(["true" if success else "false"], count)
             yield result
-            # The batched move_pages of qrmd.host.page_mover (issue 12): how much, in how many
+            # The batched move_pages of qrmd.host.page_mover: how much, in how many
             # batches, and how long a workload's memory was held at most.
             moved, batches, longest = executor.get("moved", (0, 0, 0.0))
             yield CounterMetricFamily(

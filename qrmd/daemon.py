@@ -200,7 +200,7 @@ class Daemon:
         self._balancer_factory = balancer_factory
         self.balancer: BalancerWiring | None = None
         if server_factory is _wire_plugin_server:
-            # The default server takes the connection cap (issue 12, defect 9).
+            # The default server takes the connection cap (the connection cap).
             server_factory = functools.partial(
                 _wire_plugin_server, max_connections=config.max_connections
             )

@@ -1,4 +1,4 @@
-"""The limits ``qrmd run`` keeps against a flood of connections (issue 12, defect 9): the
+"""The limits ``qrmd run`` keeps against a flood of connections (the connection cap): the
 ``--max-connections`` option (``HARDENING_OPTIONS``, part of ``qrmd.config.OPTIONS``) and the
 open-file limit raised at start.
 

@@ -93,8 +93,8 @@ VERIFY_TIMEOUT_S = 5.0
 RETRY_PERIOD_S = 5.0
 #: How long in-flight calls may finish when a re-created socket's old server stops.
 STOP_GRACE_S = 1.0
-#: The gRPC core channel argument that caps a server's concurrent connections (issue 12,
-#: defect 9). grpcio's ``maximum_concurrent_rpcs`` caps RPCs, not connections: 5,000 idle
+#: The gRPC core channel argument that caps a server's concurrent connections (the
+#: connection cap). grpcio's ``maximum_concurrent_rpcs`` caps RPCs, not connections: 5,000 idle
 #: connections each hold a descriptor and exhaust ``nofile`` without a single RPC. With this
 #: argument the server's resource quota refuses a connection past the cap right after
 #: ``accept`` (the peer sees the connection closed: UNAVAILABLE), so the descriptors this

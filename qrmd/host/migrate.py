@@ -1,4 +1,4 @@
-"""Carry out memory advices by moving cgroup processes' pages (memory-balancer §11; issue 12).
+"""Carry out memory advices by moving cgroup processes' pages (memory-balancer §11).
 
 ``CgroupMigrator`` implements the ``AdviceExecutor`` port (``actors.ports.migration``):
 

@@ -2,7 +2,7 @@
 
 ``syscall_migrate_pages`` is the real call (``ctypes`` over libc's ``syscall`` with this
 architecture's number); ``qrmd.host.migrate`` uses it only when asked to (``migrate=``): by
-default pages move with ``move_pages(2)`` in batches (``qrmd.host.page_mover``, issue 12),
+default pages move with ``move_pages(2)`` in batches (``qrmd.host.page_mover``),
 since one ``migrate_pages`` holds a process's memory for the whole move.
 """
 

@@ -1,5 +1,5 @@
 """Move a process's anonymous pages between NUMA nodes with ``move_pages(2)``, in batches that
-each take about 20 ms (issue 12, defect 12; a deviation from memory-balancer §11).
+each take about 20 ms (a deviation from memory-balancer §11; a deviation from memory-balancer §11).
 
 The reference of §11 moves a process with one ``migrate_pages(2)`` call, which holds the
 process's memory map for the whole move: Katalyst saw this block workloads "for minutes" and

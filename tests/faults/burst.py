@@ -1,5 +1,5 @@
 """Kubelet-like load on a real ``qrmd run``: client threads each allocating new pods through
-their own connection, every answer written into a ``Ledger`` (issue 12, fault suite).
+their own connection, every answer written into a ``Ledger`` (the fault suite).
 
 An answer the daemon gave (its status message starts with the RPC's name) is an
 acknowledgement or a refusal; anything else — a deadline passed, a connection broken or

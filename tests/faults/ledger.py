@@ -1,4 +1,4 @@
-"""What a client was told, and the one check every fault test ends with (issue 12, fault suite).
+"""What a client was told, and the one check every fault test ends with (the fault suite).
 
 Each operation is recorded as the caller saw it: **acknowledged** (answered with success),
 **refused** (answered with an error the daemon chose: nothing may have been committed), or

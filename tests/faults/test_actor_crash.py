@@ -1,4 +1,4 @@
-"""The StateStore actor crashes in the middle of a commit while four clients commit (issue 12,
+"""The StateStore actor crashes in the middle of a commit while four clients commit (the
 fault suite; DESIGN.md, the commit protocol, step 5).
 
 The crash comes inside the journal's write, after part of the record's frame reached the file:

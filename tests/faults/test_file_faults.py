@@ -1,4 +1,4 @@
-"""EIO and short writes through the ``FileOps`` seam, under a stream of commits (issue 12, fault
+"""EIO and short writes through the ``FileOps`` seam, under a stream of commits (the fault
 suite; DESIGN.md, the commit protocol, step 3).
 
 Each schedule fails some writes (some after writing part of the frame: a disk that filled up

@@ -1,5 +1,5 @@
 """A real full disk: ``qrmd run`` with its state directory on a small tmpfs the test mounts,
-filled while kubelet-like clients allocate (issue 12, fault suite; DESIGN.md, the commit
+filled while kubelet-like clients allocate (the fault suite; DESIGN.md, the commit
 protocol, step 3).
 
 While the disk is full, each Allocate is refused (UNAVAILABLE: the record was cut back, state

@@ -1,4 +1,4 @@
-"""SIGSTOP/SIGCONT and SIGTERM while kubelet-like clients allocate (issue 12, fault suite).
+"""SIGSTOP/SIGCONT and SIGTERM while kubelet-like clients allocate (the fault suite).
 
 * Stopped for a second mid-burst, the daemon answers nothing; the clients' deadlines pass (in
   doubt). Continued, it serves again, ``/healthz`` is ok, and a restart after SIGKILL holds

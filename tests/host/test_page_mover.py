@@ -1,4 +1,5 @@
-"""Batched ``move_pages(2)`` (issue 12, defect 12; ``qrmd.host.page_mover``): a fake process
+"""Batched ``move_pages(2)`` (``qrmd.host.page_mover``, a deviation from memory-balancer §11): a
+fake process
 behind the system call's seam, a fake ``/proc``, a fake clock that each call advances by the
 pages it touches; and once for real on this process's own memory (one NUMA node here, so the
 real call shows the wiring, not a move)."""

@@ -1,4 +1,4 @@
-"""``qrmd run`` under a connection flood with a low ``nofile`` limit (issue 12, defect 9).
+"""``qrmd run`` under a connection flood with a low ``nofile`` limit (the connection cap).
 
 Started with a soft open-file limit of 256 (hard 4096) and ``--max-connections 64``, flooded
 with 600 idle connections — more than the soft limit it was started with: the daemon raised

@@ -1,5 +1,5 @@
 """Two ``qrmd run`` on one socket directory, a socket file deleted under a running daemon, and
-the modes of what ``qrmd run`` creates under ``umask 000`` (issue 12, defects 1 and 7).
+the modes of what ``qrmd run`` creates under ``umask 000`` (wire.md §2).
 
 kubelet and katalyst-agent use the same socket names, so during a rollout or a side-by-side
 migration a second process may be pointed at a live socket: it must refuse (exit 2, naming

@@ -1,4 +1,4 @@
-"""Damage in history a valid checkpoint covers does not refuse start (issue 12, defect 5).
+"""Damage in history a valid checkpoint covers does not refuse start (DESIGN.md, Journal).
 
 Recovery needs the newest valid checkpoint and the records after it, nothing older. A flipped
 byte in a record the checkpoint covers is reported (which seqs are unreadable, in which file)

@@ -1,4 +1,4 @@
-"""The journal's directories are 0700 and its files 0600 whatever the umask (issue 12, defect 7).
+"""The journal's directories are 0700 and its files 0600 whatever the umask (DESIGN.md, owner-only).
 
 Run under ``umask 000``, the most permissive an operator's shell can leave: every mode is what
 the journal sets, not what the umask lets through. Directories the journal did not create keep

@@ -1,4 +1,4 @@
-"""``--max-connections`` and the open-file limit (issue 12, defect 9)."""
+"""``--max-connections`` and the open-file limit (the connection cap)."""
 
 from __future__ import annotations
 

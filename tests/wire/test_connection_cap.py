@@ -1,4 +1,4 @@
-"""A plugin socket accepts at most ``max_connections`` connections at once (issue 12, defect 9).
+"""A plugin socket accepts at most ``max_connections`` connections at once (the connection cap).
 
 The cap is gRPC core's ``grpc.max_allowed_incoming_connections``: one connection past it is
 closed right after ``accept``, so the peer's call fails UNAVAILABLE; a connection that closes

@@ -1,5 +1,5 @@
-"""An oversized name is INVALID_ARGUMENT naming the field, and nothing is journaled (issue 12,
-defect 8): one Allocate with a giant ``pod_name`` used to grow the journal by twice its size."""
+"""An oversized name is INVALID_ARGUMENT naming the field, and nothing is journaled:
+one Allocate with a giant ``pod_name`` used to grow the journal by twice its size."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A socket file is stale only if nothing answers on it; a served one watches its file
-(issue 12, defect 1; wire.md §2, §8.1).
+(wire.md §2; wire.md §2, §8.1).
 
 * A second plugin socket on a path another server answers on is refused, naming the path and
   that another process serves it; the live file is left as it was.

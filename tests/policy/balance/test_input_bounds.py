@@ -1,4 +1,4 @@
-"""The balancer's pod inputs carry Kubernetes' bounds too (issue 12, defect 8; ``policy.names``)."""
+"""The balancer's pod inputs carry Kubernetes' bounds too (``policy.names``)."""
 
 from __future__ import annotations
 

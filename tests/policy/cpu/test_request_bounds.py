@@ -1,4 +1,4 @@
-"""Every string of a request is bounded by Kubernetes' own limits (issue 12, defect 8).
+"""Every string of a request is bounded by Kubernetes' own limits (Kubernetes' name limits).
 
 A string at its bound passes; one byte more is refused, naming the field and the numbers, and
 the message quotes no more than 80 characters of the offending name.

@@ -52,7 +52,7 @@ def shown_seqs(out: str) -> list[int]:
 
 
 def lose_checkpoints(directory: Path, *seqs: int) -> None:
-    """Rot checkpoints, so that recovery needs the records they covered (issue 12, defect 5:
+    """Rot checkpoints, so that recovery needs the records they covered (DESIGN.md, Journal:
     damage a valid checkpoint covers does not block recovery)."""
     for seq in seqs:
         (directory / checkpoint_name(seq)).write_bytes(b"rotten")

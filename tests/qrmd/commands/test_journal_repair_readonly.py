@@ -1,5 +1,5 @@
 """``qrmd journal repair`` without ``--force`` (and with ``--dry-run``) opens nothing for
-writing: it runs on a read-only copy of a node's journal (issue 12, defect 11).
+writing: it runs on a read-only copy of a node's journal (a dry run writes nothing).
 
 The copy is a real read-only bind mount, so any open for writing fails with EROFS.
 """
