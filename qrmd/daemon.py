@@ -17,12 +17,18 @@ Start, in order:
    recovered and the actors ready, does a socket appear for kubelet to dial;
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
-   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``).
+   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
+7. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
+   calls the advisor, and the AdvisorLink is the Supervisor's last child, which serves
+   GetCheckpoint on ``--cpu-plugin-socket`` before it dials; once it runs, the fallback's
+   silence ticker starts (``qrmd.advisor_wiring``). kubelet is served whatever the advisor
+   does (beyond the reference, which refuses to start without it).
 
-Stop (SIGTERM/SIGINT): the balancer's plugin and ticker, then the kubelet servers (no new calls;
-their sockets are removed), then the checkpoint ticker, then the actors in reverse (the
-StateStore writes a checkpoint and closes the journal), then the endpoint. An actor still alive
-afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with durability ``always``
+Stop (SIGTERM/SIGINT): the advisor's ticker, the balancer's plugin and ticker, then the kubelet
+servers (no new calls; their sockets are removed), then the checkpoint ticker, then the actors
+in reverse (the link first; the StateStore writes a checkpoint and closes the journal), then
+the GetCheckpoint server, then the endpoint. An actor still alive afterwards is logged as a bug.
+SIGKILL loses nothing acknowledged: with durability ``always``
 every answered commit was fsynced before the answer.
 """
 
@@ -39,6 +45,7 @@ from typing import Any, Protocol
 import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_advisor import AdvisorCalls
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
@@ -49,6 +56,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import reserved_cpus
 from policy.topology.model import CPUTopology
+from qrmd.advisor_wiring import AdvisorWiring
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.config import DaemonConfig
 from qrmd.endpoint import StatusEndpoint
@@ -139,6 +147,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         reserved=reserved,
         qos=qos,
         enable_reclaim=config.enable_reclaim,
+        advisor_enabled=config.cpu_advisor.enabled,
         transition_period_s=config.transition_period_s,
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
@@ -177,6 +186,7 @@ class Daemon:
         self.socket_dirs: tuple[str, ...] = ()
         self.store: StoreWiring | None = None
         self.context: PolicyContext | None = None
+        self.advisor: AdvisorWiring | None = None
 
     def start(self) -> None:
         """Start everything in order (module docstring); on a failure, stop what started.
@@ -208,11 +218,21 @@ class Daemon:
             self._clock,
         )
         self.store = store
+        if config.cpu_advisor.enabled:
+            self.advisor = AdvisorWiring(
+                config.cpu_advisor, self._clock, self.health, lambda: store.latest
+            )
+        advisor = self.advisor
         children = [
             store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock),
+                lambda refs: _start_allocator(
+                    refs[STORE_CHILD],
+                    ctx,
+                    self._clock,
+                    None if advisor is None else advisor.advisor_calls(),
+                ),
                 _start_policy,
                 unavailable=AllocatorUnavailable,
             ),
@@ -220,6 +240,9 @@ class Daemon:
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
             children.append(self.balancer.child_spec())
+        if advisor is not None:
+            # Last, so rest-for-one restarts it with the Allocator (it then pushes again).
+            children.append(advisor.child_spec())
         supervisor = Supervisor(children)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
@@ -234,6 +257,8 @@ class Daemon:
         )
         if self.balancer is not None:
             self.metrics.registry.register(self.balancer.collector())
+        if advisor is not None:
+            self.metrics.registry.register(advisor.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
@@ -262,10 +287,15 @@ class Daemon:
         # 6. The balancer's rounds and eviction plugin, its actor now running.
         if self.balancer is not None:
             self.balancer.start(supervisor, self.metrics)
+        # 7. The fallback's silence ticker, the link running.
+        if advisor is not None:
+            advisor.start(supervisor)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.advisor is not None:
+            self.advisor.stop()
         if self.balancer is not None:
             self.balancer.stop()
         for server in reversed(self.servers):
@@ -279,6 +309,8 @@ class Daemon:
         if self.supervisor is not None:
             self.supervisor.stop()
             self.supervisor = None
+        if self.advisor is not None:
+            self.advisor.close()
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
@@ -307,19 +339,23 @@ class Daemon:
                 f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
                 f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
             )
+        advisor = "off"
+        if self.advisor is not None:
+            link = self.advisor.config
+            advisor = f"dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
         return (
             f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}"
+            f"memory balancer: {balancer}; sys-advisor: {advisor}"
         )
 
 
 def _start_allocator(
-    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock
+    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock, advisor: AdvisorCalls | None
 ) -> pykka.ActorRef[Any]:
     snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
-    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time)
+    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time, advisor=advisor)
     return AllocatorActor.start(core)
 
 
