@@ -278,7 +278,7 @@ def test_a_restarted_allocator_counts_silence_from_the_last_applied_response(tmp
     assert calls.link_state == machine.DISABLED  # what the link last published
 
 
-# -- AddContainer after Allocate -------------------------------------------------------------------
+# -- AddContainer after Allocate ----------------------------------------------------------------
 
 
 def test_allocate_tells_the_advisor_with_the_request_rounded_up(node: Node):
@@ -337,7 +337,7 @@ def test_a_refusal_fails_the_allocate_and_undoes_it_in_the_same_turn(node: Node)
     assert node.calls.watching
 
 
-# -- RemovePod before the removal --------------------------------------------------------------------
+# -- RemovePod before the removal ---------------------------------------------------------------
 
 
 def test_remove_pod_tells_the_advisor_first(node: Node):
@@ -364,7 +364,7 @@ def test_a_sick_remove_pod_removes_anyway_and_reports_the_advisor(node: Node):
     assert node.link == [ReportSickAdvisor(str(sick))]
 
 
-# -- re-run ------------------------------------------------------------------------------------------
+# -- re-run ------------------------------------------------------------------------------------
 
 
 def test_every_advisor_record_re_runs_from_the_journal_to_the_same_events(node: Node):
@@ -392,7 +392,7 @@ def test_every_advisor_record_re_runs_from_the_journal_to_the_same_events(node: 
         assert rerun.same_events, (seq, rerun.cause.rpc)
 
 
-# -- one mailbox ---------------------------------------------------------------------------------------
+# -- one mailbox --------------------------------------------------------------------------------
 
 
 def test_a_response_arriving_during_an_allocate_is_decided_after_it(tmp_path: Path):
