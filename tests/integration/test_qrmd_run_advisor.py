@@ -215,7 +215,7 @@ def test_invalid_responses_are_refused_and_change_no_cpu(make_rig: Callable[...,
     assert rig.link_state() == "watching"
 
 
-# -- reconnect, refusal, sickness -------------------------------------------------------------------
+# -- reconnect, refusal, sickness ---------------------------------------------------------------
 
 
 def test_a_reconnect_pushes_every_stored_container(make_rig: Callable[..., Rig]) -> None:
