@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qrmd.demo.advisor_phase import AdvisorOptions
+
 __all__ = [
     "BalancerOptions",
     "DaemonError",
@@ -76,6 +78,7 @@ class DaemonOptions:
     metrics_address: str  # HOST:PORT or "off"
     log_level: str = "info"
     balancer: BalancerOptions | None = None
+    advisor: AdvisorOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -101,6 +104,7 @@ class DaemonOptions:
             "--log-level",
             self.log_level,
             *(self.balancer.argv() if self.balancer is not None else ()),
+            *(self.advisor.argv() if self.advisor is not None else ()),
         ]
 
 
