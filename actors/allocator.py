@@ -298,14 +298,19 @@ class AllocatorCore:
         # Keep the count even if the removal below is not committed: the candidates stay
         # candidates and are removed at the next round.
         self._residual_hits = count.hit_map
-        if not count.candidates:
+        candidates = count.candidates
+        if candidates and self.advisor is not None:
+            # §12.4 step 4: the advisor's RemovePod first; a pod it refuses stays (and is a
+            # candidate again next round).
+            candidates = self.advisor.residual_removals(candidates)
+        if not candidates:
             return ResidualRemoval((), ())
         # The removal's input is the candidates, not the whole pod listing of this round: the
         # sightings before it are not CPU state, so a re-run starts from the candidates.
-        inputs = ResidualPods(count.candidates)
+        inputs = ResidualPods(candidates)
         decision = decide(self.snapshot.state, inputs, self.ctx, now)
         self._adopt(decision, command, inputs, now)
-        return ResidualRemoval(count.candidates, decision.warnings)
+        return ResidualRemoval(candidates, decision.warnings)
 
 
 class AllocatorActor(pykka.ThreadingActor):

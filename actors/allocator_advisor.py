@@ -26,6 +26,9 @@ is ordered with kubelet's calls exactly as it arrived:
 * **Before a RemovePod** — the advisor's ``RemovePod`` (§10.6 step 1). Sick: reported, and the
   removal proceeds. Refused: "remove pod in QoS aware server failed with error: %v", state
   untouched.
+* **Before a residual removal** — the advisor's ``RemovePod`` for each candidate (§12.4 step
+  4): a pod the advisor refuses is kept (logged; a candidate again next round); a sick advisor
+  is reported and the removal proceeds without it.
 
 Until the link reports ``watching`` again after a sick call, the Allocator treats the link as
 not watching, so the calls queued behind a stalled one do not each wait for the timeout.
@@ -248,6 +251,32 @@ class AdvisorCalls:
             self._sick_call(err, f"pod {command.pod_uid}")
         except AdvisorRefused as err:
             raise AdvisorRefusedError(REMOVE_POD_FAILED.format(err)) from err
+
+    def residual_removals(self, pod_uids: tuple[str, ...]) -> tuple[str, ...]:
+        """The residual pods to remove after telling the advisor (§12.4 step 4).
+
+        Args:
+            pod_uids: the candidates, by ascending uid.
+
+        Returns:
+            The candidates the advisor did not refuse, in the same order (all of them while
+            the link is not watching, or once the advisor is found sick).
+        """
+        kept = []
+        for pod_uid in pod_uids:
+            if self.watching:
+                try:
+                    # The Allocator's second allowed blocking call, as in after_allocate.
+                    self._client.remove_pod(pod_uid, self._call_timeout_s)
+                except AdvisorSick as err:
+                    self._sick_call(err, f"residual pod {pod_uid}")
+                except AdvisorRefused as err:
+                    logger.warning(
+                        "residual pod %s kept: %s", pod_uid, REMOVE_POD_FAILED.format(err)
+                    )
+                    continue
+            kept.append(pod_uid)
+        return tuple(kept)
 
     def _sick_call(self, err: AdvisorSick, what: str) -> None:
         self._sick = True

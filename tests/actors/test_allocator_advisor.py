@@ -28,7 +28,14 @@ from actors.advisor_messages import (
 )
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_advisor import AdvisorCalls
-from actors.allocator_messages import Allocate, GetResourcesAllocation, RemovePod, StartPolicy
+from actors.allocator_messages import (
+    Allocate,
+    GetResourcesAllocation,
+    RemovePod,
+    RemoveResidualPods,
+    ResidualRemoval,
+    StartPolicy,
+)
 from actors.decision_rerun import rerun_in_journal
 from actors.ports.advisor import AdvisorRefused, AdvisorSick
 from actors.state_store import StateStoreCore, StoreConfig
@@ -361,6 +368,37 @@ def test_a_sick_remove_pod_removes_anyway_and_reports_the_advisor(node: Node):
     node.advisor.remove["pod-a"] = sick
     node.core.handle(RemovePod("pod-a"))
     assert node.state.cpu.entry("pod-a", "app") is None
+    assert node.link == [ReportSickAdvisor(str(sick))]
+
+
+def residual_rounds(node: Node, known: set[str], rounds: int = 10) -> ResidualRemoval:
+    """Ten clearResidualState rounds (§12.4: 10 sightings of absence); the last one's answer."""
+    answer = ResidualRemoval((), ())
+    for _ in range(rounds):
+        answer = node.core.handle(RemoveResidualPods(known))
+    return answer
+
+
+def test_residual_pods_are_removed_from_the_advisor_first_and_a_refused_one_is_kept(node: Node):
+    for pod in ("pod-a", "pod-b", "pod-c"):
+        node.core.handle(Allocate(request(pod, cpu=1)))
+    node.advisor.remove["pod-b"] = AdvisorRefused("RemovePod", "INTERNAL", "busy")
+    answer = residual_rounds(node, {"pod-c"})
+    # §12.4 step 4: the advisor's RemovePod for each candidate, by uid; a failure keeps the pod
+    assert answer == ResidualRemoval(("pod-a",), ())
+    assert node.advisor.removed == ["pod-a"]
+    assert node.state.cpu.entry("pod-b", "app") is not None
+    del node.advisor.remove["pod-b"]
+    assert node.core.handle(RemoveResidualPods({"pod-c"})) == ResidualRemoval(("pod-b",), ())
+
+
+def test_residual_pods_are_removed_without_a_sick_advisor(node: Node):
+    for pod in ("pod-a", "pod-b"):
+        node.core.handle(Allocate(request(pod, cpu=1)))
+    sick = AdvisorSick("RemovePod", "UNAVAILABLE", "connection refused")
+    node.advisor.remove["pod-a"] = sick
+    assert residual_rounds(node, set()) == ResidualRemoval(("pod-a", "pod-b"), ())
+    assert node.advisor.removed == []  # sick at pod-a: pod-b is not sent either
     assert node.link == [ReportSickAdvisor(str(sick))]
 
 
