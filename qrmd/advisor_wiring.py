@@ -103,6 +103,7 @@ class AdvisorWiring:
         health: the daemon's health registry (the ``communicate_with_advisor`` check and the
             fallback go there).
         latest: the latest durable snapshot (GetCheckpoint, the push, ``/healthz``).
+        watch_period_s: how often the watchdog checks the GetCheckpoint socket.
     """
 
     def __init__(
@@ -111,8 +112,10 @@ class AdvisorWiring:
         clock: Clock,
         health: HealthRegistry,
         latest: Callable[[], Snapshot | None],
+        watch_period_s: float = CHECKPOINT_WATCH_S,
     ) -> None:
         self.config = config
+        self._watch_period_s = watch_period_s
         self._clock = clock
         self._latest = latest
         self.stats = LinkStats()
@@ -148,7 +151,7 @@ class AdvisorWiring:
         return ChildSpec(ADVISOR_CHILD, self._start_link)
 
     def _start_link(self, refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
-        self._serve_checkpoint()
+        self.serve_checkpoint()
         # The Allocator's own ref: rest-for-one restarts the link whenever the Allocator
         # restarts, so this ref is the running Allocator's for the link's whole life.
         allocator = _Tell("allocator", refs["allocator"])
@@ -182,6 +185,10 @@ class AdvisorWiring:
             name="advisor-silence-ticker",
         )
         self._ticker.start()
+        self.start_watchdog()
+
+    def start_watchdog(self) -> None:
+        """Check the GetCheckpoint socket every period, serving it again when it is gone."""
         self._watchdog = threading.Thread(
             target=self._watch_checkpoint, name="advisor-checkpoint-watchdog", daemon=True
         )
@@ -195,7 +202,7 @@ class AdvisorWiring:
             self._ticker = None
         self._watch_stop.set()
         if self._watchdog is not None:
-            self._watchdog.join(CHECKPOINT_WATCH_S)
+            self._watchdog.join(max(self._watch_period_s, _RESTART_MAX_S))
             self._watchdog = None
 
     def close(self) -> None:
@@ -213,7 +220,7 @@ class AdvisorWiring:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _serve_checkpoint(self) -> None:
+    def serve_checkpoint(self) -> None:
         """Serve GetCheckpoint unless it is served already (idempotent across link restarts).
 
         Raises:
@@ -226,10 +233,10 @@ class AdvisorWiring:
 
     def _watch_checkpoint(self) -> None:
         delay = _RESTART_FIRST_S
-        wait = CHECKPOINT_WATCH_S
+        wait = self._watch_period_s
         while not self._watch_stop.wait(wait):
             if is_served(self.checkpoint.path):
-                delay, wait = _RESTART_FIRST_S, CHECKPOINT_WATCH_S
+                delay, wait = _RESTART_FIRST_S, self._watch_period_s
                 continue
             path = self.checkpoint.path
             _log.warning("GetCheckpoint socket %s does not answer: serving it again", path)
@@ -240,7 +247,7 @@ class AdvisorWiring:
                 _log.warning("cannot serve GetCheckpoint (retrying in %.1f s): %s", delay, err)
                 wait, delay = delay, min(delay * 2, _RESTART_MAX_S)
                 continue
-            delay, wait = _RESTART_FIRST_S, CHECKPOINT_WATCH_S
+            delay, wait = _RESTART_FIRST_S, self._watch_period_s
 
     def _latest_snapshot(self) -> Snapshot:
         snapshot = self._latest()
