@@ -110,8 +110,8 @@ def advisor_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, Any]
         ``{"cpu_advisor": AdvisorLinkConfig}``.
 
     Raises:
-        ValueError: the link is enabled but not wired yet, or both sockets are one path; the
-            message names the flag.
+        ValueError: both sockets are one path (or the link is enabled while
+            ``ADVISOR_LINK_WIRED`` is off); the message names the flag.
     """
     config = AdvisorLinkConfig(**groups.get(_GROUP, {}))  # type: ignore[arg-type]
     if config.advisor_socket == config.plugin_socket:
