@@ -16,9 +16,9 @@ or refused, an ``AdvisorSilence`` record the silence and the limit the fallback 
 
 The settings (topology, reserve, QoS configuration, options) are not in the journal: they are
 the node's configuration, so the caller passes the ones the node ran with (with
-``advisor_enabled`` when it ran with ``--enable-cpu-advisor``: pool sizing depends on it). Replies are not
-journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply for the caller
-to show or to compare with one it kept.
+``advisor_enabled`` when it ran with ``--enable-cpu-advisor``: pool sizing depends on it).
+Replies are not journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply
+for the caller to show or to compare with one it kept.
 """
 
 from __future__ import annotations

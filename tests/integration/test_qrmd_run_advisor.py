@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from qrmd.advisor_sim import Fault, LoadModel, SimNode, SysAdvisorSimulator
+from journal import read_records
+from qrmd.advisor_sim import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
 from tests.integration.daemon_process import (
     PluginClient,
     QrmdProcess,
@@ -296,3 +298,58 @@ def test_silence_falls_back_to_request_sizing_and_a_result_takes_over_again(
     wait_for(lambda: rig.metric(sized) == 0.0, 30, "the advisor to size the pools again")
     wait_for(lambda: rig.metric(share) == 3, 10, "the advisor's share")  # ceil(3.0 x 1)
     assert "sys-advisor sizes the pools again" in rig.qrmd.log()
+
+
+def test_every_invalid_response_kind_is_refused_through_the_wire_and_changes_no_cpu(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig()
+    rig.kubelet.plugin.Allocate(dedicated_request("pod-d", 2, numa=1), timeout=10)
+    rig.kubelet.allocate("p1", 1.0)
+    end_ramp_up(rig)
+    wait_for(lambda: rig.sim.stats.responses_sent > 3, 10, "results after ramp-up")
+    before = rig.kubelet.allocations()
+    refused = 'handle_advisor_resp_failed{policy="dynamic"}'
+    for kind in INVALID_KINDS:
+        count = rig.metric(refused) or 0.0
+        rig.sim.set_fault(Fault.INVALID, invalid_kind=kind)
+        wait_for(lambda c=count: (rig.metric(refused) or 0.0) > c, 10, f"a refused {kind}")
+        assert rig.kubelet.allocations() == before, kind  # §16 item 27
+    assert rig.link_state() == "watching"
+    rig.qrmd.signal(signal.SIGTERM)
+    assert rig.qrmd.wait(15) == 0
+    stages = {
+        event["stage"]
+        for record in read_records(str(rig.directory / "state"))
+        for event in record.events
+        if event.get("kind") == "AdvisorResponseRefused"
+    }
+    assert stages == {"validate"}  # every §11.6 rejection is the validator's
+
+
+def test_a_response_arriving_during_an_allocate_waits_for_it_in_the_one_mailbox(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig()
+    rig.kubelet.allocate("p1", 1.0)
+    end_ramp_up(rig)
+    wait_for(lambda: rig.sim.stats.responses_sent > 3, 10, "results after ramp-up")
+    slow_s = 0.4  # AddContainer answers after this; results keep coming every 0.1 s
+    rig.sim.set_fault(Fault.SLOW, slow_s=slow_s)
+    sent = rig.sim.stats.responses_sent
+    started = time.monotonic()
+    rig.kubelet.allocate("p2", 1.0)
+    assert time.monotonic() - started >= slow_s
+    assert rig.sim.stats.responses_sent > sent  # results arrived while the Allocate waited
+    rig.sim.set_fault(Fault.HEALTHY)
+    wait_for(lambda: ("p2", "app") in rig.sim.containers(), 10, "the advisor to know p2")
+    rig.qrmd.signal(signal.SIGTERM)
+    assert rig.qrmd.wait(15) == 0
+    records = list(read_records(str(rig.directory / "state")))
+    (allocate,) = [
+        r for r in records if r.cause["rpc"] == "Allocate" and r.cause["request"]["pod_uid"] == "p2"
+    ]
+    after = [r for r in records if r.seq > allocate.seq]
+    assert after and after[0].cause["rpc"] == "ListAndWatch"
+    # Decided only once the Allocate had its AddContainer answer: it waited in the mailbox.
+    assert after[0].cause["now"] >= allocate.cause["now"] + slow_s
