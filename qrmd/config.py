@@ -35,6 +35,7 @@ from policy.cpu.context import (
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from policy.cpu.pressure import PressureSettings
 from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
@@ -49,7 +50,13 @@ from qrmd.config_values import duration as _duration
 from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
+from qrmd.cpu_eviction_settings import (
+    CPU_EVICTION_OPTIONS,
+    DEFAULT_CPU_LOAD_SOURCE,
+    cpu_eviction_values,
+)
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
@@ -108,6 +115,8 @@ class DaemonConfig:
         durability: ``always`` (fsync before acknowledging) or ``none``.
         checkpoint_every_records: a checkpoint after this many journal records...
         checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
+        journal_retention_max_age_s: forensic history older than this is deleted; None: never.
         metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         log_format: ``text`` or ``json`` (one JSON object per line).
@@ -116,12 +125,18 @@ class DaemonConfig:
         max_hints: the most hints of the reduced answer.
         enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
         qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        balance_round_summary_every_s: quiet rounds repeating the journaled outcome are
+            journaled at least this often; 0: every round.
         memory_balance_execute: migrate pages for the advices; False: dry run (§11).
         plugin_registration_dir: where the eviction plugin's socket is created (§10).
         numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
+            §12.7; ``qrmd.cpu_eviction_settings``).
+        cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
@@ -138,6 +153,8 @@ class DaemonConfig:
     durability: Durability = "always"
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    journal_retention_max_bytes: int | None = 256 << 20
+    journal_retention_max_age_s: float | None = 7 * 86400.0
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"
@@ -146,12 +163,16 @@ class DaemonConfig:
     max_hints: int = DEFAULT_MAX_HINTS
     enable_memory_balancer: bool = False
     qos_aware_sync_period_s: float = 5.0
+    balance_round_summary_every_s: float = 3600.0
     memory_balance_execute: bool = False
     plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
     numa_metrics_source: str = DEFAULT_METRICS_SOURCE
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    enable_cpu_pressure_eviction: bool = False
+    cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
@@ -239,6 +260,7 @@ OPTIONS: tuple[Option, ...] = (
            "write a checkpoint this long after the last one once a record is not in one, "
            "even on an idle node (at least 1s)",
            "none (the reference rewrites its state file on every change)", "DURATION"),
+    *JOURNAL_OPTIONS,
     Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
            "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
     Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",
@@ -255,6 +277,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,
 )  # fmt: skip
@@ -327,6 +350,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
         "balancer": {},
         "sources": {},
         "advisor": {},
+        "cpu_eviction": {},
         "pod_source": {},
     }
     for opt in OPTIONS:
@@ -343,6 +367,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = parsed
     try:
         values.update(balancer_values(values, groups))
+        values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
         values.update(pod_source_values(groups))
     except ValueError as err:

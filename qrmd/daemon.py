@@ -20,18 +20,20 @@ Start, in order:
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
    once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
-7. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
+7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``);
+8. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
    calls the advisor, and the AdvisorLink is the Supervisor's last child, which serves
    GetCheckpoint on ``--cpu-plugin-socket`` before it dials; once it runs, the fallback's
    silence ticker starts (``qrmd.advisor_wiring``). kubelet is served whatever the advisor
    does (beyond the reference, which refuses to start without it).
 
-Stop (SIGTERM/SIGINT): the advisor's ticker, the balancer's plugin and ticker, then the kubelet
-servers (no new calls; their sockets are removed), then the checkpoint ticker, then the actors
-in reverse (the link first; the StateStore writes a checkpoint and closes the journal), then
-the GetCheckpoint server, then the endpoint. An actor still alive afterwards is logged as a bug.
-SIGKILL loses nothing acknowledged: with durability ``always``
-every answered commit was fsynced before the answer.
+Stop (SIGTERM/SIGINT): the advisor's ticker, the CPU pressure plugins and ticker, the
+balancer's plugin and ticker, then the kubelet servers (no new calls; their sockets are
+removed), then the checkpoint ticker, then the actors in reverse (the link first; the
+StateStore writes a checkpoint and closes the journal), then the GetCheckpoint server, then
+the endpoint. An actor still alive afterwards is logged as a bug. SIGKILL loses nothing
+acknowledged: with durability ``always`` every answered commit was fsynced before the answer.
 """
 
 from __future__ import annotations
@@ -63,9 +65,11 @@ from qrmd.advisor_wiring import AdvisorWiring
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import DaemonConfig
+from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
+from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
@@ -119,6 +123,14 @@ def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) ->
     return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
 
 
+#: Builds the CPU pressure wiring: (config, clock, policy context) → wiring (tests inject loads).
+CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], CPUPressureWiring]
+
+
+def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
+    return CPUPressureWiring(config, clock, reserved=ctx.reserved, qos=ctx.qos)
+
+
 def _wire_plugin_server(
     socket_dir: str, allocator: SupervisedRef, ready: Callable[[], bool], observer: DaemonMetrics
 ) -> PluginServing:
@@ -168,6 +180,7 @@ class Daemon:
         clock: the clock the actors and the journal use.
         balancer_factory: builds the memory balancer's wiring when it is enabled (default:
             this host's sources, as the configuration chooses them).
+        cpu_pressure_factory: builds the CPU pressure eviction wiring when it is enabled.
     """
 
     def __init__(
@@ -177,10 +190,13 @@ class Daemon:
         server_factory: ServerFactory = _wire_plugin_server,
         clock: Clock = SYSTEM_CLOCK,
         balancer_factory: BalancerFactory = _host_balancer,
+        cpu_pressure_factory: CPUPressureFactory = _host_cpu_pressure,
     ) -> None:
         self.config = config
         self._balancer_factory = balancer_factory
         self.balancer: BalancerWiring | None = None
+        self._cpu_pressure_factory = cpu_pressure_factory
+        self.cpu_pressure: CPUPressureWiring | None = None
         self._server_factory = server_factory
         self._clock = clock
         self.supervisor: Supervisor | None = None
@@ -219,6 +235,9 @@ class Daemon:
                 config.durability,
                 checkpoint_every_records=config.checkpoint_every_records,
                 checkpoint_every_s=config.checkpoint_every_s,
+                retention=journal_retention(
+                    config.journal_retention_max_bytes, config.journal_retention_max_age_s
+                ),
             ),
             ctx.topology,
             self._clock,
@@ -252,7 +271,11 @@ class Daemon:
         ]
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
+            self.balancer.watch_health(self.health)
             children.append(self.balancer.child_spec())
+        if config.enable_cpu_pressure_eviction:
+            self.cpu_pressure = self._cpu_pressure_factory(config, self._clock, ctx)
+            children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
         if advisor is not None:
@@ -272,6 +295,8 @@ class Daemon:
         )
         if self.balancer is not None:
             self.metrics.registry.register(self.balancer.collector())
+        if self.cpu_pressure is not None:
+            self.metrics.registry.register(self.cpu_pressure.collector())
         if self.checkers is not None:
             self.metrics.registry.register(self.checkers)
         if advisor is not None:
@@ -308,7 +333,10 @@ class Daemon:
         # 6. The balancer's rounds and eviction plugin, its actor now running.
         if self.balancer is not None:
             self.balancer.start(supervisor, self.metrics)
-        # 7. The fallback's silence ticker, the link running.
+        # 7. The CPU pressure collections and eviction plugins.
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.start(supervisor, self.metrics)
+        # 8. The fallback's silence ticker, the link running.
         if advisor is not None:
             advisor.start(supervisor)
         _log.info(self._serving_line())
@@ -317,6 +345,8 @@ class Daemon:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
         if self.advisor is not None:
             self.advisor.stop()
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.stop()
         if self.balancer is not None:
             self.balancer.stop()
         for server in reversed(self.servers):
@@ -362,13 +392,17 @@ class Daemon:
                 f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
                 f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
             )
+        pressure = "off"
+        if self.cpu_pressure is not None:
+            pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
         advisor = "off"
         if self.advisor is not None:
             link = self.advisor.config
             advisor = f"dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
         return (
             f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}; sys-advisor: {advisor}"
+            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}; "
+            f"sys-advisor: {advisor}"
         )
 
 
