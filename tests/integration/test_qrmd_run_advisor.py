@@ -204,15 +204,13 @@ def test_invalid_responses_are_refused_and_change_no_cpu(make_rig: Callable[...,
     rig = make_rig()
     rig.kubelet.allocate("p1", 1.0)
     end_ramp_up(rig)
-    wait_for(lambda: rig.sim.stats.responses_sent > 3, 10, "results after ramp-up")
-    before = rig.kubelet.allocations()
-    failed = rig.metric('handle_advisor_resp_failed{policy="dynamic"}') or 0.0
+    refused = 'handle_advisor_resp_failed{policy="dynamic"}'
     rig.sim.set_fault(Fault.INVALID, invalid_kind="reserve_size")
-    wait_for(
-        lambda: (rig.metric('handle_advisor_resp_failed{policy="dynamic"}') or 0.0) > failed + 2,
-        10,
-        "refused results",
-    )
+    # The state as the last applied result left it: read once the refusals have begun.
+    wait_for(lambda: (rig.metric(refused) or 0.0) > 0, 10, "a refused result")
+    before = rig.kubelet.allocations()
+    failed = rig.metric(refused) or 0.0
+    wait_for(lambda: (rig.metric(refused) or 0.0) > failed + 2, 10, "more refused results")
     assert rig.kubelet.allocations() == before  # §16 item 27: any error leaves state unchanged
     assert rig.link_state() == "watching"
 
@@ -307,9 +305,11 @@ def test_every_invalid_response_kind_is_refused_through_the_wire_and_changes_no_
     rig.kubelet.plugin.Allocate(dedicated_request("pod-d", 2, numa=1), timeout=10)
     rig.kubelet.allocate("p1", 1.0)
     end_ramp_up(rig)
-    wait_for(lambda: rig.sim.stats.responses_sent > 3, 10, "results after ramp-up")
-    before = rig.kubelet.allocations()
     refused = 'handle_advisor_resp_failed{policy="dynamic"}'
+    rig.sim.set_fault(Fault.INVALID, invalid_kind="reserve_size")
+    # The state as the last applied result left it: read once the refusals have begun.
+    wait_for(lambda: (rig.metric(refused) or 0.0) > 0, 10, "a refused result")
+    before = rig.kubelet.allocations()
     for kind in INVALID_KINDS:
         count = rig.metric(refused) or 0.0
         rig.sim.set_fault(Fault.INVALID, invalid_kind=kind)
