@@ -10,6 +10,10 @@ while an Allocate waits for AddContainer. Worked values: (16,2,4), reserve ``0,2
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -457,3 +461,26 @@ def test_a_response_arriving_during_an_allocate_is_decided_after_it(tmp_path: Pa
         assert node.pools()["share"] == "1,3-4,9,11-12"
     finally:
         node.close()
+
+
+def test_qrmd_journal_rerun_re_runs_every_advisor_record_the_same(node: Node):
+    node.admit("p1", "p2")
+    node.core.handle(ApplyAdvice(share_of(6, "p1", "p2"), 11.0))
+    node.core.handle(ApplyAdvice(response(pool("reserve", 3)), 12.0))  # refused
+    node.clock.advance(UNHEALTHY_AFTER_S)
+    node.core.handle(CheckAdvisorSilence(node.clock.now))
+    node.advisor.add["p3"] = REFUSED
+    with pytest.raises(AdvisorRefusedError):
+        node.core.handle(Allocate(request("p3", cpu=1)))
+    node.store.close(checkpoint=False)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run(
+        [sys.executable, "-m", "qrmd", "journal", "rerun", node.directory,
+         "--topology", "synthetic:cpus=16,sockets=2,numas=4", "--reserved-cpu-cores", "2",
+         "--json", "--enable-cpu-advisor"],
+        capture_output=True, text=True, timeout=60, env=env, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["no_rerunner"] == {} and summary["divergences"] == []
+    assert summary["rerun"] == summary["same"] == len(node.rpcs())
