@@ -149,8 +149,8 @@ def pct(samples: list[float], p: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--blocks", type=int, default=41, help="blocks, the first a warm-up")
-    parser.add_argument("--per-block", type=int, default=100, help="samples per mode and block")
+    parser.add_argument("--blocks", type=int, default=401, help="blocks, the first a warm-up")
+    parser.add_argument("--per-block", type=int, default=10, help="samples per mode and block")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="qbench", dir="/tmp"))
     daemons = [Daemon(mode, root / mode, 19400 + i) for i, mode in enumerate(MODES)]
