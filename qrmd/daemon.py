@@ -21,11 +21,17 @@ Start, in order:
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
    once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
 7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
-   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``).
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``);
+8. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
+   calls the advisor, and the AdvisorLink is the Supervisor's last child, which serves
+   GetCheckpoint on ``--cpu-plugin-socket`` before it dials; once it runs, the fallback's
+   silence ticker starts (``qrmd.advisor_wiring``). kubelet is served whatever the advisor
+   does (beyond the reference, which refuses to start without it).
 
-Stop (SIGTERM/SIGINT): the CPU pressure plugins and ticker, the balancer's plugin and ticker,
-then the kubelet servers (no new calls; their sockets are removed), then the checkpoint ticker,
-then the actors in reverse (the StateStore writes a checkpoint and closes the journal), then
+Stop (SIGTERM/SIGINT): the advisor's ticker, the CPU pressure plugins and ticker, the
+balancer's plugin and ticker, then the kubelet servers (no new calls; their sockets are
+removed), then the checkpoint ticker, then the actors in reverse (the link first; the
+StateStore writes a checkpoint and closes the journal), then the GetCheckpoint server, then
 the endpoint. An actor still alive afterwards is logged as a bug. SIGKILL loses nothing
 acknowledged: with durability ``always`` every answered commit was fsynced before the answer.
 """
@@ -44,6 +50,7 @@ from typing import Any, Protocol
 import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_advisor import AdvisorCalls
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
@@ -55,6 +62,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import reserved_cpus
 from policy.topology.model import CPUTopology
+from qrmd.advisor_wiring import AdvisorWiring
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import DaemonConfig
@@ -168,6 +176,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         reserved=reserved,
         qos=qos,
         enable_reclaim=config.enable_reclaim,
+        advisor_enabled=config.cpu_advisor.enabled,
         transition_period_s=config.transition_period_s,
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
@@ -216,6 +225,7 @@ class Daemon:
         self.socket_dirs: tuple[str, ...] = ()
         self.store: StoreWiring | None = None
         self.context: PolicyContext | None = None
+        self.advisor: AdvisorWiring | None = None
         self.checkers: CheckersWiring | None = None
 
     def start(self) -> None:
@@ -257,11 +267,22 @@ class Daemon:
             )
         # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
         pods = self.checkers.publisher if self.checkers is not None else None
+        if config.cpu_advisor.enabled:
+            self.advisor = AdvisorWiring(
+                config.cpu_advisor, self._clock, self.health, lambda: store.latest
+            )
+        advisor = self.advisor
         children = [
             store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock, pods),
+                lambda refs: _start_allocator(
+                    refs[STORE_CHILD],
+                    ctx,
+                    self._clock,
+                    pods,
+                    None if advisor is None else advisor.advisor_calls(),
+                ),
                 _start_policy,
                 unavailable=AllocatorUnavailable,
             ),
@@ -275,6 +296,9 @@ class Daemon:
             children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
+        if advisor is not None:
+            # Last, so rest-for-one restarts it with the Allocator (it then pushes again).
+            children.append(advisor.child_spec())
         supervisor = Supervisor(children, clock=self._clock)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
@@ -293,6 +317,8 @@ class Daemon:
             self.metrics.registry.register(self.cpu_pressure.collector())
         if self.checkers is not None:
             self.metrics.registry.register(self.checkers)
+        if advisor is not None:
+            self.metrics.registry.register(advisor.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
@@ -330,10 +356,15 @@ class Daemon:
         # 7. The CPU pressure collections and eviction plugins.
         if self.cpu_pressure is not None:
             self.cpu_pressure.start(supervisor, self.metrics)
+        # 8. The fallback's silence ticker, the link running.
+        if advisor is not None:
+            advisor.start(supervisor)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.advisor is not None:
+            self.advisor.stop()
         if self.cpu_pressure is not None:
             self.cpu_pressure.stop()
         if self.balancer is not None:
@@ -351,6 +382,8 @@ class Daemon:
         if self.supervisor is not None:
             self.supervisor.stop()
             self.supervisor = None
+        if self.advisor is not None:
+            self.advisor.close()
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
@@ -395,19 +428,30 @@ class Daemon:
         pressure = "off"
         if self.cpu_pressure is not None:
             pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
+        advisor = "off"
+        if self.advisor is not None:
+            link = self.advisor.config
+            advisor = f"dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
         return (
             f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
+            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}; "
+            f"sys-advisor: {advisor}"
         )
 
 
 def _start_allocator(
-    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock, pods: PodSource | None
+    store: pykka.ActorRef[Any],
+    ctx: PolicyContext,
+    clock: Clock,
+    pods: PodSource | None,
+    advisor: AdvisorCalls | None,
 ) -> pykka.ActorRef[Any]:
     snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
-    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time, pods)
+    core = AllocatorCore(
+        snapshot, ctx, StateStoreCommitter(store), clock.time, pods, advisor=advisor
+    )
     return AllocatorActor.start(core)
 
 

@@ -30,6 +30,7 @@ from policy.balance.errors import BalanceError, RoundFailed
 from policy.cpu.advisor.application import ApplyError
 from policy.cpu.advisor.blocks import BlockError
 from policy.cpu.advisor.decision import AdviceRefused
+from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
@@ -212,6 +213,7 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (AdvisorCallError, C.INTERNAL),
     (AdvisorSick, C.UNAVAILABLE),
     (AdvisorRefused, C.FAILED_PRECONDITION),
+    (AdvisorRefusedError, C.FAILED_PRECONDITION),
 ]
 
 
