@@ -8,8 +8,9 @@ The rules, and the overlaps the spec allows:
    reserved CPU (§6.2 step 6, §9.4 step 3: it is taken from the CPUs outside the reserve).
    It *may* overlap any other pool or dedicated container (§6.2 step 6d, §9.4's fallback,
    §9.7's overlap with settled dedicated NUMA-binding containers).
-3. No other pool holds a reserved CPU (§3: the reserve is excluded from everything available;
-   pools are taken from the adjustable CPUs, §9.3 step 1).
+3. No other pool holds a reserved CPU, nor a CPU of a NUMA node that hosts a dedicated
+   NUMA-binding container (§3: the reserve is excluded from everything available; pools are
+   taken from the adjustable CPUs, §5.4, §9.3 step 1).
 4. Two non-resident pools are disjoint, or identical: when the pools cannot have one CPU each,
    every pool gets the whole available set (§15.8).
 5. The ramp-up cpuset holds no reserved CPU (§9.8 step 5: adjustable CPUs minus isolated ones).
@@ -109,9 +110,16 @@ def _resident_pools(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
         yield Violation(2, f"pool {RECLAIM_POOL} ({reclaim}) holds reserved CPUs {inside}")
     # 3. No other pool holds a reserved CPU; 4. other pools are disjoint or identical.
     others = sorted(state.filtered_pools_cpuset_map(RESIDENT_POOLS).items())
+    bound = CPUSet.union_all(
+        state.topology.cpus_in_numa(numa) for numa in state.numas_with_dedicated_numa_binding()
+    )
     for i, (name, cpus) in enumerate(others):
         if not (inside := cpus.intersection(reserved)).is_empty():
             yield Violation(3, f"pool {name} ({cpus}) holds reserved CPUs {inside}")
+        if not (inside := cpus.intersection(bound)).is_empty():
+            yield Violation(
+                3, f"pool {name} ({cpus}) holds {inside} of NUMA nodes with dedicated CPUs"
+            )
         for other, other_cpus in others[i + 1 :]:
             shared = cpus.intersection(other_cpus)
             if not shared.is_empty() and cpus != other_cpus:
