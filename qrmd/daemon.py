@@ -47,10 +47,10 @@ from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
-from policy.cpu.reserve import reserved_cpus
+from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BalancerWiring
-from qrmd.config import DaemonConfig
+from qrmd.config import ConfigError, DaemonConfig
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
@@ -124,12 +124,19 @@ def build_context(config: DaemonConfig) -> PolicyContext:
     """The policy's fixed inputs from the configuration (topology, reserve, QoS, options).
 
     Raises:
-        TopologyError, ReserveError, QoSConfigError: the machine or an option is invalid.
+        TopologyError, QoSConfigError: the machine or an option is invalid.
+        ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
     """
     topology = load_topology(config.topology)
-    reserved = reserved_cpus(
-        topology, use_kubelet_reserved_config=False, reserved_cpu_cores=config.reserved_cpu_cores
-    )
+    try:
+        reserved = reserved_cpus(
+            topology,
+            use_kubelet_reserved_config=False,
+            reserved_cpu_cores=config.reserved_cpu_cores,
+        )
+        require_cpus_outside_reserve(topology, reserved)
+    except ReserveError as err:
+        raise ConfigError(_reserve_flag(config, err)) from err
     qos = QoSConfig.build(
         enhancement_defaults=dict(config.qos_enhancement_defaults),
         debug_annotation_keys=config.pod_debug_anno_keys,
@@ -213,7 +220,7 @@ class Daemon:
             ChildSpec(
                 "allocator",
                 lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock),
-                _start_policy,
+                lambda allocator: _start_policy(allocator, config),
                 unavailable=AllocatorUnavailable,
             ),
         ]
@@ -323,8 +330,18 @@ def _start_allocator(
     return AllocatorActor.start(core)
 
 
-def _start_policy(allocator: pykka.ActorRef[Any]) -> None:
-    allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+def _start_policy(allocator: pykka.ActorRef[Any], config: DaemonConfig) -> None:
+    try:
+        allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+    except ReserveError as err:
+        # The policy names CPUs, not flags; the operator needs the flag to change.
+        raise ConfigError(_reserve_flag(config, err)) from err
+
+
+def _reserve_flag(config: DaemonConfig, err: ReserveError) -> str:
+    return (
+        f"--reserved-cpu-cores={config.reserved_cpu_cores} on --topology {config.topology}: {err}"
+    )
 
 
 def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:
