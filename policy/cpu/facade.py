@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from policy.cpu import remove as removal
 from policy.cpu.allocate import allocate_container
-from policy.cpu.allocation_listing import ResourcesAllocation, resources_allocation
+from policy.cpu.allocation_listing import ResourcesAllocation, listed_as_is, resources_allocation
 from policy.cpu.commands import (
     AllocateInputs,
     GetResourcePluginOptions,
@@ -80,6 +80,7 @@ __all__ = [
     "allocate",
     "get_resource_plugin_options",
     "get_resources_allocation",
+    "get_resources_allocation_as_is",
     "get_topology_aware_allocatable_resources",
     "get_topology_aware_resources",
     "get_topology_hints",
@@ -210,6 +211,18 @@ def get_resources_allocation(
     txn = Txn(state)
     reply = resources_allocation(txn, settings, now)
     return Decision(txn.events, reply, warnings=reply.warnings)
+
+
+def get_resources_allocation_as_is(
+    state: State, inputs: GetResourcesAllocation, settings: PolicyContext, now: float
+) -> Decision[ResourcesAllocation]:
+    """GetResourcesAllocation's answer when what it settles cannot be committed: read-only.
+
+    Every container's cpuset as the state holds it; ramp-ups that ended stay pending and
+    bad timestamps stay as they are until a call whose commit succeeds (§10.1).
+    """
+    del inputs, settings, now
+    return Decision((), listed_as_is(state.cpu))
 
 
 def get_topology_aware_resources(
