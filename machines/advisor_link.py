@@ -2,13 +2,19 @@
 
 Models the communication loop of cpu-policy.md §11.2 (wire.md §10.1):
 
-1. **disabled** until started with the advisor enabled (option ``cpu-resource-plugin-advisor``,
-   default off; the link stays disabled without it), and again after stop.
-2. **dialing**: dial the advisor and confirm the plugin's own checkpoint socket (5 s each).
-3. **syncing**: ``push_cpu_advisor`` — ``AddContainer`` for every non-pool container (§11.3);
-   the first failure ends the attempt.
+1. **disabled** until started with the advisor enabled (``--enable-cpu-advisor``, reference
+   ``cpu-resource-plugin-advisor``, default off; the link stays disabled without it), and
+   again after stop.
+2. **dialing**: confirm the plugin's own checkpoint socket answers (the reference's 5 s
+   self-dial, §11.2 step 4a), then dial the advisor.
+3. **syncing**: ``push_cpu_advisor`` — ``AddContainer`` for every non-pool container (§11.3).
+   A container the advisor *refuses* (it answered with an error status) is logged and
+   skipped; a *sick* advisor (no answer in time, UNAVAILABLE, the connection gone) ends the
+   attempt (``push_failed``). The reference ends it at the first failure of either kind.
 4. **watching**: the ListAndWatch stream is open; every calculation result received is
-   forwarded to the Allocator (§11.5). A stream error ends the attempt.
+   forwarded to the Allocator (§11.5). A stream error ends the attempt, and so does a sick
+   advisor met by a call outside the stream (the Allocator's AddContainer or RemovePod,
+   ``advisor_sick``): kubelet's calls then answer without the advisor until it is back.
 5. **backing_off**: every ended attempt waits before dialing again. The wait is exponential and
    sliding: 0.8 s, doubled per failure, capped at 30 s, no jitter; it starts again at 0.8 s when
    more than 2 minutes passed since the previous back-off started (§11.2 step 5, §14). That
@@ -56,6 +62,7 @@ TRANSITIONS = (
     *_failure("push_failed", SYNCING),
     Transition("receive_result", (WATCHING,), WATCHING, actions=("forward_result",)),
     *_failure("stream_failed", WATCHING),
+    *_failure("advisor_sick", WATCHING),
     Transition("retry", (BACKING_OFF,), DIALING),
     Transition("stop", ACTIVE, DISABLED),
 )
@@ -68,7 +75,10 @@ TABLE = MachineTable(
     final=(),
     transitions=TRANSITIONS,
     glossary=(
-        ("advisor_enabled", "option cpu-resource-plugin-advisor is on (default off)"),
+        (
+            "advisor_enabled",
+            "--enable-cpu-advisor is on (reference cpu-resource-plugin-advisor; default off)",
+        ),
         (
             "backoff_reset_due",
             "more than 2 minutes passed since the previous back-off started (§11.2 step 5)",
@@ -79,8 +89,9 @@ TABLE = MachineTable(
     ),
     summary=(
         "The CPU plugin's connection to sys-advisor (cpu-policy.md §11.2, wire.md §10.1): "
-        "dial, push every container, watch calculation results; any failure backs off "
-        "0.8 s doubling to 30 s, reset after 2 minutes, then dials again."
+        "dial, push every container, watch calculation results; a failed attempt, a broken "
+        "stream or a sick advisor backs off 0.8 s doubling to 30 s, reset after 2 minutes, "
+        "then dials again."
     ),
 )
 

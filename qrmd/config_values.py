@@ -162,7 +162,8 @@ class Option:
     repeatable: bool = False
     switch: bool = False
     #: Options whose values are collected by key into one object (``balancer``: the
-    #: ``BalancerConfig``; ``sources``: the metric sources), ``field`` being the key.
+    #: ``BalancerConfig``; ``sources``: the metric sources; ``advisor``: the
+    #: ``AdvisorLinkConfig``), ``field`` being the key.
     group: str = ""
 
     def help_text(self) -> str:

@@ -13,7 +13,10 @@ The format, schema version ``SCHEMA_VERSION``:
 * a state is ``{"schema": N, "topology": fingerprint, "sections": {name: section}}``; the CPU
   section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": [entry]}``.
   Derived indexes are never encoded: decoding rebuilds them by applying the entries;
-* the balance section and its events are described in ``policy.balance.codec``.
+* the balance section and its events are described in ``policy.balance.codec``, the advisor
+  section and its events in ``policy.state.advisor_section``. A section added after a
+  checkpoint was written (the advisor section) has an ``empty`` value: a checkpoint without
+  it decodes with that section empty, so an upgraded qrmd starts from an older checkpoint.
 
 Each section registers one :class:`SectionCodec` in ``SECTION_CODECS``: its event types, how
 their fields and its value are encoded and decoded. This module dispatches on the event's
@@ -43,6 +46,15 @@ from policy.balance.codec import (
 )
 from policy.balance.events import BALANCE_EVENT_TYPES, BALANCE_SECTION
 from policy.errors import CodecError, StateError
+from policy.state.advisor_section import (
+    ADVISOR_EVENT_TYPES,
+    ADVISOR_SECTION,
+    AdvisorState,
+    decode_advisor_event,
+    decode_advisor_section,
+    encode_advisor_event,
+    encode_advisor_section,
+)
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import RAMPING, ContainerEntry, InPool, OwnCPUs, Placement, Ramping
@@ -310,6 +322,8 @@ class SectionCodec:
         decode_event: ``(event class, fields, where) -> event``; the field names are checked.
         encode_section: the section value as primitives.
         decode_section: ``(primitives, topology) -> section value``.
+        empty: the section's value when a checkpoint does not hold it (a section added later);
+            ``None`` makes the section mandatory.
     """
 
     event_types: tuple[type[Event], ...]
@@ -317,6 +331,7 @@ class SectionCodec:
     decode_event: Callable[[type[Event], Mapping[str, Any], str], Event]
     encode_section: Callable[[Any], Any]
     decode_section: Callable[[object, CPUTopology], Any]
+    empty: Callable[[], Any] | None = None
 
 
 #: Every section's codec, by section name.
@@ -334,6 +349,14 @@ SECTION_CODECS: Final[Mapping[str, SectionCodec]] = {
         decode_balance_event,
         encode_balance_section,
         decode_balance_section,
+    ),
+    ADVISOR_SECTION: SectionCodec(
+        ADVISOR_EVENT_TYPES,
+        encode_advisor_event,
+        decode_advisor_event,
+        encode_advisor_section,
+        decode_advisor_section,
+        empty=AdvisorState,
     ),
 }
 
@@ -421,9 +444,24 @@ def decode_state(data: object, topology: CPUTopology) -> State:
             f"state.topology: written for topology {fingerprint:.40}, "
             f"this node is {topology.fingerprint()}"
         )
-    raw_sections = _fields_of(items["sections"], "state.sections", tuple(SECTION_CODECS))
+    raw = _expect_dict(items["sections"], "state.sections")
+    required = tuple(name for name, codec in SECTION_CODECS.items() if codec.empty is None)
+    raw_sections = _fields_of(
+        raw, "state.sections", tuple(name for name in SECTION_CODECS if name in raw) + required
+    )
     sections = {
-        name: codec.decode_section(raw_sections[name], topology)
+        name: _decode_section(codec, raw_sections.get(name, _ABSENT), topology)
         for name, codec in SECTION_CODECS.items()
     }
     return State(immutables.Map(sections))
+
+
+_ABSENT: Final = object()
+
+
+def _decode_section(codec: SectionCodec, raw: object, topology: CPUTopology) -> Any:
+    """A section's value; a section added after the checkpoint was written is empty."""
+    if raw is _ABSENT:
+        assert codec.empty is not None  # mandatory sections were checked present
+        return codec.empty()
+    return codec.decode_section(raw, topology)

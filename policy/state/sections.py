@@ -4,7 +4,9 @@ The StateStore keeps a ``State`` and applies committed events to it with :func:`
 event names its section (``Event.section``); each section is an immutable value with its own
 apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
 Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
-``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``). Replaying the
+``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``) and the advisor
+section (``AdvisorState``: who sizes the pools and the last sys-advisor response's outcome,
+written by the Allocator; ``policy.state.advisor_section``). Replaying the
 journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
 section by section.
 """
@@ -20,12 +22,14 @@ import immutables
 from policy.balance import BalancerState
 from policy.balance.events import BALANCE_SECTION, apply_balance_event
 from policy.errors import StateError
+from policy.state.advisor_section import ADVISOR_SECTION, AdvisorState, apply_advisor_event
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import Event
 from policy.topology.model import CPUTopology
 
 __all__ = [
+    "ADVISOR_SECTION",
     "BALANCE_SECTION",
     "CPU_SECTION",
     "SECTION_APPLY",
@@ -41,13 +45,14 @@ CPU_SECTION: Final = "cpu"
 SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
     CPU_SECTION: apply_cpu_event,
     BALANCE_SECTION: apply_balance_event,
+    ADVISOR_SECTION: apply_advisor_event,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class State:
     """Named, immutable state sections (``"cpu"``: a ``CPUState``; ``"balance"``: a
-    ``BalancerState``)."""
+    ``BalancerState``; ``"advisor"``: an ``AdvisorState``)."""
 
     sections: immutables.Map[str, object]
 
@@ -76,6 +81,13 @@ class State:
         assert isinstance(section, BalancerState)
         return section
 
+    @property
+    def advisor(self) -> AdvisorState:
+        """The advisor section."""
+        section = self.section(ADVISOR_SECTION)
+        assert isinstance(section, AdvisorState)
+        return section
+
     def with_section(self, name: str, value: object) -> State:
         """This state with section ``name`` replaced by ``value``."""
         return State(self.sections.set(name, value))
@@ -84,7 +96,13 @@ class State:
 def empty_state(topology: CPUTopology) -> State:
     """The state of a node nothing has happened on: every section empty."""
     return State(
-        immutables.Map({CPU_SECTION: CPUState.empty(topology), BALANCE_SECTION: BalancerState()})
+        immutables.Map(
+            {
+                CPU_SECTION: CPUState.empty(topology),
+                BALANCE_SECTION: BalancerState(),
+                ADVISOR_SECTION: AdvisorState(),
+            }
+        )
     )
 
 

@@ -60,7 +60,12 @@ def test_a_disabled_advisor_keeps_the_link_disabled() -> None:
 )
 @pytest.mark.parametrize(
     ("state", "trigger"),
-    [("dialing", "dial_failed"), ("syncing", "push_failed"), ("watching", "stream_failed")],
+    [
+        ("dialing", "dial_failed"),
+        ("syncing", "push_failed"),
+        ("watching", "stream_failed"),
+        ("watching", "advisor_sick"),
+    ],
 )
 def test_every_failure_applies_the_backoff_reset_rule(
     state: str, trigger: str, reset_due: bool, action: str

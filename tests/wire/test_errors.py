@@ -18,12 +18,18 @@ from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.decision_rerun import RerunError
 from actors.errors import ActorError
+from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
 from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
+from policy.cpu.advisor.application import ApplyError
+from policy.cpu.advisor.blocks import BlockError
+from policy.cpu.advisor.decision import AdviceRefused
+from policy.cpu.advisor.response import ResponseFormatError
+from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
@@ -188,6 +194,14 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (CauseError, C.INTERNAL),
     (RerunError, C.INTERNAL),
     (NotReady, C.UNAVAILABLE),
+    (AdvisorValidationError, C.INVALID_ARGUMENT),
+    (BlockError, C.INVALID_ARGUMENT),
+    (ApplyError, C.INVALID_ARGUMENT),
+    (ResponseFormatError, C.INVALID_ARGUMENT),
+    (AdviceRefused, C.INVALID_ARGUMENT),
+    (AdvisorCallError, C.INTERNAL),
+    (AdvisorSick, C.UNAVAILABLE),
+    (AdvisorRefused, C.FAILED_PRECONDITION),
 ]
 
 
@@ -201,6 +215,10 @@ def _instance(cls: type[BaseException]) -> BaseException:
         return cls("sockets[0]", "boom")
     if issubclass(cls, ReplayError | RerunError):
         return cls(7, "boom")
+    if issubclass(cls, AdviceRefused):
+        return cls("validate", "boom")
+    if issubclass(cls, AdvisorCallError):
+        return cls("AddContainer", "CODE", "boom")
     return cls("boom")
 
 

@@ -1,0 +1,97 @@
+"""The simulator's load model: how big the pools are (a stand-in for sys-advisor's QoS-aware
+calculation, not a copy of it).
+
+From qrmd's checkpoint (pools and dedicated containers, cpu-policy §11.4) and the containers it
+was told about:
+
+* ``reserve`` keeps its size (one NUMA ``-1`` block, as the validator wants, §11.6);
+* every dedicated container keeps its CPUs: one block per NUMA node of its assignments, shared
+  by all containers of its pod (a sidecar mirrors its main container, and one block id means
+  one set of CPUs, §11.1);
+* ``share`` gets ``ceil(load × Σ shared requests)`` CPUs, at least one, leaving one for reclaim;
+* optionally ``isolation0`` gets ``isolation`` CPUs and the first shared container moves there;
+* ``reclaim`` gets the rest. Shared containers name their pool, reclaimed ones ``reclaim``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policy.cpu.advisor.checkpoint import CheckpointEntry
+from policy.cpu.advisor.push import ContainerMetadata
+from policy.cpu.advisor.response import AdvisorResponse, Block, CalculationInfo
+
+__all__ = ["ISOLATION_POOL", "LoadModel", "SimNode", "plan_response"]
+
+ISOLATION_POOL = "isolation0"
+
+
+@dataclass(frozen=True, slots=True)
+class SimNode:
+    """What the simulator knows of the machine: CPUs per NUMA node."""
+
+    numa_cpus: Mapping[int, int]
+
+    @property
+    def num_cpus(self) -> int:
+        return sum(self.numa_cpus.values())
+
+
+@dataclass(frozen=True, slots=True)
+class LoadModel:
+    """``load``: share's CPUs per requested core; ``isolation``: CPUs of ``isolation0``
+    (0: no isolation pool)."""
+
+    load: float = 1.5
+    isolation: int = 0
+
+
+def plan_response(
+    node: SimNode,
+    checkpoint: Mapping[str, Mapping[str, CheckpointEntry]],
+    containers: Mapping[tuple[str, str], ContainerMetadata],
+    model: LoadModel,
+) -> AdvisorResponse:
+    """One calculation result for the node as the checkpoint shows it."""
+    entries: dict[str, dict[str, CalculationInfo | None]] = {}
+    used = 0
+    reserve = checkpoint.get("reserve", {}).get("")
+    if reserve is not None:
+        size = sum(len(c) for c in (reserve.topology_aware_assignments or {}).values())
+        entries["reserve"] = {"": CalculationInfo("reserve", {-1: (Block(size, "reserve"),)})}
+        used += size
+    dedicated_numas: dict[str, dict[int, int]] = {}
+    for pod, subs in sorted(checkpoint.items()):
+        for name, entry in sorted(subs.items()):
+            if name == "" or entry.owner_pool_name != "dedicated":
+                continue
+            numas = {n: len(c) for n, c in (entry.topology_aware_assignments or {}).items()}
+            entries.setdefault(pod, {})[name] = CalculationInfo(
+                "dedicated",
+                {n: (Block(size, f"{pod}/numa{n}"),) for n, size in sorted(numas.items())},
+            )
+            for numa, size in numas.items():
+                known = dedicated_numas.setdefault(pod, {})
+                known[numa] = max(known.get(numa, 0), size)
+    used += sum(sum(numas.values()) for numas in dedicated_numas.values())
+    available = max(node.num_cpus - used, 0)
+    live = {k: m for k, m in containers.items() if k[1] in checkpoint.get(k[0], {})}
+    shared = sorted(k for k, m in live.items() if m.qos_level == "shared_cores")
+    requested = sum(live[k].request_quantity for k in shared)
+    isolation = model.isolation if shared and model.isolation else 0
+    share = min(max(math.ceil(model.load * requested), 1), max(available - 1 - isolation, 0))
+    pools = {"share": share, "reclaim": max(available - share - isolation, 0)}
+    if isolation:
+        pools[ISOLATION_POOL] = isolation
+    for pool, size in pools.items():
+        if size > 0:
+            entries[pool] = {"": CalculationInfo(pool, {-1: (Block(size, pool),)})}
+    for key in shared:
+        pool = ISOLATION_POOL if isolation and key == shared[0] else "share"
+        entries.setdefault(key[0], {})[key[1]] = CalculationInfo(pool, {})
+    for key, metadata in sorted(live.items()):
+        if metadata.qos_level == "reclaimed_cores":
+            entries.setdefault(key[0], {})[key[1]] = CalculationInfo("reclaim", {})
+    return AdvisorResponse(entries)

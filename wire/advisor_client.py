@@ -1,0 +1,162 @@
+"""qrmd's client of sys-advisor's ``CPUAdvisor`` (cpu-policy §11.1, §11.3, §11.5; wire.md §6.1).
+
+``GrpcAdvisorClient`` implements the ``AdvisorClient`` port over ``unix:<--cpu-advisor-socket>``
+with plain values in and out. Each failure is one of the port's two errors:
+
+==============================================================  =================
+what happened                                                   raised
+==============================================================  =================
+no answer within the call's timeout (``DEADLINE_EXCEEDED``),     ``AdvisorSick``
+``UNAVAILABLE`` (nobody listens, the connection dropped),
+``CANCELLED`` by the channel closing, a dial that times out,
+the stream ending (even cleanly: the reference treats every
+end of ListAndWatch as a failure)
+any other status from an advisor that answered                  ``AdvisorRefused``
+(``INVALID_ARGUMENT``, ``UNKNOWN``, ``INTERNAL``, ...)
+==============================================================  =================
+
+No client keepalive pings: Go servers answer frequent pings with GOAWAY (wire.md §1.2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
+from policy.cpu.advisor.push import ContainerMetadata
+from policy.cpu.advisor.response import AdvisorResponse
+from wire.advisor_convert import AdvisorWireError, metadata_to_proto, response_from_bytes
+from wire.gen import advisorsvc_pb2 as svc_pb
+
+__all__ = ["SICK_CODES", "GrpcAdvisorClient", "GrpcResponseStream", "call_error"]
+
+#: Status codes that mean the advisor did not answer (the issue's "sick").
+SICK_CODES = frozenset(
+    {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
+)
+
+_SERVICE = "/cpuadvisor.CPUAdvisor/"
+
+
+def call_error(method: str, err: grpc.RpcError) -> AdvisorCallError:
+    """The port's error for a failed call: sick or refused, by status code."""
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = (err.details() if hasattr(err, "details") else None) or str(code)
+    kind = AdvisorSick if code in SICK_CODES else AdvisorRefused
+    return kind(method, code.name, details)
+
+
+class GrpcResponseStream:
+    """An open ListAndWatch call; iterating yields responses (see ``ResponseStream``)."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._cancelled = threading.Event()
+
+    def __iter__(self) -> Iterator[AdvisorResponse]:
+        try:
+            for raw in self._call:
+                try:
+                    yield response_from_bytes(raw)
+                except AdvisorWireError as err:
+                    # A message we cannot read: the stream is no use any more.
+                    self._call.cancel()
+                    raise AdvisorRefused("ListAndWatch", "INTERNAL", str(err)) from err
+        except grpc.RpcError as err:
+            if self._cancelled.is_set():
+                return
+            raise call_error("ListAndWatch", err) from None
+        if not self._cancelled.is_set():
+            raise AdvisorSick("ListAndWatch", "OK", "the advisor ended the stream")
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+        self._call.cancel()
+
+
+class GrpcAdvisorClient:
+    """One channel to sys-advisor's socket (``AdvisorClient``).
+
+    Args:
+        socket_path: ``--cpu-advisor-socket``, absolute.
+    """
+
+    def __init__(self, socket_path: str) -> None:
+        self.socket_path = socket_path
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+
+    def _open(self) -> grpc.Channel:
+        with self._lock:
+            if self._channel is None:
+                # No keepalive options: see the module docstring.
+                self._channel = grpc.insecure_channel(f"unix:{self.socket_path}")
+            return self._channel
+
+    def connect(self, timeout_s: float) -> None:
+        """Wait for the socket to accept a connection (the reference's blocking dial).
+
+        Raises:
+            AdvisorSick: not within ``timeout_s``.
+        """
+        try:
+            grpc.channel_ready_future(self._open()).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            self.close()  # a fresh channel next time, not one stuck in back-off
+            raise AdvisorSick(
+                "dial", "TIMEOUT", f"no connection to {self.socket_path} within {timeout_s} s"
+            ) from None
+
+    def _unary(self, method: str, request: Any, reply_type: Any, timeout_s: float) -> None:
+        call = self._open().unary_unary(
+            _SERVICE + method,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=reply_type.FromString,
+        )
+        try:
+            call(request, timeout=timeout_s)
+        except grpc.RpcError as err:
+            raise call_error(method, err) from None
+
+    def add_container(self, metadata: ContainerMetadata, timeout_s: float) -> None:
+        """``AddContainer`` (§7.2, §11.3).
+
+        Raises:
+            AdvisorSick, AdvisorRefused: see the module docstring.
+            AdvisorRefused: also when the container type has no enum value (nothing sent).
+        """
+        try:
+            request = metadata_to_proto(metadata)
+        except AdvisorWireError as err:
+            raise AdvisorRefused("AddContainer", "INVALID_ARGUMENT", str(err)) from err
+        self._unary("AddContainer", request, svc_pb.AddContainerResponse, timeout_s)
+
+    def remove_pod(self, pod_uid: str, timeout_s: float) -> None:
+        """``RemovePod`` (§10.6).
+
+        Raises:
+            AdvisorSick, AdvisorRefused: see the module docstring.
+        """
+        request = svc_pb.RemovePodRequest(pod_uid=pod_uid)
+        self._unary("RemovePod", request, svc_pb.RemovePodResponse, timeout_s)
+
+    def list_and_watch(self) -> GrpcResponseStream:
+        """Open ``ListAndWatch`` (no deadline: the stream lives until it breaks or is
+        cancelled); the responses are decoded from their bytes (nil map values kept)."""
+        call = self._open().unary_stream(
+            _SERVICE + "ListAndWatch",
+            request_serializer=svc_pb.Empty.SerializeToString,
+            response_deserializer=None,  # raw bytes: see wire.advisor_convert
+        )
+        return GrpcResponseStream(call(svc_pb.Empty()))
+
+    def close(self) -> None:
+        """Close the channel; calls in flight end as ``CANCELLED`` (sick)."""
+        with self._lock:
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
