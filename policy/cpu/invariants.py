@@ -20,6 +20,12 @@ The rules, and the overlaps the spec allows:
    sidecars copy their main container's CPUs (§7.5.2), so neither is checked against its own
    pod.
 
+With sys-advisor (``advisor_enabled``) the pools are where the advisor's blocks put them
+(§11.7, §11.8): a block may be referenced by several pools and containers, and NUMA-aware
+blocks may lie anywhere. Only the reserve's rules then hold — 1, 2, 3 and 6 as far as they
+concern reserved CPUs, and 5 (§11.8 step 2: the ramp-up cpuset is every CPU but the reserve
+and the dedicated ones).
+
 Shared and reclaimed containers are not checked: they follow their pool or the ramp-up cpuset,
 and one that keeps CPUs of its own may keep reserved ones — "existing containers that already
 hold reserved CPUs are not touched when the reservation changes across restarts" (§3).
@@ -77,7 +83,11 @@ def check_invariants(state: CPUState, settings: PolicyContext) -> list[Violation
     Returns:
         The violations, by rule; empty when the state is consistent.
     """
-    return [*_resident_pools(state, settings.reserved), *_dedicated(state, settings.reserved)]
+    placed_by_us = not settings.advisor_enabled
+    return [
+        *_resident_pools(state, settings.reserved, placed_by_us),
+        *_dedicated(state, settings.reserved, placed_by_us),
+    ]
 
 
 def require_invariants(state: CPUState, settings: PolicyContext, where: str) -> None:
@@ -97,7 +107,7 @@ def require_invariants(state: CPUState, settings: PolicyContext, where: str) -> 
         raise InvariantError(f"{where} would leave an inconsistent CPU state: {listed}")
 
 
-def _resident_pools(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
+def _resident_pools(state: CPUState, reserved: CPUSet, placed_by_us: bool) -> Iterator[Violation]:
     # 1. The reserve is the reserved set.
     reserve = state.pool_cpus(RESERVE_POOL)
     if reserve != reserved:
@@ -110,9 +120,11 @@ def _resident_pools(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
         yield Violation(2, f"pool {RECLAIM_POOL} ({reclaim}) holds reserved CPUs {inside}")
     # 3. No other pool holds a reserved CPU; 4. other pools are disjoint or identical.
     others = sorted(state.filtered_pools_cpuset_map(RESIDENT_POOLS).items())
-    bound = CPUSet.union_all(
-        state.topology.cpus_in_numa(numa) for numa in state.numas_with_dedicated_numa_binding()
-    )
+    bound = CPUSet()
+    if placed_by_us:
+        bound = CPUSet.union_all(
+            state.topology.cpus_in_numa(n) for n in state.numas_with_dedicated_numa_binding()
+        )
     for i, (name, cpus) in enumerate(others):
         if not (inside := cpus.intersection(reserved)).is_empty():
             yield Violation(3, f"pool {name} ({cpus}) holds reserved CPUs {inside}")
@@ -120,7 +132,9 @@ def _resident_pools(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
             yield Violation(
                 3, f"pool {name} ({cpus}) holds {inside} of NUMA nodes with dedicated CPUs"
             )
-        for other, other_cpus in others[i + 1 :]:
+        # Without the advisor's blocks, pools are taken one after another from what is left.
+        later = others[i + 1 :] if placed_by_us else []
+        for other, other_cpus in later:
             shared = cpus.intersection(other_cpus)
             if not shared.is_empty() and cpus != other_cpus:
                 yield Violation(
@@ -132,7 +146,7 @@ def _resident_pools(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
         yield Violation(5, f"the ramp-up cpuset ({ramp}) holds reserved CPUs {inside}")
 
 
-def _dedicated(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
+def _dedicated(state: CPUState, reserved: CPUSet, placed_by_us: bool) -> Iterator[Violation]:
     # 6. Dedicated CPUs are the container's own.
     pools = state.filtered_pools_cpuset_map(RESIDENT_POOLS)
     owned: list[tuple[str, str, CPUSet]] = []
@@ -149,6 +163,8 @@ def _dedicated(state: CPUState, reserved: CPUSet) -> Iterator[Violation]:
         )
         if not (inside := cpus.intersection(reserved)).is_empty():
             yield Violation(6, f"dedicated {who} ({cpus}) holds reserved CPUs {inside}")
+        if not placed_by_us:
+            continue
         for name, pool_cpus in sorted(pools.items()):
             if not (shared := cpus.intersection(pool_cpus)).is_empty():
                 yield Violation(6, f"dedicated {who} ({cpus}) shares {shared} with pool {name}")

@@ -9,6 +9,7 @@ reserve it had.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from hypothesis import given, settings
@@ -114,10 +115,9 @@ def run(first_reserve: int, steps: Any) -> None:
         if isinstance(command, Restart):
             core = _restart(committer, core, context(command.count), clock, pods)
             continue
-        try:
+        # A refusal commits nothing, or the §7.2 removal (checked like any commit).
+        with contextlib.suppress(PolicyError):
             core.handle(command)
-        except PolicyError:
-            pass  # refused: nothing committed, or the §7.2 removal (checked like any commit)
 
 
 def _restart(

@@ -6,6 +6,8 @@ reclaim ``1,3,9,11`` on a fresh node; NUMA 0 is ``0-1,8-9``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policy.cpu.invariants import InvariantError, check_invariants, require_invariants
@@ -132,6 +134,21 @@ def test_each_rule_is_caught(events: list[Event], rule: int, what: str) -> None:
 )  # fmt: skip
 def test_the_overlaps_the_spec_allows_are_allowed(events: list[Event]) -> None:
     assert check_invariants(state_with(*events).cpu, CTX) == []
+
+
+def test_with_the_advisor_only_the_reserve_s_rules_hold() -> None:
+    """§11.8: pools and dedicated containers are where the advisor's blocks put them."""
+    advised = dataclasses.replace(CTX, advisor_enabled=True)
+    state = state_with(
+        PoolSet("share", cpus("4-7")),
+        PoolSet("batch", cpus("6-7,12")),
+        shared("pod-1", InPool("share")),
+        shared("pod-2", InPool("batch")),
+        dedicated("pod-d", "12-13"),
+    )
+    assert check_invariants(state.cpu, advised) == []
+    with_reserved = apply_all(state, [dedicated("pod-e", "2-3")])
+    assert [v.rule for v in check_invariants(with_reserved.cpu, advised)] == [6]
 
 
 def test_require_invariants_names_where_and_every_violation() -> None:
