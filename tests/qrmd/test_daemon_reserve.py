@@ -115,3 +115,19 @@ def test_a_reserve_over_a_dedicated_container_is_refused_naming_the_flag(
         assert again.store is not None and again.store.latest.seq == seq
     finally:
         again.stop()
+
+
+def test_a_changed_topology_over_a_used_state_is_refused_naming_the_flags(
+    harness: Harness,
+) -> None:
+    first = harness.daemon()
+    first.start()
+    first.stop()
+    other = "synthetic:cpus=32,sockets=2,numas=4"
+    with pytest.raises(DaemonError) as raised:
+        harness.daemon(topology=other).start()
+    assert str(raised.value).endswith(
+        f"(state directory {harness.root / 'state'}: it was written with another --topology "
+        f"or --node-name than --topology {other} --node-name {first.config.node_name})"
+    )
+    assert pykka.ActorRegistry.get_all() == []
