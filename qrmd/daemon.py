@@ -45,6 +45,7 @@ from actors.ports.commit import StateStoreCommitter
 from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
+from journal import JournalMismatch
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
@@ -249,7 +250,14 @@ class Daemon:
         try:
             supervisor.start()
         except SupervisorError as err:
-            raise DaemonError(f"{err} (state directory {config.state_dir})") from err
+            where = f"state directory {config.state_dir}"
+            if isinstance(err.__cause__, JournalMismatch):
+                # The journal names fingerprints; the operator needs the flags that made them.
+                where += (
+                    f": it was written with another --topology or --node-name than "
+                    f"--topology {config.topology} --node-name {config.node_name}"
+                )
+            raise DaemonError(f"{err} ({where})") from err
         store.start_ticker(supervisor)
         # 4. The endpoint answers; the residual checker has no pod source to run on.
         if self.endpoint is not None:
