@@ -13,11 +13,11 @@ Each class stays in the module of the protocol that raises it, where its callers
   ``actors.store_messages.CommitRefused`` and its ``StoreUnavailable``,
   ``actors.ports.commit.CommitOutcomeUnknown``, ``actors.allocator_messages.AllocatorUnavailable``,
   ``actors.balancer_messages.BalancerUnavailable``, ``actors.supervisor.ActorUnavailable``,
-  ``actors.ports.balancer.AnonMemoryUnavailable``;
+  ``actors.ports.balancer.AnonMemoryUnavailable``, ``actors.ports.cgroups.CpusetUnavailable``;
 * ``INTERNAL`` (retrying will not help; the operator must look):
   ``actors.state_replay.ReplayError``, ``actors.supervisor.SupervisorError``,
   ``actors.allocator_cause.CauseError`` and ``actors.decision_rerun.RerunError`` (a journaled
-  decision that cannot be decoded or re-run).
+  decision that cannot be decoded or re-run), ``actors.ports.cgroups.CpuIdleError``.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -122,6 +123,7 @@ class DaemonConfig:
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
+        pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
     """
 
@@ -151,6 +153,7 @@ class DaemonConfig:
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
+    pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -253,6 +256,7 @@ OPTIONS: tuple[Option, ...] = (
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
     *ADVISOR_OPTIONS,
+    *POD_SOURCE_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -319,7 +323,12 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}
-    groups: dict[str, dict[str, object]] = {"balancer": {}, "sources": {}, "advisor": {}}
+    groups: dict[str, dict[str, object]] = {
+        "balancer": {},
+        "sources": {},
+        "advisor": {},
+        "pod_source": {},
+    }
     for opt in OPTIONS:
         if opt.flag not in raw:
             continue
@@ -335,6 +344,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
     try:
         values.update(balancer_values(values, groups))
         values.update(advisor_values(groups))
+        values.update(pod_source_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent

@@ -10,9 +10,11 @@ Start, in order:
    from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6); then the store's
    checkpoint ticker, so an idle node still writes its time-due checkpoint
    (``qrmd.store_wiring``);
-4. the endpoint starts answering; the residual-state checker would start here, but qrmd has
-   no pod source yet, and like the reference without pod metadata (§12.4 step 1) it does not
-   run: a log line says so;
+4. the endpoint starts answering; with ``--pod-source kubelet`` the pod list publisher (built
+   in step 3, the Allocator reads pod phases from it, cpu-policy §7.3) and the periodic
+   checkers start (``qrmd.checkers_wiring``; their actor is the Supervisor's
+   child after the Allocator); without a pod source, like the reference without pod metadata
+   (§12.4 step 1), no checker runs and a log line says that residual state is never cleaned;
 5. one PluginServer per socket directory (wire.md §2, §8.1): only now, with the state
    recovered and the actors ready, does a socket appear for kubelet to dial;
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
@@ -42,6 +44,7 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
+from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
@@ -51,6 +54,7 @@ from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BalancerWiring
+from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import ConfigError, DaemonConfig
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
@@ -150,6 +154,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         transition_period_s=config.transition_period_s,
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
+        residual_sightings=config.pod_source.residual_sightings,
     )
 
 
@@ -185,6 +190,7 @@ class Daemon:
         self.socket_dirs: tuple[str, ...] = ()
         self.store: StoreWiring | None = None
         self.context: PolicyContext | None = None
+        self.checkers: CheckersWiring | None = None
 
     def start(self) -> None:
         """Start everything in order (module docstring); on a failure, stop what started.
@@ -216,11 +222,17 @@ class Daemon:
             self._clock,
         )
         self.store = store
+        if config.pod_source.enabled:
+            self.checkers = CheckersWiring(
+                config, ctx, self._clock, self.health, lambda: store.latest
+            )
+        # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
+        pods = self.checkers.publisher if self.checkers is not None else None
         children = [
             store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock),
+                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock, pods),
                 lambda allocator: _start_policy(allocator, config),
                 unavailable=AllocatorUnavailable,
             ),
@@ -228,6 +240,8 @@ class Daemon:
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
             children.append(self.balancer.child_spec())
+        if self.checkers is not None:
+            children.append(self.checkers.child_spec())
         supervisor = Supervisor(children)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
@@ -242,6 +256,8 @@ class Daemon:
         )
         if self.balancer is not None:
             self.metrics.registry.register(self.balancer.collector())
+        if self.checkers is not None:
+            self.metrics.registry.register(self.checkers)
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
@@ -259,13 +275,17 @@ class Daemon:
                 )
             raise DaemonError(f"{err} ({where})") from err
         store.start_ticker(supervisor)
-        # 4. The endpoint answers; the residual checker has no pod source to run on.
+        # 4. The endpoint answers; the checkers run on the pod source, if there is one.
         if self.endpoint is not None:
             self.endpoint.start()
-        _log.info(
-            "no pod source configured: the residual-state checker does not run "
-            "(as the reference without pod metadata, cpu-policy §12.4 step 1)"
-        )
+        if self.checkers is not None:
+            self.checkers.start(supervisor)
+        else:
+            _log.info(
+                "--pod-source none: residual state of a pod kubelet forgot to remove is never "
+                "cleaned and cpusets are not checked (as the reference without pod metadata, "
+                "cpu-policy §12.4 step 1)"
+            )
         # 5. Only now a socket appears for kubelet (wire.md §8.1).
         allocator = supervisor.ref("allocator")
         # Missing directories are created (0755); one socket per inode (wire.md §2).
@@ -289,6 +309,8 @@ class Daemon:
             except Exception:
                 _log.exception("a plugin server failed to stop")
         self.servers = []
+        if self.checkers is not None:
+            self.checkers.stop()
         if self.store is not None:
             self.store.stop_ticker()
         if self.supervisor is not None:
@@ -329,12 +351,12 @@ class Daemon:
 
 
 def _start_allocator(
-    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock
+    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock, pods: PodSource | None
 ) -> pykka.ActorRef[Any]:
     snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
-    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time)
+    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time, pods)
     return AllocatorActor.start(core)
 
 

@@ -9,9 +9,10 @@ Names. The reference's metrics keep their names exactly, with the tag ``policy="
 * ``pool_size{poolName, pool_type}`` — each pool's CPU count in the latest durable snapshot,
   ``pool_type`` as §6.1 defines it.
 
-The reference's advisor and cpuset-check metrics (``lw_advisor_server_failed``,
-``handle_advisor_resp_*``, ``lw_recv_stuck``, ``real_state_invalid``, ``cpuset_invalid``,
-``cpuset_overlap``) come with those features; qrmd does not export a metric nothing sets.
+The reference's advisor metrics (``lw_advisor_server_failed``, ``handle_advisor_resp_*``,
+``lw_recv_stuck``) come with that feature; qrmd does not export a metric nothing sets. The
+cpuset check's (``real_state_invalid``, ``cpuset_invalid``, ``cpuset_overlap``) are the
+checkers' collector's, with ``--pod-source kubelet`` (``qrmd.checkers_wiring``).
 
 qrmd's own metrics start with ``qrmd_``: RPC latency histograms by method and status code,
 the journal's bytes, records and fsync latency, the state store's commits and recovery, and

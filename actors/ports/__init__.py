@@ -13,6 +13,8 @@ implements the same interface as the real adapter.
   plan, then start; ``qrmd.host.migrate.CgroupMigrator`` implements it).
 * ``pod_source``: which pods the node runs (``PodSource.latest()`` → an immutable
   ``PodListSnapshot`` or ``None``; ``NoPodSource``, the default, lists none).
+* ``cgroups``: what the periodic checkers read and write in cgroups (``CpusetReader``: a
+  container's real cpuset; ``CpuIdleSetter``: ``cpu.idle`` of the reclaimed pods' cgroup).
 * ``clock``: wall and monotonic time (``Clock``; ``SystemClock``); the StateStore and the
   journal it owns read time only through it.
 """

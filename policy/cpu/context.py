@@ -52,6 +52,9 @@ class PolicyContext:
         max_hints: the most hints the reduced answer returns.
         requested_millicpu: the pod-spec seam of §5.5 (unknown by default). No source
             answers it yet; when one does, its answers belong in the decisions' inputs.
+        residual_sightings: consecutive rounds a pod is missing from the pod list before its
+            state goes (§12.4 step 3; ``--residual-max-age`` over ``--residual-check-period``,
+            10 with the reference's 5 min and 30 s).
     """
 
     topology: CPUTopology
@@ -63,3 +66,4 @@ class PolicyContext:
     max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
     max_hints: int = DEFAULT_MAX_HINTS
     requested_millicpu: RequestedMilliCPULookup = _unknown_request
+    residual_sightings: int = 10

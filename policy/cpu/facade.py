@@ -269,12 +269,15 @@ def residual_round(
 ) -> Decision[ResidualCount]:
     """Count one clearResidualState round (§12.4 steps 2–3): read-only.
 
-    A pod in the state that the pod source does not list is seen once more; after ten
-    consecutive 30-s rounds (5 minutes) it is a candidate. Remove candidates with
-    :func:`remove_residual_pods` (with sys-advisor, only those it removed first).
+    A pod in the state that the pod source does not list is seen once more; after
+    ``settings.residual_sightings`` consecutive rounds (ten 30-s rounds, 5 minutes, by default) it
+    is a candidate. Remove candidates with :func:`remove_residual_pods` (with sys-advisor,
+    only those it removed first).
     """
-    del settings, now
-    hits, candidates = removal.residual_round(inputs.hit_map, inputs.known_pod_uids, state.cpu)
+    del now
+    hits, candidates = removal.residual_round(
+        inputs.hit_map, inputs.known_pod_uids, state.cpu, settings.residual_sightings
+    )
     return Decision((), ResidualCount(hits, tuple(candidates)))
 
 

@@ -33,6 +33,7 @@ from policy.state.events import ContainerRemoved, PodRemoved
 __all__ = [
     "MAX_RESIDUAL_TIME_S",
     "RESIDUAL_CHECK_PERIOD_S",
+    "RESIDUAL_SIGHTINGS",
     "remove_container",
     "remove_pod",
     "remove_residual_pods",
@@ -42,6 +43,8 @@ __all__ = [
 #: clearResidualState runs every 30 s and removes pods absent for 5 minutes (§12.4, §14).
 RESIDUAL_CHECK_PERIOD_S: Final = 30
 MAX_RESIDUAL_TIME_S: Final = 300
+#: Consecutive sightings that make a pod residual with the reference's numbers: 10.
+RESIDUAL_SIGHTINGS: Final = MAX_RESIDUAL_TIME_S // RESIDUAL_CHECK_PERIOD_S
 
 
 def _remove_pod_entries(txn: Txn, pod_uid: str) -> None:
@@ -102,27 +105,30 @@ def remove_container(txn: Txn, ctx: PolicyContext, pod_uid: str, container_name:
 
 
 def residual_round(
-    hit_map: Mapping[str, int], known_pod_uids: Collection[str], state: CPUState
+    hit_map: Mapping[str, int],
+    known_pod_uids: Collection[str],
+    state: CPUState,
+    sightings: int = RESIDUAL_SIGHTINGS,
 ) -> tuple[dict[str, int], list[str]]:
     """One clearResidualState count (§12.4 steps 2–3).
 
     A pod of the state that the pod source did not list is seen once more; a pod listed again
-    (or gone from the state) is forgotten; a pod seen for 5 minutes' worth of rounds (ten) is a
+    (or gone from the state) is forgotten; a pod seen ``sightings`` times in a row (the first
+    N with N × period ≥ max residual time: ten with the reference's 30 s and 5 minutes) is a
     candidate. Pool entries are never pods here (the state keeps them apart).
 
     Args:
         hit_map: consecutive sightings so far, by pod uid.
         known_pod_uids: every pod uid the node's pod source lists now.
         state: the CPU state.
+        sightings: consecutive sightings that make a pod a candidate (at least 1).
 
     Returns:
         ``(new hit map, candidates by ascending uid)``.
     """
     known = known_pod_uids if isinstance(known_pod_uids, (set, frozenset)) else set(known_pod_uids)
     hits = {pod: hit_map.get(pod, 0) + 1 for pod in state.pods if pod not in known}
-    candidates = sorted(
-        pod_uid for pod_uid, n in hits.items() if n * RESIDUAL_CHECK_PERIOD_S >= MAX_RESIDUAL_TIME_S
-    )
+    candidates = sorted(pod_uid for pod_uid, n in hits.items() if n >= max(1, sightings))
     return hits, candidates
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DaemonExitedError",
     "DaemonOptions",
     "DaemonProcess",
+    "PodSourceOptions",
     "pid_is_alive",
     "wait_for_socket",
 ]
@@ -65,6 +66,35 @@ class BalancerOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSourceOptions:
+    """The pod source's ``qrmd run`` flags: the kubelet simulator's ``/pods`` on loopback,
+    and the checkers' periods shortened so the demo sees a residual pod go within seconds."""
+
+    kubelet_port: int  # --kubelet-read-only-port (the simulator's /pods)
+    cpuset_cgroup_root: Path  # --cpuset-cgroup-root (the container cgroups the demo writes)
+    residual_check_period: str = "500ms"
+    residual_max_age: str = "2s"
+    cpuset_check_period: str = "1s"
+
+    def argv(self) -> list[str]:
+        """The flags."""
+        return [
+            "--pod-source",
+            "kubelet",
+            "--kubelet-read-only-port",
+            str(self.kubelet_port),
+            "--residual-check-period",
+            self.residual_check_period,
+            "--residual-max-age",
+            self.residual_max_age,
+            "--cpuset-check-period",
+            self.cpuset_check_period,
+            "--cpuset-cgroup-root",
+            str(self.cpuset_cgroup_root),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonOptions:
     """The ``qrmd run`` settings the demo uses."""
 
@@ -76,6 +106,7 @@ class DaemonOptions:
     metrics_address: str  # HOST:PORT or "off"
     log_level: str = "info"
     balancer: BalancerOptions | None = None
+    pod_source: PodSourceOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -101,6 +132,7 @@ class DaemonOptions:
             "--log-level",
             self.log_level,
             *(self.balancer.argv() if self.balancer is not None else ()),
+            *(self.pod_source.argv() if self.pod_source is not None else ()),
         ]
 
 

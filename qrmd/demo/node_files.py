@@ -14,7 +14,12 @@ demo plays the node around it rather than reaching into the daemon:
   one pod cgroup per pod, named as kubelet's cgroupfs driver names it
   (``kubepods[/burstable|/besteffort]/pod<uid>``, ``qrmd.host.kube_cgroups``), holding a
   ``memory.numa_stat`` (``anon N0=<bytes> ...``) and an empty ``cgroup.procs``: the demo's pods
-  have no processes, which a dry-run advice shows as no PIDs to migrate.
+  have no processes, which a dry-run advice shows as no PIDs to migrate;
+* **the container runtime** (``write_container_cpusets``): under ``--cpuset-cgroup-root`` one
+  cgroup per container beneath its pod's, named by its container ID as containerd names it
+  with the cgroupfs driver, holding the ``cpuset.cpus`` the kubelet last gave the runtime
+  (the ``CpusetCpus`` property): what qrmd's checkCPUSet compares with its allocations
+  (cpu-policy §12.5).
 """
 
 from __future__ import annotations
@@ -29,8 +34,12 @@ from policy.balance import BalancerConfig, ResolvedConfig
 from qrmd.host.kube_cgroups import CgroupDriver, pod_cgroup_paths
 from qrmd.host.metric_sources import BANDWIDTH_METRIC
 from qrmd.kubelet_sim import Pod
+from qrmd.kubelet_sim.pods_endpoint import container_id
 
-__all__ = ["NumaMetricsCollector", "NumaReading", "write_pod_cgroups"]
+__all__ = ["NumaMetricsCollector", "NumaReading", "write_container_cpusets", "write_pod_cgroups"]
+
+#: The OCI property holding a container's cpuset (cpu-policy §14).
+_CPUSET_PROPERTY = "CpusetCpus"
 
 # Quiet read latency per node, as a fraction of the grace threshold: no node is near it, and
 # no gap to a neighbour exceeds the gap threshold (§7.4), so a round finds nothing to do.
@@ -133,6 +142,44 @@ def write_pod_cgroups(root: Path, pods: Iterable[Pod], anon: Mapping[str, Mappin
         _replace(directory / "memory.numa_stat", f"anon {nodes}\n")
         _replace(directory / "cgroup.procs", "")
         written.append(directory)
+    return written
+
+
+def _pod_relative(pod: Pod) -> Path:
+    guaranteed, burstable, besteffort = pod_cgroup_paths(pod.uid, CgroupDriver.CGROUPFS)
+    return Path({"Guaranteed": guaranteed, "Burstable": burstable}.get(
+        pod.native_qos_class, besteffort
+    ))  # fmt: skip
+
+
+def write_container_cpusets(
+    root: Path, pods: Iterable[Pod], runtime: Mapping[tuple[str, str], Mapping[str, str]]
+) -> int:
+    """Write each container's ``cpuset.cpus`` as the runtime applied it.
+
+    Args:
+        root: the cpuset controller's mount the daemon is given (``--cpuset-cgroup-root``).
+        pods: the pods whose containers are written.
+        runtime: (pod UID, container name) → OCI property → value, the kubelet's
+            ``runtime_properties()``; a container without ``CpusetCpus`` is skipped.
+
+    Returns:
+        How many containers were written.
+
+    Raises:
+        OSError: a directory or file cannot be written.
+    """
+    written = 0
+    for pod in pods:
+        for container in (*pod.init_containers, *pod.containers):
+            cpus = runtime.get((pod.uid, container.name), {}).get(_CPUSET_PROPERTY)
+            if cpus is None:
+                continue
+            bare = container_id(pod.uid, container.name).removeprefix("containerd://")
+            directory = root / _pod_relative(pod) / bare
+            directory.mkdir(parents=True, exist_ok=True)
+            _replace(directory / "cpuset.cpus", f"{cpus}\n")
+            written += 1
     return written
 
 

@@ -7,7 +7,10 @@
 3. **Ramp-up**: reconcile passes (wire.md §9.2) until shared containers have left the ramp-up
    cpuset for their pool and two passes agree.
 4. **Delete**: some pods go; garbage collection calls ``RemovePod`` (wire.md §9.3) and the
-   freed CPUs return to the pools.
+   freed CPUs return to the pools. One of them the kubelet forgets instead: no ``RemovePod``
+   ever comes, and qrmd's residual-state checker, reading the simulator's ``/pods``, removes
+   it after ``--residual-max-age`` in one journaled decision (cpu-policy §12.4), shown from
+   the journal.
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
@@ -30,16 +33,30 @@ from pathlib import Path
 
 from rich.console import Console
 
+from journal import JournalError, read_records
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.topology.model import CPUTopology
 from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
-from qrmd.demo.daemon_process import BalancerOptions, DaemonError, DaemonOptions, DaemonProcess
-from qrmd.demo.node_files import NumaMetricsCollector
+from qrmd.demo.daemon_process import (
+    BalancerOptions,
+    DaemonError,
+    DaemonOptions,
+    DaemonProcess,
+    PodSourceOptions,
+)
+from qrmd.demo.node_files import NumaMetricsCollector, write_container_cpusets
 from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
-from qrmd.demo.workload import DELETED, PRESSURED_NUMA, RESERVED_CPU_CORES, TOPOLOGY, WORKLOAD
+from qrmd.demo.workload import (
+    DELETED,
+    FORGOTTEN,
+    PRESSURED_NUMA,
+    RESERVED_CPU_CORES,
+    TOPOLOGY,
+    WORKLOAD,
+)
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.kubelet_sim import (
     AdmissionError,
@@ -49,6 +66,7 @@ from qrmd.kubelet_sim import (
     Pod,
     RegistrationOutcome,
 )
+from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
 from wire.eviction_client import EvictionManagerError
 
 __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
@@ -86,6 +104,16 @@ class _Demo:
             memory_cgroup_root=node / "cgroup",
             plugin_registration_dir=self.work_dir / "plugin-socks",
         )
+        self.sim = KubeletSimulator(
+            [socket_dir],
+            self.topology.numa_nodes(),
+            watch_period_s=WATCH_PERIOD_S,
+            reconcile_period_s=settings.reconcile_period_s,
+            on_registration=self._registration_seen,
+        )
+        # The kubelet's /pods on loopback, for qrmd's pod source (bound now: its port is a flag).
+        self.pods = PodsEndpoint(self.sim.kubelet)
+        self.pod_source = PodSourceOptions(self.pods.port, node / "cpuset")
         self.collector = NumaMetricsCollector(
             self.balancer.metrics_file, len(self.topology.numa_nodes()), read_cpu_vendor()
         )
@@ -98,15 +126,9 @@ class _Demo:
                 transition_period=settings.transition_period,
                 metrics_address=metrics,
                 balancer=self.balancer,
+                pod_source=self.pod_source,
             ),
             self.work_dir / "daemon.log",
-        )
-        self.sim = KubeletSimulator(
-            [socket_dir],
-            self.topology.numa_nodes(),
-            watch_period_s=WATCH_PERIOD_S,
-            reconcile_period_s=settings.reconcile_period_s,
-            on_registration=self._registration_seen,
         )
         self.admitted: list[Pod] = []
         self.started = time.monotonic()
@@ -187,6 +209,7 @@ class _Demo:
             self.collector.write(self.collector.quiet())
         except OSError as exc:
             raise DemoError(f"the node's files: {exc}") from None
+        self.pods.start()
         pid = self.daemon.start()
         self.console.print(f"  started (pid {pid}): qrmd {' '.join(self.daemon.argv[3:])}")
         self.sim.start()
@@ -217,6 +240,7 @@ class _Demo:
             except AdmissionError as exc:
                 raise DemoError(f"admission: {exc}") from None
             self.admitted.append(pod)
+            self._write_cpusets()
             first_cpusets[pod.uid] = {
                 name: res[PLUGIN].allocation_result for name, res in granted.items()
             }
@@ -248,11 +272,27 @@ class _Demo:
         )
         return view
 
+    def _write_cpusets(self) -> None:
+        """The runtime's side: each container's cgroup holds the cpuset it was given."""
+        try:
+            write_container_cpusets(
+                self.pod_source.cpuset_cgroup_root,
+                self.admitted,
+                self.sim.kubelet.runtime_properties(),
+            )
+        except OSError as exc:
+            raise DemoError(f"the node's files: {exc}") from None
+
     def delete(self) -> Snapshot:
         names = [p.name for p in self.admitted if p.uid in DELETED]
-        self._phase(4, f"delete pods {', '.join(names)}")
+        forgotten = next(p.name for p in self.admitted if p.uid == FORGOTTEN)
+        self._phase(4, f"delete pods {', '.join(names)} (the kubelet forgets {forgotten}'s)")
+        journal_end = self._journal_end()
         for uid in DELETED:
-            self.sim.kubelet.delete_pod(uid)
+            if uid == FORGOTTEN:
+                self.sim.kubelet.forget_pod(uid)  # gone without a RemovePod
+            else:
+                self.sim.kubelet.delete_pod(uid)
         self.admitted = [p for p in self.admitted if p.uid not in DELETED]
 
         def gone(view: Snapshot) -> bool:
@@ -260,10 +300,52 @@ class _Demo:
             return not any(uid in view or uid in held for uid in DELETED)
 
         view = self._wait_stable("removal of the deleted pods", gone)
+        self._write_cpusets()
         self._show(
-            "RemovePod done by the kubelet's garbage collection; CPUs back in the pools", view
+            "CPUs back in the pools: RemovePod from the kubelet's garbage collection, and the "
+            "residual-state checker for the forgotten pod",
+            view,
         )
+        self._show_residual_removal(forgotten, journal_end)
         return view
+
+    def _journal_end(self) -> int:
+        """The seq the next record will have (records before it are not looked at)."""
+        try:
+            last = 0
+            for record in read_records(str(self.state_dir)):
+                last = record.seq
+            return last + 1
+        except JournalError as exc:
+            raise DemoError(f"reading the journal {self.state_dir}: {exc}") from None
+
+    def _show_residual_removal(self, name: str, from_seq: int) -> None:
+        """The journal's record of the residual removal, and the checker's log line."""
+        try:
+            causes = [(r.seq, r.cause, len(r.events))
+                      for r in read_records(str(self.state_dir), from_seq=from_seq)]  # fmt: skip
+        except JournalError as exc:
+            raise DemoError(f"reading the journal {self.state_dir}: {exc}") from None
+        residual = [
+            (seq, cause, events)
+            for seq, cause, events in causes
+            if cause.get("rpc") == "RemoveResidualPods" and FORGOTTEN in cause.get("pod_uids", ())
+        ]
+        removals = [c for _, c, _ in causes if c.get("rpc") == "RemovePod"]
+        if not residual or any(c.get("pod_uid") == FORGOTTEN for c in removals):
+            raise DemoError(f"{name} was removed, but not by the residual-state checker")
+        seq, cause, events = residual[0]
+        plural = "" if events == 1 else "s"
+        self.console.print(
+            f"  kubelet forgot {name}: no RemovePod came; qrmd's residual-state checker removed "
+            f"it once /pods had missed it for {self.pod_source.residual_max_age}: journal seq "
+            f"{seq}, cause RemoveResidualPods {list(cause['pod_uids'])}, {events} event{plural}"
+        )
+        for line in self.daemon.log_lines_matching("residual pods removed:")[-1:]:
+            self.console.print(f"  [dim]daemon: {line.strip()}[/]")
+        self.console.print(
+            f"  [dim]see it: qrmd journal show {self.state_dir} --pod {FORGOTTEN}[/]"
+        )
 
     @staticmethod
     def _topology_aware(endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
@@ -383,6 +465,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         raise DemoError(f"{demo.phase}: {exc}{killed}") from None
     finally:
         demo.sim.stop()
+        demo.pods.stop()
         if not finished:
             with contextlib.suppress(DaemonError):
                 demo.daemon.kill()

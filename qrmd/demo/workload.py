@@ -12,7 +12,10 @@ reserved CPUs) this gives a picture with every pool in it:
 * two reclaimed_cores pods asking ``reclaimed_millicpu``: they run in the ``reclaim`` pool.
 
 Then one exclusive pod, one shared pod and one reclaimed pod are deleted, which hands their
-CPUs back to the pools.
+CPUs back to the pools. The kubelet "forgets" the reclaimed one (``FORGOTTEN``): it drops the
+pod without ever calling ``RemovePod``, as a kubelet that lost its checkpoint does, and qrmd's
+residual-state checker removes it once the pod list has missed it long enough
+(cpu-policy §12.4).
 
 For the memory balancer's phase each pod also has anonymous memory per NUMA node (what its
 cgroup's ``memory.numa_stat`` says, ``ANON_MEMORY``), and ``PRESSURED_NUMA`` is the node put
@@ -30,6 +33,7 @@ from qrmd.kubelet_sim import Pod, dedicated_pod, reclaimed_pod, shared_pod
 __all__ = [
     "ANON_MEMORY",
     "DELETED",
+    "FORGOTTEN",
     "NAMESPACE",
     "PRESSURED_NUMA",
     "RESERVED_CPU_CORES",
@@ -66,6 +70,8 @@ WORKLOAD: tuple[Pod, ...] = (
 
 #: The pods deleted in the demo's third phase.
 DELETED: tuple[str, ...] = ("uid-db-replica", "uid-api", "uid-batch-2")
+#: The deleted pod whose RemovePod the kubelet never sends: qrmd cleans it up by itself.
+FORGOTTEN = "uid-batch-2"
 
 MIB = 1 << 20
 GIB = 1 << 30

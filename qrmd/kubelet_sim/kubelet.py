@@ -18,7 +18,9 @@ It drives the plugins registered in its ``EndpointTable`` as the kubelet fork do
   ``UpdateContainerResources`` would, every pass.
 * **Removal** (§9.3): a pod the kubelet holds allocations for that is no longer active gets
   ``RemovePod`` on every running endpoint; it leaves the checkpoint only when all succeed, and is
-  retried on the next garbage collection otherwise.
+  retried on the next garbage collection otherwise. ``forget_pod`` is the failure a real
+  kubelet has (a restart that lost its checkpoint): the pod goes without any ``RemovePod``, so
+  the plugin keeps residual state that only its residual-state checker cleans (cpu-policy §12.4).
 """
 
 from __future__ import annotations
@@ -102,6 +104,10 @@ class Kubelet:
         # The pod being admitted counts as active for garbage collection, as kubelet's
         # "pending admission" pod does: its first containers' allocations must survive.
         self._admitting: str | None = None
+        # What ``/pods`` lists, by UID: (pod, phase). Its own lock, since admission holds the
+        # main one across gRPC calls and the pod list must answer meanwhile (Pending).
+        self._list_lock = threading.Lock()
+        self._listed: dict[str, tuple[Pod, str]] = {}
         # The kubelet's checkpoint: container → resource → allocation; and chosen affinities.
         self._allocations: dict[ContainerKey, dict[str, AllocationInfo]] = {}
         self._affinity: dict[ContainerKey, Hint | None] = {}
@@ -136,6 +142,7 @@ class Kubelet:
                 raise AdmissionError(f"pod {pod.namespace}/{pod.name} ({pod.uid}) already admitted")
             granted: dict[str, dict[str, AllocationInfo]] = {}
             self._admitting = pod.uid
+            self._set_listed(pod.uid, (pod, "Pending"))
             try:
                 for slot in pod.admission_order():
                     plugin = self._plugin_for(slot)
@@ -144,9 +151,13 @@ class Kubelet:
                     allocation = self._admit_container(pod, slot, plugin)
                     if allocation is not None:
                         granted[slot.container.name] = allocation
+            except BaseException:
+                self._set_listed(pod.uid, None)  # a rejected pod is not kept (kubelet fails it)
+                raise
             finally:
                 self._admitting = None
             self._active[pod.uid] = pod
+            self._set_listed(pod.uid, (pod, "Running"))
             return granted
 
     def _admit_container(
@@ -227,7 +238,24 @@ class Kubelet:
             Whether the pod was active.
         """
         with self._lock:
+            self._set_listed(pod_uid, None)
             return self._active.pop(pod_uid, None) is not None
+
+    def forget_pod(self, pod_uid: str) -> bool:
+        """The pod goes from the kubelet *without* ``RemovePod``: not active, not checkpointed.
+
+        Returns:
+            Whether the kubelet knew the pod.
+        """
+        with self._lock:
+            self._set_listed(pod_uid, None)
+            known = self._active.pop(pod_uid, None) is not None
+            for key in [k for k in self._allocations if k[0] == pod_uid]:
+                known = True
+                del self._allocations[key]
+                self._affinity.pop(key, None)
+                self._runtime.pop(key, None)
+            return known
 
     def collect_garbage(self) -> list[str]:
         """``RemovePod`` for every checkpointed pod that is no longer active.
@@ -316,6 +344,19 @@ class Kubelet:
         """The active pods, in admission order."""
         with self._lock:
             return list(self._active.values())
+
+    def listed_pods(self) -> list[tuple[Pod, str]]:
+        """What the kubelet's ``/pods`` lists: each active pod ``Running``, and the pod being
+        admitted ``Pending``."""
+        with self._list_lock:
+            return list(self._listed.values())
+
+    def _set_listed(self, pod_uid: str, listing: tuple[Pod, str] | None) -> None:
+        with self._list_lock:
+            if listing is None:
+                self._listed.pop(pod_uid, None)
+            else:
+                self._listed[pod_uid] = listing
 
     def allocations(self) -> dict[ContainerKey, dict[str, AllocationInfo]]:
         """The checkpoint: container → resource → allocation."""

@@ -68,6 +68,25 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
     assert elapsed < DEMO_TIMEOUT_S
     assert f"qrmd journal show {state.group(1)} --kind BalanceRoundRecorded" in out
     check_balance_phase(out, state.group(1))
+    check_forgotten_pod(out, state.group(1))
+
+
+def check_forgotten_pod(out: str, state_dir: str) -> None:
+    """Phase 4: the kubelet forgot batch-2's RemovePod; qrmd's residual-state checker removed
+    it, one journaled RemoveResidualPods and no RemovePod for it."""
+    phase = out[out.index("4. delete pods") : out.index("5. memory balancer")]
+    assert "(the kubelet forgets batch-2's)" in phase
+    assert "kubelet forgot batch-2: no RemovePod came" in " ".join(phase.split())
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    shown = subprocess.run(
+        [sys.executable, "-m", "qrmd", "journal", "show", state_dir, "--json",
+         "--pod", "uid-batch-2"],
+        capture_output=True, text=True, timeout=30, env=env, check=True,
+    )  # fmt: skip
+    causes = [json.loads(line)["cause"] for line in shown.stdout.splitlines()]
+    residual = [c["pod_uids"] for c in causes if c.get("rpc") == "RemoveResidualPods"]
+    assert residual == [["uid-batch-2"]]
+    assert not [c for c in causes if c.get("rpc") == "RemovePod"]
 
 
 def balance_rounds(state_dir: str) -> list[dict[str, object]]:

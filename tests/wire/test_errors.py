@@ -20,6 +20,7 @@ from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
+from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
 from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
@@ -188,6 +189,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (StoreUnavailable, C.UNAVAILABLE),
     (CommitOutcomeUnknown, C.UNAVAILABLE),
     (AnonMemoryUnavailable, C.UNAVAILABLE),
+    (CpusetUnavailable, C.UNAVAILABLE),
+    (CpuIdleError, C.INTERNAL),
     (NumaStatError, C.UNAVAILABLE),
     (ReplayError, C.INTERNAL),
     (SupervisorError, C.INTERNAL),
