@@ -78,3 +78,42 @@ def test_on_a_full_disk_the_reconcile_answers_ramping_and_settles_once_space_is_
                 client.close()
         finally:
             proc.close()
+
+
+def healthy_gauge(proc: QrmdProcess) -> str:
+    _, body = proc.http("/metrics")
+    return next(line for line in body.splitlines() if line.startswith("qrmd_healthy "))
+
+
+def test_while_the_disk_refuses_commits_healthz_says_why_and_recovers_on_an_idle_node(
+    workdir: Path,
+) -> None:
+    with small_tmpfs(workdir / "disk", 2 << 20) as disk:
+        # Checkpoints are time-due every second, so the store's ticker runs every 0.25 s.
+        flags = ["--checkpoint-every-records", "100000", "--checkpoint-every", "1s"]
+        proc = QrmdProcess(disk / "state", [workdir / "k"], flags)
+        proc.log_path = workdir / "qrmd.log"
+        try:
+            proc.start()
+            client = PluginClient(proc.socket_paths[0])
+            try:
+                assert proc.http("/healthz") == (200, "ok\n")
+                ballast = fill(disk)
+                allocate_until_refused(client, disk)
+                status, body = proc.http("/healthz")
+                assert status == 503, body
+                assert "state store refuses commits" in body and "No space left" in body, body
+                assert healthy_gauge(proc) == "qrmd_healthy 0"
+                refusals = [line for line in proc.log().splitlines() if "not journaled" in line]
+                assert refusals and all(" WARNING " in line for line in refusals), refusals
+                # Space comes back; kubelet calls nothing: the tick's probe write finds it.
+                ballast.unlink()
+                wait_for(
+                    lambda: proc.http("/healthz") == (200, "ok\n"), 15, "health after space freed"
+                )
+                assert healthy_gauge(proc) == "qrmd_healthy 1"
+                assert client.allocate("pod-after", cores=1) == RAMPING
+            finally:
+                client.close()
+        finally:
+            proc.close()
