@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actors.balancer_inputs import PodsProvider
 from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, NumaMetricSource
 from actors.ports.migration import AdviceExecutor
 
-__all__ = ["BalancerPorts"]
+__all__ = ["BalancerPorts", "RoundHealth"]
+
+#: Told after every tick: None when it went well, else why not ("update by error",
+#: cpu-policy §12.3). It must not block.
+RoundHealth = Callable[[str | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +26,7 @@ class BalancerPorts:
         memory: per-container anonymous memory per NUMA (§4.2).
         pods: the pods in pools, from the StateStore's CPU snapshot (§4.5).
         executor: carries out emitted advices (§11); None: advices are only journaled.
+        health: told how each tick went; None: nobody watches.
     """
 
     metrics: NumaMetricSource
@@ -28,3 +34,4 @@ class BalancerPorts:
     memory: ContainerMemoryReader
     pods: PodsProvider
     executor: AdviceExecutor | None = None
+    health: RoundHealth | None = None
