@@ -85,6 +85,12 @@ def healthy_gauge(proc: QrmdProcess) -> str:
     return next(line for line in body.splitlines() if line.startswith("qrmd_healthy "))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed yet: the state store does not report a journal that refuses commits as "
+    "unhealthy, nor probes on the tick (to be built on the published StoreStatus); the "
+    "refusals already log at WARNING",
+)
 def test_while_the_disk_refuses_commits_healthz_says_why_and_recovers_on_an_idle_node(
     workdir: Path,
 ) -> None:
