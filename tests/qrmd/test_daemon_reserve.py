@@ -14,6 +14,7 @@ import pykka
 import pytest
 
 from actors.allocator_messages import Allocate, GetResourcesAllocation
+from journal import read_records
 from policy.cpu.invariants import check_invariants
 from policy.topology.cpuset import CPUSet
 from qrmd.config import ConfigError
@@ -95,7 +96,7 @@ def test_a_reserve_over_a_dedicated_container_is_refused_naming_the_flag(
     try:
         harness.servers[-1].allocator.ask(Allocate(dedicated("pod-d", cpu=2, hint=(1,))))
         assert first.store is not None
-        seq = first.store.latest.seq
+        cpu_before = first.store.latest.state.cpu
     finally:
         first.stop()
     with pytest.raises(DaemonError) as raised:
@@ -108,11 +109,14 @@ def test_a_reserve_over_a_dedicated_container_is_refused_naming_the_flag(
     )
     assert "Start with the previous reserve (2 CPUs: 0,2), or remove those pods first" in message
     assert pykka.ActorRegistry.get_all() == []
-    # Nothing was committed: the previous reserve starts as before.
+    # No CPU decision was committed (each start journals its start record, nothing else): the
+    # previous reserve starts on the state as it was.
+    rpcs = [r.cause.get("rpc") for r in read_records(str(harness.root / "state"))]
+    assert rpcs.count("StartPolicy") == 1
     again = harness.daemon()
     again.start()
     try:
-        assert again.store is not None and again.store.latest.seq == seq
+        assert again.store is not None and again.store.latest.state.cpu == cpu_before
     finally:
         again.stop()
 
