@@ -20,10 +20,9 @@ A failed append (``JournalWriteError``) was cut back by the journal: the commit 
 with ``CommitRefused`` and state is unchanged, and the next commit may succeed. Until a write
 succeeds again the store is unhealthy, with the reason; on an idle node the checkpoint tick
 makes a probe write so health comes back without waiting for kubelet
-(``actors.store_refusals``). If the journal
-could not cut it back (``JournalFailed``) the store answers ``StoreUnavailable`` to this and
-every later commit and reports itself unhealthy; the next start decides from what the disk
-holds (the Supervisor restarts it).
+(``actors.store_refusals``). If the journal could not cut it back (``JournalFailed``) the
+store answers ``StoreUnavailable`` to this and every later commit and reports itself
+unhealthy; the next start decides from what the disk holds (the Supervisor restarts it).
 
 On open the store recovers: the newest valid checkpoint plus every later record
 (``actors.state_replay``), and reports what it did in the log and in its status.

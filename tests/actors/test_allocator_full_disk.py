@@ -190,7 +190,7 @@ def test_on_a_full_disk_kubelet_s_reconcile_answers_and_settles_once_space_is_fr
         for _ in range(3):  # kubelet's reconcile, every few seconds
             listing = allocator.handle(GetResourcesAllocation())
             assert str(listing.pod_resources["pod-a"]["app"].allocation_result) == RAMPING
-        assert core.snapshot.seq == seq and core.metrics.commit_failures_total == filled + 3
+        assert core.snapshot.seq == seq and core.status.commit_failures_total == filled + 3
         ballast.unlink()
         # The first reconcile after it commits the ramp-up's end (its reply is §15.6's
         # pre-adjustment cpuset) ...
