@@ -3,7 +3,7 @@ mount (a copy that must not be written).
 
 Mounting needs privilege. Where it is refused the test skips with the reason — except under
 ``CI=true``, where the machine is known to allow it and a refusal fails the test instead of
-hiding it (issue 12: the fault suite must run in CI).
+hiding it (the fault suite must run in CI).
 """
 
 from __future__ import annotations
