@@ -12,6 +12,11 @@ refused commit leaves the snapshot as it was and fails the call with ``Allocator
 (kubelet retries; every call is idempotent). A commit with no answer may still land, so the
 next command first re-reads the durable state.
 
+GetResourcesAllocation is kubelet's reconcile, and it must keep working on a full disk: when the
+commit of what it settles (ramp-ups that ended, §10.1) is refused, it answers from the snapshot
+it holds — the durable state, since a refused commit persisted nothing — with the containers
+still ramping, and the next call settles them again.
+
 Policy errors propagate unchanged. Allocate's finaliser (§7.2) is the one decision that both
 commits and fails: its events (the container's removal) are committed, then its error raised.
 
@@ -181,6 +186,8 @@ class AllocatorCore:
         # clearResidualState's consecutive sightings by pod uid (§12.4). Not CPU state: the
         # reference keeps it in memory too, and a restart merely starts the count again.
         self._residual_hits: Mapping[str, int] = {}
+        # Set while GetResourcesAllocation answers as is because its commits are refused.
+        self._reconcile_refused = False
 
     @property
     def snapshot(self) -> Snapshot:
@@ -220,9 +227,10 @@ class AllocatorCore:
                 return self._serve_link(command, now)
             case RemoveResidualPods(known_pod_uids):
                 return self._remove_residual_pods(command, known_pod_uids, now)
+            case GetResourcesAllocation():
+                return self._reconcile(command, now)
             case (
                 GetTopologyHints()
-                | GetResourcesAllocation()
                 | GetTopologyAwareResources()
                 | GetTopologyAwareAllocatableResources()
                 | GetResourcePluginOptions()
@@ -258,6 +266,35 @@ class AllocatorCore:
         except AllocatorUnavailable as err:
             logger.warning("%s not committed: %s", type(message).__name__, err)
 
+    def _reconcile(self, command: GetResourcesAllocation, now: float) -> Any:
+        """GetResourcesAllocation: settle and commit; on a refused commit, answer as is."""
+        decision = decide(self.snapshot.state, command, self.ctx, now)
+        try:
+            self._commit(decision, command, command, now)
+        except CommitRefused as err:
+            # Nothing was persisted, so the snapshot held is the durable state: its listing is
+            # a true answer. Warn once per episode: kubelet asks every few seconds.
+            if not self._reconcile_refused:
+                logger.warning(
+                    "GetResourcesAllocation: %d events not committed, answering from the state "
+                    "as it is (ramp-ups stay pending until a commit succeeds): %s",
+                    len(decision.events),
+                    err,
+                )
+            self._reconcile_refused = True
+            as_is = cpu_policy.get_resources_allocation_as_is
+            return as_is(self.snapshot.state, command, self.ctx, now).reply
+        except CommitOutcomeUnknown as err:
+            # The record may be on disk: the held state is not known to be the durable one.
+            raise AllocatorUnavailable(
+                f"GetResourcesAllocation: commit of {len(decision.events)} events "
+                f"unconfirmed: {err}"
+            ) from err
+        if self._reconcile_refused and decision.events:
+            logger.info("GetResourcesAllocation: settled again, the commit succeeded")
+            self._reconcile_refused = False
+        return decision.reply
+
     def _adopt(
         self,
         decision: Decision[Any],
@@ -266,12 +303,8 @@ class AllocatorCore:
         now: float,
     ) -> None:
         """Commit a decision's events (if any), its inputs as the cause, and adopt the result."""
-        for warning in decision.warnings:
-            logger.warning("%s: %s", type(command).__name__, warning)
-        if not decision.events:
-            return
         try:
-            self._durable.commit(decision.events, cause_of(inputs, now))
+            self._commit(decision, command, inputs, now)
         except CommitRefused as err:
             raise AllocatorUnavailable(
                 f"{type(command).__name__} not committed ({len(decision.events)} events): {err}"
@@ -281,6 +314,24 @@ class AllocatorCore:
                 f"{type(command).__name__}: commit of {len(decision.events)} events "
                 f"unconfirmed: {err}"
             ) from err
+
+    def _commit(
+        self,
+        decision: Decision[Any],
+        command: object,
+        inputs: DecisionInputs,
+        now: float,
+    ) -> None:
+        """Log the decision's warnings, commit its events (if any) and adopt the snapshot.
+
+        Raises:
+            CommitRefused: nothing was persisted; the held snapshot is still right.
+            CommitOutcomeUnknown: no answer; the next command re-reads the durable state.
+        """
+        for warning in decision.warnings:
+            logger.warning("%s: %s", type(command).__name__, warning)
+        if decision.events:
+            self._durable.commit(decision.events, cause_of(inputs, now))
 
     def _resync_if_stale(self) -> None:
         """After an unanswered commit, re-read the durable state before deciding again."""

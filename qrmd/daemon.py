@@ -58,14 +58,15 @@ from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
+from journal import JournalMismatch
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
-from policy.cpu.reserve import reserved_cpus
+from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
 from qrmd.advisor_wiring import AdvisorWiring
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
-from qrmd.config import DaemonConfig
+from qrmd.config import ConfigError, DaemonConfig
 from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
 from qrmd.hardening_settings import (
@@ -161,12 +162,19 @@ def build_context(config: DaemonConfig) -> PolicyContext:
     """The policy's fixed inputs from the configuration (topology, reserve, QoS, options).
 
     Raises:
-        TopologyError, ReserveError, QoSConfigError: the machine or an option is invalid.
+        TopologyError, QoSConfigError: the machine or an option is invalid.
+        ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
     """
     topology = load_topology(config.topology)
-    reserved = reserved_cpus(
-        topology, use_kubelet_reserved_config=False, reserved_cpu_cores=config.reserved_cpu_cores
-    )
+    try:
+        reserved = reserved_cpus(
+            topology,
+            use_kubelet_reserved_config=False,
+            reserved_cpu_cores=config.reserved_cpu_cores,
+        )
+        require_cpus_outside_reserve(topology, reserved)
+    except ReserveError as err:
+        raise ConfigError(_reserve_flag(config, err)) from err
     qos = QoSConfig.build(
         enhancement_defaults=dict(config.qos_enhancement_defaults),
         debug_annotation_keys=config.pod_debug_anno_keys,
@@ -283,7 +291,7 @@ class Daemon:
                     pods,
                     None if advisor is None else advisor.advisor_calls(),
                 ),
-                _start_policy,
+                lambda allocator: _start_policy(allocator, config),
                 unavailable=AllocatorUnavailable,
             ),
         ]
@@ -327,7 +335,14 @@ class Daemon:
         try:
             supervisor.start()
         except SupervisorError as err:
-            raise DaemonError(f"{err} (state directory {config.state_dir})") from err
+            where = f"state directory {config.state_dir}"
+            if isinstance(err.__cause__, JournalMismatch):
+                # The journal names fingerprints; the operator needs the flags that made them.
+                where += (
+                    f": it was written with another --topology or --node-name than "
+                    f"--topology {config.topology} --node-name {config.node_name}"
+                )
+            raise DaemonError(f"{err} ({where})") from err
         store.start_ticker(supervisor)
         # 3b. The start itself is a record (version, settings, what recovery did).
         self._journal_start(supervisor, ctx, store)
@@ -455,8 +470,18 @@ def _start_allocator(
     return AllocatorActor.start(core)
 
 
-def _start_policy(allocator: pykka.ActorRef[Any]) -> None:
-    allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+def _start_policy(allocator: pykka.ActorRef[Any], config: DaemonConfig) -> None:
+    try:
+        allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+    except ReserveError as err:
+        # The policy names CPUs, not flags; the operator needs the flag to change.
+        raise ConfigError(_reserve_flag(config, err)) from err
+
+
+def _reserve_flag(config: DaemonConfig, err: ReserveError) -> str:
+    return (
+        f"--reserved-cpu-cores={config.reserved_cpu_cores} on --topology {config.topology}: {err}"
+    )
 
 
 def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:
