@@ -14,6 +14,11 @@ the wall time the decision used. Example (cause version 2):
 Plain means: ``None``, bool, int, float, str, lists and string-keyed maps. Enums become their
 names (readable in a dump, stable if values are renumbered), sets become sorted lists.
 
+Advisor decisions (cpu-policy §11.5, §7.2; DESIGN.md "AdvisorLink") have causes of the same
+shape: ``ListAndWatch`` holds the response (``AdvisorResponse.to_json``), ``AdvisorSilence``
+the fallback's ``silent_since`` and the ``unhealthy_after_s`` it was compared with, and
+``AddContainerRefused`` the container whose Allocate the advisor refused, with the reason.
+
 Versions. Version 1 (qrmd up to ``ac84ea9``) had no ``cause_version`` key and no ``pod``: the
 decision read the pod phase from a live callable, which always answered "unknown". Version 2
 adds ``cause_version`` and Allocate's ``pod``. :func:`upgrade_cause` turns a version-1 cause
@@ -32,6 +37,9 @@ from typing import Any, Final
 
 from actors.allocator_messages import StartPolicy
 from actors.errors import ActorError
+from policy.cpu.advisor.decision import SilenceCheck, response_cause, silence_cause
+from policy.cpu.advisor.refusal import AddContainerRefused
+from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -45,10 +53,11 @@ from policy.cpu.commands import (
     RemovePod,
 )
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
-from policy.errors import ErrorKind
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "CAUSE_VERSION",
+    "AdvisorSilence",
     "CauseError",
     "DecisionCause",
     "DecisionInputs",
@@ -72,6 +81,16 @@ class ResidualPods:
     pod_uids: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class AdvisorSilence:
+    """The inputs of the request-based fallback (``fall_back_when_silent``): since when no
+    response was applied, and the ``--cpu-advisor-unhealthy-after`` it is compared with (a
+    setting, journaled so a re-run does not depend on the flag the node runs with later)."""
+
+    silent_since: float
+    unhealthy_after_s: float
+
+
 #: What a decided command's inputs can be (the ``inputs`` of its façade function).
 DecisionInputs = (
     AllocateInputs
@@ -84,6 +103,9 @@ DecisionInputs = (
     | PreStartContainer
     | StartPolicy
     | ResidualPods
+    | AdvisorResponse
+    | AdvisorSilence
+    | AddContainerRefused
 )
 
 
@@ -128,6 +150,14 @@ def cause_of(inputs: object, now: float) -> dict[str, Any]:
     Raises:
         TypeError: ``inputs`` is not a dataclass, or holds a value with no plain form.
     """
+    if isinstance(inputs, AdvisorResponse):
+        return {**response_cause(inputs, now), _VERSION_KEY: CAUSE_VERSION}
+    if isinstance(inputs, AdvisorSilence):
+        return {
+            **silence_cause(SilenceCheck(inputs.silent_since), now),
+            _VERSION_KEY: CAUSE_VERSION,
+            "unhealthy_after_s": inputs.unhealthy_after_s,
+        }
     if isinstance(inputs, AllocateInputs):
         rpc = type(inputs.call).__name__
         fields: dict[str, Any] = {
@@ -326,6 +356,13 @@ def _pod(fields: _Fields) -> PodPhase:
     return PodPhase(fields.text("phase"), age)
 
 
+def _response(fields: _Fields) -> AdvisorResponse:
+    try:
+        return AdvisorResponse.from_json(fields.get("response"))
+    except PolicyError as err:  # ResponseFormatError: names the field at fault
+        raise CauseError(f"{fields.where}: response does not decode: {err}") from err
+
+
 def _pod_uids(fields: _Fields) -> tuple[str, ...]:
     uids = fields.get("pod_uids")
     if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
@@ -352,4 +389,11 @@ _DECODERS: Mapping[str, Callable[[_Fields], DecisionInputs]] = {
     ),
     "StartPolicy": lambda f: StartPolicy(),
     "RemoveResidualPods": lambda f: ResidualPods(_pod_uids(f)),
+    "ListAndWatch": _response,
+    "AdvisorSilence": lambda f: AdvisorSilence(
+        _number(f.data, "silent_since", f.where), _number(f.data, "unhealthy_after_s", f.where)
+    ),
+    "AddContainerRefused": lambda f: AddContainerRefused(
+        f.text("pod_uid"), f.text("container_name"), f.text("reason")
+    ),
 }

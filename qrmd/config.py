@@ -64,6 +64,7 @@ from qrmd.cpu_eviction_settings import (
     DEFAULT_CPU_LOAD_SOURCE,
     cpu_eviction_values,
 )
+from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
@@ -140,6 +141,8 @@ class DaemonConfig:
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        max_connections: the most connections each plugin socket accepts at once
+            (``qrmd.hardening_settings``).
         enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
             §12.7; ``qrmd.cpu_eviction_settings``).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
@@ -177,6 +180,7 @@ class DaemonConfig:
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     enable_cpu_pressure_eviction: bool = False
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
@@ -284,6 +288,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *HARDENING_OPTIONS,
     *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,
@@ -305,6 +310,7 @@ _CORE_GROUPS: dict[str, str] = {
     "pod-debug-anno-key": "kubelet and the machine",
     "max-full-hint-numa-nodes": "kubelet and the machine",
     "max-hints": "kubelet and the machine",
+    "max-connections": "kubelet and the machine",
     "state-dir": "journal",
     "durability": "journal",
     "checkpoint-every-records": "journal",
