@@ -59,6 +59,7 @@ from actors.state_store import StoreConfig
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from journal import JournalMismatch
+from machines.registration import REGISTERED
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
@@ -81,6 +82,7 @@ from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
+from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
 __all__ = [
@@ -330,7 +332,14 @@ class Daemon:
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
-            self.endpoint = StatusEndpoint(host, port, self.metrics, self.health)
+            self.endpoint = StatusEndpoint(
+                host,
+                port,
+                self.metrics,
+                self.health,
+                liveness=lambda: supervisor.status().problems(),
+                readiness=self._readiness_problems,
+            )
         # 3. The actors: the StateStore recovers, then the Allocator starts from its snapshot.
         try:
             supervisor.start()
@@ -405,6 +414,20 @@ class Daemon:
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
 
+    def _readiness_problems(self) -> list[str]:
+        """Why kubelet cannot use qrmd yet (``/readyz``): no socket served, or one that kubelet
+        has not registered (wire.md §8.1). A server without a registration state (a test's)
+        counts as registered."""
+        if not self.servers:
+            return ["not serving kubelet yet"]
+        out = []
+        for server in self.servers:
+            state = getattr(server, "state", REGISTERED)
+            if state != REGISTERED:
+                path = getattr(server, "socket_path", "a plugin socket")
+                out.append(f"{path} is {state}, not registered with kubelet")
+        return out
+
     def _journal_start(
         self, supervisor: Supervisor, ctx: PolicyContext, store: StoreWiring
     ) -> None:
@@ -448,7 +471,8 @@ class Daemon:
             link = self.advisor.config
             advisor = f"dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
         return (
-            f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
+            f"qrmd serving: qrmd {VERSION}; {recovered}; sockets: {sockets}; "
+            f"metrics: {endpoint}; "
             f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}; "
             f"sys-advisor: {advisor}"
         )

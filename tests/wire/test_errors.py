@@ -44,6 +44,7 @@ from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
+from policy.state.katalyst_checkpoint import CheckpointCorruptedError, CheckpointMismatchError
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
@@ -170,6 +171,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (PolicyError, C.FAILED_PRECONDITION),
     (StateError, C.FAILED_PRECONDITION),
     (CodecError, C.INVALID_ARGUMENT),
+    (CheckpointCorruptedError, C.INVALID_ARGUMENT),
+    (CheckpointMismatchError, C.INVALID_ARGUMENT),
     (TopologyError, C.INVALID_ARGUMENT),
     (MachineFileError, C.INVALID_ARGUMENT),
     (SelectionError, C.RESOURCE_EXHAUSTED),
