@@ -297,7 +297,7 @@ OPTIONS: tuple[Option, ...] = (
 _BY_FLAG = {o.flag: o for o in OPTIONS}
 
 
-#: ``--help`` groups by concern (issue 15): the options of each settings module, and the
+#: ``--help`` groups by concern: the options of each settings module, and the
 #: daemon's own by flag. An option no group names (a settings module added later) is listed
 #: under "general" until it is given one here.
 _CORE_GROUPS: dict[str, str] = {

@@ -5,7 +5,7 @@
 or 503 with one reason per line (spec cpu-policy §12.3 through ``HealthRegistry``). It listens
 on ``--metrics-address``, loopback by default: it is the only TCP port qrmd opens (DESIGN.md).
 
-Two probes sit beside ``/healthz`` for an orchestrator (issue 15), answered the same way:
+Two probes sit beside ``/healthz`` for an orchestrator, answered the same way:
 
 * ``/livez``: the process answers and its actors are up. Nothing outside the process can fail
   it — a kubelet or sys-advisor outage must not make Kubernetes restart qrmd in a loop, which

@@ -1,4 +1,4 @@
-"""Taking a node over, end to end, through the real ``qrmd run`` (issue 15, README "Taking over a
+"""Taking a node over, end to end, through the real ``qrmd run`` (README "Taking over a
 Katalyst node"): a state built by the kubelet simulator is exported to the reference's
 ``cpu_plugin_state``, imported into a fresh state directory, and ``qrmd run`` on it answers
 GetResourcesAllocation and GetTopologyAwareResources exactly as before; and the same for a

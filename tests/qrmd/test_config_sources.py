@@ -1,5 +1,5 @@
 """Where settings come from: flag > environment (``QRMD_<FLAG>``) > file; duplicate file keys;
-``--help`` grouped by concern (issue 15, operator basics)."""
+``--help`` grouped by concern (operator basics)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The status endpoint's probes, ``HEAD``, build info and process metrics (issue 15)."""
+"""The status endpoint's probes, ``HEAD``, build info and process metrics."""
 
 from __future__ import annotations
 
