@@ -23,7 +23,7 @@ with the re-run of journaled decisions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -50,6 +50,8 @@ from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.residual_check import ResidualEvidence
+from policy.cpu.residual_removal import residual_candidates
 from policy.decision import Decision
 from policy.state.sections import State
 
@@ -97,8 +99,8 @@ def decide(
             return cpu_policy.pre_start_container(state, inputs, settings, now)
         case StartPolicy():
             return cpu_policy.start(state, settings)
-        case ResidualPods(pod_uids):
-            return cpu_policy.remove_residual_pods(state, pod_uids, settings, now)
+        case ResidualPods():
+            return cpu_policy.remove_residual_pods(state, inputs, settings, now)
     raise TypeError(f"the Allocator decides no inputs of type {type(inputs).__name__}")
 
 
@@ -150,9 +152,6 @@ class AllocatorCore:
         self.ctx = ctx
         self._now = now_fn
         self._pods: PodSource = pods or NoPodSource()
-        # clearResidualState's consecutive sightings by pod uid (§12.4). Not CPU state: the
-        # reference keeps it in memory too, and a restart merely starts the count again.
-        self._residual_hits: Mapping[str, int] = {}
 
     @property
     def snapshot(self) -> Snapshot:
@@ -181,8 +180,8 @@ class AllocatorCore:
             case Allocate(request):
                 pod = pod_phase(self._pods, request.pod_uid, now)
                 return self._serve(command, AllocateInputs(command, pod), now)
-            case RemoveResidualPods(known_pod_uids):
-                return self._remove_residual_pods(command, known_pod_uids, now)
+            case RemoveResidualPods(evidence):
+                return self._remove_residual_pods(command, evidence, now)
             case (
                 GetTopologyHints()
                 | RemovePod()
@@ -237,22 +236,21 @@ class AllocatorCore:
             raise AllocatorUnavailable(f"cannot re-read the durable state: {err}") from err
 
     def _remove_residual_pods(
-        self, command: RemoveResidualPods, known_pod_uids: Any, now: float
+        self, command: RemoveResidualPods, evidence: ResidualEvidence, now: float
     ) -> ResidualRemoval:
-        """Count one residual round, then remove the pods missing for ten rounds (§12.4)."""
-        check = cpu_policy.ResidualCheck(self._residual_hits, known_pod_uids)
-        count = cpu_policy.residual_round(self.snapshot.state, check, self.ctx, now).reply
-        # Keep the count even if the removal below is not committed: the candidates stay
-        # candidates and are removed at the next round.
-        self._residual_hits = count.hit_map
-        if not count.candidates:
+        """Remove the pods the checker's evidence calls due, in one decision (§12.4 step 4).
+
+        The evidence is the decision's input and its journaled cause; the checker keeps the
+        only count of sightings. Candidates the state no longer holds commit nothing.
+        """
+        candidates = residual_candidates(self.snapshot.state.cpu, evidence)
+        if not candidates:
             return ResidualRemoval((), ())
-        # The removal's input is the candidates, not the whole pod listing of this round: the
-        # sightings before it are not CPU state, so a re-run starts from the candidates.
-        inputs = ResidualPods(count.candidates)
+        inputs = ResidualPods(evidence)
         decision = decide(self.snapshot.state, inputs, self.ctx, now)
         self._adopt(decision, command, inputs, now)
-        return ResidualRemoval(count.candidates, decision.warnings)
+        outcome = decision.reply
+        return ResidualRemoval(outcome.removed, decision.warnings, outcome.kept)
 
 
 class AllocatorActor(pykka.ThreadingActor):
