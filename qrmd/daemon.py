@@ -231,7 +231,8 @@ class Daemon:
         ]
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
-            children.append(self.balancer.child_spec())
+            # Each round takes the containers' IDs from the same publisher (memory §4.2).
+            children.append(self.balancer.child_spec(pods))
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
         supervisor = Supervisor(children)
