@@ -141,6 +141,7 @@ class BalancerWiring:
         self.executor: AdviceExecutor = executor or CgroupMigrator(
             reader, len(numa_ids), execute=config.memory_balance_execute
         )
+        self.pod_source: PodSource | None = None
         self.ticker: Ticker | None = None
         self.server: EvictionPluginServer | None = None
         self.plugin_start_failures = 0
@@ -157,16 +158,16 @@ class BalancerWiring:
             pods: the node's pod source (the checkers' publisher), whose latest listing gives
                 each round its container IDs; None: pod-level memory and migration.
         """
+        # Kept for every (re)start of the actor: a restarted balancer reads the same source.
+        self.pod_source = pods
         return ChildSpec(
             BALANCER_CHILD,
-            lambda refs: self._start_actor(refs["store"], pods),
+            lambda refs: self._start_actor(refs["store"]),
             _wait_ready,
             unavailable=BalancerUnavailable,
         )
 
-    def _start_actor(
-        self, store: pykka.ActorRef[Any], pods: PodSource | None
-    ) -> pykka.ActorRef[Any]:
+    def _start_actor(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
         committer = StateStoreCommitter(store)
         snapshot = store.ask(GetSnapshot(), timeout=READY_TIMEOUT_S)
         if not isinstance(snapshot, Snapshot):
@@ -177,7 +178,7 @@ class BalancerWiring:
             memory=self.memory,
             pods=store_pods(committer),
             executor=self.executor,
-            pod_source=pods,
+            pod_source=self.pod_source,
         )
         core = MemoryBalancerCore(
             snapshot,

@@ -227,7 +227,8 @@ def test_through_the_actor_a_tick_reads_and_plans_per_container(
     ref, b = actor
     report = ref.ask(Tick(b.at(0)), timeout=10)
     assert isinstance(report, RoundReport) and report.execution is not None
-    assert not any(t["whole_pod"] for t in report.execution["targets"])
+    targets: list[dict[str, Any]] = report.execution["targets"]  # type: ignore[assignment]
+    assert targets and not any(t["whole_pod"] for t in targets)
     ref.ask(GetBalancerState(), timeout=10)
     s4 = next(p for p in journaled_inputs(b)["pods"] if p["uid"] == "s4")
     assert all(c["containerId"].startswith("cri-o://") for c in s4["containers"])

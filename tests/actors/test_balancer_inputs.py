@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from actors.balancer_inputs import container_ids_of, metric_inputs, with_container_ids, with_pods
@@ -98,7 +100,8 @@ def test_the_ids_a_round_read_by_are_in_its_inputs_and_drive_the_executor() -> N
     listing = _listing(s4={"a": container_id("s4", "a"), "b": container_id("s4", "b")})
     pods = with_container_ids(PodsInPools({"share": (0, 1)}, (_S4,)), listing)
     inputs, _ = _gather(pods, FakeMemory([s4]))
-    (got,) = inputs.to_json()["pods"]  # type: ignore[index]
+    doc: Any = inputs.to_json()
+    (got,) = doc["pods"]
     assert got["containers"] == [
         {"name": "a", "anon": {"0": 2 * GiB}, "containerId": "containerd://s4-a"},
         {"name": "b", "anon": {"0": GiB}, "containerId": "containerd://s4-b"},
@@ -113,7 +116,8 @@ def test_the_ids_a_round_read_by_are_in_its_inputs_and_drive_the_executor() -> N
 def test_without_ids_the_inputs_name_none_and_the_executor_gets_none() -> None:
     s4 = pod("s4", "share", containers=[("a", {0: 2 * GiB}), ("b", {0: GiB})])
     inputs, _ = _gather(PodsInPools({"share": (0, 1)}, (_S4,)), FakeMemory([s4]))
-    (got,) = inputs.to_json()["pods"]  # type: ignore[index]
+    doc: Any = inputs.to_json()
+    (got,) = doc["pods"]
     assert all("containerId" not in c for c in got["containers"])
     assert container_ids_of(inputs.pods) == {}
 
