@@ -130,6 +130,8 @@ class RoundReport:
             that did not go through); empty otherwise.
         window: the balancer's window when the tick began (``machines.balance_round``:
             ``open``, ``cooling_down`` or ``ping_pong_window``, §6.3).
+        coalesced: the round repeated the journaled outcome and was not journaled on its
+            own (``policy.balance.coalesce``).
     """
 
     now: float
@@ -139,6 +141,7 @@ class RoundReport:
     execution: Mapping[str, object] | None = None
     error: str = ""
     window: str = ""
+    coalesced: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@
 The round metric ``numa_memory_balance`` has raw value 1 and is emitted for every computed
 round, failed ones included, never for a skipped one; it is kept here as a count per tag set
 (``need_balance``, ``balance_level``, ``bandwidth_pressure``, ``status``, ``bandwidth_level``,
-``failed_reason``, in the reference's order). The other counters say what the actor did. The
-daemon exports them on its metrics endpoint; nothing here knows Prometheus.
+``failed_reason``, in the reference's order). ``failed_reason`` keeps the reference's fixed
+reasons; a reason holding free text (a path, an errno, a source's message) is one fixed value
+(``failed_reason_label``), so a broken set-up cannot mint a label value per message. The
+other counters say what the actor did. The daemon exports them on its metrics endpoint;
+nothing here knows Prometheus.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from policy.balance import BalanceInfo
-from policy.balance.constants import ROUND_METRIC
+from policy.balance.constants import FIXED_FAILED_REASONS, FREE_TEXT_FAILED_REASON, ROUND_METRIC
 
-__all__ = ["ROUND_METRIC", "BalancerMetrics", "RoundTags"]
+__all__ = ["ROUND_METRIC", "BalancerMetrics", "RoundTags", "failed_reason_label"]
 
 #: The round metric's tags, as ``((name, value), ...)`` in the reference's order.
 RoundTags = tuple[tuple[str, str], ...]
@@ -28,6 +31,7 @@ class BalancerMetrics:
     rounds_skipped_total: int = 0
     rounds_failed_total: int = 0
     rounds_stored_total: int = 0
+    rounds_coalesced_total: int = 0
     advices_emitted_total: int = 0
     eviction_polls_total: int = 0
     evictions_taken_total: int = 0
@@ -40,9 +44,17 @@ class BalancerMetrics:
 
     def count_round(self, record: BalanceInfo) -> None:
         """Emit ``numa_memory_balance`` for a computed round (§12)."""
-        tags = tuple(record.metric_tags().items())
+        tags = tuple(
+            (name, failed_reason_label(value) if name == "failed_reason" else value)
+            for name, value in record.metric_tags().items()
+        )
         self.round_metric[tags] = self.round_metric.get(tags, 0) + 1
 
     def counters(self) -> dict[str, int]:
         """Every plain counter by name (the round metric is in ``round_metric``)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "round_metric"}
+
+
+def failed_reason_label(reason: str) -> str:
+    """The ``failed_reason`` label value of a round's reason (module docstring)."""
+    return reason if reason in FIXED_FAILED_REASONS else FREE_TEXT_FAILED_REASON

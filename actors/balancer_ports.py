@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actors.balancer_inputs import PodsProvider
@@ -9,7 +10,11 @@ from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, Num
 from actors.ports.migration import AdviceExecutor
 from actors.ports.pod_source import PodSource
 
-__all__ = ["BalancerPorts"]
+__all__ = ["BalancerPorts", "RoundHealth"]
+
+#: Told after every tick: None when it went well, else why not ("update by error",
+#: cpu-policy §12.3). It must not block.
+RoundHealth = Callable[[str | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +30,7 @@ class BalancerPorts:
         pod_source: the node's pods, whose latest listing gives each round its container
             IDs (per-container memory and migration); None: every pod is read and migrated
             through its pod cgroup.
+        health: told how each tick went; None: nobody watches.
     """
 
     metrics: NumaMetricSource
@@ -33,3 +39,4 @@ class BalancerPorts:
     pods: PodsProvider
     executor: AdviceExecutor | None = None
     pod_source: PodSource | None = None
+    health: RoundHealth | None = None

@@ -18,6 +18,14 @@ write of ``current``, ``last`` and their flags, which fixes the reference's unlo
   executor (the decision's ``MigrateMemory`` effect), ``BalanceAdviceTaken`` is committed
   with the plan in its cause, and the plan is started. A tick never raises (the ticker
   ``tell``s it): problems are in its ``RoundReport``.
+* Coalescing (``policy.balance.coalesce``): a round that repeats the last journaled round's
+  outcome and hands nothing out is not committed; the balancer holds the stretch of such
+  rounds and commits its summary with the next round it journals (an outcome change, or the
+  first after ``round_summary_every_s``). Metrics and health count every computed round.
+* Health and the log: each tick reports its error (or none) to the ``health`` port, which
+  turns the balancer unhealthy once rounds keep failing (cpu-policy §12.3); a failure that
+  repeats is logged once and then at most every ``REPEAT_LOG_INTERVAL_S``
+  (``actors.balancer_log``), and the record of a coalesced round is logged at DEBUG only.
 * ``GetAdvices``: the same step for an external consumer, answering the advice as advisor
   extra entries; no effect, no execution.
 * ``GetEvictPods(uids)``: the current record's offers; ``BalanceEvictionTaken`` is committed
@@ -46,6 +54,7 @@ from actors.balancer_inputs import (
     with_container_ids,
     with_pods,
 )
+from actors.balancer_log import RepeatedLine
 from actors.balancer_messages import (
     BalancerCommand,
     BalancerUnavailable,
@@ -78,6 +87,7 @@ from policy.balance import (
     top_eviction_pods,
 )
 from policy.balance.advice import ExtraMemoryAdvice, extra_entries
+from policy.balance.coalesce import QuietStretch, coalesce_round
 from policy.balance.decide import (
     AdviceRequest,
     EvictionRequest,
@@ -109,6 +119,9 @@ class MemoryBalancerCore:
         config: the balancer's configuration (§3).
         cpu_vendor: the CPUID vendor string, for vendor-aware values (§3.1).
         now_fn: the wall clock, seconds since the epoch (the cause of RPC-driven commits).
+        round_summary_every_s: quiet rounds that repeat the journaled outcome are coalesced
+            and summarised at least this often (``policy.balance.coalesce``); 0, the default,
+            journals every round.
 
     Raises:
         ValueError: the distances cannot be read (start-up fails, §4.4).
@@ -123,6 +136,7 @@ class MemoryBalancerCore:
         *,
         now_fn: Callable[[], float],
         cpu_vendor: str = "",
+        round_summary_every_s: float = 0.0,
     ) -> None:
         self._durable = AdoptedSnapshot(committer, snapshot)
         self.metrics = BalancerMetrics()
@@ -133,6 +147,11 @@ class MemoryBalancerCore:
         self._distances = dict(ports.distances.distances())
         # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
+        # The rounds coalesced since the last journaled one: memory only (a restart journals
+        # its first round, policy.balance.coalesce).
+        self._summary_every_s = round_summary_every_s
+        self._stretch: QuietStretch | None = None
+        self._failure_line = RepeatedLine(_log, logging.WARNING)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -179,6 +198,17 @@ class MemoryBalancerCore:
         Never raises: what went wrong is the report's ``error``.
         """
         self.metrics.ticks_total += 1
+        report = self._tick(now)
+        health = self._ports.health
+        if health is not None:
+            try:
+                health(report.error or None)
+            except Exception:
+                # A tick is told, not asked: a broken watcher must not stop the actor.
+                _log.exception("the balancer's health port failed")
+        return report
+
+    def _tick(self, now: float) -> RoundReport:
         try:
             self._resync_if_stale()
         except BalancerUnavailable as err:
@@ -214,11 +244,31 @@ class MemoryBalancerCore:
             return RoundReport(now, RoundResult.SKIPPED, window=reply.window)
         # Measured like any computed round, failed ones too (§12).
         self.metrics.count_round(reply.record)
+        journaled = coalesce_round(self._stretch, decision, now, self._summary_every_s)
+        self._observe_round(now, reply, journaled.coalesced)
+        if journaled.coalesced:
+            self._stretch = journaled.stretch
+            self.metrics.rounds_coalesced_total += 1
+            return replace(self._report(now, reply, ""), coalesced=True)
+        error = self._commit(journaled.events, {"command": "Tick", "now": now})
+        if not error:
+            self._stretch = journaled.stretch
+        return self._report(now, reply, error)
+
+    def _observe_round(self, now: float, reply: RoundReply, coalesced: bool) -> None:
+        """Log the record as JSON after every computed round (§12), at DEBUG when it only
+        repeats the journaled outcome; count and log a failure, once, then rate-limited
+        (module docstring)."""
+        record = reply.record
+        if record is not None:
+            level = logging.DEBUG if coalesced else logging.INFO
+            if _log.isEnabledFor(level):
+                _log.log(level, "numa memory balance round: %s", record.to_json_text())
         if reply.result is RoundResult.FAILED:
             self.metrics.rounds_failed_total += 1
-            _log.warning("balance round at %s failed: %s", now, reply.error)
-        error = self._commit(decision.events, {"command": "Tick", "now": now})
-        return self._report(now, reply, error)
+            self._failure_line.log(f"balance rounds fail: {reply.error}", now)
+        else:
+            self._failure_line.clear("balance rounds succeed again")
 
     def _decide_round(self, state: BalancerState, now: float) -> Decision[RoundReply]:
         """§6.2 steps 3-6: read the inputs through the ports, then decide.
@@ -240,11 +290,10 @@ class MemoryBalancerCore:
                 inputs = self._with_pods(inputs)
             decision = balance_round(state, inputs)
         except Exception as err:
-            if not isinstance(err, BalanceError):
+            if not isinstance(err, BalanceError | OSError):
+                # Not a port that failed as ports do: a bug, worth its traceback.
                 _log.exception("balance round at %s cannot read its inputs", now)
             return unreadable_round(state, now, str(err))
-        if decision.reply.record is not None:
-            _log.info("numa memory balance round: %s", decision.reply.record.to_json_text())
         return decision
 
     def _report(self, now: float, reply: RoundReply, commit_error: str) -> RoundReport:

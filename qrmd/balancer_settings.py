@@ -30,6 +30,7 @@ Every parser raises ``ValueError`` with a message that the caller prefixes with 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -231,6 +232,13 @@ def build_source_settings(
         raise ValueError(f"--{str(err).removeprefix(_SECTION + '.')}") from None
 
 
+def _summary_period(raw: object) -> float:
+    value = period(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not a finite duration")
+    return value
+
+
 def _metrics_source(raw: object) -> str:
     text = single_value(raw)
     parse_metrics_source(text)
@@ -254,6 +262,11 @@ BALANCER_OPTIONS: tuple[Option, ...] = (
     Option("qos-aware-sync-period", "qos_aware_sync_period_s", positive_duration, "5s",
            "time between two balance rounds (the advisor loop's period)",
            "--qos-aware-sync-period", "DURATION"),
+    Option("balance-round-summary-every", "balance_round_summary_every_s", _summary_period,
+           "1h",
+           "a quiet round that repeats the journaled outcome is not journaled on its own; "
+           "the journal gets a summary of such rounds at least this often (0s: every round)",
+           "none (the reference journals nothing)", "DURATION"),
     Option("memory-balance-execute", "memory_balance_execute", switch, "false",
            "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
            "and journals what it would migrate",

@@ -19,7 +19,13 @@ With ``--enable-memory-balancer`` the daemon gains:
 3. the eviction plugin on ``<plugin-registration-dir>/numa_memory_balancer.sock``, created
    once the actor is ready. As in the reference (§10), a socket that cannot be created does
    not stop the balancer: it is counted (``plugin_start_failed``) and tried again every 5 s;
-4. the §12 metrics on the metrics endpoint, read from ``GetBalancerState`` at scrape time.
+4. the §12 metrics on the metrics endpoint, read from ``GetBalancerState`` at scrape time;
+5. a health check (``ROUND_HEALTH_CHECK``) the balancer reports to after every tick, "update
+   by error" with the reference's heartbeat rules (cpu-policy §12.3): rounds that keep failing
+   for three periods after the last good one make ``/healthz`` unhealthy with the reason, and
+   so does a balancer that stops ticking; a balancer that has not run yet is healthy;
+6. its host paths checked at start (``qrmd.balancer_checks``): a missing memory cgroup root
+   refuses start naming ``--memory-cgroup-root``; a missing metrics file is a warning.
 
 A simulated metric source (``simulated:pressure=N``) puts node N at a latency above the
 force threshold *in force* (vendor-aware, §3.1), so the same flag means "pressure" on an
@@ -51,7 +57,9 @@ from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
 from policy.topology.model import CPUTopology
+from qrmd.balancer_checks import check_memory_cgroup_root, metrics_file_warnings
 from qrmd.config import DaemonConfig
+from qrmd.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, HealthRegistry
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
@@ -59,7 +67,7 @@ from qrmd.host.numa_distances import TopologyNumaDistances
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginServer
 from wire.rpc import RpcObserver
 
-__all__ = ["BALANCER_CHILD", "PLUGIN_RETRY_S", "BalancerWiring"]
+__all__ = ["BALANCER_CHILD", "PLUGIN_RETRY_S", "ROUND_HEALTH_CHECK", "BalancerWiring"]
 
 _log = logging.getLogger("qrmd.balancer")
 
@@ -67,6 +75,8 @@ _log = logging.getLogger("qrmd.balancer")
 BALANCER_CHILD = "memory_balancer"
 #: §10: the wrapper tries to start the plugin every 5 s until it serves.
 PLUGIN_RETRY_S = 5.0
+#: The balancer's health check, as the reference names its periodic handlers.
+ROUND_HEALTH_CHECK = "numa_memory_balancer_round"
 #: How long the balancer may take to answer at start and at a scrape.
 READY_TIMEOUT_S = 60.0
 SCRAPE_TIMEOUT_S = 2.0
@@ -102,8 +112,9 @@ class BalancerWiring:
             (tests, the demo); ``executor=None`` builds the ``CgroupMigrator``.
 
     Raises:
-        ValueError: a source setting cannot be used; MetricSourceUnavailable: resctrl is
-            not available on this host.
+        ValueError: a source setting cannot be used, or the memory cgroup root is not a
+            directory (``--memory-cgroup-root``); MetricSourceUnavailable: resctrl is not
+            available on this host.
     """
 
     def __init__(
@@ -124,6 +135,21 @@ class BalancerWiring:
         numa_ids = sorted(self.distances.distances())
         resolved = config.memory_balancer.resolve(cpu_vendor)
         settings = config.numa_metric_sources
+        if memory is None:
+            check_memory_cgroup_root(settings)
+        if metric_source is None:
+            for warning in metrics_file_warnings(settings):
+                _log.warning("memory balancer: %s", warning)
+        # Timeout = tolerance = 3 periods (§12.3, §14). Ready until the first tick says
+        # otherwise: a balancer that has not run yet is starting, not failing.
+        period = config.qos_aware_sync_period_s
+        self.round_health = HandlerHealth(
+            ROUND_HEALTH_CHECK,
+            HEALTH_TOLERATION_MULTIPLIER * period,
+            HEALTH_TOLERATION_MULTIPLIER * period,
+            clock.monotonic(),
+        )
+        self.round_health.update(None, clock.monotonic())
         self.metric_source = metric_source or build_numa_metric_source(
             settings,
             latency_metric=resolved.read_latency_metric,
@@ -179,6 +205,7 @@ class BalancerWiring:
             pods=store_pods(committer),
             executor=self.executor,
             pod_source=self.pod_source,
+            health=self._report_round,
         )
         core = MemoryBalancerCore(
             snapshot,
@@ -187,8 +214,24 @@ class BalancerWiring:
             self.config.memory_balancer,
             now_fn=self._clock.time,
             cpu_vendor=self.cpu_vendor,
+            round_summary_every_s=self.config.balance_round_summary_every_s,
         )
         return MemoryBalancerActor.start(core)
+
+    # -- health ------------------------------------------------------------------------------
+
+    def _report_round(self, error: str | None) -> None:
+        """The balancer's tick went well (None) or not; from the actor's thread."""
+        self.round_health.update(error, self._clock.monotonic())
+
+    def watch_health(self, health: HealthRegistry) -> None:
+        """Make ``/healthz`` ask the round check (module docstring, point 5)."""
+        health.add_source(self.problems)
+
+    def problems(self) -> list[str]:
+        """Why the balancer is unhealthy now: its rounds keep failing, or it stopped."""
+        why = self.round_health.failing(self._clock.monotonic())
+        return [] if why is None else [f"memory balancer: {why}"]
 
     # -- ticker and eviction plugin ---------------------------------------------------------
 

@@ -50,6 +50,7 @@ from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
 from qrmd.host.balancer_sources import BalancerSourceSettings
+from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
@@ -108,6 +109,8 @@ class DaemonConfig:
         durability: ``always`` (fsync before acknowledging) or ``none``.
         checkpoint_every_records: a checkpoint after this many journal records...
         checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
+        journal_retention_max_age_s: forensic history older than this is deleted; None: never.
         metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
         log_level: ``debug``, ``info``, ``warning`` or ``error``.
         log_format: ``text`` or ``json`` (one JSON object per line).
@@ -116,6 +119,8 @@ class DaemonConfig:
         max_hints: the most hints of the reduced answer.
         enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
         qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        balance_round_summary_every_s: quiet rounds repeating the journaled outcome are
+            journaled at least this often; 0: every round.
         memory_balance_execute: migrate pages for the advices; False: dry run (§11).
         plugin_registration_dir: where the eviction plugin's socket is created (§10).
         numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
@@ -138,6 +143,8 @@ class DaemonConfig:
     durability: Durability = "always"
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    journal_retention_max_bytes: int | None = 256 << 20
+    journal_retention_max_age_s: float | None = 7 * 86400.0
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"
@@ -146,6 +153,7 @@ class DaemonConfig:
     max_hints: int = DEFAULT_MAX_HINTS
     enable_memory_balancer: bool = False
     qos_aware_sync_period_s: float = 5.0
+    balance_round_summary_every_s: float = 3600.0
     memory_balance_execute: bool = False
     plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
     numa_metrics_source: str = DEFAULT_METRICS_SOURCE
@@ -239,6 +247,7 @@ OPTIONS: tuple[Option, ...] = (
            "write a checkpoint this long after the last one once a record is not in one, "
            "even on an idle node (at least 1s)",
            "none (the reference rewrites its state file on every change)", "DURATION"),
+    *JOURNAL_OPTIONS,
     Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
            "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
     Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",

@@ -58,6 +58,7 @@ from qrmd.config import DaemonConfig
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
+from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
@@ -209,6 +210,9 @@ class Daemon:
                 config.durability,
                 checkpoint_every_records=config.checkpoint_every_records,
                 checkpoint_every_s=config.checkpoint_every_s,
+                retention=journal_retention(
+                    config.journal_retention_max_bytes, config.journal_retention_max_age_s
+                ),
             ),
             ctx.topology,
             self._clock,
@@ -231,6 +235,7 @@ class Daemon:
         ]
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
+            self.balancer.watch_health(self.health)
             # Each round takes the containers' IDs from the same publisher (memory §4.2).
             children.append(self.balancer.child_spec(pods))
         if self.checkers is not None:

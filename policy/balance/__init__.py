@@ -19,6 +19,7 @@ Modules, one job each:
 * ``decide``: the façade, one pure decision per step (a round, ``GetAdvices``,
   ``GetEvictPods``), each returning a ``policy.decision.Decision`` and owning the round
   machine; ``lifecycle``: where a record and the windows stand in that machine (§6.3);
+* ``coalesce``: which rounds are journaled, and the summary of the quiet rounds that are not;
 * ``rerun``: a journaled round's inputs decoded back, to re-run it;
 * ``gojson``, ``decode``: Go-identical JSON text and field-naming decoding.
 

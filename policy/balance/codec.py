@@ -9,6 +9,9 @@ The format (part of ``policy.state.codec``'s schema):
   ``RoundInputs.to_json()`` kept verbatim (a map of plain values, checked to be plain but not
   re-validated as inputs: a round that ran must stay readable even if input rules tighten);
 * ``BalanceAdviceTaken`` and ``BalanceEvictionTaken`` are ``{"detect_time": SECONDS}``;
+* ``BalanceRoundsCoalesced`` is ``{"rounds": N, "first_time": SECONDS, "last_time": SECONDS,
+  "metrics": {NUMA: {"readLatency": [MIN, MAX], "readWriteBandwidth": [MIN, MAX]}}}``, the
+  metrics a map of plain values (kept verbatim, like INPUTS);
 * the section is ``{"current": RECORD or None, "last": RECORD or None}``.
 
 Decoding raises ``CodecError`` naming the field, and nothing else.
@@ -26,6 +29,7 @@ from policy.balance.events import (
     BalanceEvictionTaken,
     BalanceRoundFailed,
     BalanceRoundRecorded,
+    BalanceRoundsCoalesced,
 )
 from policy.balance.gojson import check_time
 from policy.decision import Event
@@ -56,6 +60,13 @@ def encode_balance_event(event: Event) -> dict[str, Any]:
             return {"inputs": _plain(inputs, "inputs", 0), "error": error}
         case BalanceAdviceTaken(detect_time=t) | BalanceEvictionTaken(detect_time=t):
             return {"detect_time": t}
+        case BalanceRoundsCoalesced(rounds, first_time, last_time, metrics):
+            return {
+                "rounds": rounds,
+                "first_time": first_time,
+                "last_time": last_time,
+                "metrics": _plain(metrics, "metrics", 0),
+            }
     raise CodecError(f"{type(event).__name__} is not a balance event")
 
 
@@ -81,6 +92,16 @@ def decode_balance_event(cls: type[Event], fields: Mapping[str, Any], where: str
             BalanceAdviceTaken(detect_time)
             if cls is BalanceAdviceTaken
             else (BalanceEvictionTaken(detect_time))
+        )
+    if cls is BalanceRoundsCoalesced:
+        rounds = fields["rounds"]
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise CodecError(f"{where}.rounds: expected a count of at least 1, got {rounds!r}")
+        return BalanceRoundsCoalesced(
+            rounds=rounds,
+            first_time=_time(fields["first_time"], f"{where}.first_time"),
+            last_time=_time(fields["last_time"], f"{where}.last_time"),
+            metrics=_inputs(fields["metrics"], f"{where}.metrics"),
         )
     raise CodecError(f"{where}: {cls.__name__} is not a balance event")
 

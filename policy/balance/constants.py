@@ -9,8 +9,12 @@ __all__ = [
     "BANDWIDTH_MEDIUM_THRESHOLD",
     "EVICTION_PLUGIN_NAME",
     "EVICT_REASON",
+    "FIXED_FAILED_REASONS",
+    "FREE_TEXT_FAILED_REASON",
     "LOW_BANDWIDTH_DESTINATION_DISTANCE",
     "MIGRATE_PAGES_THRESHOLD",
+    "NOTHING_TO_DO",
+    "NO_DEST_NUMA",
     "PING_PONG_WINDOW_NS",
     "PLUGIN_NAME",
     "ROUND_METRIC",
@@ -37,3 +41,13 @@ BALANCE_INTERVAL_NS = 30 * 1_000_000_000
 LOW_BANDWIDTH_DESTINATION_DISTANCE = 10
 #: Control-knob key of the advice in the advisor result (§5.7).
 ADVICE_KEY = "balance_numa_memory"
+#: ``failedReason`` of a round with pressure but nothing to balance or evict (§7.11).
+NOTHING_TO_DO = "there is latency pressure but no pod can be balanced or evicted"
+#: The error of a round that found no destination NUMA (§7.9).
+NO_DEST_NUMA = "failed to find any dest numa"
+#: The failed reasons the reference writes as fixed text, the only ones the round metric's
+#: ``failed_reason`` label carries (§12). Every other reason holds free text (a metric
+#: source's error, a path, an errno, a distance map) and is labelled
+#: ``FREE_TEXT_FAILED_REASON``; the text itself is in the log and the journal.
+FIXED_FAILED_REASONS = frozenset({"", NOTHING_TO_DO, NO_DEST_NUMA})
+FREE_TEXT_FAILED_REASON = "round failed (the reason is in the log)"

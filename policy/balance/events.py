@@ -15,6 +15,10 @@ round machine (``machines.balance_round``), under the machine's names:
   the record is marked executed and becomes ``last`` (§8 step 6).
 * ``BalanceEvictionTaken(detect_time)``: ``GetEvictPods`` consumed the current record's
   eviction offer (§9.1 step 3).
+* ``BalanceRoundsCoalesced(rounds, first_time, last_time, metrics)``: rounds that repeated the
+  last journaled round's outcome and were not journaled one by one (``policy.balance.coalesce``),
+  counted with the range of the metrics they read. It shares its record with the round that
+  ended the stretch, and changes no state: the state is what that round's event says.
 
 A "taken" event names the record it takes by its detect time, so an event replayed onto a
 state it was not decided on is refused instead of marking the wrong record. Applying uses the
@@ -44,6 +48,7 @@ __all__ = [
     "BalanceEvictionTaken",
     "BalanceRoundFailed",
     "BalanceRoundRecorded",
+    "BalanceRoundsCoalesced",
     "apply_balance_event",
 ]
 
@@ -99,12 +104,34 @@ class BalanceEvictionTaken(BalanceEvent):
     detect_time: float
 
 
+@dataclass(frozen=True, slots=True)
+class BalanceRoundsCoalesced(BalanceEvent):
+    """Rounds not journaled one by one: each repeated the outcome of the round journaled before
+    them (``policy.balance.coalesce``). Journaled in the record of the round that ended them;
+    the state is unchanged.
+
+    Attributes:
+        rounds: how many rounds were coalesced (at least one).
+        first_time: the first coalesced round's time, Unix seconds.
+        last_time: the last coalesced round's time.
+        metrics: per NUMA node (its id as a string), ``{"readLatency": [min, max],
+            "readWriteBandwidth": [min, max]}`` over the samples those rounds read; a metric
+            with no sample in any of them is left out.
+    """
+
+    rounds: int
+    first_time: float
+    last_time: float
+    metrics: Mapping[str, Any]
+
+
 #: Every balance-section event type, in the order the codec documents them.
 BALANCE_EVENT_TYPES: Final[tuple[type[BalanceEvent], ...]] = (
     BalanceRoundRecorded,
     BalanceRoundFailed,
     BalanceAdviceTaken,
     BalanceEvictionTaken,
+    BalanceRoundsCoalesced,
 )
 
 
@@ -124,7 +151,7 @@ def apply_balance_event(state: BalancerState, event: Event) -> BalancerState:
                     " is recorded with its advice or eviction already taken"
                 )
             return replace(state, current=record)
-        case BalanceRoundFailed():
+        case BalanceRoundFailed() | BalanceRoundsCoalesced():
             return state
         case BalanceAdviceTaken(detect_time=detect_time):
             current = _current(state, "BalanceAdviceTaken", detect_time)

@@ -10,6 +10,11 @@ otherwise journal them twice. ``round_inputs_of`` decodes them, and
 ``policy.balance.decide.balance_round`` on the balance section as it was before the record
 gives the same events and reply; ``rerun_round`` does both.
 
+A round that ended a stretch of coalesced rounds (``policy.balance.coalesce``) shares its record
+with their summary, ``BalanceRoundsCoalesced``: what the live balancer counted of rounds it did
+not journal, data rather than a decision. A re-run carries it over as journaled, before the
+round's own events, so that a record's events and its re-run compare whole.
+
 A "taken" record (``BalanceAdviceTaken``, ``BalanceEvictionTaken``) keeps its request as the
 record's cause (``AdviceRequest.to_cause``, ``EvictionRequest.to_cause``, plus what was handed
 out); ``request_of`` reads it back, and ``rerun_record`` re-runs any balancer record.
@@ -24,6 +29,7 @@ decodes their events with the state codec.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from policy.balance.decide import (
@@ -41,6 +47,7 @@ from policy.balance.events import (
     BalanceEvictionTaken,
     BalanceRoundFailed,
     BalanceRoundRecorded,
+    BalanceRoundsCoalesced,
 )
 from policy.balance.gojson import format_time
 from policy.balance.inputs import RoundInputs
@@ -106,7 +113,8 @@ def rerun_round(
 
     Returns:
         The round's decision again (its events equal the record's when the journal is the
-        live one); None when the record is not a round's.
+        live one, a summary of coalesced rounds carried over first); None when the record is
+        not a round's.
 
     Raises:
         BalanceError: as ``round_inputs_of``, or the inputs' last emitted round is not the
@@ -115,7 +123,11 @@ def rerun_round(
     inputs = round_inputs_of(events, where)
     if inputs is None:
         return None
-    return balance_round(section_before, inputs)
+    again = balance_round(section_before, inputs)
+    summaries = tuple(e for e in events if isinstance(e, BalanceRoundsCoalesced))
+    if not summaries:
+        return again
+    return replace(again, events=(*summaries, *again.events))
 
 
 def request_of(

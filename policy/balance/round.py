@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from policy.balance.advice import MemoryAdvice, advice_for
 from policy.balance.config import ResolvedConfig
-from policy.balance.constants import BALANCE_INTERVAL_NS
+from policy.balance.constants import BALANCE_INTERVAL_NS, NO_DEST_NUMA, NOTHING_TO_DO
 from policy.balance.errors import RoundFailed
 from policy.balance.gojson import to_nanos
 from policy.balance.inputs import RoundInputs
@@ -60,7 +60,6 @@ from policy.balance.record import (
 __all__ = ["NOTHING_TO_DO", "RoundOutcome", "RoundResult", "in_cool_down", "plan_round"]
 
 #: Failed reason of a round with pressure but nothing to balance or evict (§7.11).
-NOTHING_TO_DO = "there is latency pressure but no pod can be balanced or evicted"
 
 
 class RoundResult(StrEnum):
@@ -194,7 +193,7 @@ def _run_steps(inputs: RoundInputs, cfg: ResolvedConfig, d: _Draft) -> None:
 
     # 5. Nowhere to go at all.
     if not candidates:
-        raise RoundFailed("failed to find any dest numa")
+        raise RoundFailed(NO_DEST_NUMA)
 
     # 6. Bandwidth level and regulation.
     d.bandwidth_level = bandwidth_level(hottest, busiest)

@@ -16,6 +16,12 @@ daemon runs (spec memory-balancer §6.2, §7) and prints:
 
 A bad file is one error line naming the file and the field (``inputs.pods[2].containers[0]
 .anon["1"]: -5 is outside [0, ...]``); nothing is printed to stdout.
+
+``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
+file, re-computes it on the balance section as it stood before that record
+(``qrmd.balancer_rerun``) and says whether today's code decides what the journal holds: exit 0
+when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
+``--json`` adds ``"journal": {"seq", "matches", "journaled", "recomputed"}``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from policy.balance import (
 )
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
+from policy.state.codec import encode_event
+from qrmd.balancer_rerun import rerun_journaled_round
 
 __all__ = ["load_inputs", "numa_roles", "plan_document", "register", "run"]
 
@@ -63,12 +71,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "journaled round records) and print the record, the advice and the eviction offer."
         ),
     )
-    plan.add_argument("file", metavar="FILE", help="round inputs as JSON; '-' reads stdin")
+    plan.add_argument(
+        "file", metavar="FILE", nargs="?", help="round inputs as JSON; '-' reads stdin"
+    )
     plan.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    plan.add_argument(
+        "--from-journal",
+        metavar="DIR",
+        help="re-compute the round journaled as --seq N in this journal (instead of FILE) and "
+        "say whether it matches: exit 1 when it does not, 2 when the record is not a round",
+    )
+    plan.add_argument("--seq", metavar="N", type=int, help="the record of --from-journal")
     plan.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_journal is not None or args.seq is not None:
+        return _run_from_journal(args)
+    if args.file is None:
+        raise ValueError("give a round file (FILE, or - for stdin) or --from-journal DIR --seq N")
     inputs = load_inputs(args.file)
     outcome = plan_round(inputs)
     if args.json:
@@ -76,6 +97,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         _render(inputs, outcome, Console(highlight=False))
     return 0
+
+
+def _run_from_journal(args: argparse.Namespace) -> int:
+    if args.file is not None:
+        raise ValueError("give either FILE or --from-journal DIR --seq N, not both")
+    if args.from_journal is None or args.seq is None:
+        raise ValueError("--from-journal DIR and --seq N go together")
+    rerun = rerun_journaled_round(args.from_journal, args.seq)
+    outcome = plan_round(rerun.inputs)
+    if args.json:
+        document = {**plan_document(outcome), "journal": rerun.document()}
+        sys.stdout.write(encode(document) + "\n")
+        return 0 if rerun.matches else 1
+    console = Console(highlight=False)
+    verdict = "matches the journal" if rerun.matches else "DIFFERS from the journal"
+    console.print(
+        Text(f"Record {rerun.seq} re-computed with this qrmd's policy: {verdict}", style="bold"),
+        soft_wrap=True,
+    )
+    if not rerun.matches:
+        for label, events in (("journaled", rerun.journaled), ("recomputed", rerun.again.events)):
+            console.print(Text(f"{label}:"))
+            for event in events:
+                console.print(Text(f"  {encode(encode_event(event))}"), soft_wrap=True)
+    console.print()
+    _render(rerun.inputs, outcome, console)
+    return 0 if rerun.matches else 1
 
 
 def load_inputs(file: str) -> RoundInputs:

@@ -107,6 +107,7 @@ class BalancePhase:
         self.cool_down_s = cool_down_s
         self._next_seq = 1
         self._pending: list[tuple[int, object]] = []  # read from the journal, not yet looked at
+        self._latest_round: tuple[int, object] | None = None  # the newest round journaled
 
     # -- reading rounds from the journal ------------------------------------------------------
 
@@ -123,7 +124,12 @@ class BalancePhase:
         return found
 
     def _skip_to_end(self) -> None:
-        self._events()
+        # Quiet rounds that repeat the journaled outcome are not journaled one by one
+        # (policy.balance.coalesce): the newest round journaled is the one the balancer
+        # stands on, so it is kept.
+        for seq, event in self._events():
+            if isinstance(event, BalanceRoundRecorded | BalanceRoundFailed):
+                self._latest_round = (seq, event)
 
     def _wait_round(
         self, what: str, wanted: Callable[[BalanceInfo], bool], extra_s: float = 0.0
@@ -206,6 +212,11 @@ class BalancePhase:
             f"{config.grace_balance_read_latency_threshold:g}, force "
             f"{config.force_balance_read_latency_threshold:g}"
         )
+        seq, event = self._latest_round or (0, None)
+        if isinstance(event, BalanceRoundRecorded) and not event.record.need_balance:
+            quiet = Round(seq, event.record, RoundInputs.from_json(event.inputs))
+            self._say(f"round (journal seq {quiet.seq}): {self._verdict(quiet.record)}")
+            return quiet
         # A journal kept from a run less than 30 s ago holds an advice still in its cool-down
         # (§6.2): no round is computed until it ends.
         quiet = self._wait_round(

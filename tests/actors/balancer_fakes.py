@@ -35,13 +35,23 @@ from tests.policy.state_fixtures import SYNTH_16_2_4
 
 
 class JournalingCommitter(ApplyingCommitter):
-    """An ``ApplyingCommitter`` whose events go through the codec and msgpack first."""
+    """An ``ApplyingCommitter`` whose events go through the codec and msgpack first; each
+    applied commit is also kept whole in ``records`` as (cause, events)."""
+
+    def __init__(self, state: State) -> None:
+        super().__init__(state)
+        self.records: list[tuple[Mapping[str, Any], tuple[Event, ...]]] = []
 
     def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> Snapshot:
         packed = msgpack.packb({"cause": dict(cause), "events": [encode_event(e) for e in events]})
         record = msgpack.unpackb(packed)
         decoded = tuple(decode_event(e) for e in record["events"])
-        return super().commit(decoded, record["cause"])
+        before = len(self.events)
+        try:
+            return super().commit(decoded, record["cause"])
+        finally:
+            if len(self.events) > before:
+                self.records.append((record["cause"], decoded))
 
     def kinds(self) -> list[str]:
         """The committed events' kinds, in order."""
@@ -175,7 +185,9 @@ class Balancer:
         pools: Mapping[str, tuple[int, ...]] = POOLS,
         state: State | None = None,
         executor: RecordingExecutor | None = None,
+        summary_every_s: float = 0.0,
     ) -> None:
+        self.summary_every_s = summary_every_s
         self.clock = FakeClock(NOW)
         self.store = JournalingCommitter(state or empty_state(SYNTH_16_2_4))
         self.metrics = FakeMetrics(latency, bandwidth)
@@ -200,6 +212,7 @@ class Balancer:
             BalancerConfig(),
             now_fn=self.clock.time,
             cpu_vendor="GenuineIntel",
+            round_summary_every_s=self.summary_every_s,
         )
         return self.core
 

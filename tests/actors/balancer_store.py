@@ -45,7 +45,9 @@ def populate_cpu(store: Any) -> None:
     store.ask(Commit(tuple(events), {"rpc": "test"}), timeout=10)
 
 
-def balancer_on(store: Any, clock_now: list[float]) -> tuple[Any, MemoryBalancerCore]:
+def balancer_on(
+    store: Any, clock_now: list[float], *, summary_every_s: float = 0.0
+) -> tuple[Any, MemoryBalancerCore]:
     fakes = Balancer()  # its metric, distance and memory fakes; its own store is unused
     committer = StateStoreCommitter(store)
     ports = replace(fakes.ports, pods=store_pods(committer), memory=FakeMemory(EX2_PODS))
@@ -53,6 +55,11 @@ def balancer_on(store: Any, clock_now: list[float]) -> tuple[Any, MemoryBalancer
     snapshot = store.ask(GetSnapshot(), timeout=10)
     assert isinstance(snapshot, Snapshot)
     core = MemoryBalancerCore(
-        snapshot, committer, ports, BalancerConfig(), now_fn=lambda: clock_now[0]
+        snapshot,
+        committer,
+        ports,
+        BalancerConfig(),
+        now_fn=lambda: clock_now[0],
+        round_summary_every_s=summary_every_s,
     )
     return MemoryBalancerActor.start(core), core

@@ -34,6 +34,7 @@ from policy.balance.events import (
     BalanceEvictionTaken,
     BalanceRoundFailed,
     BalanceRoundRecorded,
+    BalanceRoundsCoalesced,
     apply_balance_event,
 )
 from policy.errors import CodecError, StateError
@@ -56,7 +57,10 @@ RECORDED = BalanceRoundRecorded(R0, INPUTS.to_json())
 FAILED = BalanceRoundFailed({"now": NOW, "numaMetrics": []}, "failed to find any dest numa")
 ADVICE = BalanceAdviceTaken(NOW)
 EVICTION = BalanceEvictionTaken(NOW)
-ONE_OF_EACH: list[BalanceEvent] = [RECORDED, FAILED, ADVICE, EVICTION]
+COALESCED = BalanceRoundsCoalesced(
+    12, NOW + 5, NOW + 60, {"0": {"readLatency": [40.0, 45.5], "readWriteBandwidth": [90, 100]}}
+)
+ONE_OF_EACH: list[BalanceEvent] = [RECORDED, FAILED, ADVICE, EVICTION, COALESCED]
 
 
 def test_every_event_type_is_exercised_and_names_the_balance_section() -> None:
@@ -173,6 +177,14 @@ def _set(path: tuple[Any, ...], value: Any):  # type: ignore[no-untyped-def]
         pytest.param(EVICTION, _set(("detect_time",), -1.0), "detect_time",
                      id="detect time before 1970"),
         pytest.param(ADVICE, _set(("extra",), 1), "unknown field 'extra'", id="extra field"),
+        pytest.param(COALESCED, _set(("rounds",), 0), "rounds: expected a count of at least 1",
+                     id="a summary of no rounds"),
+        pytest.param(COALESCED, _set(("rounds",), True), "rounds: expected a count",
+                     id="a summary counting a boolean"),
+        pytest.param(COALESCED, _set(("last_time",), "later"), "last_time",
+                     id="a summary's time as text"),
+        pytest.param(COALESCED, _set(("metrics",), [1]), "metrics: expected a map",
+                     id="a summary's metrics not a map"),
     ],
 )  # fmt: skip
 def test_malformed_events_name_the_field(event: Event, damage: Any, message: str) -> None:
@@ -264,7 +276,7 @@ def histories(draw: st.DrawFn) -> list[BalanceEvent]:
     events: list[BalanceEvent] = []
     state = BalancerState()
     for _ in range(draw(st.integers(0, 8))):
-        choice = draw(st.sampled_from(["record", "fail", "advice", "evict"]))
+        choice = draw(st.sampled_from(["record", "fail", "advice", "evict", "coalesce"]))
         current = state.current
         event: BalanceEvent | None = None
         if choice == "record":
@@ -275,6 +287,8 @@ def histories(draw: st.DrawFn) -> list[BalanceEvent]:
             event = BalanceAdviceTaken(current.detect_time)
         elif choice == "evict" and current is not None and not current.evict_executed:
             event = BalanceEvictionTaken(current.detect_time)
+        elif choice == "coalesce":
+            event = BalanceRoundsCoalesced(draw(st.integers(1, 10**6)), NOW, NOW + 5, {})
         if event is not None:
             events.append(event)
             state = apply_balance_event(state, event)
@@ -309,7 +323,21 @@ def test_recorded_rounds_round_trip(record: BalanceInfo, inputs: dict[str, Any])
 @settings(max_examples=100, deadline=None)
 @given(
     st.sampled_from([type(e).__name__ for e in ONE_OF_EACH]),
-    st.dictionaries(st.sampled_from(["record", "inputs", "error", "detect_time"]), plain),
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "record",
+                "inputs",
+                "error",
+                "detect_time",
+                "rounds",
+                "first_time",
+                "last_time",
+                "metrics",
+            ]
+        ),
+        plain,
+    ),
 )
 def test_garbage_raises_only_codec_error(kind: str, fields: dict[str, Any]) -> None:
     with contextlib.suppress(CodecError):
