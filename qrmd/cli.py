@@ -13,10 +13,10 @@ import traceback
 from collections.abc import Sequence
 from types import ModuleType
 
-from qrmd.commands import CommandError, balance, demo, diagrams, journal, run, topology
+from qrmd.commands import CommandError, balance, demo, diagrams, eviction, journal, run, topology
 
 # Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (demo, run, topology, diagrams, balance, journal)
+COMMANDS: tuple[ModuleType, ...] = (demo, run, topology, diagrams, balance, eviction, journal)
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
 

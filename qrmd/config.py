@@ -35,6 +35,7 @@ from policy.cpu.context import (
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
 )
+from policy.cpu.pressure import PressureSettings
 from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer_settings import (
     BALANCER_OPTIONS,
@@ -49,6 +50,11 @@ from qrmd.config_values import duration as _duration
 from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
 from qrmd.config_values import switch as _switch
+from qrmd.cpu_eviction_settings import (
+    CPU_EVICTION_OPTIONS,
+    DEFAULT_CPU_LOAD_SOURCE,
+    cpu_eviction_values,
+)
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
@@ -127,6 +133,10 @@ class DaemonConfig:
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
+            §12.7; ``qrmd.cpu_eviction_settings``).
+        cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         config_file: the file the settings were read from, if any.
@@ -160,6 +170,9 @@ class DaemonConfig:
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    enable_cpu_pressure_eviction: bool = False
+    cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     config_file: str | None = None
@@ -264,6 +277,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,
 )  # fmt: skip
@@ -336,6 +350,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
         "balancer": {},
         "sources": {},
         "advisor": {},
+        "cpu_eviction": {},
         "pod_source": {},
     }
     for opt in OPTIONS:
@@ -352,6 +367,7 @@ def load_config(flags: Mapping[str, object], config_file: str | None = None) -> 
             values[opt.field] = parsed
     try:
         values.update(balancer_values(values, groups))
+        values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
         values.update(pod_source_values(groups))
     except ValueError as err:

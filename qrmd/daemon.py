@@ -19,13 +19,15 @@ Start, in order:
    recovered and the actors ready, does a socket appear for kubelet to dial;
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
-   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``).
+   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
+7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``).
 
-Stop (SIGTERM/SIGINT): the balancer's plugin and ticker, then the kubelet servers (no new calls;
-their sockets are removed), then the checkpoint ticker, then the actors in reverse (the
-StateStore writes a checkpoint and closes the journal), then the endpoint. An actor still alive
-afterwards is logged as a bug. SIGKILL loses nothing acknowledged: with durability ``always``
-every answered commit was fsynced before the answer.
+Stop (SIGTERM/SIGINT): the CPU pressure plugins and ticker, the balancer's plugin and ticker,
+then the kubelet servers (no new calls; their sockets are removed), then the checkpoint ticker,
+then the actors in reverse (the StateStore writes a checkpoint and closes the journal), then
+the endpoint. An actor still alive afterwards is logged as a bug. SIGKILL loses nothing
+acknowledged: with durability ``always`` every answered commit was fsynced before the answer.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import DaemonConfig
+from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
@@ -112,6 +115,14 @@ def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) ->
     return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
 
 
+#: Builds the CPU pressure wiring: (config, clock, policy context) → wiring (tests inject loads).
+CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], CPUPressureWiring]
+
+
+def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
+    return CPUPressureWiring(config, clock, reserved=ctx.reserved, qos=ctx.qos)
+
+
 def _wire_plugin_server(
     socket_dir: str, allocator: SupervisedRef, ready: Callable[[], bool], observer: DaemonMetrics
 ) -> PluginServing:
@@ -160,6 +171,7 @@ class Daemon:
         clock: the clock the actors and the journal use.
         balancer_factory: builds the memory balancer's wiring when it is enabled (default:
             this host's sources, as the configuration chooses them).
+        cpu_pressure_factory: builds the CPU pressure eviction wiring when it is enabled.
     """
 
     def __init__(
@@ -169,10 +181,13 @@ class Daemon:
         server_factory: ServerFactory = _wire_plugin_server,
         clock: Clock = SYSTEM_CLOCK,
         balancer_factory: BalancerFactory = _host_balancer,
+        cpu_pressure_factory: CPUPressureFactory = _host_cpu_pressure,
     ) -> None:
         self.config = config
         self._balancer_factory = balancer_factory
         self.balancer: BalancerWiring | None = None
+        self._cpu_pressure_factory = cpu_pressure_factory
+        self.cpu_pressure: CPUPressureWiring | None = None
         self._server_factory = server_factory
         self._clock = clock
         self.supervisor: Supervisor | None = None
@@ -238,6 +253,9 @@ class Daemon:
             self.balancer.watch_health(self.health)
             # Each round takes the containers' IDs from the same publisher (memory §4.2).
             children.append(self.balancer.child_spec(pods))
+        if config.enable_cpu_pressure_eviction:
+            self.cpu_pressure = self._cpu_pressure_factory(config, self._clock, ctx)
+            children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
         supervisor = Supervisor(children)
@@ -254,6 +272,8 @@ class Daemon:
         )
         if self.balancer is not None:
             self.metrics.registry.register(self.balancer.collector())
+        if self.cpu_pressure is not None:
+            self.metrics.registry.register(self.cpu_pressure.collector())
         if self.checkers is not None:
             self.metrics.registry.register(self.checkers)
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
@@ -288,10 +308,15 @@ class Daemon:
         # 6. The balancer's rounds and eviction plugin, its actor now running.
         if self.balancer is not None:
             self.balancer.start(supervisor, self.metrics)
+        # 7. The CPU pressure collections and eviction plugins.
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.start(supervisor, self.metrics)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.cpu_pressure is not None:
+            self.cpu_pressure.stop()
         if self.balancer is not None:
             self.balancer.stop()
         for server in reversed(self.servers):
@@ -335,9 +360,12 @@ class Daemon:
                 f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
                 f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
             )
+        pressure = "off"
+        if self.cpu_pressure is not None:
+            pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
         return (
             f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}"
+            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
         )
 
 

@@ -24,6 +24,7 @@ from wire.gen import evictionplugin_pb2 as ep
 from wire.gen import evictionplugin_pb2_grpc as ep_grpc
 from wire.gen import k8s_core_v1_pb2 as core
 from wire.gen import k8s_meta_v1_pb2 as meta
+from wire.gen import k8s_resource_pb2 as resource
 from wire.gen import pluginregistration_pb2 as reg
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 
@@ -45,13 +46,20 @@ class EvictionManagerError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ActivePod:
-    """A pod the eviction manager may evict: what it sends of it."""
+    """A pod the eviction manager may evict: what it sends of it.
+
+    ``annotations`` and ``containers`` (each ``(name, ((resource, quantity), ...))``, the
+    quantity as Kubernetes writes it, ``"2"`` or ``"1500m"``) are what the CPU suppression
+    plugin reads: the QoS level, the tolerance rate and the CPU requests.
+    """
 
     namespace: str
     name: str
     uid: str
     qos_class: str = "BestEffort"  # Guaranteed, Burstable or BestEffort
     labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    containers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +87,28 @@ class Offer:
 def _pod_message(pod: ActivePod) -> core.Pod:
     """The ``Pod`` object the eviction manager sends for an active pod (name, namespace, UID,
     labels, phase and QoS class; the rest of a real pod object is of no use to the plugin)."""
-    return core.Pod(
+    containers = [
+        core.Container(
+            name=name,
+            resources=core.ResourceRequirements(
+                requests={r: resource.Quantity(string=q) for r, q in requests}
+            ),
+        )
+        for name, requests in pod.containers
+    ]
+    message = core.Pod(
         metadata=meta.ObjectMeta(
-            name=pod.name, namespace=pod.namespace, uid=pod.uid, labels=dict(pod.labels)
+            name=pod.name,
+            namespace=pod.namespace,
+            uid=pod.uid,
+            labels=dict(pod.labels),
+            annotations=dict(pod.annotations),
         ),
         status=core.PodStatus(phase="Running", qosClass=pod.qos_class),
     )
+    if containers:
+        message.spec.containers.extend(containers)
+    return message
 
 
 class EvictionManager:

@@ -33,7 +33,6 @@ import pykka
 from google.protobuf.message import Message
 
 from actors.balancer_messages import (
-    BalancerCommand,
     BalancerUnavailable,
     GetEvictPods,
     GetToken,
@@ -82,14 +81,16 @@ class EvictionPluginRpc:
     Attributes:
         name: the method name.
         request_type: its request message.
-        command: request message → MemoryBalancer command.
-        response: (request message, the balancer's reply) → response message; the request
-            is there for its pod objects.
+        command: request message → the actor's command (the MemoryBalancer's here; a plugin
+            may bring its own table, ``wire.cpu_pressure_rpcs``), or None for a method
+            answered without asking (a constant answer).
+        response: (request message, the actor's reply, None without a command) → response
+            message; the request is there for its pod objects.
     """
 
     name: str
     request_type: type[Message]
-    command: Callable[[Any], BalancerCommand]
+    command: Callable[[Any], Any] | None
     response: Callable[[Any, Any], Message]
 
 
@@ -121,44 +122,53 @@ EVICTION_PLUGIN_RPCS = (
 )
 
 
-def _ask(balancer: ActorRef, command: BalancerCommand, timeout: float) -> Any:
-    """Ask the balancer; a silent or stopped one is ``BalancerUnavailable``, saying which."""
+def _ask(actor: ActorRef, command: Any, timeout: float, who: str) -> Any:
+    """Ask the actor; a silent or stopped one is ``BalancerUnavailable`` (UNAVAILABLE), saying
+    which."""
     try:
-        return balancer.ask(command, timeout=timeout)
+        return actor.ask(command, timeout=timeout)
     except pykka.Timeout as exc:
-        raise BalancerUnavailable(
-            f"the memory balancer did not answer within {timeout:.3g} s"
-        ) from exc
+        raise BalancerUnavailable(f"{who} did not answer within {timeout:.3g} s") from exc
     except pykka.ActorDeadError as exc:
-        raise BalancerUnavailable("the memory balancer is not running") from exc
+        raise BalancerUnavailable(f"{who} is not running") from exc
 
 
 def _method(
-    rpc: EvictionPluginRpc, balancer: ActorRef, observer: RpcObserver | None
+    rpc: EvictionPluginRpc, actor: ActorRef, observer: RpcObserver | None, who: str
 ) -> grpc.RpcMethodHandler:
     def work(request: Message, context: grpc.ServicerContext) -> Message:
-        reply = _ask(balancer, rpc.command(request), ask_timeout(context, DEFAULT_TIMEOUT_S))
-        return rpc.response(request, reply)
+        if rpc.command is None:
+            return rpc.response(request, None)
+        timeout = ask_timeout(context, DEFAULT_TIMEOUT_S)
+        return rpc.response(request, _ask(actor, rpc.command(request), timeout, who))
 
     return unary_handler(rpc.name, rpc.request_type, work, observer)
 
 
-def handler(balancer: ActorRef, observer: RpcObserver | None = None) -> grpc.GenericRpcHandler:
+def handler(
+    balancer: ActorRef,
+    observer: RpcObserver | None = None,
+    *,
+    rpcs: tuple[EvictionPluginRpc, ...] = EVICTION_PLUGIN_RPCS,
+    who: str = "the memory balancer",
+) -> grpc.GenericRpcHandler:
     """The EvictionPlugin service, every method asking ``balancer``.
 
     Args:
-        balancer: the MemoryBalancer actor's ref.
+        balancer: the actor's ref (the MemoryBalancer's by default).
         observer: told about every call, or ``None``.
+        rpcs: the method table (``EVICTION_PLUGIN_RPCS``: the balancer's).
+        who: the actor's name in errors ("the memory balancer did not answer").
 
     Returns:
         The generic handler to add to a ``grpc.Server``.
     """
-    methods = {rpc.name: _method(rpc, balancer, observer) for rpc in EVICTION_PLUGIN_RPCS}
+    methods = {rpc.name: _method(rpc, balancer, observer, who) for rpc in rpcs}
     return grpc.method_handlers_generic_handler(SERVICE, methods)
 
 
 class EvictionPluginServer:
-    """The balancer's eviction plugin on ``<socket_dir>/<name>.sock``.
+    """An eviction plugin on ``<socket_dir>/<name>.sock``: the balancer's by default.
 
     Args:
         socket_dir: the agent's plugin-registration directory (``DEFAULT_SOCKET_DIR`` on a
@@ -167,6 +177,9 @@ class EvictionPluginServer:
         name: the plugin's name, in ``GetInfo`` and the socket's file name.
         observer: told about every call (metrics), or ``None``.
         on_registration: told every registration step the socket takes, or ``None``.
+        rpcs: the method table; the balancer's by default (the CPU pressure plugins bring
+            theirs, ``wire.cpu_pressure_rpcs``).
+        who: the actor's name in errors.
 
     Raises:
         SocketPathError: the socket path is longer than 107 bytes (a ``ValueError``).
@@ -180,12 +193,14 @@ class EvictionPluginServer:
         name: str = EVICTION_PLUGIN_NAME,
         observer: RpcObserver | None = None,
         on_registration: RegistrationObserver | None = None,
+        rpcs: tuple[EvictionPluginRpc, ...] = EVICTION_PLUGIN_RPCS,
+        who: str = "the memory balancer",
     ) -> None:
         self._socket = PluginSocket(
             # Refused here, before any actor is asked: the directory is the operator's choice.
             check_socket_path(Path(socket_dir) / f"{name}.sock"),
             PluginIdentity(type=EVICTION_PLUGIN_TYPE, name=name),
-            (handler(balancer_ref, observer),),
+            (handler(balancer_ref, observer, rpcs=rpcs, who=who),),
             actors_ready=balancer_ref.is_alive,
             on_step=on_registration,
             observer=observer,

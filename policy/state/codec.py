@@ -14,9 +14,11 @@ The format, schema version ``SCHEMA_VERSION``:
   section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": [entry]}``.
   Derived indexes are never encoded: decoding rebuilds them by applying the entries;
 * the balance section and its events are described in ``policy.balance.codec``, the advisor
-  section and its events in ``policy.state.advisor_section``. A section added after a
-  checkpoint was written (the advisor section) has an ``empty`` value: a checkpoint without
-  it decodes with that section empty, so an upgraded qrmd starts from an older checkpoint.
+  section and its events in ``policy.state.advisor_section``, the ``cpu_pressure`` section
+  and its events in ``policy.state.pressure.codec``. A section added after a checkpoint was
+  written (the advisor and ``cpu_pressure`` sections) has an ``empty`` value: a checkpoint
+  without it decodes with that section empty, so an upgraded qrmd starts from an older
+  checkpoint.
 
 Each section registers one :class:`SectionCodec` in ``SECTION_CODECS``: its event types, how
 their fields and its value are encoded and decoded. This module dispatches on the event's
@@ -59,6 +61,14 @@ from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import RAMPING, ContainerEntry, InPool, OwnCPUs, Placement, Ramping
 from policy.state.events import CPU_EVENT_TYPES, ContainerAllocated, Event, PoolSet, RampCPUsSet
+from policy.state.pressure.codec import (
+    decode_pressure_event,
+    decode_pressure_section,
+    encode_pressure_event,
+    encode_pressure_section,
+)
+from policy.state.pressure.events import PRESSURE_EVENT_TYPES, PRESSURE_SECTION
+from policy.state.pressure.history import PressureHistory
 from policy.state.sections import CPU_SECTION, State
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
@@ -349,6 +359,14 @@ SECTION_CODECS: Final[Mapping[str, SectionCodec]] = {
         decode_balance_event,
         encode_balance_section,
         decode_balance_section,
+    ),
+    PRESSURE_SECTION: SectionCodec(
+        PRESSURE_EVENT_TYPES,
+        encode_pressure_event,
+        decode_pressure_event,
+        encode_pressure_section,
+        decode_pressure_section,
+        empty=PressureHistory,
     ),
     ADVISOR_SECTION: SectionCodec(
         ADVISOR_EVENT_TYPES,

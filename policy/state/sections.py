@@ -4,9 +4,11 @@ The StateStore keeps a ``State`` and applies committed events to it with :func:`
 event names its section (``Event.section``); each section is an immutable value with its own
 apply function, registered in ``SECTION_APPLY``: the CPU section (``CPUState``, written by the
 Allocator) and the balance section (``BalancerState``, the memory balancer's ``current`` and
-``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``) and the advisor
+``last`` rounds, written by the MemoryBalancer; ``policy.balance.events``), the advisor
 section (``AdvisorState``: who sizes the pools and the last sys-advisor response's outcome,
-written by the Allocator; ``policy.state.advisor_section``). Replaying the
+written by the Allocator; ``policy.state.advisor_section``) and the ``cpu_pressure`` section
+(``PressureHistory``, the CPU pressure eviction plugins' load rings and timers, written by the
+CPU pressure actor; ``policy.state.pressure``). Replaying the
 journal's events from :func:`empty_state` gives the live state, and ``==`` compares states
 section by section.
 """
@@ -26,12 +28,14 @@ from policy.state.advisor_section import ADVISOR_SECTION, AdvisorState, apply_ad
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import Event
+from policy.state.pressure import PRESSURE_SECTION, PressureHistory, apply_pressure_event
 from policy.topology.model import CPUTopology
 
 __all__ = [
     "ADVISOR_SECTION",
     "BALANCE_SECTION",
     "CPU_SECTION",
+    "PRESSURE_SECTION",
     "SECTION_APPLY",
     "State",
     "apply",
@@ -45,6 +49,7 @@ CPU_SECTION: Final = "cpu"
 SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
     CPU_SECTION: apply_cpu_event,
     BALANCE_SECTION: apply_balance_event,
+    PRESSURE_SECTION: apply_pressure_event,
     ADVISOR_SECTION: apply_advisor_event,
 }
 
@@ -52,7 +57,8 @@ SECTION_APPLY: Final[Mapping[str, Callable[[Any, Any], Any]]] = {
 @dataclass(frozen=True, slots=True)
 class State:
     """Named, immutable state sections (``"cpu"``: a ``CPUState``; ``"balance"``: a
-    ``BalancerState``; ``"advisor"``: an ``AdvisorState``)."""
+    ``BalancerState``; ``"advisor"``: an ``AdvisorState``; ``"cpu_pressure"``: a
+    ``PressureHistory``)."""
 
     sections: immutables.Map[str, object]
 
@@ -82,6 +88,13 @@ class State:
         return section
 
     @property
+    def cpu_pressure(self) -> PressureHistory:
+        """The CPU pressure eviction plugins' section."""
+        section = self.section(PRESSURE_SECTION)
+        assert isinstance(section, PressureHistory)
+        return section
+
+    @property
     def advisor(self) -> AdvisorState:
         """The advisor section."""
         section = self.section(ADVISOR_SECTION)
@@ -100,6 +113,7 @@ def empty_state(topology: CPUTopology) -> State:
             {
                 CPU_SECTION: CPUState.empty(topology),
                 BALANCE_SECTION: BalancerState(),
+                PRESSURE_SECTION: PressureHistory(),
                 ADVISOR_SECTION: AdvisorState(),
             }
         )

@@ -66,6 +66,28 @@ class BalancerOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class CPUPressureOptions:
+    """The CPU pressure eviction flags: the suppression plugin, no load plugin (its loads would
+    come from a simulator here)."""
+
+    min_tolerance_duration: str  # --eviction-suppression-min-tolerance-duration, a DURATION
+    plugin_registration_dir: Path  # where cpu-pressure-suppression-plugin.sock is served
+
+    def argv(self) -> list[str]:
+        """The flags."""
+        return [
+            "--enable-cpu-pressure-eviction",
+            "--eviction-suppression-enable",
+            "--eviction-suppression-min-tolerance-duration",
+            self.min_tolerance_duration,
+            "--cpu-load-metrics-source",
+            "simulated",
+            "--plugin-registration-dir",
+            str(self.plugin_registration_dir),
+        ]
+
+
+@dataclass(frozen=True, slots=True)
 class PodSourceOptions:
     """The pod source's ``qrmd run`` flags: the kubelet simulator's ``/pods`` on loopback,
     and the checkers' periods shortened so the demo sees a residual pod go within seconds."""
@@ -107,6 +129,7 @@ class DaemonOptions:
     log_level: str = "info"
     balancer: BalancerOptions | None = None
     pod_source: PodSourceOptions | None = None
+    cpu_pressure: CPUPressureOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -133,6 +156,7 @@ class DaemonOptions:
             self.log_level,
             *(self.balancer.argv() if self.balancer is not None else ()),
             *(self.pod_source.argv() if self.pod_source is not None else ()),
+            *(self.cpu_pressure.argv() if self.cpu_pressure is not None else ()),
         ]
 
 

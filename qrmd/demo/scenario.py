@@ -14,6 +14,9 @@
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
+5b. **CPU pressure eviction**: the reclaim pool, squeezed by the share pool's growth, holds
+   fewer CPUs than the reclaimed pods' tolerance allows; ``cpu-pressure-suppression-plugin``
+   offers ``batch-1`` for eviction with the reference's reason (``pressure_phase``).
 6. **Crash and recover**: the daemon is killed with SIGKILL and started again on the same state
    directory; the kubelet re-registers it, and ``GetResourcesAllocation`` must answer exactly
    what it answered before the crash: every acknowledged allocation came back from the journal.
@@ -35,18 +38,22 @@ from rich.console import Console
 
 from journal import JournalError, read_records
 from policy.balance.constants import EVICTION_PLUGIN_NAME
+from policy.cpu.pressure import EVICTION_NAME_SUPPRESSION
+from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.demo.daemon_process import (
     BalancerOptions,
+    CPUPressureOptions,
     DaemonError,
     DaemonOptions,
     DaemonProcess,
     PodSourceOptions,
 )
 from qrmd.demo.node_files import NumaMetricsCollector, write_container_cpusets
+from qrmd.demo.pressure_phase import PressureOutcome, PressurePhase, PressurePhaseError
 from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
 from qrmd.demo.workload import (
@@ -74,6 +81,9 @@ __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
 PLUGIN = "cpu"
 SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
 EVICTION_SOCKET_NAME = f"{EVICTION_PLUGIN_NAME}.sock"
+SUPPRESSION_SOCKET_NAME = f"{EVICTION_NAME_SUPPRESSION}.sock"
+#: Short, so the demo waits it out: the reference's default is 5m.
+SUPPRESSION_MIN_DURATION = "1s"
 REGISTER_TIMEOUT_S = 20.0
 WATCH_PERIOD_S = 0.2
 
@@ -104,6 +114,10 @@ class _Demo:
             memory_cgroup_root=node / "cgroup",
             plugin_registration_dir=self.work_dir / "plugin-socks",
         )
+        self.cpu_pressure = CPUPressureOptions(
+            min_tolerance_duration=SUPPRESSION_MIN_DURATION,
+            plugin_registration_dir=self.balancer.plugin_registration_dir,
+        )
         self.sim = KubeletSimulator(
             [socket_dir],
             self.topology.numa_nodes(),
@@ -126,6 +140,7 @@ class _Demo:
                 transition_period=settings.transition_period,
                 metrics_address=metrics,
                 balancer=self.balancer,
+                cpu_pressure=self.cpu_pressure,
                 pod_source=self.pod_source,
             ),
             self.work_dir / "daemon.log",
@@ -151,7 +166,7 @@ class _Demo:
             "NotifyRegistrationStatus(true)"
         )
 
-    def _phase(self, number: int, title: str) -> None:
+    def _phase(self, number: int | str, title: str) -> None:
         self.phase = f"phase {number}, {title}"
         elapsed = time.monotonic() - self.started
         self.console.rule(f"[bold]{number}. {title}[/]  [dim](t={elapsed:4.1f} s)[/]")
@@ -378,6 +393,24 @@ class _Demo:
         except OSError as exc:
             raise DemoError(f"the node's files: {exc}") from None
 
+    def pressure(self, view: Snapshot) -> PressureOutcome:
+        self._phase("5b", "CPU pressure eviction: the reclaim pool squeezed")
+        reclaimed = [p for p in self.admitted if p.qos_level == "reclaimed_cores"]
+        reclaim_cpus = max(
+            (CPUSet.parse(cpus).size() for p in reclaimed for cpus in view.get(p.uid, {}).values()),
+            default=0,
+        )
+        phase = PressurePhase(
+            self.console,
+            self.cpu_pressure.plugin_registration_dir / SUPPRESSION_SOCKET_NAME,
+            min_duration_s=parse_duration(SUPPRESSION_MIN_DURATION),
+            check_alive=self.daemon.check_alive,
+        )
+        try:
+            return phase.run(reclaimed, reclaim_cpus)
+        except PressurePhaseError as exc:
+            raise DemoError(f"{exc}; daemon log: {self.daemon.log_tail()}") from None
+
     def crash_and_recover(self, endpoint: Endpoint, before: Snapshot) -> tuple[int, bool]:
         self._phase(6, "kill qrmd with SIGKILL, restart it on the same journal")
         aware_before = self._topology_aware(endpoint, before)
@@ -451,6 +484,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         demo.ramp_up(first)
         before = demo.delete()
         balance = demo.balance()
+        demo.pressure(before)
         recovered, identical = demo.crash_and_recover(endpoint, before)
         demo.sim.stop()
         kept = demo.finish()

@@ -28,7 +28,10 @@ eviction choice), and both it and ``web`` hold more than the 128 MiB worth migra
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from qrmd.kubelet_sim import Pod, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.kubelet_sim.pods import QOS_LEVEL_ANNOTATION
 
 __all__ = [
     "ANON_MEMORY",
@@ -44,6 +47,8 @@ __all__ = [
 TOPOLOGY = "synthetic:cpus=96,sockets=2,numas=4"
 RESERVED_CPU_CORES = 2
 NAMESPACE = "demo"
+CPU_ENHANCEMENT = "katalyst.kubewharf.io/cpu_enhancement"
+TOLERANCE_03 = '{"suppression_tolerance_rate": "0.3"}'
 
 WORKLOAD: tuple[Pod, ...] = (
     dedicated_pod("uid-db-primary", "db-primary", 16, numa_exclusive=True, namespace=NAMESPACE),
@@ -64,7 +69,11 @@ WORKLOAD: tuple[Pod, ...] = (
         namespace=NAMESPACE,
     ),
     shared_pod("uid-api", "api", 2, sidecars={"envoy": 1}, namespace=NAMESPACE),
-    reclaimed_pod("uid-batch-1", "batch-1", 2000, namespace=NAMESPACE),
+    replace(
+        reclaimed_pod("uid-batch-1", "batch-1", 2000, namespace=NAMESPACE),
+        # Tolerates a reclaim pool oversubscribed up to 0.3 × (the CPU suppression plugin).
+        annotations={QOS_LEVEL_ANNOTATION: "reclaimed_cores", CPU_ENHANCEMENT: TOLERANCE_03},
+    ),
     reclaimed_pod("uid-batch-2", "batch-2", 4000, namespace=NAMESPACE),
 )
 

@@ -68,7 +68,6 @@ def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
     directory = tmp_path / "journal"
     recovered = 0
     kills_after_acks = 0
-    started = time.monotonic()
     for _ in range(KILLS):
         start, acks = run_and_kill(directory, rng)
         if start is not None:
@@ -83,4 +82,3 @@ def test_sigkill_never_loses_an_acknowledged_commit(tmp_path: Path) -> None:
     for record in history:
         assert record.events == [encode_event(e) for e in writer.events_of(record.seq)]
         assert record.cause == writer.cause_of(record.seq)
-    assert time.monotonic() - started < 90

@@ -307,8 +307,7 @@ def test_a_50000_pod_list_is_fetched_and_parsed_whole(capsys: pytest.CaptureFixt
     assert snapshot.pods["uid-49999"].container_ids["app"] == f"containerd://{49999:064x}"
     with capsys.disabled():
         print(f"\n50,000 pods ({len(body) / 1e6:.1f} MB): fetch + parse {elapsed:.2f} s")
-    # A generous bound on a shared 2-core machine; bench/bench_pod_list.py gives the figure.
-    assert elapsed < 30
+    # The figure is printed, not asserted: bench/bench_pod_list.py measures it.
 
 
 def test_json_field_order_and_unknown_fields_do_not_matter() -> None:

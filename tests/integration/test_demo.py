@@ -68,6 +68,13 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
     assert elapsed < DEMO_TIMEOUT_S
     assert f"qrmd journal show {state.group(1)} --kind BalanceRoundRecorded" in out
     check_balance_phase(out, state.group(1))
+    # 5b: the squeezed reclaim pool; the suppression plugin offers batch-1 once past 1 s.
+    assert "5b. CPU pressure eviction: the reclaim pool squeezed" in out
+    assert "GetEvictPods(1 reclaimed pods) → nothing yet" in out
+    assert (
+        "demo/batch-1: current pool suppression rate 0.50 is over than the pod suppression "
+        "tolerance rate 0.30"
+    ) in " ".join(out.split())
     check_forgotten_pod(out, state.group(1))
 
 

@@ -79,7 +79,6 @@ def test_sigkill_never_loses_an_acknowledged_record(tmp_path: Path) -> None:
     recovered = 0
     acknowledged = 0
     kills_after_acks = 0
-    started = time.monotonic()
     for _ in range(KILLS):
         start, acks = run_and_kill(directory, rng)
         if start is not None:
@@ -95,4 +94,3 @@ def test_sigkill_never_loses_an_acknowledged_record(tmp_path: Path) -> None:
     history = list(read_records(str(directory)))
     assert [r.seq for r in history] == list(range(1, recovered + 1))
     assert all(r.events == writer.events_of(r.seq) for r in history)
-    assert time.monotonic() - started < 90

@@ -16,6 +16,7 @@ import qrmd.host
 from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
+from actors.cpu_pressure_messages import PressureUnavailable
 from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
@@ -35,6 +36,7 @@ from policy.cpu.allocate import AllocationError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
 from policy.cpu.pool_sizing import PoolError
+from policy.cpu.pressure import InputError, PodError, PressureSettingsError, SuppressionError
 from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
@@ -197,6 +199,11 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (CauseError, C.INTERNAL),
     (RerunError, C.INTERNAL),
     (NotReady, C.UNAVAILABLE),
+    (PressureSettingsError, C.INVALID_ARGUMENT),
+    (InputError, C.INVALID_ARGUMENT),
+    (PodError, C.INVALID_ARGUMENT),
+    (SuppressionError, C.FAILED_PRECONDITION),
+    (PressureUnavailable, C.UNAVAILABLE),
     (AdvisorValidationError, C.INVALID_ARGUMENT),
     (BlockError, C.INVALID_ARGUMENT),
     (ApplyError, C.INVALID_ARGUMENT),

@@ -195,7 +195,7 @@ def test_malformed_events_name_the_field(event: Event, damage: Any, message: str
 def test_state_round_trip_keeps_current_and_last() -> None:
     state = apply_all(empty_state(SYNTH_16_2_4), [RECORDED, ADVICE, EVICTION])
     data = msgpack.unpackb(msgpack.packb(encode_state(state)))
-    assert set(data["sections"]) == {"cpu", "balance", "advisor"}
+    assert set(data["sections"]) == {"cpu", "balance", "advisor", "cpu_pressure"}
     assert decode_state(data, SYNTH_16_2_4) == state
 
 

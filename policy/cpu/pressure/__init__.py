@@ -1,0 +1,63 @@
+"""CPU pressure eviction: the load and suppression eviction plugins (spec cpu-policy §12.7).
+
+For this component the reference code is normative: katalyst-core v0.5.3
+``pkg/agent/qrm-plugins/cpu/dynamicpolicy/cpueviction/`` (``strategy/pressure_load.go``,
+``pressure_load_metric.go``, ``pressure_suppression.go``, ``pod_pool_getter.go``).
+
+* ``load``: ``cpu-pressure-load-plugin``: collections into load rings, ``ThresholdMet``
+  (the ``CPUPressure`` node condition) and ``GetTopEvictionPods``;
+* ``suppression``: ``cpu-pressure-suppression-plugin``: ``GetEvictPods`` of reclaimed pods
+  over their suppression tolerance for longer than the minimum duration;
+* ``inputs``, ``pods``: what the decisions read; ``answers``: what they answer;
+  ``settings``: the reference's options and defaults; ``shared_limit``: the shared pools'
+  limit from a CPU state.
+
+What the plugins remember between calls is the ``cpu_pressure`` state section
+(``policy.state.pressure``); every decision returns a ``Decision`` of its events.
+"""
+
+from policy.cpu.pressure.answers import (
+    EVICTION_NAME_LOAD,
+    EVICTION_NAME_SUPPRESSION,
+    Condition,
+    EvictPodsAnswer,
+    ThresholdMetAnswer,
+    TopEvictionAnswer,
+)
+from policy.cpu.pressure.inputs import (
+    ContainerPool,
+    InputError,
+    LoadInputs,
+    PoolMap,
+    SuppressionInputs,
+    TopInputs,
+)
+from policy.cpu.pressure.load import CollectReport, collect_load, threshold_met, top_eviction_pods
+from policy.cpu.pressure.pods import ActivePod, PodError
+from policy.cpu.pressure.settings import PressureSettings, PressureSettingsError
+from policy.cpu.pressure.suppression import SuppressionError, evict_pods
+
+__all__ = [
+    "EVICTION_NAME_LOAD",
+    "EVICTION_NAME_SUPPRESSION",
+    "ActivePod",
+    "CollectReport",
+    "Condition",
+    "ContainerPool",
+    "EvictPodsAnswer",
+    "InputError",
+    "LoadInputs",
+    "PodError",
+    "PoolMap",
+    "PressureSettings",
+    "PressureSettingsError",
+    "SuppressionError",
+    "SuppressionInputs",
+    "ThresholdMetAnswer",
+    "TopEvictionAnswer",
+    "TopInputs",
+    "collect_load",
+    "evict_pods",
+    "threshold_met",
+    "top_eviction_pods",
+]

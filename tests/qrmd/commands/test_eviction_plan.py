@@ -1,0 +1,133 @@
+"""``qrmd eviction plan``: the reference's table cases through the command (its ``--json``
+equals the in-process run), the shipped example, the human view, and one-line errors naming
+the field."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from policy.cpu.pressure.plan import parse_plan, run_plan
+from qrmd.cli import main
+from tests.policy.cpu.pressure.reference_cases import ALL_CASES, ReferenceCase
+from tests.policy.cpu.pressure.test_reference_cases import check_answers
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "docs" / "examples" / "eviction" / "squeezed-reclaim.json"
+
+
+def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["eviction", "plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, document: object) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
+def test_reference_table_case_through_the_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: ReferenceCase
+) -> None:
+    code, out, err = plan(capsys, "--json", write(tmp_path, case.plan))
+    assert (code, err) == (0, "")
+    lines = [json.loads(line) for line in out.splitlines()]
+    in_process, _ = run_plan(parse_plan(case.plan))
+    assert lines == [json.loads(json.dumps(r.to_json())) for r in in_process]
+    check_answers(lines[-1], case.want)
+
+
+def test_the_example_squeezes_the_reclaim_pool_and_offers_a_reclaimed_pod(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = plan(capsys, str(EXAMPLE))
+    assert (code, err) == (0, "")
+    blocks = out.strip().split("\ntick ")
+    assert len(blocks) == 6
+    assert "threshold_met: SOFT_MET pool share" in blocks[2]
+    assert "top_eviction_pods: pool share: evict shop/web (uid-web)" in blocks[4]
+    assert (
+        "evict_pods: evict batch/etl (uid-etl): current pool suppression rate 2.00 is over "
+        "than the pod suppression tolerance rate 1.20"
+    ) in blocks[4]
+    # The last tick: web and etl are gone; still HARD, but in the cool-down.
+    assert "top_eviction_pods: no pods" in blocks[5]
+    assert "in eviction cool-down time, skip eviction" in blocks[5]
+
+
+def test_stdin_is_read_for_a_dash(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(EXAMPLE.read_bytes())))
+    code, out, _ = plan(capsys, "--json", "-")
+    assert code == 0 and len(out.splitlines()) == 6
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        pytest.param({"ticks": []}, "ticks: expected a non-empty list", id="no ticks"),
+        pytest.param(
+            {"ticks": [{"time": 1, "pods": [{"namespace": "x"}]}]},
+            r"ticks\[0\].pods\[0\].uid: expected a string",
+            id="a pod without its uid",
+        ),
+        pytest.param(
+            {"ticks": [{"time": 1, "pools": {"share": -2}}]},
+            r"ticks\[0\].pools.share: expected a CPU count",
+            id="a negative pool size",
+        ),
+        pytest.param(
+            {"settings": {"load_metric_ring_size": 0}, "ticks": [{"time": 1}]},
+            "load_metric_ring_size: a ring holds at least 1 sample",
+            id="a ring of no samples",
+        ),
+        pytest.param(
+            {"ticks": [{"time": 2}, {"time": 1}]},
+            r"ticks\[1\].time: 1.0 is before the previous tick's 2.0",
+            id="time going backwards",
+        ),
+        pytest.param(
+            {"ticks": [{"time": 1, "calls": ["evict"]}]},
+            r"ticks\[0\].calls: expected a list of",
+            id="an unknown call",
+        ),
+    ],
+)
+def test_a_bad_file_is_one_error_line_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, document: object, message: str
+) -> None:
+    code, out, err = plan(capsys, write(tmp_path, document))
+    assert code != 0 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("qrmd eviction: error: ")
+    assert re.search(message, err), err
+
+
+def test_a_missing_reclaim_pool_is_an_answer_error_not_a_crash(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = {
+        "settings": {"enable_suppression_eviction": True},
+        "ticks": [{"time": 1, "pools": {"share": 4}, "calls": ["evict_pods"]}],
+    }
+    code, out, _ = plan(capsys, write(tmp_path, document))
+    assert code == 0
+    assert "evict_pods: error: get reclaim pool failed" in out
+
+
+def test_the_readme_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Asking the CPU eviction plugins offline") :]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    code, out, err = plan(capsys, write(tmp_path, json.loads(block)))
+    assert (code, err) == (0, "")
+    assert "collect: share load 11 (soft > 8, hard > 14.4)" in out
