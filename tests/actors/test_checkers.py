@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.allocator import AllocatorCore
-from actors.allocator_messages import Allocate, StartPolicy
+from actors.allocator_messages import Allocate, ResidualRemoval, StartPolicy
 from actors.checkers import (
     CHECK_CPUSET,
     CLEAR_RESIDUAL_STATE,
@@ -256,6 +256,29 @@ def test_an_allocator_that_refused_the_round_is_reported() -> None:
     node.residual_round("pod-a")
     error = node.residual_round("pod-a")
     assert error is not None and "did not take the residual round: allocator restarting" in error
+
+
+def test_a_pod_the_allocator_kept_is_sent_again_at_the_next_round() -> None:
+    """sys-advisor refused its removal (§12.4 step 4): the Allocator kept it; the checker's
+    count goes on, so the next round's evidence calls it due again."""
+    node = Node(CheckerSettings(residual_sightings=2))
+
+    class KeepingOnce(SyncAllocator):
+        def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+            self.asked.append(message)
+            if len(self.asked) == 1:
+                return DoneFuture(ResidualRemoval((), (), kept=("pod-b",)))
+            return DoneFuture(self.core.handle(message))
+
+    keeping = KeepingOnce(node.allocator_core)
+    node.core._ports = replace(node.core._ports, allocator=keeping)  # swap one port
+    node.residual_round("pod-a")
+    node.residual_round("pod-a")  # due: the Allocator keeps it
+    assert node.has("pod-b") and len(keeping.asked) == 1
+    assert node.residual_round("pod-a") is None  # collects "kept", sends it again
+    assert [m.evidence.due for m in keeping.asked] == [("pod-b",), ("pod-b",)]
+    assert keeping.asked[1].evidence.sightings["pod-b"].count == 3
+    assert not node.has("pod-b")
 
 
 # -- checkCPUSet -------------------------------------------------------------------------------
