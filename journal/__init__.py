@@ -111,7 +111,15 @@ from journal.errors import (
     UnencodableRecord,
 )
 from journal.fileops import FileOps, OsFileOps
-from journal.forensics import Finding, VerifyReport, read_records, verify
+from journal.forensics import (
+    Finding,
+    Gap,
+    JournalIdentity,
+    VerifyReport,
+    journal_identity,
+    read_records,
+    verify,
+)
 from journal.framing import decode_frame, encode_frame
 from journal.records import Record
 from journal.recovery import Recovery, SkippedCheckpoint
@@ -132,9 +140,11 @@ __all__ = [
     "Finding",
     "FrameError",
     "FsyncStats",
+    "Gap",
     "Journal",
     "JournalError",
     "JournalFailed",
+    "JournalIdentity",
     "JournalMismatch",
     "JournalStats",
     "JournalWriteError",
@@ -151,6 +161,7 @@ __all__ = [
     "VerifyReport",
     "decode_frame",
     "encode_frame",
+    "journal_identity",
     "load_checkpoint",
     "read_records",
     "repair",

@@ -10,16 +10,81 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from journal.checkpoints import list_checkpoints, load_checkpoint
 from journal.errors import CorruptCheckpoint, CorruptRecord, JournalError
 from journal.fileops import FileOps, OsFileOps
 from journal.records import Record
-from journal.segments import SegmentHeaderError, list_segments, scan_segment
+from journal.segments import (
+    SegmentHeaderError,
+    SegmentScan,
+    list_segments,
+    read_segment_header,
+    scan_segment,
+)
 
-__all__ = ["Finding", "VerifyReport", "read_records", "verify"]
+__all__ = [
+    "Finding",
+    "Gap",
+    "JournalIdentity",
+    "VerifyReport",
+    "journal_identity",
+    "read_records",
+    "verify",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Damage that ``read_records(on_damage=...)`` read past.
+
+    Attributes:
+        path: the segment file.
+        offset: where the damaged bytes start.
+        first_missing_seq: the seq the damaged frame should have held.
+        resumed_at_seq: the seq of the next record read after it, or None when nothing intact
+            follows in that segment.
+        reason: what is wrong, in words.
+    """
+
+    path: str
+    offset: int
+    first_missing_seq: int
+    resumed_at_seq: int | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class JournalIdentity:
+    """What the oldest readable segment header says wrote the journal."""
+
+    node_name: str
+    topology_fingerprint: str
+
+
+def journal_identity(directory: str, *, fs: FileOps | None = None) -> JournalIdentity | None:
+    """The node and topology fingerprint of the oldest segment whose header reads.
+
+    Reads one header per segment at most, never the records (cheap on a large journal).
+
+    Returns:
+        The identity, or None when the directory holds no readable segment.
+
+    Raises:
+        JournalError: the directory does not exist.
+    """
+    fs = fs or OsFileOps()
+    if not fs.exists(directory):
+        raise JournalError(f"no journal at {directory}: the directory does not exist")
+    for _, path in list_segments(fs, directory):
+        try:
+            header, _ = read_segment_header(fs.read_file(path))
+        except SegmentHeaderError:
+            continue
+        return JournalIdentity(header.node_name, header.topology_fingerprint)
+    return None
 
 
 def read_records(
@@ -28,17 +93,23 @@ def read_records(
     to_seq: int | None = None,
     *,
     fs: FileOps | None = None,
+    on_damage: Callable[[Gap], None] | None = None,
 ) -> Iterator[Record]:
     """Yield the journal's records in order, optionally limited to a seq range.
 
     A torn tail ends the iteration quietly (its record was never acknowledged); any other
-    damage raises when the iteration reaches it.
+    damage raises when the iteration reaches it — unless ``on_damage`` is given: then the
+    iteration steps over it to the next intact record (as ``verify`` does), tells
+    ``on_damage`` what was skipped, and goes on. Records read past damage are what the disk
+    holds, but recovery would not replay them: that mode is for reading a timeline, never for
+    rebuilding state.
 
     Args:
         directory: the journal directory (a copy is fine).
         from_seq: first seq wanted (inclusive); None for the oldest kept.
         to_seq: last seq wanted (inclusive); None for the newest.
         fs: the file-system seam (default the real one).
+        on_damage: called with each gap read past; None (the default) raises instead.
 
     Yields:
         Records with ``from_seq <= seq <= to_seq``, ascending.
@@ -60,9 +131,17 @@ def read_records(
         if to_seq is not None and named_first > to_seq:
             return
         try:
-            scan = scan_segment(fs.read_file(path), path)
+            scan = scan_segment(fs.read_file(path), path, resync=on_damage is not None)
         except SegmentHeaderError as exc:
+            if on_damage is not None:
+                on_damage(Gap(path, 0, expected or named_first, following, str(exc)))
+                expected = following
+                continue
             raise CorruptRecord(path, 0, named_first, str(exc), directory=directory) from exc
+        if on_damage is not None:
+            yield from _records_past_damage(scan, low, to_seq, following is None, on_damage)
+            expected = scan.next_seq
+            continue
         if expected is not None and scan.header.first_seq != expected:
             raise CorruptRecord(
                 path,
@@ -82,6 +161,29 @@ def read_records(
                 path, damage.offset, damage.expected_seq, damage.reason, directory=directory
             )
         expected = scan.next_seq
+
+
+def _records_past_damage(
+    scan: SegmentScan,
+    low: int,
+    to_seq: int | None,
+    is_newest: bool,
+    on_damage: Callable[[Gap], None],
+) -> Iterator[Record]:
+    """The records of a resynchronised scan, each gap reported where the iteration meets it."""
+    gaps = list(scan.damage)
+    for index, damage in enumerate(gaps):
+        if is_newest and index + 1 == len(gaps) and damage.could_be_torn_write:
+            gaps = gaps[:index]  # a torn tail: never acknowledged, not a gap
+            break
+    for offset, record in zip(scan.offsets, scan.records, strict=True):
+        while gaps and gaps[0].offset <= offset:
+            damage = gaps.pop(0)
+            on_damage(Gap(scan.path, damage.offset, damage.expected_seq, record.seq, damage.reason))
+        if record.seq >= low and (to_seq is None or record.seq <= to_seq):
+            yield record
+    for damage in gaps:
+        on_damage(Gap(scan.path, damage.offset, damage.expected_seq, None, damage.reason))
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
-from actors.store_messages import GetSnapshot, Snapshot
+from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
@@ -63,6 +63,7 @@ from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
+from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
@@ -286,6 +287,8 @@ class Daemon:
         except SupervisorError as err:
             raise DaemonError(f"{err} (state directory {config.state_dir})") from err
         store.start_ticker(supervisor)
+        # 3b. The start itself is a record (version, settings, what recovery did).
+        self._journal_start(supervisor, ctx, store)
         # 4. The endpoint answers; the checkers run on the pod source, if there is one.
         if self.endpoint is not None:
             self.endpoint.start()
@@ -337,6 +340,18 @@ class Daemon:
             self.endpoint = None
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
+
+    def _journal_start(
+        self, supervisor: Supervisor, ctx: PolicyContext, store: StoreWiring
+    ) -> None:
+        assert store.core is not None  # the Supervisor has started the store: it recovered
+        try:
+            # Blocking on the store is the commit protocol's one wait (DESIGN.md): it calls no one.
+            supervisor.ref(STORE_CHILD).ask(
+                Commit((), start_cause(ctx, store.core.recovery)), timeout=RECOVERY_TIMEOUT_S
+            )
+        except CommitRefused as err:
+            raise DaemonError(f"cannot journal the daemon's start: {err}") from err
 
     def _serving_line(self) -> str:
         store = self.store

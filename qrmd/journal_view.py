@@ -4,9 +4,11 @@ A record's cause says which RPC (or tick, or operator command) decided and about
 container; its events say what changed. ``show`` filters on both (issue 3, item 4):
 
 - ``--pod``/``--container`` keep a record whose cause names that pod/container, or that has an
-  event about it (``policy.state.events.event_target``); ``--kind`` keeps records with an event of
-  that kind. When an event filter is given, only the matching events are printed — except
-  for a record selected by its cause, whose events are all printed (they are the decision).
+  event about it (``policy.state.events.event_target``, or for an event of another section, one
+  whose data names the pod's UID: a balance round offering it); ``--kind`` keeps records whose cause
+  or an event is of that kind, ``--exclude-kind`` leaves them out. When an event filter is
+  given, only the matching events are printed — except for a record selected by its cause,
+  whose events are all printed (they are the decision).
 - ``--since``/``--until`` compare wall times; ``--from-seq``/``--to-seq`` seqs (inclusive).
 
 Nothing here reads files: the command passes records in (``journal.read_records``).
@@ -23,7 +25,7 @@ from typing import Any
 
 from journal import Record
 from policy.errors import StateError
-from policy.state.codec import decode_event
+from policy.state.codec import EVENT_TYPES, decode_event
 from policy.state.events import event_target
 
 __all__ = [
@@ -32,8 +34,11 @@ __all__ = [
     "cause_target",
     "format_event",
     "format_time",
+    "known_kinds",
+    "mentions",
     "parse_time",
     "record_document",
+    "record_kinds",
     "sum_records",
 ]
 
@@ -96,24 +101,55 @@ def _raw_kind(raw: Any) -> str:
     return str(raw.get("kind", "?")) if isinstance(raw, dict) else "?"
 
 
+def mentions(value: Any, needle: str) -> bool:
+    """True when the string ``needle`` is a key or a string value anywhere in ``value``."""
+    if isinstance(value, str):
+        return value == needle
+    if isinstance(value, dict):
+        return any(k == needle or mentions(v, needle) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(mentions(item, needle) for item in value)
+    return False
+
+
+def record_kinds(record: Record) -> set[str]:
+    """The kinds a record has: its cause's kind and each of its events' kinds."""
+    kinds = {_raw_kind(raw) for raw in record.events}
+    kinds.add(cause_target(record.cause)[0] or "?")
+    return kinds
+
+
+def known_kinds() -> set[str]:
+    """Every event kind this qrmd's codec knows (a journal may hold more, from a newer one)."""
+    return set(EVENT_TYPES)
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFilter:
-    """What ``show`` keeps (module docstring); None keeps everything."""
+    """What ``show`` keeps (module docstring); None or empty keeps everything.
+
+    ``kinds`` keeps a record whose cause is of one of those kinds (all its events), or the
+    events of those kinds; ``exclude_kinds`` then drops a record whose cause is of an excluded
+    kind, and the events of excluded kinds (a record left with none of its events is dropped).
+    """
 
     pod: str | None = None
     container: str | None = None
-    kind: str | None = None
+    kinds: frozenset[str] = frozenset()
+    exclude_kinds: frozenset[str] = frozenset()
     since: float | None = None
     until: float | None = None
 
     def _event_matches(self, raw: Any) -> bool:
-        if self.kind is not None and _raw_kind(raw) != self.kind:
+        if self.kinds and _raw_kind(raw) not in self.kinds:
             return False
         if self.pod is None and self.container is None:
             return True
         target = _raw_target(raw)
         if target is None:
-            return False
+            # An event of another section (a balance round offering the pod for eviction, an
+            # advisor response) names pods inside its data, not as its target.
+            return self.container is None and self.pod is not None and mentions(raw, self.pod)
         return (self.pod is None or target[0] == self.pod) and (
             self.container is None or target[1] == self.container
         )
@@ -124,11 +160,20 @@ class RecordFilter:
             return None
         if self.until is not None and record.wall_time > self.until:
             return None
-        if self.pod is None and self.container is None and self.kind is None:
+        rpc, pod, container = cause_target(record.cause)
+        if (rpc or "?") in self.exclude_kinds:
+            return None
+        events = self._selected(record, rpc or "?", pod, container)
+        if events is None or not self.exclude_kinds:
+            return events
+        kept = [raw for raw in events if _raw_kind(raw) not in self.exclude_kinds]
+        return kept if kept or not events else None
+
+    def _selected(self, record: Record, kind: str, pod: str, container: str) -> list[Any] | None:
+        if self.pod is None and self.container is None and not self.kinds:
             return list(record.events)
-        _, pod, container = cause_target(record.cause)
         by_cause = (
-            self.kind is None
+            (not self.kinds or kind in self.kinds)
             and (self.pod is None or pod == self.pod)
             and (self.container is None or container == self.container)
         )

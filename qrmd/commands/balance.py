@@ -9,13 +9,23 @@ daemon runs (spec memory-balancer §6.2, §7) and prints:
 * the human view: the verdict, a per-NUMA latency/bandwidth table with each node's role (max
   latency, max bandwidth, source, destination with its distance), the pods to migrate, the
   eviction offer, and the advice text exactly as the balancer would hand it on (§5.6);
-* with ``--json``, one machine-readable line ``{"outcome", "record", "advice"}``: ``outcome``
-  is ``stored``, ``failed`` or ``skipped`` (cool-down), ``record`` the balance record with the
-  reference's field names (§5.5) or null, ``advice`` the advice object (§5.6) or null. Numbers
-  are formatted as Go formats them, so the record and advice are the reference's bytes.
+* with ``--json``, one machine-readable line ``{"outcome", "record", "advice", "evictPods"}``:
+  ``outcome`` is ``stored``, ``failed`` or ``skipped`` (cool-down), ``record`` the balance
+  record with the reference's field names (§5.5) or null, ``advice`` the advice object (§5.6)
+  or null, ``evictPods`` the offers ``GetEvictPods`` would answer with for the record's pods
+  (§9.1: ``uid``, ``reason``, ``forceEvict``, ``evictionPluginName``). Numbers are formatted as
+  Go formats them, so the record and advice are the reference's bytes.
 
 A bad file is one error line naming the file and the field (``inputs.pods[2].containers[0]
-.anon["1"]: -5 is outside [0, ...]``); nothing is printed to stdout.
+.anon["1"]: -5 is outside [0, ...]``); nothing is printed to stdout. Beyond the shape, the
+file must be one node's: every NUMA node with metrics has a distance list and the other way
+round, a distance names only those nodes, and so do the pools and each container's memory;
+every pod's pool is one of the pools. The daemon always gives the planner such inputs; a
+hand-edited file that mixes two nodes would plan a round no node could run.
+
+Times: ``now`` and ``last.detectTime`` each take Unix seconds or RFC 3339 (the journal's and
+the reference's forms). Exit status for a FILE: 0 for a stored or skipped round, 1 for a
+failed one (its reason is printed), 2 for a bad file.
 
 ``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
 file, re-computes it on the balance section as it stood before that record
@@ -52,7 +62,15 @@ from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
 from qrmd.balancer_rerun import rerun_journaled_round
 
-__all__ = ["load_inputs", "numa_roles", "plan_document", "register", "run"]
+__all__ = [
+    "EXIT_ROUND_FAILED",
+    "check_one_node",
+    "load_inputs",
+    "numa_roles",
+    "plan_document",
+    "register",
+    "run",
+]
 
 _WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the pods table
 
@@ -85,6 +103,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan.set_defaults(run=run)
 
 
+#: Exit status of a round that failed (a metric missing, the inputs unusable).
+EXIT_ROUND_FAILED = 1
+
+
 def run(args: argparse.Namespace) -> int:
     if args.from_journal is not None or args.seq is not None:
         return _run_from_journal(args)
@@ -96,7 +118,63 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(encode(plan_document(outcome)) + "\n")
     else:
         _render(inputs, outcome, Console(highlight=False))
-    return 0
+    return EXIT_ROUND_FAILED if outcome.result is RoundResult.FAILED else 0
+
+
+def check_one_node(inputs: RoundInputs) -> None:
+    """Refuse inputs that cannot come from one node (module docstring).
+
+    Raises:
+        ValueError: the first inconsistency, naming the field and the NUMA ids or pool.
+    """
+    numas = set(inputs.distances)
+    metrics = set(inputs.numa_metrics)
+    if metrics != numas:
+        raise ValueError(
+            f"numaMetrics name NUMA nodes {sorted(metrics)} but distances name {sorted(numas)}: "
+            "every NUMA node needs both"
+        )
+    for numa, row in inputs.distances.items():
+        unknown = sorted({d.numa_id for d in row} - numas)
+        if unknown:
+            raise ValueError(
+                f"distances[{numa}] names NUMA nodes {unknown}, which have no distance list "
+                f"(nodes: {sorted(numas)})"
+            )
+    for pool, pool_numas in inputs.pools.items():
+        unknown = sorted(set(pool_numas) - numas)
+        if unknown:
+            raise ValueError(f"pools[{pool!r}] names unknown NUMA nodes {unknown}")
+    for pod in inputs.pods:
+        if pod.pool not in inputs.pools:
+            raise ValueError(
+                f"pod {pod.uid!r} is in pool {pod.pool!r}, which pools does not list "
+                f"(pools: {sorted(inputs.pools)})"
+            )
+        for container in pod.containers:
+            unknown = sorted(set(container.anon) - numas)
+            if unknown:
+                raise ValueError(
+                    f"pod {pod.uid!r} container {container.name!r} has anon on unknown NUMA "
+                    f"nodes {unknown}"
+                )
+    for unresolved in inputs.unresolved_pods:
+        if unresolved.pool not in inputs.pools:
+            raise ValueError(
+                f"unresolvedPods: {unresolved.uid!r} is in pool {unresolved.pool!r}, which "
+                f"pools does not list (pools: {sorted(inputs.pools)})"
+            )
+
+
+def _unix_detect_time(document: object) -> object:
+    """``last.detectTime`` given as Unix seconds, as ``now`` may be, in the record's RFC 3339."""
+    if not isinstance(document, dict) or not isinstance(document.get("last"), dict):
+        return document
+    detect = document["last"].get("detectTime")
+    if isinstance(detect, (int, float)) and not isinstance(detect, bool):
+        last = {**document["last"], "detectTime": format_time(float(detect))}
+        return {**document, "last": last}
+    return document
 
 
 def _run_from_journal(args: argparse.Namespace) -> int:
@@ -137,8 +215,9 @@ def load_inputs(file: str) -> RoundInputs:
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: the file is not JSON, or a field is missing, unknown or invalid; the
-            message names the file and the field's path.
+        ValueError: the file is not JSON, a field is missing, unknown or invalid, or the
+            inputs are not one node's (``check_one_node``); the message names the file and
+            the field's path.
     """
     name = "<stdin>" if file == "-" else file
     if file == "-":
@@ -156,17 +235,30 @@ def load_inputs(file: str) -> RoundInputs:
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{name}: not JSON: {exc}") from None
     try:
-        return RoundInputs.from_json(document)
+        inputs = RoundInputs.from_json(_unix_detect_time(document))
+        check_one_node(inputs)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
+    return inputs
 
 
 def plan_document(outcome: RoundOutcome) -> dict[str, object]:
-    """``{"outcome", "record", "advice"}`` for ``--json`` (module docstring)."""
+    """``{"outcome", "record", "advice", "evictPods"}`` for ``--json`` (module docstring)."""
+    record = outcome.record
+    offers = () if record is None else evict_offers(record, [p.uid for p in record.evict_pods])
     return {
         "outcome": str(outcome.result),
-        "record": None if outcome.record is None else outcome.record.to_json(),
+        "record": None if record is None else record.to_json(),
         "advice": None if outcome.advice is None else outcome.advice.to_json(),
+        "evictPods": [
+            {
+                "uid": offer.pod_uid,
+                "reason": offer.reason,
+                "forceEvict": offer.force_evict,
+                "evictionPluginName": offer.eviction_plugin_name,
+            }
+            for offer in offers
+        ],
     }
 
 

@@ -1,27 +1,31 @@
-"""``qrmd journal verify|repair|show|stats DIR``: forensics on a journal (issue 3, item 4).
+"""``qrmd journal ACTION DIR``: forensics on a journal (issue 3, item 4; issue 14).
 
-All four work offline, on a live node's directory or a copy taken off it: ``verify``, ``show``
-and ``stats`` only read (no writer lock, nothing changed); ``repair`` changes files only as
+Every action works offline, on a live node's directory or a copy taken off it, and every one
+but ``repair`` only reads (no writer lock, nothing changed); ``repair`` changes files only as
 ``journal.repair`` allows — a torn tail is cut (nothing acknowledged is lost, opening does the
 same), anything else is described and done only with ``--force``, and nothing is deleted.
 
 - ``verify``: every checksum and the sequence (``journal.verify``), then replay from empty —
   through the same decode-and-apply path as the StateStore (``actors.state_replay``) — must
   equal every valid checkpoint it passes, the newest included. Replaying needs the node's
-  topology (``--topology``, default this host's sysfs); a topology whose fingerprint differs
-  from the journal's is refused with both fingerprints.
+  topology (``--topology``, by default the machine the journal's newest daemon start
+  recorded, else this host's sysfs: ``qrmd.forensics.replay.resolve_topology``); a topology
+  whose fingerprint differs from the journal's is refused with both fingerprints.
 - ``repair``: prints what it found and what it does or would do, and what is lost.
-- ``show``: the timeline, one header line per record (seq, time, cause) and one line per
-  event; filters in ``qrmd.journal_view``; ``--json`` prints one object per record per line.
+- ``show``: the timeline (``qrmd.commands.journal_show``).
 - ``stats``: records, events by kind, causes, bytes, segments, checkpoints, time span.
+- ``state``, ``diff``, ``explain``, ``rerun``, ``export``, ``report``: the forensic questions
+  (``qrmd.commands.journal_forensics``).
 
-Exit status: 0 when all is well, 1 when verify found problems or repair needs ``--force``,
-2 for an error (one line on stderr).
+``--json`` on every action prints one JSON document (``show``: one per record). Exit status:
+0 when all is well, 1 when verify found problems or repair needs ``--force``, 2 for an error
+(one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -32,25 +36,34 @@ from rich.console import Console
 from rich.text import Text
 
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
-from journal import JournalError, OsFileOps, load_checkpoint, read_records, repair, verify
+from journal import (
+    JournalError,
+    OsFileOps,
+    load_checkpoint,
+    read_records,
+    repair,
+    verify,
+)
 from journal.checkpoints import checkpoint_name
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
+from qrmd.commands import journal_forensics, journal_show
+from qrmd.commands.journal_common import (
+    DIR_HELP,
+    EXIT_PROBLEMS,
+    JournalCommandError,
+    need_directory,
+    need_segments,
+    refuse,
+)
+from qrmd.forensics.replay import resolve_topology
 from qrmd.journal_view import (
     JournalSums,
-    RecordFilter,
-    cause_target,
-    format_event,
     format_time,
-    parse_time,
-    record_document,
     sum_records,
 )
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
-__all__ = ["JournalCommandError", "register", "run_repair", "run_show", "run_stats", "run_verify"]
-
-EXIT_PROBLEMS = 1
+__all__ = ["JournalCommandError", "register", "run_repair", "run_stats", "run_verify"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,64 +71,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     v = actions.add_parser("verify", help="check every checksum; replay must equal checkpoints")
-    v.add_argument("directory", metavar="DIR")
-    v.add_argument(
-        "--topology",
-        default=DEFAULT_TOPOLOGY_SPEC,
-        metavar="SPEC",
-        help=f"the node's topology, for replay: {SPEC_FORMS}; default: %(default)s",
-    )
+    v.add_argument("directory", metavar="DIR", help=DIR_HELP)
+    journal_forensics.add_topology_argument(v)
+    v.add_argument("--json", action="store_true", help="print one JSON document")
     v.set_defaults(run=run_verify)
 
     r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
-    r.add_argument("directory", metavar="DIR")
+    r.add_argument("directory", metavar="DIR", help=DIR_HELP)
     r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
+    r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(run=run_repair)
 
-    s = actions.add_parser("show", help="print the timeline of records and events")
-    s.add_argument("directory", metavar="DIR")
-    s.add_argument("--pod", metavar="UID", help="records whose cause or events name this pod")
-    s.add_argument("--container", metavar="NAME", help="...this container")
-    s.add_argument("--kind", metavar="EVENT", help="records with events of this kind")
-    s.add_argument("--since", metavar="TIME", help="epoch seconds or ISO 8601 (UTC default)")
-    s.add_argument("--until", metavar="TIME", help="epoch seconds or ISO 8601 (UTC default)")
-    s.add_argument("--from-seq", type=int, metavar="N", help="first seq (inclusive)")
-    s.add_argument("--to-seq", type=int, metavar="N", help="last seq (inclusive)")
-    s.add_argument("--json", action="store_true", help="one JSON object per record per line")
-    s.set_defaults(run=run_show)
+    journal_show.register(actions)
 
     t = actions.add_parser("stats", help="records, events by kind, bytes, time span")
-    t.add_argument("directory", metavar="DIR")
+    t.add_argument("directory", metavar="DIR", help=DIR_HELP)
     t.add_argument("--json", action="store_true", help="print one JSON document")
     t.set_defaults(run=run_stats)
 
-
-class JournalCommandError(ValueError):
-    """A failure reported as one line (``qrmd.cli`` prints every ``ValueError`` so)."""
-
-
-def _refuse(message: str) -> Exception:
-    return JournalCommandError(message)
-
-
-def _need_directory(directory: str) -> None:
-    if not os.path.isdir(directory):
-        raise _refuse(f"no journal at {directory}: not a directory")
+    journal_forensics.register(actions)
 
 
 # -- verify ------------------------------------------------------------------------------------
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    _need_directory(args.directory)
-    out = Console(highlight=False, soft_wrap=True)
+    need_directory(args.directory)
+    out = Console(highlight=False, soft_wrap=True, quiet=args.json)
     report = verify(args.directory)
-    topology = load_topology(args.topology)
+    topology, described = resolve_topology(args.directory, args.topology)
     if report.topology_fingerprint and report.topology_fingerprint != topology.fingerprint():
-        raise _refuse(
+        raise refuse(
             f"journal {args.directory} was written for topology {report.topology_fingerprint}, "
-            f"but --topology {args.topology} is {topology.fingerprint()}: pass the node's own "
-            f"topology (a machine file, or sysfs:ROOT copied from the node)"
+            f"but --topology {described} is {topology.fingerprint()}: pass the node's own "
+            f"topology (a machine file, `qrmd topology --json` output, or sysfs:ROOT copied "
+            f"from the node)"
         )
     span = "no records" if report.first_seq is None else f"{report.first_seq}-{report.last_seq}"
     out.print(
@@ -135,6 +125,14 @@ def run_verify(args: argparse.Namespace) -> int:
         out.print(Text(f"  replay: {problem}"))
     ok = report.ok and not problems
     out.print(Text("ok" if ok else f"{len(report.findings) + len(problems)} problems"))
+    if args.json:
+        document = {
+            **{k: v for k, v in dataclasses.asdict(report).items() if k != "findings"},
+            "findings": [dataclasses.asdict(f) for f in report.findings],
+            "replay_problems": problems,
+            "ok": ok,
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     return 0 if ok else EXIT_PROBLEMS
 
 
@@ -221,55 +219,23 @@ def _compare_checkpoint(
 
 
 def run_repair(args: argparse.Namespace) -> int:
-    _need_directory(args.directory)
+    need_directory(args.directory)
     try:
         report = repair(args.directory, force=args.force)
     except JournalError as err:
-        raise _refuse(str(err)) from err
-    Console(highlight=False, soft_wrap=True).print(Text(report.description))
+        raise refuse(str(err)) from err
+    if args.json:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+    else:
+        Console(highlight=False, soft_wrap=True).print(Text(report.description))
     return EXIT_PROBLEMS if report.needs_force and not report.applied else 0
-
-
-# -- show --------------------------------------------------------------------------------------
-
-
-def run_show(args: argparse.Namespace) -> int:
-    _need_directory(args.directory)
-    selection = RecordFilter(
-        pod=args.pod,
-        container=args.container,
-        kind=args.kind,
-        since=None if args.since is None else parse_time(args.since),
-        until=None if args.until is None else parse_time(args.until),
-    )
-    out = Console(highlight=False, soft_wrap=True)
-    try:
-        for record in read_records(args.directory, args.from_seq, args.to_seq):
-            events = selection.select(record)
-            if events is None:
-                continue
-            if args.json:
-                line = json.dumps(record_document(record, events), sort_keys=True, default=str)
-                sys.stdout.write(line + "\n")
-                continue
-            rpc, pod, container = cause_target(record.cause)
-            header = Text(f"{record.seq:>8}  {format_time(record.wall_time)}  ", style="bold")
-            header.append(rpc or "?", style="cyan")
-            if pod:
-                header.append(f" {pod}" + (f"/{container}" if container else ""))
-            out.print(header)
-            for raw in events:
-                out.print(Text(f"          {format_event(raw)}"))
-    except JournalError as err:
-        raise _refuse(f"{err} (the records before it were shown)") from err
-    return 0
 
 
 # -- stats -------------------------------------------------------------------------------------
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    _need_directory(args.directory)
+    need_segments(args.directory)
     sums = JournalSums()
     damage = ""
     try:
@@ -317,7 +283,11 @@ def _print_stats(doc: dict[str, Any]) -> None:
     lines = [
         f"journal    {doc['directory']}",
         f"records    {doc['records']} (seq {seqs}), {doc['events']} events",
-        f"time span  {doc['first_time']} .. {doc['last_time']} ({doc['span_s']:.1f} s)",
+        (
+            f"time span  {doc['first_time']} .. {doc['last_time']} ({doc['span_s']:.1f} s)"
+            if doc["first_time"] is not None
+            else "time span  none: the journal has no records yet"
+        ),
         f"segments   {doc['segments']} ({doc['segment_bytes']} bytes)",
         f"checkpoints {doc['checkpoints']} ({doc['checkpoint_bytes']} bytes)",
         "events by kind:",

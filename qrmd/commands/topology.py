@@ -23,6 +23,7 @@ from rich.tree import Tree
 
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
+from qrmd.host.machine_file import TOPOLOGY_DOCUMENT_FORMAT
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = [
@@ -34,7 +35,8 @@ __all__ = [
     "topology_document",
 ]
 
-DOCUMENT_FORMAT = "qrmd-topology/1"
+#: Also read back as a machine file (``qrmd.host.machine_file``).
+DOCUMENT_FORMAT = TOPOLOGY_DOCUMENT_FORMAT
 
 _WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the distance table
 

@@ -22,13 +22,14 @@ from policy.balance import (
     BalanceInfo,
     MemoryAdvice,
     RoundInputs,
+    RoundOutcome,
     RoundResult,
     plan_round,
 )
 from policy.balance.gojson import encode
 from qrmd.cli import main
-from qrmd.commands.balance import plan_document
-from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, make_inputs
+from qrmd.commands.balance import load_inputs, plan_document
+from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, last_round, make_inputs
 from tests.policy.balance.test_properties import round_inputs
 from tests.policy.balance.test_worked_examples import EXAMPLES, Example
 
@@ -51,6 +52,11 @@ def in_process(path: Path) -> str:
     return encode(plan_document(outcome)) + "\n"
 
 
+def exit_code(outcome: RoundOutcome) -> int:
+    """A failed round exits 1, any other 0 (``qrmd.commands.balance`` docstring)."""
+    return 1 if outcome.result is RoundResult.FAILED else 0
+
+
 def test_the_examples_are_shipped() -> None:
     assert {"pressure", "quiet", "missing-metric"} <= set(EXAMPLE_FILES)
 
@@ -61,7 +67,7 @@ def test_json_output_of_each_example_file_equals_the_in_process_round(
 ) -> None:
     path = EXAMPLE_DIR / f"{name}.json"
     code, out, err = plan(capsys, str(path), "--json")
-    assert (code, err) == (0, "")
+    assert (code, err) == (exit_code(plan_round(load_inputs(str(path)))), "")
     assert out == in_process(path)
 
 
@@ -70,8 +76,9 @@ def test_human_view_of_each_example_file_is_golden(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.setenv("COLUMNS", "100")
-    code, out, err = plan(capsys, str(EXAMPLE_DIR / f"{name}.json"))
-    assert (code, err) == (0, "")
+    path = EXAMPLE_DIR / f"{name}.json"
+    code, out, err = plan(capsys, str(path))
+    assert (code, err) == (exit_code(plan_round(load_inputs(str(path)))), "")
     golden = GOLDEN / f"{name}.txt"
     if UPDATE:
         golden.write_text(out)
@@ -136,9 +143,9 @@ def test_worked_example_through_the_cli(
     path = tmp_path / "round.json"
     path.write_text(json.dumps(example.inputs.to_json()))
     code, out, err = plan(capsys, str(path), "--json")
-    assert (code, err) == (0, "")
-    # The same as in-process ...
     outcome = plan_round(example.inputs)
+    assert (code, err) == (exit_code(outcome), "")
+    # The same as in-process ...
     assert out == encode(plan_document(outcome)) + "\n"
     # ... and as the spec's worked values: the exact record and advice text.
     document = json.loads(out)
@@ -150,7 +157,13 @@ def test_worked_example_through_the_cli(
         example.advice
     )
     if example.advice is not None:
-        assert f'"advice":{example.advice}' + "}" in out
+        assert f'"advice":{example.advice},"evictPods":' in out
+    # ... and the eviction offers GetEvictPods would answer with (§9.1).
+    assert [(o["uid"], o["reason"]) for o in document["evictPods"]] == list(example.evictions)
+    assert all(
+        o["forceEvict"] is True and o["evictionPluginName"] == "numa_memory_balancer"
+        for o in document["evictPods"]
+    )
 
 
 @pytest.mark.parametrize("example", WORKED)
@@ -160,7 +173,7 @@ def test_worked_example_human_view_shows_the_verdict(
     path = tmp_path / "round.json"
     path.write_text(json.dumps(example.inputs.to_json()))
     code, out, _ = plan(capsys, str(path))
-    assert code == 0
+    assert code == exit_code(plan_round(example.inputs))
     record = example.record
     if example.result is RoundResult.FAILED:
         assert f"failed: {record.failed_reason}" in out
@@ -184,7 +197,7 @@ def test_a_round_in_the_cool_down_is_skipped(
     path = tmp_path / "round.json"
     path.write_text(json.dumps(later.to_json()))
     _, out, _ = plan(capsys, str(path), "--json")
-    assert out == '{"outcome":"skipped","record":null,"advice":null}\n'
+    assert out == '{"outcome":"skipped","record":null,"advice":null,"evictPods":[]}\n'
     _, human, _ = plan(capsys, str(path))
     assert "skipped: cool-down. The last emitted round started at 2026-11-29T23:25:21.5Z, " in human
     assert "12.5 s before now." in human
@@ -262,18 +275,107 @@ def test_bad_files_are_one_error_line_naming_the_field(
 # -- any round: the CLI and the in-process planner agree ------------------------------------------
 
 
+def one_node(inputs: RoundInputs) -> RoundInputs:
+    """The inputs with only the pods whose pool is listed: what one node's daemon gives the
+    planner (the CLI refuses the others, ``test_inputs_that_mix_nodes_are_refused``)."""
+    pods = tuple(p for p in inputs.pods if p.pool in inputs.pools)
+    return dataclasses.replace(inputs, pods=pods)
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(inputs=round_inputs())
+@given(inputs=round_inputs().map(one_node))
 def test_any_round_through_the_cli_equals_the_in_process_round(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, inputs: RoundInputs
 ) -> None:
     path = tmp_path / "round.json"
     path.write_text(json.dumps(inputs.to_json()))
     code, out, err = plan(capsys, str(path), "--json")
-    assert (code, err) == (0, "")
-    assert out == encode(plan_document(plan_round(inputs))) + "\n"
+    outcome = plan_round(inputs)
+    assert (code, err) == (exit_code(outcome), "")
+    assert out == encode(plan_document(outcome)) + "\n"
     # The human view renders every outcome without error.
     code, _, err = plan(capsys, str(path))
-    assert (code, err) == (0, "")
+    assert (code, err) == (exit_code(outcome), "")
+
+
+# -- one node's inputs, one time format, the exit status of a failed round -----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            edited(numaMetrics=[*QUIET["numaMetrics"], {"numa": 2, "readLatency": 1}]),
+            "FILE: numaMetrics name NUMA nodes [0, 1, 2] but distances name [0, 1]",
+            id="metrics for a NUMA node missing from the distances",
+        ),
+        pytest.param(
+            edited(distances__0=[[0, 10], [1, 21], [3, 32]]),
+            "FILE: distances[0] names NUMA nodes [3], which have no distance list",
+            id="a distance to an unknown NUMA node",
+        ),
+        pytest.param(
+            edited(pools__share=[0, 1, 5]),
+            "FILE: pools['share'] names unknown NUMA nodes [5]",
+            id="a pool on an unknown NUMA node",
+        ),
+        pytest.param(
+            edited(pods__0__pool="batch"),
+            "FILE: pod '0d3b7c11-aaaa-4bbb-8ccc-000000000001' is in pool 'batch', which pools "
+            "does not list (pools: ['reclaim', 'share'])",
+            id="a pod in an unknown pool",
+        ),
+        pytest.param(
+            edited(pods__0__containers__0__anon={"0": 1, "7": 2}),
+            "has anon on unknown NUMA nodes [7]",
+            id="memory on an unknown NUMA node",
+        ),
+    ],
+)
+def test_inputs_that_mix_nodes_are_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "round.json"
+    path.write_text(text)
+    code, out, err = plan(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert message.replace("FILE", str(path)) in err and err.count("\n") == 1
+
+
+def test_last_detect_time_takes_the_unix_seconds_now_takes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    last = last_round(0, [1], 0.1)  # inside the cool-down: the round depends on detectTime
+    document = make_inputs(EX2_L, EX2_B, EX2_PODS, last=last).to_json()
+    as_rfc3339 = json.loads(json.dumps(document))
+    as_unix = json.loads(json.dumps(document))
+    as_unix["last"]["detectTime"] = last.detect_time
+    assert isinstance(as_rfc3339["last"]["detectTime"], str)
+    outputs = []
+    for name, doc in (("rfc3339", as_rfc3339), ("unix", as_unix)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        code, out, err = plan(capsys, str(path), "--json")
+        assert err == ""
+        outputs.append((code, out))
+    assert outputs[0] == outputs[1]
+    assert json.loads(outputs[0][1])["outcome"] == "skipped"
+
+
+def test_a_failed_round_exits_1_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = plan(capsys, str(EXAMPLE_DIR / "missing-metric.json"))
+    assert code == 1
+    assert "failed: failed to get numa metric" in out
+
+
+def test_json_carries_the_eviction_offer(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = plan(capsys, str(EXAMPLE_DIR / "pressure.json"), "--json")
+    document = json.loads(out)
+    assert code == 0
+    assert document["evictPods"]
+    assert [o["uid"] for o in document["evictPods"]] == [
+        p["UID"] for p in document["record"]["evictPods"]
+    ]
+    assert set(document["evictPods"][0]) == {"uid", "reason", "forceEvict", "evictionPluginName"}

@@ -164,7 +164,6 @@ def test_repair_cuts_a_torn_tail_without_force(
         pytest.param(
             ["--until", "2023-11-14T22:13:40Z"], [1, 2, 3], id="until an ISO time (inclusive)"
         ),
-        pytest.param(["--pod", "nobody"], [], id="nothing matches"),
     ],
 )
 def test_show_filters(

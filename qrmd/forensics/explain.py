@@ -1,0 +1,233 @@
+"""Why a pod has its CPUs: every record that touched it, directly or through its pool.
+
+A record touches a pod when it changed one of the pod's containers as kubelet sees it (its
+cpuset, pool, placement or ramp-up flag — ``qrmd.forensics.changes``), which covers pool
+resizes, advisor responses and residual removal, or when its cause or events name the pod's
+UID anywhere (an Allocate, a balance round offering it for eviction, an eviction answer, any
+kind a later qrmd writes): the search is over the record's plain data, so it needs no
+knowledge of the kind. For each, the CPUs before → after per container, and the reply kubelet
+got: the record's own ``reply`` when it holds one, else — for the kubelet RPCs that answer
+with a cpuset — the container's cpuset in the state after the record, which is what the
+Allocator answered from (DESIGN.md, the commit protocol step 2).
+
+A pod is named by UID, ``namespace/name`` or name; a name several pods had is an error listing
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from journal import Record
+from qrmd.forensics.changes import ContainerChange, container_changes
+from qrmd.forensics.renderers import cause_kind, render_cause, render_event
+from qrmd.forensics.replay import ForensicsError, Step
+from qrmd.journal_view import format_time, mentions
+
+__all__ = [
+    "Explanation",
+    "KnownPod",
+    "explain",
+    "known_pods",
+    "known_pods_in_records",
+    "match_pod",
+    "mentions",
+]
+
+#: RPCs whose answer to kubelet is the container's cpuset.
+_CPUSET_REPLIES = frozenset({"Allocate", "GetResourcesAllocation", "GetTopologyAwareResources"})
+
+
+@dataclass(frozen=True, slots=True)
+class KnownPod:
+    """A pod the journal's states or causes mention."""
+
+    uid: str
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        """``namespace/name (uid)``, or the UID alone when no name was ever seen."""
+        if not self.name:
+            return self.uid
+        return f"{self.namespace}/{self.name} ({self.uid})"
+
+
+def known_pods(steps: Iterable[Step]) -> dict[str, KnownPod]:
+    """Every pod with an entry in some state of the walk (UID → names last seen)."""
+    pods: dict[str, KnownPod] = {}
+    for step in steps:
+        cpu = step.after.cpu
+        if step.before.cpu.pods is cpu.pods:
+            continue
+        for uid, containers in cpu.pods.items():
+            if uid in pods and pods[uid].name:
+                continue
+            for entry in containers.values():
+                pods[uid] = KnownPod(uid, entry.pod_namespace, entry.pod_name)
+                break
+    return pods
+
+
+def known_pods_in_records(records: Iterable[Record]) -> dict[str, KnownPod]:
+    """Every pod the records' causes or container entries name, read without replaying.
+
+    For filters that do not replay (``show --pod NAME``): a pod appears in an Allocate's
+    request and in its ``ContainerAllocated`` entry with its namespace and name.
+    """
+    pods: dict[str, KnownPod] = {}
+    for record in records:
+        places: list[Any] = [record.cause, record.cause.get("request")]
+        places.extend(raw.get("entry") for raw in record.events if isinstance(raw, dict))
+        for place in places:
+            if not isinstance(place, dict):
+                continue
+            uid = place.get("pod_uid")
+            if not isinstance(uid, str) or not uid:
+                continue
+            name, namespace = place.get("pod_name"), place.get("pod_namespace")
+            if isinstance(name, str) and name:
+                pods[uid] = KnownPod(uid, str(namespace or ""), name)
+            else:
+                pods.setdefault(uid, KnownPod(uid, "", ""))
+    return pods
+
+
+def match_pod(query: str, pods: dict[str, KnownPod]) -> KnownPod:
+    """The one pod ``query`` names: by UID, then ``namespace/name``, then name.
+
+    Raises:
+        ForensicsError: no pod or several pods match; the message lists them.
+    """
+    if query in pods:
+        return pods[query]
+    if "/" in query:
+        namespace, _, name = query.partition("/")
+        found = [p for p in pods.values() if p.namespace == namespace and p.name == name]
+    else:
+        found = [p for p in pods.values() if p.name == query]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        listed = ", ".join(sorted(p.describe() for p in found))
+        raise ForensicsError(f"pod {query!r} is ambiguous: it names {listed}; pass a UID")
+    some = ", ".join(sorted(p.describe() for p in pods.values())[:10]) or "none"
+    raise ForensicsError(
+        f"no pod {query!r} in the journal (by UID, namespace/name or name); pods it has: {some}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One record that touched the pod."""
+
+    record: Record
+    how: str
+    changes: tuple[ContainerChange, ...]
+    replies: dict[str, str]
+    events: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        return {
+            "seq": self.record.seq,
+            "time": format_time(self.record.wall_time),
+            "kind": cause_kind(self.record.cause),
+            "cause": self.record.cause,
+            "summary": render_cause(self.record),
+            "how": self.how,
+            "changes": [c.to_json() for c in self.changes],
+            "replies": self.replies,
+            "events": list(self.events),
+        }
+
+
+def explain(steps: Iterable[Step], pod: KnownPod, container: str | None) -> Iterator[Explanation]:
+    """Every record among ``steps`` that touched ``pod`` (module docstring), in order.
+
+    Args:
+        steps: the walk's steps.
+        pod: the pod, from :func:`match_pod`.
+        container: only this container of it; None for all.
+
+    Yields:
+        The explanations.
+    """
+    for step in steps:
+        keys = {
+            (pod.uid, name)
+            for state in (step.before, step.after)
+            for name in state.cpu.pod_containers(pod.uid)
+            if container is None or name == container
+        }
+        changes = tuple(container_changes(step.before.cpu, step.after.cpu, keys))
+        record = step.record
+        direct = mentions(record.cause, pod.uid) or mentions(record.events, pod.uid)
+        if not changes and not direct:
+            continue
+        if (
+            direct
+            and container is not None
+            and not changes
+            and _names_other_container(record, container)
+        ):
+            continue
+        yield Explanation(
+            record,
+            _how(step, changes, direct),
+            changes,
+            _replies(step, pod.uid, keys),
+            tuple(_events_about(record, pod.uid, changes, every=direct)),
+        )
+
+
+def _names_other_container(record: Record, container: str) -> bool:
+    request = record.cause.get("request")
+    named = request.get("container_name") if isinstance(request, dict) else None
+    return isinstance(named, str) and bool(named) and named != container
+
+
+def _how(step: Step, changes: tuple[ContainerChange, ...], direct: bool) -> str:
+    if direct:
+        return "names the pod"
+    pools = sorted(
+        {c.before.pool for c in changes if c.before and c.before.pool}
+        | {c.after.pool for c in changes if c.after and c.after.pool}
+    )
+    resized = [p for p in pools if step.before.cpu.pools.get(p) != step.after.cpu.pools.get(p)]
+    if resized:
+        return f"through its pool {', '.join(resized)}"
+    if step.before.cpu.ramp_cpus != step.after.cpu.ramp_cpus:
+        return "through the ramp-up cpuset"
+    return "changed it without naming it"
+
+
+def _replies(step: Step, uid: str, keys: set[tuple[str, str]]) -> dict[str, str]:
+    cause = step.record.cause
+    if "reply" in cause:
+        return {"*": str(cause["reply"])}
+    if cause_kind(cause) not in _CPUSET_REPLIES:
+        return {}
+    request = cause.get("request")
+    named = request.get("container_name") if isinstance(request, dict) else None
+    replies = {}
+    for key in sorted(keys):
+        if named and key[1] != named:
+            continue
+        entry = step.after.cpu.allocation_info(*key)
+        if entry is not None:
+            replies[key[1]] = f"cpuset {entry.allocation_result} (derived from the state after)"
+    return replies
+
+
+def _events_about(
+    record: Record, uid: str, changes: tuple[ContainerChange, ...], *, every: bool
+) -> Iterator[str]:
+    """The record's events: all of them for a record about the pod (they are its decision),
+    else those that name it or resize its pools."""
+    pools = {v.pool for c in changes for v in (c.before, c.after) if v is not None and v.pool}
+    for raw in record.events:
+        if every or mentions(raw, uid) or (isinstance(raw, dict) and raw.get("name") in pools):
+            yield render_event(raw)
