@@ -127,9 +127,10 @@ def pod_phase(source: PodSource, pod_uid: str, now: float) -> PodPhase:
 class AllocatorCore:
     """Serves the Allocator's commands on the durable state; see the module docstring.
 
-    Seams for later issues. The advisor link will hand the core a validated calculation result
-    through a method of its own (decide with the policy's advisor application, commit, adopt,
-    exactly as for an RPC); that method does not exist yet.
+    A seam, not a stub (DESIGN.md "Time, config, errors"): the advisor link will hand the core
+    a validated calculation result through a method of its own (decide with the policy's
+    advisor application, commit, adopt, exactly as for an RPC; spec cpu-policy §11.8); that
+    method does not exist yet.
 
     Args:
         snapshot: the durable state to start from (the StateStore's, after recovery).

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pykka
 
@@ -57,6 +57,7 @@ from actors.checkers_messages import (
     GetCheckersView,
     PodListFetched,
 )
+from actors.ports.actor_ref import ActorRef
 from actors.ports.cgroups import CpuIdleError, CpuIdleSetter, CpusetReader, CpusetUnavailable
 from actors.ports.pod_source import PodListSnapshot, PodSource
 from policy.cpu.context import PolicyContext
@@ -88,12 +89,9 @@ __all__ = [
 _log = logging.getLogger("qrmd.checkers")
 
 
-class ResidualRemover(Protocol):
-    """What the residual handler needs of the Allocator: pykka's non-blocking ``ask``."""
-
-    def ask(self, message: Any, *, block: bool = ..., timeout: float | None = ...) -> Any:
-        """Send ``message``; with ``block=False`` return a future of the answer."""
-        ...
+#: What the residual handler needs of the Allocator: an actor it can ``ask`` (with
+#: ``block=False``, pykka answers a future).
+ResidualRemover = ActorRef
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Rebuild the state from what the journal holds: a checkpoint's state plus the records after it.
 
-The rule (DESIGN.md, Journal; issue 3): replaying needs no policy code and is deterministic.
+The rule (DESIGN.md, Journal): replaying needs no policy code and is deterministic.
 A checkpoint's payload is decoded with the state codec for this node's topology (or the state
 is empty when there is none); every later record's events are decoded and applied in seq
 order, all of a record or none of it. A record that cannot be decoded or whose events do not

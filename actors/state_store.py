@@ -1,6 +1,6 @@
 """The StateStore: the one owner of the authoritative state and of the journal (DESIGN.md).
 
-The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in order:
+The commit protocol (DESIGN.md, "The commit protocol"), in order:
 
 1. Apply the events to a *candidate* state. Events that do not fit (``StateError``) are refused
    before anything is written: a record that cannot be replayed must never reach the journal.
@@ -12,9 +12,9 @@ The commit protocol (DESIGN.md, "The commit protocol"; issue 3, item 3), in orde
 
 A checkpoint is due after ``checkpoint_every_records`` records or ``checkpoint_every_s``
 seconds on the store's clock, whichever comes first, once a record is not covered by one
-(issue 3). The store checks after each commit and on each ``CheckpointIfDue`` a ticker tells
-it, so a node that stops committing still writes its time-due checkpoint; a tick with nothing
-new writes nothing, and a tick never fails the actor.
+(DESIGN.md, Journal). The store checks after each commit and on each ``CheckpointIfDue`` a
+ticker tells it, so a node that stops committing still writes its time-due checkpoint; a tick
+with nothing new writes nothing, and a tick never fails the actor.
 
 A failed append (``JournalWriteError``) was cut back by the journal: the commit is refused
 with ``CommitRefused`` and state is unchanged, and the next commit may succeed. If the journal
@@ -23,7 +23,12 @@ every later commit and reports itself unhealthy; the next start decides from wha
 holds (the Supervisor restarts it).
 
 On open the store recovers: the newest valid checkpoint plus every later record
-(``actors.state_replay``), and reports what it did in the log and in ``StoreMetrics``.
+(``actors.state_replay``), and reports what it did in the log and in its status.
+
+The store's health and figures are published, never read off it: each change (a commit, a
+refusal, a checkpoint, a failure) makes a new frozen ``StoreStatus`` that status subscribers
+are told and ``GetStatus`` answers (``actors.store_status``). Nothing outside the actor's
+thread touches the core.
 
 The store is generic over state sections: it only calls ``apply_all``, ``encode_event``,
 ``encode_state`` and the decoders, so a new section (the memory balancer's rounds) needs no
@@ -47,16 +52,22 @@ from actors.store_messages import (
     Commit,
     CommitRefused,
     GetSnapshot,
+    GetStatus,
     Snapshot,
     StoreUnavailable,
 )
-from actors.store_report import RecoveryReport, StoreMetrics
+from actors.store_report import RecoveryReport
+from actors.store_status import JournalFigures, StoreHealth, StoreStatus
+from actors.store_subscribers import Subscribers
 from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_SEGMENT_MAX_BYTES,
     Durability,
     FileOps,
     Journal,
     JournalError,
-    JournalStats,
     JournalWriteError,
     Retention,
     UnencodableRecord,
@@ -67,12 +78,15 @@ from policy.state.events import Event
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 
-__all__ = ["StateStoreActor", "StateStoreCore", "StoreConfig", "Subscriber"]
+__all__ = ["StateStoreActor", "StateStoreCore", "StatusSubscriber", "StoreConfig", "Subscriber"]
 
 _log = logging.getLogger("actors.state_store")
 
 #: Told every new snapshot. It must not block (an actor ref's ``tell`` is the usual one).
 Subscriber = Callable[[Snapshot], None]
+#: Told every new status, from the actor's thread. It must not block; keeping the value is
+#: safe, since a status never changes.
+StatusSubscriber = Callable[[StoreStatus], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +106,10 @@ class StoreConfig:
 
     directory: str
     node_name: str
-    durability: Durability = "always"
-    segment_max_bytes: int = 64 * 1024 * 1024
-    checkpoint_every_records: int = 10_000
-    checkpoint_every_s: float = 300.0
+    durability: Durability = DEFAULT_DURABILITY
+    segment_max_bytes: int = DEFAULT_SEGMENT_MAX_BYTES
+    checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     retention: Retention | None = None
 
 
@@ -112,7 +126,6 @@ class StateStoreCore:
         recovery: RecoveryReport,
         *,
         clock: Clock,
-        metrics: StoreMetrics,
     ) -> None:
         """Internal: use ``StateStoreCore.open``."""
         self._journal = journal
@@ -120,9 +133,12 @@ class StateStoreCore:
         self._clock = clock
         self._failure: str | None = None
         self._closed = False
-        self._subscribers: list[Subscriber] = []
+        self._snapshot_subscribers = Subscribers[Snapshot]("snapshot", lambda s: s.seq)
+        self._status_subscribers = Subscribers[StoreStatus]("status", lambda s: s.last_seq)
+        self._status = StoreStatus.recovered(recovery, journal.checkpoint_seq).with_journal(
+            JournalFigures.of(journal.stats)
+        )
         self.recovery = recovery
-        self.metrics = metrics
 
     @classmethod
     def open(
@@ -187,15 +203,7 @@ class StateStoreCore:
         _log.log(logging.WARNING if report.bytes_truncated else logging.INFO, report.summary())
         for skipped in report.skipped_checkpoints:
             _log.warning("state store skipped a damaged checkpoint: %s", skipped)
-        metrics = StoreMetrics(
-            last_seq=found.last_seq,
-            checkpoint_seq=journal.checkpoint_seq,
-            recovery_records_replayed=replayed,
-            recovery_events_replayed=events,
-            recovery_bytes_truncated=found.truncated_bytes,
-            recovery_seconds=report.elapsed_s,
-        )
-        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock, metrics=metrics)
+        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -203,19 +211,24 @@ class StateStoreCore:
         return self._snapshot
 
     @property
-    def healthy(self) -> bool:
-        """False once the store refuses every commit (the journal could not undo a failure)."""
-        return self._failure is None
+    def accepts_commits(self) -> bool:
+        """False once the store refuses every commit (closed, or the journal could not undo a
+        failed write). Whether it is healthy, and why not, is its ``status.health``."""
+        return self._failure is None and not self._closed
 
     @property
-    def failure(self) -> str | None:
-        """Why the store is unhealthy, or None."""
-        return self._failure
+    def status(self) -> StoreStatus:
+        """The current health and figures, a frozen value (the last one published)."""
+        return self._status
 
-    @property
-    def journal_stats(self) -> JournalStats:
-        """The journal's own counters (fsync latency, bytes, rotations, retention)."""
-        return self._journal.stats
+    def subscribe_status(self, subscriber: StatusSubscriber) -> None:
+        """Tell ``subscriber`` every status published from now on, and the current one now.
+
+        Args:
+            subscriber: called with each new status; it must not block. An exception it
+                raises is logged and changes nothing.
+        """
+        self._status_subscribers.add(subscriber, current=self._status)
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """Tell ``subscriber`` every snapshot published from now on.
@@ -224,7 +237,7 @@ class StateStoreCore:
             subscriber: called with each new snapshot after the commit is durable; it must not
                 block. An exception it raises is logged and does not affect the commit.
         """
-        self._subscribers.append(subscriber)
+        self._snapshot_subscribers.add(subscriber)
 
     def commit(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
         """Journal ``events`` with their ``cause``, then apply and publish them (module rules).
@@ -241,8 +254,8 @@ class StateStoreCore:
                 the journal could not write it (and cut it back); state is unchanged.
             StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
         """
-        if self._failure is not None or self._closed:
-            self.metrics.commits_unavailable_total += 1
+        if not self.accepts_commits:
+            self._set_status(self._status.with_unavailable())
             reason = self._failure or "the state store is closed"
             raise StoreUnavailable(f"commit refused: {reason}")
         started = self._clock.monotonic()
@@ -250,17 +263,14 @@ class StateStoreCore:
             candidate = apply_all(self._snapshot.state, events)
             encoded = [encode_event(event) for event in events]
         except StateError as err:
-            self.metrics.commits_refused_total += 1
+            self._set_status(self._status.with_refusal())
             raise CommitRefused(f"commit refused, nothing was written: {err}") from err
         seq = self._append(dict(cause), encoded)
         snapshot = Snapshot(candidate, seq)
         self._snapshot = snapshot
-        metrics = self.metrics
-        metrics.commits_total += 1
-        metrics.events_committed_total += len(encoded)
-        metrics.last_seq = seq
-        metrics.commit_seconds_total += self._clock.monotonic() - started
-        self._publish(snapshot)
+        elapsed = self._clock.monotonic() - started
+        self._set_status(self._status.with_commit(seq, len(encoded), elapsed))
+        self._snapshot_subscribers.tell(snapshot)
         self.checkpoint_if_due()
         return snapshot
 
@@ -270,9 +280,10 @@ class StateStoreCore:
         Returns:
             The checkpoint's path, or None when nothing was written: none due (too few
             records and too little time, or no record since the last checkpoint), the store
-            closed or unhealthy, or a failure (logged, counted in ``checkpoint_failures_total``).
+            closed or unhealthy, or a failure (logged, counted in the status's
+            ``checkpoint_failures_total``).
         """
-        if self._closed or self._failure is not None or not self._journal.checkpoint_due():
+        if not self.accepts_commits or not self._journal.checkpoint_due():
             return None
         return self.checkpoint()
 
@@ -281,7 +292,7 @@ class StateStoreCore:
 
         Returns:
             The checkpoint's path, or None when nothing was written (nothing new, or a
-            failure, which is logged and counted in ``checkpoint_failures_total``).
+            failure, which is logged and counted in the status's ``checkpoint_failures_total``).
         """
         snapshot = self._snapshot
         if self._closed or snapshot.seq <= self._journal.checkpoint_seq:
@@ -290,16 +301,15 @@ class StateStoreCore:
             path = self._journal.write_checkpoint(snapshot.seq, encode_state(snapshot.state))
         except (JournalError, StateError) as err:
             # The records are durable; recovery replays them from the older checkpoint.
-            self.metrics.checkpoint_failures_total += 1
+            self._set_status(self._status.with_checkpoint_failure())
             _log.warning("checkpoint at seq %d failed, commits go on: %s", snapshot.seq, err)
             return None
         except Exception:
             # Not an I/O failure: a bug. Still never a failed commit nor a dead store.
-            self.metrics.checkpoint_failures_total += 1
+            self._set_status(self._status.with_checkpoint_failure())
             _log.exception("bug: checkpoint at seq %d failed, commits go on", snapshot.seq)
             return None
-        self.metrics.checkpoints_total += 1
-        self.metrics.checkpoint_seq = snapshot.seq
+        self._set_status(self._status.with_checkpoint(snapshot.seq))
         return path
 
     def close(self, *, checkpoint: bool = True) -> None:
@@ -320,10 +330,10 @@ class StateStoreCore:
         try:
             return self._journal.append(cause, encoded)
         except UnencodableRecord as err:
-            self.metrics.commits_refused_total += 1
+            self._set_status(self._status.with_refusal())
             raise CommitRefused(f"commit refused, nothing was written: {err}") from err
         except JournalWriteError as err:
-            self.metrics.commit_failures_total += 1
+            self._set_status(self._status.with_commit_failure())
             raise CommitRefused(f"commit refused, state unchanged: {err}") from err
         except JournalError as err:  # JournalFailed: the cut-back failed; or closed
             self._fail(str(err))
@@ -331,16 +341,16 @@ class StateStoreCore:
 
     def _fail(self, reason: str) -> None:
         self._failure = reason
-        self.metrics.healthy = 0
-        self.metrics.commit_failures_total += 1
+        health = StoreHealth(f"state store refuses commits: {reason}")
+        self._set_status(self._status.with_commit_failure().with_health(health))
         _log.error("state store unhealthy, refusing every commit: %s", reason)
 
-    def _publish(self, snapshot: Snapshot) -> None:
-        for subscriber in self._subscribers:
-            try:
-                subscriber(snapshot)
-            except Exception:
-                _log.exception("a snapshot subscriber failed at seq %d", snapshot.seq)
+    def _set_status(self, status: StoreStatus) -> None:
+        """Make ``status`` current, the journal's figures copied in as they are now, and
+        tell the status subscribers (module rules: a new value for every change)."""
+        status = status.with_journal(JournalFigures.of(self._journal.stats))
+        self._status = status
+        self._status_subscribers.tell(status)
 
 
 class StateStoreActor(pykka.ThreadingActor):
@@ -351,6 +361,7 @@ class StateStoreActor(pykka.ThreadingActor):
     - ``Commit(events, cause)`` → the new ``Snapshot``; raises ``CommitRefused`` or
       ``StoreUnavailable`` in the asker (pykka hands an exception to whoever asked).
     - ``GetSnapshot()`` → the latest ``Snapshot``.
+    - ``GetStatus()`` → the current ``StoreStatus`` (health and figures, a frozen value).
     - ``CheckpointIfDue(now)`` → the checkpoint's path or None; safe to ``tell`` (a ticker
       does), it never raises.
 
@@ -363,14 +374,18 @@ class StateStoreActor(pykka.ThreadingActor):
         self,
         opener: Callable[[], StateStoreCore],
         subscribers: Sequence[Subscriber] = (),
+        status_subscribers: Sequence[StatusSubscriber] = (),
     ) -> None:
         """Args:
         opener: builds the core, e.g. ``lambda: StateStoreCore.open(config, topology)``.
         subscribers: told each new snapshot (``tell`` only; they must not block).
+        status_subscribers: told the opened store's status, then each new one (they must
+            not block; keeping the frozen value is how another thread reads it).
         """
         super().__init__()
         self._opener = opener
         self._subscribers = tuple(subscribers)
+        self._status_subscribers = tuple(status_subscribers)
         self._core: StateStoreCore | None = None
 
     @property
@@ -384,6 +399,8 @@ class StateStoreActor(pykka.ThreadingActor):
         self._core = self._opener()
         for subscriber in self._subscribers:
             self._core.subscribe(subscriber)
+        for status_subscriber in self._status_subscribers:
+            self._core.subscribe_status(status_subscriber)
 
     def on_receive(self, message: Any) -> Any:
         match message:
@@ -391,6 +408,8 @@ class StateStoreActor(pykka.ThreadingActor):
                 return self.core.commit(events, cause)
             case GetSnapshot():
                 return self.core.snapshot
+            case GetStatus():
+                return self.core.status
             case CheckpointIfDue(now=now):
                 path = self.core.checkpoint_if_due()
                 if path is not None:

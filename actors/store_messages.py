@@ -3,9 +3,10 @@
 A writer (the Allocator, later the MemoryBalancer) computes events on the state of the
 ``Snapshot`` it holds, sends ``Commit(events, cause)`` and waits for the answer: the new
 ``Snapshot`` once the record is durable and applied, or ``CommitRefused`` with state unchanged.
-Readers ask ``GetSnapshot`` and use the immutable value without locks. A ticker tells
+Readers ask ``GetSnapshot`` and use the immutable value without locks; ``GetStatus`` answers
+the store's health and figures, likewise a frozen value (``actors.store_status``). A ticker tells
 ``CheckpointIfDue`` every few seconds, so a node that stops committing still writes the
-checkpoint its time limit asks for (issue 3: "every N records or T seconds").
+checkpoint its time limit asks for (DESIGN.md, Journal: "every N records").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "Commit",
     "CommitRefused",
     "GetSnapshot",
+    "GetStatus",
     "Snapshot",
     "StoreUnavailable",
 ]
@@ -52,6 +54,11 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class GetSnapshot:
     """Ask for the latest published snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetStatus:
+    """Ask for the store's current ``StoreStatus`` (health, commits, journal, recovery)."""
 
 
 @dataclass(frozen=True, slots=True)

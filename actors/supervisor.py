@@ -13,7 +13,8 @@ Rules (DESIGN.md "Actors and messages", the commit protocol step 5; STYLE.md "Ac
   that happens ``available()`` is False and every ``ask`` through a ``SupervisedRef`` fails
   with the child's unavailability error (the wire answers UNAVAILABLE), never with stale data.
   A restart that fails is retried with a doubling back-off, and so is a child that dies again
-  soon after its restart (a crash loop).
+  soon after its restart (a crash loop): ``actors.restart_backoff`` computes each wait from
+  the readings of the monotonic clock the Supervisor is given, so tests drive it with a fake.
 * ``stop`` stops the children in reverse and returns (and logs, as a bug) any still alive.
 
 Callers hold ``SupervisedRef``s, never a child's own ref, so a restart is invisible to them.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +31,8 @@ from typing import Any
 import pykka
 
 from actors.errors import ActorError
+from actors.ports.clock import SYSTEM_CLOCK, Clock
+from actors.restart_backoff import RestartBackoff, plan_restart
 from policy.errors import ErrorKind
 
 __all__ = [
@@ -134,6 +136,10 @@ class Supervisor:
         backoff_s: first and longest wait between failed restarts, and before restarting a
             child that died again within ``stable_s`` of its last restart.
         stable_s: a child alive this long after a restart is restarted at once if it dies.
+        clock: whose monotonic reading times restarts (``stable_s``); the daemon's clock.
+
+    Raises:
+        ValueError: two children share a name, or a back-off setting is out of range.
     """
 
     def __init__(
@@ -143,14 +149,15 @@ class Supervisor:
         poll_interval_s: float = 0.1,
         backoff_s: tuple[float, float] = (0.5, 30.0),
         stable_s: float = 10.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         names = [c.name for c in children]
         if len(set(names)) != len(names):
             raise ValueError(f"supervised children need distinct names, got {names}")
         self._children = [_Child(spec) for spec in children]
         self._poll_interval_s = poll_interval_s
-        self._backoff_s = backoff_s
-        self._stable_s = stable_s
+        self._backoff = RestartBackoff(*backoff_s, stable_s=stable_s)
+        self._clock = clock
         self._lock = threading.RLock()
         self._restarting = False
         self._running = False
@@ -295,14 +302,13 @@ class Supervisor:
         after = [c.spec.name for c in self._children[index + 1 :]]
         # A child that keeps dying soon after each restart is restarted ever more slowly,
         # so a crash loop does not spin the CPU or flood the log.
-        now = time.monotonic()
-        if failed.restarted_at is not None and now - failed.restarted_at < self._stable_s:
-            failed.quick_deaths += 1
-        else:
-            failed.quick_deaths = 0
-        wait = 0.0
-        if failed.quick_deaths:
-            wait = min(self._backoff_s[0] * 2 ** (failed.quick_deaths - 1), self._backoff_s[1])
+        plan = plan_restart(
+            self._backoff,
+            quick_deaths=failed.quick_deaths,
+            restarted_at=failed.restarted_at,
+            now=self._clock.monotonic(),
+        )
+        failed.quick_deaths, wait = plan.quick_deaths, plan.wait_s
         _log.error(
             "actor %s died; restarting it%s%s; the daemon answers UNAVAILABLE meanwhile",
             failed.spec.name,
@@ -311,7 +317,7 @@ class Supervisor:
             if wait
             else "",
         )
-        delay = self._backoff_s[0]
+        attempt = 0
         if wait and self._stopping.wait(wait):
             return  # stopping: ``stop`` takes the children down
         while not self._stopping.is_set():
@@ -321,13 +327,14 @@ class Supervisor:
             try:
                 self._start_from(index)
             except SupervisorError as err:
+                delay = self._backoff.retry_delay(attempt)
                 _log.error("restart failed, retrying in %.1f s: %s", delay, err)
                 if self._stopping.wait(delay):
                     break
-                delay = min(delay * 2, self._backoff_s[1])
+                attempt += 1
                 continue
             failed.last_failure = None
-            failed.restarted_at = time.monotonic()
+            failed.restarted_at = self._clock.monotonic()
             _log.warning("actor %s restarted", failed.spec.name)
             break
         with self._lock:
@@ -337,8 +344,9 @@ class Supervisor:
 class SupervisedRef:
     """Asks a supervised child, whichever actor currently runs it.
 
-    Quacks like the part of ``pykka.ActorRef`` callers use (``ask``, ``tell``), so it can be
-    handed to the gRPC servers and to committers in place of a real ref.
+    Quacks like the part of ``pykka.ActorRef`` callers use (``ask``, ``tell``): it is an
+    ``actors.ports.actor_ref.ActorRef``, so it can be handed to the gRPC servers and to
+    committers in place of a real ref, and a ticker's target.
     """
 
     def __init__(self, supervisor: Supervisor, name: str) -> None:

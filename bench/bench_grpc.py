@@ -1,4 +1,4 @@
-"""qrmd over its unix socket against an empty servicer on the same kind of socket (issue 5).
+"""qrmd over its unix socket against an empty servicer on the same kind of socket (wire.md §1.2).
 
 Run: ``PYTHONPATH=. python bench/bench_grpc.py [--quick]``.
 

@@ -10,8 +10,8 @@ against a raw ``os.write`` (+ ``os.fsync``) loop writing the same frame bytes; r
 against a raw ``msgpack.Unpacker`` pass over the same record payloads; recovery (``Journal.open``)
 time for 10k and 1M records replayed from empty; then a crash loop that SIGKILLs the crash-test
 writer (``tests/journal/crash_writer.py``) at random moments and checks after every kill that no
-acknowledged record was lost. (Issue 3 also asks for the commit cost with 50 vs 5,000 pods in
-the state; that needs the StateStore and is measured there.)
+acknowledged record was lost. (The commit cost with 50 vs 5,000 pods in the state needs the
+StateStore and is measured in ``bench/bench_store.py``.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fetch + parse of kubelet's ``/pods`` by qrmd's pod source (issue 11 item 1).
+"""Fetch + parse of kubelet's ``/pods`` by qrmd's pod source (DESIGN.md, "pod source").
 
 Run: ``PYTHONPATH=. python bench/bench_pod_list.py [--pods N] [--quick]``.
 

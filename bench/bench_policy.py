@@ -1,4 +1,5 @@
-"""In-process decision time of Allocate and GetTopologyHints as the pod count grows (issue 4).
+"""In-process decision time of Allocate and GetTopologyHints as the pod count grows (DESIGN.md:
+the cost per request does not grow with the number of pods).
 
 Run: ``PYTHONPATH=. python bench/bench_policy.py``. For 50, 500 and 5,000 existing shared pods
 on the 256-CPU, 8-NUMA synthetic node (reserve 4 CPUs, a dedicated NUMA-binding pod on NUMA 7,
@@ -13,7 +14,7 @@ Allocator would, then times one decision (µs per call, best of 5 rounds):
 
 next to the baseline of applying one ``ContainerAllocated`` event, with each figure's ratio to
 it, the 5,000/50 ratio, and how many events the Allocate commits. Then GetTopologyHints on 16,
-32 and 64 NUMA nodes (reduced mode, issue 4 item 4).
+32 and 64 NUMA nodes (the reduced answer of ``policy.cpu.hint_masks``).
 
 How it scales, and why (measured on the shared 2-core dev box, load ~3): every figure is flat
 from 50 to 5,000 pods (5,000/50 between 0.9 and 1.1; noise is ±20 %). Allocate reads the

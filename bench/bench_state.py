@@ -1,4 +1,5 @@
-"""Cost of applying one event with 50 vs 5,000 pods in the state (issue 3: must be flat).
+"""Cost of applying one event with 50 vs 5,000 pods in the state (flat:
+DESIGN.md, the cost per request does not grow with the number of pods).
 
 Run: ``PYTHONPATH=. python bench/bench_state.py``. For each pod count it builds a state on a
 256-CPU, 8-NUMA synthetic node with that many shared pods in pool ``share`` (plus a few

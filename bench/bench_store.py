@@ -1,4 +1,5 @@
-"""StateStore benchmark: the cost of one commit with 50 vs 5,000 pods in the state (issue 3).
+"""StateStore benchmark: the cost of one commit with 50 vs 5,000 pods in the state
+(flat: DESIGN.md, the cost per request does not grow with the number of pods).
 
 Run from the repository root::
 

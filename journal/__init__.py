@@ -124,12 +124,26 @@ from journal.framing import decode_frame, encode_frame
 from journal.records import Record
 from journal.recovery import Recovery, SkippedCheckpoint
 from journal.repair import RepairReport, repair
-from journal.retention import Retention
-from journal.settings import Durability
+from journal.retention import DEFAULT_RETENTION_MAX_AGE_S, DEFAULT_RETENTION_MAX_BYTES, Retention
+from journal.settings import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_SEGMENT_MAX_BYTES,
+    DURABILITIES,
+    Durability,
+)
 from journal.syncer import FsyncStats
 from journal.writer import Journal, JournalStats
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_EVERY_RECORDS",
+    "DEFAULT_CHECKPOINT_EVERY_S",
+    "DEFAULT_DURABILITY",
+    "DEFAULT_RETENTION_MAX_AGE_S",
+    "DEFAULT_RETENTION_MAX_BYTES",
+    "DEFAULT_SEGMENT_MAX_BYTES",
+    "DURABILITIES",
     "SYSTEM_CLOCK",
     "Checkpoint",
     "Clock",

@@ -1,6 +1,6 @@
 """Recovery: the newest valid checkpoint plus the records after it, and what to do with damage.
 
-The rule (DESIGN.md, Journal; issue 3):
+The rule (DESIGN.md, Journal):
 
 1. Checkpoints are tried newest first. One that fails its checks is skipped (and reported), and
    so is one whose following records are no longer on disk; with none usable, replay starts

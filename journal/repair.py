@@ -1,6 +1,6 @@
 """Repair: cut a journal back to its last readable record, saying exactly what that costs.
 
-The rule (issue 3, item 2; STYLE.md, Journal):
+The rule (DESIGN.md, Journal; STYLE.md, Journal):
 
 - A torn tail (the newest segment's last frame unfinished, nothing intact after it) is cut, the
   cut bytes kept in ``<segment>.broken``. That record was never acknowledged, so nothing is lost

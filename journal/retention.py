@@ -2,7 +2,7 @@
 
 Recovery needs the newest checkpoint and every record after it; if that checkpoint turns out
 corrupt it falls back to the one before, so it needs that one too and every record after *it*.
-Hence the rule (DESIGN.md, Journal; issue 3):
+Hence the rule (DESIGN.md, Journal):
 
 1. The two newest checkpoints are always kept, with every segment that holds a record newer than
    the older of the two. With fewer than two checkpoints nothing is deleted: a fallback would
@@ -20,14 +20,27 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Final
 
 from journal.checkpoints import list_checkpoints
 from journal.fileops import FileOps
 from journal.segments import list_segments
 
-__all__ = ["Retention", "StoredFile", "apply_retention", "plan_retention"]
+__all__ = [
+    "DEFAULT_RETENTION_MAX_AGE_S",
+    "DEFAULT_RETENTION_MAX_BYTES",
+    "Retention",
+    "StoredFile",
+    "apply_retention",
+    "plan_retention",
+]
 
 _log = logging.getLogger("journal")
+
+#: Forensic history kept beyond what recovery needs, at most this many bytes together...
+DEFAULT_RETENTION_MAX_BYTES: Final = 256 * 1024 * 1024
+#: ...and none of it older than this (a week: long enough to copy a node's journal off it).
+DEFAULT_RETENTION_MAX_AGE_S: Final = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +53,8 @@ class Retention:
         max_age_s: files last modified longer ago than this are deleted; None for no age limit.
     """
 
-    max_bytes: int | None = 256 * 1024 * 1024
-    max_age_s: float | None = 7 * 24 * 3600.0
+    max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
+    max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
 
     def __post_init__(self) -> None:
         if self.max_bytes is not None and self.max_bytes < 0:

@@ -1,6 +1,6 @@
 """The journal's single writer: append records write-ahead, rotate segments, write checkpoints.
 
-The rules (DESIGN.md, the commit protocol; issue 3):
+The rules (DESIGN.md, the commit protocol and Journal):
 
 - ``append`` writes one record as one frame at the end of the newest segment and, with
   durability ``always``, fsyncs it before returning its sequence number: a returned seq is on
@@ -41,7 +41,15 @@ from journal.records import CheckpointHeader, Record, SegmentHeader, encode_reco
 from journal.recovery import Recovery, recover
 from journal.retention import Retention, apply_retention
 from journal.segments import create_segment, segment_name
-from journal.settings import Durability, JournalSettings, check_settings
+from journal.settings import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_SEGMENT_MAX_BYTES,
+    Durability,
+    JournalSettings,
+    check_settings,
+)
 from journal.syncer import FsyncStats, Syncer
 
 __all__ = ["Journal", "JournalStats"]
@@ -116,10 +124,10 @@ class Journal:
         *,
         node_name: str,
         topology_fingerprint: str,
-        durability: Durability = "always",
-        segment_max_bytes: int = 64 * 1024 * 1024,
-        checkpoint_every_records: int = 10_000,
-        checkpoint_every_s: float = 300.0,
+        durability: Durability = DEFAULT_DURABILITY,
+        segment_max_bytes: int = DEFAULT_SEGMENT_MAX_BYTES,
+        checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS,
+        checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S,
         retention: Retention | None = None,
         fs: FileOps | None = None,
         clock: Clock | None = None,

@@ -7,7 +7,8 @@
   round *detects* (its ``detectTime`` is now) and is **preparing** (§7).
 * ``fail``: an error anywhere discards the round; ``current`` keeps the previous record (§6.2
   step 5, §7.12, O8). qrmd still commits the failed round with its inputs, so it can be
-  re-read and re-computed offline (issue 6).
+  re-read and re-computed offline (DESIGN.md "Actors and messages": any decision can be
+  re-run from the journal alone).
 * ``conclude``: the computed record is stored as ``current`` (§6.2 step 6) with status
   ``preparing`` when no balance is needed (zero metrics, no pressure, grace cancelled: O7),
   ``prepareFailed`` when there is pressure but nothing to balance or evict (§7.11, O1 fixed),

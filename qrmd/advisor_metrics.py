@@ -1,5 +1,5 @@
 """The sys-advisor link's metrics, as one Prometheus collector the daemon registers (cpu-policy
-§14; the issue's observability list).
+§14, §11.5).
 
 The reference's names, tagged ``policy="dynamic"``; each is a count since start where the
 reference sets a raw gauge to 1 at every occurrence (as ``qrmd.metrics`` does for

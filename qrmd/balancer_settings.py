@@ -1,6 +1,6 @@
 """The memory balancer's settings of ``qrmd run``: its options (``BALANCER_OPTIONS``, part of
 ``qrmd.config.OPTIONS``), their value parsers and the objects built from them (spec
-memory-balancer §3, §3.1, §3.2, §4.3; issue 6 item 9).
+memory-balancer §3, §3.1, §3.2, §4.3).
 
 Plain fields (``--enable-memory-balancer``, ``--qos-aware-sync-period``,
 ``--memory-balance-execute``, ``--plugin-registration-dir``, ``--numa-metrics-source``) go to

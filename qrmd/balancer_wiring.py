@@ -1,5 +1,5 @@
 """The NUMA memory balancer inside ``qrmd run`` (spec memory-balancer §1.1, §4, §10, §11, §12;
-issue 6 item 9; DESIGN.md "Actors and messages").
+DESIGN.md "Actors and messages").
 
 With ``--enable-memory-balancer`` the daemon gains:
 

@@ -1,5 +1,5 @@
 """The pod source and the periodic checkers inside ``qrmd run`` (spec cpu-policy §12; DESIGN.md
-"Checkers", "pod source"; issue 11).
+"Checkers", "pod source").
 
 With ``--pod-source kubelet`` the daemon gains:
 

@@ -1,6 +1,6 @@
 """The daemon's configuration: one frozen ``DaemonConfig`` from a config file overlaid by flags.
 
-Rules (DESIGN.md "Time, config, errors"; issue 5 item 3):
+Rules (DESIGN.md "Time, config, errors"):
 
 * Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
   ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its
@@ -28,6 +28,15 @@ from typing import Any, Literal
 
 import yaml
 
+from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
+    DURABILITIES,
+    Durability,
+)
 from policy.balance import BalancerConfig
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.cpu.context import (
@@ -62,8 +71,6 @@ from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
 __all__ = [
-    "DEFAULT_CHECKPOINT_EVERY_RECORDS",
-    "DEFAULT_CHECKPOINT_EVERY_S",
     "DEFAULT_METRICS_ADDRESS",
     "DEFAULT_SOCKET_DIR",
     "DEFAULT_STATE_DIR",
@@ -83,8 +90,6 @@ __all__ = [
 DEFAULT_STATE_DIR = "/var/lib/qrmd"
 DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
-DEFAULT_CHECKPOINT_EVERY_RECORDS = 10_000
-DEFAULT_CHECKPOINT_EVERY_S = 300.0
 #: A checkpoint rewrites the whole state: more often than this is a mistake, not a setting.
 MIN_CHECKPOINT_EVERY_S = 1.0
 #: wire.md §2: ``<agent name>_<policy>.sock``.
@@ -92,7 +97,6 @@ PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogFormat = Literal["text", "json"]
-Durability = Literal["always", "none"]
 
 
 class ConfigError(ValueError):
@@ -150,11 +154,11 @@ class DaemonConfig:
     enable_reclaim: bool = False
     qos_enhancement_defaults: tuple[tuple[str, str], ...] = ()
     pod_debug_anno_keys: tuple[str, ...] = ()
-    durability: Durability = "always"
+    durability: Durability = DEFAULT_DURABILITY
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
-    journal_retention_max_bytes: int | None = 256 << 20
-    journal_retention_max_age_s: float | None = 7 * 86400.0
+    journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
+    journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)
     log_level: str = "info"
     log_format: LogFormat = "text"
@@ -247,10 +251,10 @@ OPTIONS: tuple[Option, ...] = (
            "annotation key that marks a debug pod: its containers are left where the runtime "
            "puts them, nothing is stored (repeat for several)",
            "--qrm-pod-debug-anno-keys", "KEY", repeatable=True),
-    Option("durability", "durability", _choice("always", "none"), "always",
+    Option("durability", "durability", _choice(*DURABILITIES), DEFAULT_DURABILITY,
            "'always' fsyncs each record before answering kubelet; 'none' does not "
            "(a killed process loses nothing, a power loss may)",
-           "none (the reference rewrites a state file)", "always|none"),
+           "none (the reference rewrites a state file)", "|".join(DURABILITIES)),
     Option("checkpoint-every-records", "checkpoint_every_records", _count(1),
            str(DEFAULT_CHECKPOINT_EVERY_RECORDS),
            "write a checkpoint (the whole state) after this many journal records, or after "

@@ -1,5 +1,5 @@
 """The pieces every ``qrmd run`` setting is made of: the ``Option`` row and the value parsers
-(DESIGN.md "Time, config, errors"; issue 5 item 3).
+(DESIGN.md "Time, config, errors").
 
 A parser takes the raw value, a flag's string or a config file's value (a YAML or TOML
 number, string, list or mapping), and returns the checked value or raises ``ValueError``

@@ -259,13 +259,13 @@ class Daemon:
             children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
-        supervisor = Supervisor(children)
+        supervisor = Supervisor(children, clock=self._clock)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
         self.health.add_source(store.problems)
         self.metrics = DaemonMetrics(
             MetricSources(
-                store=store.view,
+                store=lambda: store.status,
                 snapshot=lambda: store.latest,
                 supervisor=supervisor.status,
                 health=self.health,
@@ -344,11 +344,12 @@ class Daemon:
     def _journal_start(
         self, supervisor: Supervisor, ctx: PolicyContext, store: StoreWiring
     ) -> None:
-        assert store.core is not None  # the Supervisor has started the store: it recovered
+        # The Supervisor has started the store: it recovered and published its status.
+        assert store.status is not None
         try:
             # Blocking on the store is the commit protocol's one wait (DESIGN.md): it calls no one.
             supervisor.ref(STORE_CHILD).ask(
-                Commit((), start_cause(ctx, store.core.recovery)), timeout=RECOVERY_TIMEOUT_S
+                Commit((), start_cause(ctx, store.status.recovery)), timeout=RECOVERY_TIMEOUT_S
             )
         except CommitRefused as err:
             raise DaemonError(f"cannot journal the daemon's start: {err}") from err
@@ -356,8 +357,8 @@ class Daemon:
     def _serving_line(self) -> str:
         store = self.store
         recovered = "nothing recovered"
-        if store is not None and store.core is not None:
-            r = store.core.recovery
+        if store is not None and store.status is not None:
+            r = store.status.recovery
             recovered = (
                 f"recovered seq {r.last_seq} from {r.directory} ({r.records_replayed} records "
                 f"replayed, {r.bytes_truncated} bytes truncated, in {r.elapsed_s:.3f} s)"

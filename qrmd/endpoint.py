@@ -1,4 +1,5 @@
-"""The metrics and health endpoint: one small HTTP server thread (issue 5 item 4).
+"""The metrics and health endpoint: one small HTTP server thread (DESIGN.md "Who uses it",
+"Time, config, errors": nothing listens on TCP but this endpoint, on loopback).
 
 ``GET /metrics`` answers the Prometheus text exposition; ``GET /healthz`` answers 200 ``ok``
 or 503 with one reason per line (spec cpu-policy §12.3 through ``HealthRegistry``). It listens

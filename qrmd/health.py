@@ -3,7 +3,8 @@
 The daemon is healthy when all of these hold, and otherwise unhealthy with one reason each:
 
 * every supervised actor is alive and none is restarting (``Supervisor.status``);
-* the state store accepts commits (its journal did not fail beyond repair);
+* the state store's latest published status is healthy (today: its journal did not fail
+  beyond repair); its reason is the store's own words (``actors.store_status.StoreHealth``);
 * no periodic handler is *failing*. A handler reports after each run, "update by error": no
   error → Ready, an error → NotReady with the error as its message. With §12.3's heartbeat
   semantics a check is failing when (a) its last update is older than its timeout, or (b) it

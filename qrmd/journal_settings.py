@@ -6,7 +6,8 @@ Recovery always keeps what it needs: the two newest checkpoints and every record
 older of them (``journal.retention``, rule 1). These two limits bound only what is kept
 beyond that, for ``qrmd journal`` on a copied journal: the oldest segments and checkpoints
 go first while they together exceed the size, or while the oldest is older than the age.
-``none`` lifts a limit. The defaults are ``journal.Retention``'s own.
+``none`` lifts a limit. The defaults are ``journal.Retention``'s own (the help shows them as
+``256Mi`` and ``7d``; a test checks that these parse to the journal's values).
 
 Sizes are bytes, with an optional binary or decimal unit: ``268435456``, ``256Mi``, ``1G``,
 ``512KiB``; ages are durations (``7d``, ``36h``, ``90m``).
@@ -30,10 +31,8 @@ __all__ = [
     "retention_size",
 ]
 
-_DEFAULTS = Retention()
 DEFAULT_RETENTION_SIZE: Final = "256Mi"
 DEFAULT_RETENTION_AGE: Final = "7d"
-assert _DEFAULTS.max_bytes == 256 << 20 and _DEFAULTS.max_age_s == 7 * 86400.0
 
 _UNITS: Final = {
     "": 1,

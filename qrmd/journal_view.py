@@ -1,7 +1,8 @@
 """How ``qrmd journal show`` and ``stats`` read records: filters, one-line renderings, sums.
 
 A record's cause says which RPC (or tick, or operator command) decided and about which pod and
-container; its events say what changed. ``show`` filters on both (issue 3, item 4):
+container; its events say what changed. ``show`` filters on both (DESIGN.md, on-call's
+``qrmd journal``):
 
 - ``--pod``/``--container`` keep a record whose cause names that pod/container, or that has an
   event about it (``policy.state.events.event_target``, or for an event of another section, one

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the daemon (spec cpu-policy §14; issue 5 item 4).
+"""Prometheus metrics of the daemon (spec cpu-policy §14; DESIGN.md "Who uses it": the
+daemon exposes metrics and health).
 
 Names. The reference's metrics keep their names exactly, with the tag ``policy="dynamic"``:
 
@@ -16,9 +17,11 @@ checkers' collector's, with ``--pod-source kubelet`` (``qrmd.checkers_wiring``).
 
 qrmd's own metrics start with ``qrmd_``: RPC latency histograms by method and status code,
 the journal's bytes, records and fsync latency, the state store's commits and recovery, and
-the actors' liveness and restarts. Counters and gauges are read at scrape time from the
-objects that own them (``StoreMetrics``, ``JournalStats``, the supervisor); reading a few
-numbers another thread updates is safe in CPython and at worst one scrape behind.
+the actors' liveness and restarts. At scrape time the collector reads only values that
+never change once published: the state store's latest ``StoreStatus`` and snapshot (each
+actor owns its data and shares only immutable values, DESIGN.md "Actors and messages") and
+the supervisor's ``SupervisorStatus``, built under its lock. A scrape is at worst one
+publication behind.
 """
 
 from __future__ import annotations
@@ -32,9 +35,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from actors.store_messages import Snapshot
-from actors.store_report import RecoveryReport, StoreMetrics
+from actors.store_status import StoreStatus
 from actors.supervisor import SupervisorStatus
-from journal import JournalStats
 from qrmd.health import HealthRegistry
 
 __all__ = ["FAILURE_METRIC_BY_RPC", "DaemonMetrics", "MetricSources", "pool_type"]
@@ -62,27 +64,18 @@ def pool_type(name: str) -> str:
     return "share"
 
 
-@dataclass(frozen=True, slots=True)
-class StoreView:
-    """What the metrics read of the open state store."""
-
-    metrics: StoreMetrics
-    journal: JournalStats
-    recovery: RecoveryReport
-
-
 @dataclass(slots=True)
 class MetricSources:
     """Where scrape-time values come from; each returns None while there is nothing to read.
 
     Attributes:
-        store: the open state store's counters.
+        store: the state store's latest published status.
         snapshot: the latest durable snapshot.
         supervisor: the actors' liveness.
         health: the ``/healthz`` checks.
     """
 
-    store: Callable[[], StoreView | None] = lambda: None
+    store: Callable[[], StoreStatus | None] = lambda: None
     snapshot: Callable[[], Snapshot | None] = lambda: None
     supervisor: Callable[[], SupervisorStatus | None] = lambda: None
     health: HealthRegistry | None = None
@@ -186,9 +179,10 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def _store_metrics(view: StoreView) -> Iterator[Metric]:
-    j, m, r = view.journal, view.metrics, view.recovery
-    yield _counter("qrmd_journal_records_appended", "Journal records appended.", j.appends)
+def _store_metrics(status: StoreStatus) -> Iterator[Metric]:
+    j, m, r = status.journal, status, status.recovery
+    yield _counter("qrmd_journal_records_appended", "Journal records appended.",
+                   j.records_appended)  # fmt: skip
     yield _counter("qrmd_journal_bytes_appended", "Journal frame bytes appended.",
                    j.bytes_appended)  # fmt: skip
     yield _counter("qrmd_journal_append_failures", "Failed journal appends.", j.append_failures)
@@ -203,9 +197,9 @@ def _store_metrics(view: StoreView) -> Iterator[Metric]:
     yield _gauge("qrmd_journal_fsync_max_seconds", "Longest fsync since start.", j.fsync.max_s)
     yield _counter("qrmd_state_commits", "Commits acknowledged.", m.commits_total)
     yield _counter("qrmd_state_commits_refused", "Commits refused (nothing written).",
-                   m.commits_refused_total + m.commit_failures_total
-                   + m.commits_unavailable_total)  # fmt: skip
-    yield _gauge("qrmd_state_store_healthy", "1 while the store accepts commits.", m.healthy)
+                   m.refusals_total)  # fmt: skip
+    yield _gauge("qrmd_state_store_healthy", "1 while the store is healthy.",
+                 1 if m.health.healthy else 0)  # fmt: skip
     yield _gauge("qrmd_state_checkpoint_seq", "Seq of the newest checkpoint (0: none).",
                  m.checkpoint_seq)  # fmt: skip
     yield _counter("qrmd_state_checkpoint_failures", "Checkpoints that failed (commits go on).",

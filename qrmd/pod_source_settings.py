@@ -1,7 +1,6 @@
 """The pod source's and the periodic checkers' settings of ``qrmd run``: their options
 (``POD_SOURCE_OPTIONS``, part of ``qrmd.config.OPTIONS``) and the ``PodSourceSettings`` built
-from them (spec cpu-policy §12, §14; issue 11 item 2; katalyst-agent's flag names where it has
-one).
+from them (spec cpu-policy §12, §14; katalyst-agent's flag names where it has one).
 
 ``--pod-source none`` (the default) runs no checker that needs pods: as the reference without
 pod metadata (§12.4 step 1) the residual state of a pod kubelet forgot to remove is then never

@@ -1,6 +1,6 @@
 """The StateStore inside ``qrmd run``: the Supervisor's first child and its checkpoint ticker
-(DESIGN.md "Actors and messages", the commit protocol step 5; issue 3: checkpoints "every N
-records or T seconds").
+(DESIGN.md "Actors and messages", the commit protocol step 5; DESIGN.md "Journal":
+checkpoints "every N records", and qrmd's time limit besides).
 
 Rules:
 
@@ -15,8 +15,11 @@ Rules:
 * The ticker starts after the Supervisor has started the store and stops before the
   Supervisor stops it. It tells the store through a ``SupervisedRef``, so it follows the
   store across a restart; a tick while the store is down is counted as missed, not an error.
-* The metrics and the health check read the open core: its counters, journal statistics,
-  recovery report, and whether it still accepts commits.
+* The metrics and the health check never touch the store's core (its owner is the actor's
+  thread): the store publishes a frozen ``StoreStatus`` at every change — health and its
+  reason, commits and refusals, journal figures, recovery — and the wiring keeps the latest
+  one, as it keeps the latest snapshot. Reading a kept value from the HTTP thread is safe
+  because the value never changes.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ import pykka
 from actors.ports.clock import Clock
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import CheckpointIfDue, GetSnapshot, Snapshot
+from actors.store_status import StoreStatus
 from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from policy.topology.model import CPUTopology
-from qrmd.metrics import StoreView
 
 __all__ = [
     "MAX_CHECKPOINT_TICK_S",
@@ -72,8 +75,8 @@ def checkpoint_tick_period(checkpoint_every_s: float) -> float:
 
 
 class StoreWiring:
-    """Opens the StateStore for its actor, ticks its checkpoints, and keeps what the metrics
-    and health read of it.
+    """Opens the StateStore for its actor, ticks its checkpoints, and keeps what it publishes
+    for the metrics and health (the latest snapshot and the latest status).
 
     Args:
         config: the journal directory and settings.
@@ -85,9 +88,9 @@ class StoreWiring:
         self.config = config
         self._topology = topology
         self._clock = clock
-        self.core: StateStoreCore | None = None
         self.open_error: Exception | None = None
         self.latest: Snapshot | None = None
+        self.status: StoreStatus | None = None
         self.ticker: Ticker | None = None
 
     # -- the supervised actor ----------------------------------------------------------------
@@ -104,19 +107,23 @@ class StoreWiring:
         except Exception as err:
             self.open_error = err
             raise
-        self.core, self.latest = core, core.snapshot
+        self.latest, self.status = core.snapshot, core.status
         return core
 
     def publish(self, snapshot: Snapshot) -> None:
         """Subscriber: remember the latest durable snapshot (pool sizes for the metrics)."""
         self.latest = snapshot
 
+    def publish_status(self, status: StoreStatus) -> None:
+        """Status subscriber: remember the store's latest health and figures."""
+        self.status = status
+
     def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
         """Start the store's actor (the first time, recovery runs here: module rules)."""
-        if self.core is None:
+        if self.status is None:
             core = self.open()
-            return StateStoreActor.start(lambda: core, [self.publish])
-        return StateStoreActor.start(self.open, [self.publish])
+            return StateStoreActor.start(lambda: core, [self.publish], [self.publish_status])
+        return StateStoreActor.start(self.open, [self.publish], [self.publish_status])
 
     def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
         """Wait until the actor has recovered; re-raise why it could not open."""
@@ -173,16 +180,9 @@ class StoreWiring:
 
     # -- observability -------------------------------------------------------------------------
 
-    def view(self) -> StoreView | None:
-        """The open core's counters, journal statistics and recovery report, or None."""
-        core = self.core
-        if core is None:
-            return None
-        return StoreView(core.metrics, core.journal_stats, core.recovery)
-
     def problems(self) -> list[str]:
-        """Health: why the store is unhealthy (it refuses every commit), or nothing."""
-        core = self.core
-        if core is not None and not core.healthy:
-            return [f"state store refuses commits: {core.failure}"]
+        """Health: why the store is unhealthy (its latest status's reason), or nothing."""
+        status = self.status
+        if status is not None and status.health.reason is not None:
+            return [status.health.reason]
         return []

@@ -37,7 +37,7 @@ SYNTH_6_1_2 = generate_dummy_cpu_topology(6, 1, 2)
 #: A plain two-socket hyper-threaded host, one NUMA node per socket (2 × 24 cores × 2).
 SYNTH_96_2_2 = generate_dummy_cpu_topology(96, 2, 2)
 
-#: The same host with two NUMA nodes per socket (SNC-2); the issue's
+#: The same host with two NUMA nodes per socket (SNC-2); ``make topology``'s
 #: ``synthetic:cpus=96,sockets=2,numas=4``.
 SYNTH_96_2_4 = generate_dummy_cpu_topology(96, 2, 4)
 

@@ -34,7 +34,8 @@ from wire.gen import advisorsvc_pb2 as svc_pb
 
 __all__ = ["SICK_CODES", "GrpcAdvisorClient", "GrpcResponseStream", "call_error"]
 
-#: Status codes that mean the advisor did not answer (the issue's "sick").
+#: Status codes that mean the advisor did not answer, "sick": the link backs off and kubelet's
+#: calls go on without it (DESIGN.md, AdvisorLink).
 SICK_CODES = frozenset(
     {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
 )

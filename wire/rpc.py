@@ -22,11 +22,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from actors.ports.actor_ref import ActorRef
 from policy.cpu.request import RequestError
 from wire.errors import status_for
 
@@ -60,14 +61,6 @@ class RpcObserver(Protocol):
             seconds: wall time from the request's arrival to its answer.
             code: the gRPC status code's name, e.g. ``OK``, ``INVALID_ARGUMENT``.
         """
-        ...
-
-
-class ActorRef(Protocol):
-    """What the handlers need of a pykka ``ActorRef``: a blocking ``ask`` with a timeout."""
-
-    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
-        """Send ``message`` and wait up to ``timeout`` seconds for the reply (pykka)."""
         ...
 
 

@@ -5,6 +5,8 @@ One module per port family. A port names only domain types (``policy``) and plai
 values, never a file, a socket or protobuf, so an actor can be driven in tests by a fake that
 implements the same interface as the real adapter.
 
+* ``actor_ref``: what a caller needs of an actor it asks (``ActorRef``: a blocking ``ask``
+  with a timeout); the gRPC handlers and ``StateStoreCommitter`` take it.
 * ``balancer``: what the MemoryBalancer reads each round (per-NUMA metrics, NUMA distances,
   per-container anonymous memory per NUMA).
 * ``commit``: how a writer makes its events durable (``Committer``; ``StateStoreCommitter``

@@ -5,8 +5,9 @@
 :class:`CheckpointProbe` on qrmd's own ``--cpu-plugin-socket``. Only plain values cross: the
 metadata of ``policy.cpu.advisor.push``, the responses of ``policy.cpu.advisor.response``.
 
-Two ways a call fails, kept apart because qrmd answers them differently (the issue's
-deliberate deviation from the reference, which fails kubelet's call for both):
+Two ways a call fails, kept apart because qrmd answers them differently — a deliberate
+deviation from the reference, which fails kubelet's call for both (DESIGN.md, AdvisorLink:
+kubelet's calls never wait on a link that is not watching):
 
 * :class:`AdvisorSick` — the advisor did not answer: no answer within the timeout, UNAVAILABLE,
   the connection or the stream gone. The link backs off and kubelet's calls proceed without

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import pykka
 
 from actors.errors import ActorError
+from actors.ports.actor_ref import ActorRef
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
 from policy.errors import ErrorKind
 from policy.state.events import Event
@@ -35,7 +36,6 @@ __all__ = [
     "CommitOutcomeUnknown",
     "Committer",
     "StateStoreCommitter",
-    "StoreRef",
 ]
 
 #: How long a writer waits for the store. Generous: an fsync on a loaded disk takes seconds,
@@ -115,14 +115,6 @@ class AdoptedSnapshot:
         self._stale = False
 
 
-class StoreRef(Protocol):
-    """What the adapter needs of a pykka ``ActorRef``: a blocking ``ask``."""
-
-    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
-        """Send ``message`` and wait for the reply (pykka ``ActorRef.ask``)."""
-        ...
-
-
 class StateStoreCommitter:
     """A ``Committer`` that asks the StateStore actor (``Commit`` / ``GetSnapshot``).
 
@@ -131,7 +123,7 @@ class StateStoreCommitter:
         timeout_s: how long to wait for each answer.
     """
 
-    def __init__(self, store: StoreRef, timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
+    def __init__(self, store: ActorRef, timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S) -> None:
         if not timeout_s > 0:
             raise ValueError(f"commit timeout must be positive, got {timeout_s} s")
         self._store = store

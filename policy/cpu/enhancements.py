@@ -14,10 +14,11 @@ The CPU policy reads three flattened keys: ``numa_binding`` (on iff ``"true"``),
 ``numa_exclusive`` (on iff ``"true"`` *and* binding is on) and ``cpuset_pool`` (the shared pool).
 
 **Malformed enhancements.** The reference logs and ignores an enhancement that is not a JSON
-object (it contributes nothing) and drops pairs whose value is not a string. Issue 4 lists
-"malformed enhancement JSON" among the bad requests that must get a clear error, and a pod
-that asked for ``{"numa_binding": true}`` and silently got no binding is exactly the harm it
-means. So in strict mode (qrmd's default, ``QoSConfig.strict_enhancements``) an enhancement
+object (it contributes nothing) and drops pairs whose value is not a string. DESIGN.md
+("Time, config, errors") counts malformed annotations among the bad input that must get a
+clear error, and a pod that asked for ``{"numa_binding": true}`` and silently got no binding
+is exactly the harm that rule prevents. So in strict mode (qrmd's default,
+``QoSConfig.strict_enhancements``) an enhancement
 that is not a JSON object of string values is refused with a ``RequestError``; otherwise qrmd
 does what §4.5 says and hands back each ignored part as a warning for the caller to log. (Go's
 JSON decoder in fact keeps a non-string pair with an empty value rather than dropping it; qrmd

@@ -29,8 +29,8 @@ adjustment there). The caller commits them and fails the RPC with ``error``. Mac
 derived, so it cannot go stale as in the reference (§15.7's recommended fix holds).
 
 The advisor half of the finaliser (AddContainer after a successful Allocate, RemovePod before a
-removal) is the advisor link's, a later issue; these functions leave room for it: the caller
-calls the advisor around the commit.
+removal) is the advisor link's (spec cpu-policy §7.2, §10.6), not built yet; these functions
+leave room for it: the caller calls the advisor around the commit.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ size k = 1..N and every k-combination M of the NUMA nodes in lexicographic order
 * ``|M| ≤ numas_per_socket`` and M spans more than one socket.
 
 That is 2**N - 1 sets: fine for the 8 NUMA nodes kubelet's topology manager accepts by
-default, hopeless beyond. Issue 4 item 4 therefore answers bigger machines with
+default, hopeless beyond. qrmd therefore answers bigger machines (more NUMA nodes than
+``--max-full-hint-numa-nodes``) with
 :func:`smallest_size_hints`: only the hints of the smallest size that has any, in the same
 order, at most ``limit`` of them — exactly the first ``limit`` hints of that size in the full
 answer. It walks the combinations of each size lazily, in lexicographic order, and never
@@ -165,7 +166,7 @@ def smallest_size_hints(facts: NUMAFacts, limit: int) -> tuple[TopologyHint, ...
     """The hints of the smallest size that has any, in the reference's order, at most ``limit``.
 
     Equal to the first ``limit`` hints of that size in :func:`full_hints`, computed without
-    enumerating every subset (issue 4 item 4). Empty when no size has a hint.
+    enumerating every subset (the module's reduced answer). Empty when no size has a hint.
 
     Args:
         facts: the nodes and the request.

@@ -15,8 +15,8 @@ The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
       NUMA-binding container uses: one preferred hint (the file is read by the caller; this
       module gets its ``memoryEntries`` mapping);
    d. ``calculate_hints``: the enumeration of ``policy.cpu.hint_masks`` — the reference's full
-      answer up to ``ctx.max_full_hint_numa_nodes`` NUMA nodes, the reduced answer of issue 4
-      item 4 beyond.
+      answer up to ``ctx.max_full_hint_numa_nodes`` NUMA nodes, the reduced answer (the
+      smallest hints, at most ``ctx.max_hints``) beyond.
 
 Reading the state costs O(NUMA nodes): the available and allocated CPUs per node come from the
 state's indexes, never from the list of pods.

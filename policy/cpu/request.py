@@ -18,7 +18,8 @@ anything else                                         error        error
 ====================================================  ===========  ======================
 
 Beyond the reference, qrmd refuses values that no honest kubelet sends, because a clear error
-is better than a silent clamp (issue 4, "Bad requests"): negative, NaN, infinite and absurd
+is better than a silent clamp (DESIGN.md "Time, config, errors": bad input gets a clear error
+and changes nothing): negative, NaN, infinite and absurd
 quantities (more than :data:`MAX_CPU_REQUEST` CPUs, or more than :data:`MAX_SCALAR_REQUEST`
 units of a byte or bandwidth resource), an empty pod UID or container name, a negative
 container index, and a hint naming a NUMA node twice or a negative NUMA node. The reference

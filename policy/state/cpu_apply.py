@@ -1,4 +1,5 @@
-"""Applying CPU events to a CPU state: pure, and O(size of the change) (spec §5, issue 3).
+"""Applying CPU events to a CPU state: pure, and O(size of the change) (spec cpu-policy §5;
+DESIGN.md: the cost per request does not grow with the number of pods).
 
 ``apply_cpu_event(state, event)`` returns a new ``CPUState``; the old one is untouched and
 shares every map the event does not change. The cost is that of the entries the event names

@@ -1,4 +1,4 @@
-"""``qrmd journal ACTION DIR``: forensics on a journal (issue 3, item 4; issue 14).
+"""``qrmd journal ACTION DIR``: forensics on a journal (DESIGN.md "Who uses it": on-call).
 
 Every action works offline, on a live node's directory or a copy taken off it, and every one
 but ``repair`` only reads (no writer lock, nothing changed); ``repair`` changes files only as

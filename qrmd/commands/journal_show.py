@@ -1,5 +1,5 @@
-"""``qrmd journal show DIR``: the timeline of records and events (issue 3, item 4; the
-on-call questions of DESIGN.md, "Who uses it").
+"""``qrmd journal show DIR``: the timeline of records and events (the on-call questions of
+DESIGN.md, "Who uses it").
 
 One header line per record (seq, time, cause: the RPC and pod/container, or the cause's
 rendering, ``qrmd.forensics.renderers``) and one line per event; ``--json`` prints one object

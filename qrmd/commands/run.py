@@ -1,4 +1,4 @@
-"""``qrmd run``: the node daemon (issue 5 item 3; flags in ``qrmd.config``, wiring in
+"""``qrmd run``: the node daemon (DESIGN.md "Who uses it"; flags in ``qrmd.config``, wiring in
 ``qrmd.daemon``).
 
 It recovers its state from ``--state-dir``, serves kubelet on one unix socket per

@@ -1,5 +1,5 @@
 """Choose and build the memory balancer's metric sources from configuration (spec
-memory-balancer §3.2, §4; issue 6 item 4).
+memory-balancer §3.2, §4).
 
 The keys, in a ``memory-balancer`` section of the configuration file (each will also be a flag
 of the same name); every key is optional, its default in brackets:

@@ -1,5 +1,5 @@
 """The pod list publisher: one fetch per tick, shared by every reader (DESIGN.md "Checkers",
-"pod source"; issue 11 item 1).
+"pod source").
 
 Every reader of the node's pods (the checkers, and the Allocator once it reads pod phases)
 asks ``latest()`` for the newest successful listing, an immutable ``PodListSnapshot`` stamped

@@ -1,4 +1,5 @@
-"""The StateStore's commit protocol, recovery report, checkpoints and pykka shell (issue 3, item 3).
+"""The StateStore's commit protocol, recovery report, checkpoints and pykka shell
+(DESIGN.md, the commit protocol).
 
 Most tests drive ``StateStoreCore`` directly (STYLE.md, Actors); the last few go through the
 real pykka actor thread.
@@ -61,7 +62,7 @@ def test_commit_answers_the_new_snapshot_with_the_record_seq(tmp_path: Path) -> 
     assert (first.seq, second.seq) == (1, 2)
     assert store.snapshot is second
     assert second.state.cpu.entry("p1", "app") is not None
-    assert store.metrics.commits_total == 2 and store.metrics.last_seq == 2
+    assert store.status.commits_total == 2 and store.status.last_seq == 2
 
 
 @pytest.mark.parametrize(
@@ -105,7 +106,7 @@ def test_commit_answers_the_new_snapshot_with_the_record_seq(tmp_path: Path) -> 
             [share_pool()],
             {"rpc": "Start"},
             "commit_failures_total",
-            id="a failed fsync is refused and cut back (issue 1221 of the reference)",
+            id="a failed fsync is refused and cut back, never retried",
         ),
     ],
 )
@@ -121,15 +122,15 @@ def test_a_refused_commit_changes_nothing(
     store = open_store(tmp_path / "j", durability=durability, fs=fs)
     store.commit([share_pool()], {"rpc": "Start"})
     before = store.snapshot
-    appended = store.journal_stats.appends
+    appended = store.status.journal.records_appended
     if fault:
         fs.fail(fault)
     with pytest.raises(CommitRefused) as refused:
         store.commit(events, why)
     assert not isinstance(refused.value, StoreUnavailable)
-    assert store.snapshot is before and store.healthy
-    assert store.journal_stats.appends == appended
-    assert getattr(store.metrics, counter) == 1
+    assert store.snapshot is before and store.status.health.healthy
+    assert store.status.journal.records_appended == appended
+    assert getattr(store.status, counter) == 1
     # The next commit succeeds and takes the next seq: the refused one left no trace.
     assert store.commit([shared_container("p1")], {"rpc": "Allocate"}).seq == 2
     store.close(checkpoint=False)
@@ -145,11 +146,12 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
     fs.fail("truncate")
     with pytest.raises(StoreUnavailable, match="could not be cut"):
         store.commit([shared_container("p1")], {"rpc": "Allocate"})
-    assert not store.healthy and store.metrics.healthy == 0
-    assert store.failure is not None and "could not be cut" in store.failure
+    assert store.status.health.healthy is False and not store.accepts_commits
+    reason = store.status.health.reason
+    assert reason is not None and "could not be cut" in reason
     with pytest.raises(StoreUnavailable):
         store.commit([shared_container("p2")], {"rpc": "Allocate"})
-    assert store.metrics.commits_unavailable_total == 1
+    assert store.status.commits_unavailable_total == 1
     store.close()
     # The next start decides from the disk (the commit protocol, step 3): the failed write
     # left nothing, so the journal ends at the last acknowledged commit.
@@ -160,6 +162,7 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
 def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
     store = open_store(tmp_path / "j")
     store.close()
+    assert not store.accepts_commits and store.status.health.healthy  # stopped, not broken
     with pytest.raises(StoreUnavailable, match="closed"):
         store.commit([share_pool()], {"rpc": "Start"})
 
@@ -187,7 +190,7 @@ def test_subscribers_are_told_each_snapshot_and_cannot_fail_a_commit(
 def test_a_checkpoint_is_written_when_due_and_covers_the_published_state(tmp_path: Path) -> None:
     store = open_store(tmp_path / "j", checkpoint_every_records=4)
     commit_history(store, pods=5)  # 8 commits
-    assert store.metrics.checkpoints_total == 2 and store.metrics.checkpoint_seq == 8
+    assert store.status.checkpoints_total == 2 and store.status.checkpoint_seq == 8
     assert sorted(p.name for p in (tmp_path / "j").glob("*.ckpt"))[-1] == (
         "checkpoint-0000000000000008.ckpt"
     )
@@ -201,20 +204,20 @@ def test_a_failed_checkpoint_is_logged_and_the_commit_still_succeeds(
     fs.fail("rename")
     snapshot = store.commit([share_pool()], {"rpc": "Start"})
     assert snapshot.seq == 1 and store.snapshot is snapshot
-    assert store.metrics.checkpoint_failures_total == 1 and store.metrics.checkpoint_seq == 0
+    assert store.status.checkpoint_failures_total == 1 and store.status.checkpoint_seq == 0
     assert "checkpoint at seq 1 failed, commits go on" in caplog.text
     store.commit([shared_container("p1")], {"rpc": "Allocate"})
-    assert store.metrics.checkpoint_seq == 2
+    assert store.status.checkpoint_seq == 2
 
 
 def test_time_passing_makes_a_checkpoint_due(tmp_path: Path) -> None:
     clock = FakeClock()
     store = open_store(tmp_path / "j", clock=clock, checkpoint_every_s=60.0)
     store.commit([share_pool()], {"rpc": "Start"})
-    assert store.metrics.checkpoints_total == 0
+    assert store.status.checkpoints_total == 0
     clock.advance(61.0)
     store.commit([shared_container("p1")], {"rpc": "Allocate"})
-    assert store.metrics.checkpoint_seq == 2
+    assert store.status.checkpoint_seq == 2
 
 
 # -- recovery --------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ def test_recovery_replays_the_records_after_the_newest_checkpoint_and_reports_it
     assert reopened.snapshot == live and live.state == expected_state(pods=6)
     assert (report.checkpoint_seq, report.records_replayed, report.last_seq) == (8, 1, 9)
     assert report.events_replayed == 1 and report.bytes_truncated == 0
-    assert reopened.metrics.recovery_records_replayed == 1
+    assert reopened.status.recovery.records_replayed == 1
     assert "recovered" in caplog.text and "checkpoint 8 + 1 records (1 events)" in caplog.text
 
 
@@ -248,7 +251,7 @@ def test_recovery_cuts_a_torn_tail_and_reports_the_bytes(
     assert reopened.snapshot == live
     assert reopened.recovery.bytes_truncated == 15
     assert reopened.recovery.broken_path is not None
-    assert reopened.metrics.recovery_bytes_truncated == 15
+    assert reopened.status.recovery.bytes_truncated == 15
     assert "15 bytes truncated (kept in" in caplog.text
 
 

@@ -1,4 +1,5 @@
-"""Stateful property: the StateStore keeps replay == live state == checkpoint + tail (issue 3).
+"""Stateful property: the StateStore keeps replay == live state == checkpoint + tail
+(DESIGN.md, Journal).
 
 Random valid CPU commits (one to three events each), commits whose events do not fit, injected
 write, partial-write, fsync, truncate and checkpoint failures (through ``FaultyFileOps``),
@@ -9,11 +10,16 @@ both durability settings. After every step:
   is their count (a refused commit takes no seq);
 - replaying the journal on disk from empty gives the live state, and its records are exactly
   the acknowledged commits (a failed commit is never there, so never replayed);
-- the newest checkpoint plus the records after it gives the live state.
+- the newest checkpoint plus the records after it gives the live state;
+- every status the store published is still what it was when published (a frozen value,
+  nothing of the store's live counters inside), its counters never went down, and the
+  newest one is the store's current status.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import shutil
 import tempfile
 from pathlib import Path
@@ -27,6 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from actors.state_replay import decode_events, replay_records, state_from_checkpoint
 from actors.state_store import StateStoreCore
 from actors.store_messages import CommitRefused, StoreUnavailable
+from actors.store_status import StoreStatus
 from journal import Journal, read_records
 from policy.state.entries import DEDICATED_CORES, SHARED_CORES, InPool, OwnCPUs
 from policy.state.events import (
@@ -88,6 +95,11 @@ class StoreMachine(RuleBasedStateMachine):
         self.expected: State = empty_state(TOPO)
         self.durability = "none"
         self.store: StateStoreCore | None = None
+        # Each status published by the current store, with a deep copy taken when it came.
+        self.published: list[tuple[StoreStatus, StoreStatus]] = []
+
+    def keep_status(self, status: StoreStatus) -> None:
+        self.published.append((status, copy.deepcopy(status)))
 
     def open(self) -> StateStoreCore:
         self.fs.pending.clear()
@@ -100,6 +112,8 @@ class StoreMachine(RuleBasedStateMachine):
             segment_max_bytes=4096,
             checkpoint_every_records=3,
         )
+        self.published = []
+        self.store.subscribe_status(self.keep_status)
         return self.store
 
     @initialize(durability=st.sampled_from(["always", "none"]))
@@ -125,7 +139,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def commit(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -136,7 +150,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.acked.append((cause, events))
         self.expected = candidate
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def remove_unused_pool(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -147,7 +161,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.acked.append((cause, [event]))
             self.expected = apply(self.expected, event)
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(
         event=st.sampled_from(
             [ContainerRemoved("ghost", "app"), PodRemoved("ghost"), PoolRemoved("no-such-pool")]
@@ -155,12 +169,12 @@ class StoreMachine(RuleBasedStateMachine):
     )
     def events_that_do_not_fit_are_refused_before_writing(self, event: Event) -> None:
         assert self.store is not None
-        before = (self.store.snapshot, self.store.journal_stats.appends)
+        before = (self.store.snapshot, self.store.status.journal.records_appended)
         with pytest.raises(CommitRefused, match="nothing was written"):
             self.store.commit([share_pool_event(), event], {"rpc": "Bad"})
-        assert (self.store.snapshot, self.store.journal_stats.appends) == before
+        assert (self.store.snapshot, self.store.status.journal.records_appended) == before
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data(), op=st.sampled_from(["write", "partial_write", "fsync"]))
     def failed_commit_changes_nothing(self, data: st.DataObject, op: str) -> None:
         assert self.store is not None
@@ -175,11 +189,11 @@ class StoreMachine(RuleBasedStateMachine):
         with pytest.raises(CommitRefused) as refused:
             self.store.commit(events, cause)
         assert not isinstance(refused.value, StoreUnavailable)
-        assert self.store.snapshot is before and self.store.healthy
+        assert self.store.snapshot is before and self.store.status.health.healthy
         self.fs.partial_write_bytes = 0
         assert not self.fs.pending[op]  # the fault cleared: the next commit may succeed
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(data=st.data())
     def failed_cut_back_makes_the_store_unavailable(self, data: st.DataObject) -> None:
         assert self.store is not None
@@ -192,28 +206,29 @@ class StoreMachine(RuleBasedStateMachine):
             self.store.commit(events, cause)
         if self.fs.pending["truncate"]:
             # The write that failed was a new segment's header (rotation): nothing to cut.
-            assert not isinstance(refused.value, StoreUnavailable) and self.store.healthy
+            assert not isinstance(refused.value, StoreUnavailable)
+            assert self.store.status.health.healthy
             self.fs.pending.clear()
             self.fs.partial_write_bytes = 0
             return
         assert isinstance(refused.value, StoreUnavailable)
-        assert not self.store.healthy and self.store.metrics.healthy == 0
+        assert self.store.status.health.healthy is False
         with pytest.raises(StoreUnavailable):
             self.store.commit([share_pool_event()], {"rpc": "Later"})
         assert self.store.snapshot is before
 
-    @precondition(lambda self: self.store is not None and self.store.healthy)
+    @precondition(lambda self: self.store is not None and self.store.accepts_commits)
     @rule(fail=st.booleans())
     def checkpoint(self, fail: bool) -> None:
         assert self.store is not None
-        failures = self.store.metrics.checkpoint_failures_total
+        failures = self.store.status.checkpoint_failures_total
         if fail:
             self.fs.fail("rename")
         path = self.store.checkpoint()
         self.fs.pending.clear()
-        if fail and self.store.snapshot.seq > self.store.metrics.checkpoint_seq:
+        if fail and self.store.snapshot.seq > self.store.status.checkpoint_seq:
             assert path is None
-            assert self.store.metrics.checkpoint_failures_total == failures + 1
+            assert self.store.status.checkpoint_failures_total == failures + 1
 
     @rule(final_checkpoint=st.booleans())
     def restart(self, final_checkpoint: bool) -> None:
@@ -254,6 +269,19 @@ class StoreMachine(RuleBasedStateMachine):
         state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, TOPO)
         state, _, _ = replay_records(state, found.records)
         assert state == self.store.snapshot.state
+
+    @invariant()
+    def published_statuses_never_change(self) -> None:
+        assert self.store is not None
+        assert self.published and self.published[-1][0] is self.store.status
+        for status, as_published in self.published:
+            assert status == as_published
+        counters = [
+            (s.commits_total, s.refusals_total, s.checkpoints_total, s.journal.records_appended)
+            for s, _ in self.published
+        ]
+        for before, after in itertools.pairwise(counters):
+            assert all(b <= a for b, a in zip(before, after, strict=True)), (before, after)
 
 
 def share_pool_event() -> PoolSet:

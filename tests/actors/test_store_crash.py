@@ -1,4 +1,5 @@
-"""Crash test with real processes through the StateStore (issue 3, "What it must show").
+"""Crash test with real processes through the StateStore (DESIGN.md, the commit protocol:
+nothing acknowledged is lost).
 
 A writer process (``store_crash_writer.py``) commits CPU events through ``StateStoreCore``
 with durability ``always`` and prints each acknowledged seq; it is killed with SIGKILL at a

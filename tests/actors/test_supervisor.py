@@ -18,6 +18,7 @@ from actors.supervisor import (
     Supervisor,
     SupervisorError,
 )
+from tests.journal.helpers import FakeClock
 
 
 class UnavailableError(Exception):
@@ -229,6 +230,35 @@ def test_a_crash_loop_is_restarted_ever_more_slowly(family: Family) -> None:
         assert 3 <= family.generations["a"] <= 6
     finally:
         sup.stop()
+
+
+def test_the_crash_loop_back_off_reads_the_injected_clock(
+    family: Family, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whether a death came soon after a restart is measured on the Supervisor's clock: a child
+    that stayed up ``stable_s`` on it restarts at once, one that did not waits the back-off."""
+    clock = FakeClock()
+    sup = Supervisor(
+        [family.spec("a")], poll_interval_s=0.01, backoff_s=(60.0, 60.0), stable_s=10, clock=clock
+    )
+    sup.start()
+    try:
+        sup.ref("a").tell("die")
+        wait_until(lambda: family.generations["a"] == 2 and sup.available())  # never restarted
+        clock.advance(10)  # up for stable_s on the injected clock (a few ms of real time)
+        sup.ref("a").tell("die")
+        wait_until(lambda: family.generations["a"] == 3 and sup.available())  # no 60 s wait
+        sup.ref("a").tell("die")  # the clock did not move: a death soon after the restart
+        wait_until(lambda: "in 60.0 s (it died 1 times soon after a restart)" in caplog.text)
+        assert family.generations["a"] == 3 and not sup.available()
+    finally:
+        sup.stop()  # interrupts the 60 s wait
+    assert pykka.ActorRegistry.get_all() == []
+
+
+def test_out_of_range_back_off_settings_are_refused(family: Family) -> None:
+    with pytest.raises(ValueError, match="first restart back-off must be positive"):
+        Supervisor([family.spec("a")], backoff_s=(0.0, 1.0))
 
 
 def test_distinct_names_are_required(family: Family) -> None:

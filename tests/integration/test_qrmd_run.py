@@ -1,4 +1,4 @@
-"""The real ``qrmd run`` process driven over its unix sockets as kubelet would (issue 5):
+"""The real ``qrmd run`` process driven over its unix sockets as kubelet would (wire.md §8.1, §9):
 registration handshake, the spec's cpusets through the wire, SIGKILL mid-workload and a restart
 that brings back every acknowledged allocation, a stale socket, a socket path too long, two
 socket directories, SIGTERM, metrics and health, bad configuration."""

@@ -1,7 +1,7 @@
 """The real ``qrmd run`` with ``--pod-source kubelet`` reading the kubelet simulator's ``/pods``
-over real HTTP (issue 11): a pod the kubelet forgets to remove is removed after the configured
-age, in one journaled decision; ``/healthz`` turns unhealthy when ``/pods`` fails for longer
-than the tolerance, and healthy again once it answers."""
+over real HTTP (spec cpu-policy §12.3, §12.4): a pod the kubelet forgets to remove is removed
+after the configured age, in one journaled decision; ``/healthz`` turns unhealthy when ``/pods``
+fails for longer than the tolerance, and healthy again once it answers."""
 
 from __future__ import annotations
 

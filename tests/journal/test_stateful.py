@@ -1,6 +1,6 @@
 """Stateful property: whatever mix of appends, failed appends, checkpoints, torn tails and
-restarts, reopening the journal yields exactly the acknowledged records (issue 3, "What it must
-show": for every durability setting, with injected write/fsync failures)."""
+restarts, reopening the journal yields exactly the acknowledged records (DESIGN.md, Journal:
+for every durability setting, with injected write/fsync failures)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.state_store import StoreConfig
+from journal import (
+    DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
+    Retention,
+)
 from qrmd.config import (
     OPTIONS,
     PLUGIN_SOCKET_NAME,
@@ -44,6 +53,52 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.metrics_address == ("127.0.0.1", 9316)
     assert (config.max_full_hint_numa_nodes, config.max_hints) == (8, 64)
     assert (config.checkpoint_every_records, config.checkpoint_every_s) == (10_000, 300.0)
+
+
+@pytest.mark.parametrize(
+    ("flag", "field", "journal_default"),
+    [
+        pytest.param("durability", "durability", DEFAULT_DURABILITY, id="durability"),
+        pytest.param(
+            "checkpoint-every-records",
+            "checkpoint_every_records",
+            DEFAULT_CHECKPOINT_EVERY_RECORDS,
+            id="the checkpoint record limit",
+        ),
+        pytest.param(
+            "checkpoint-every",
+            "checkpoint_every_s",
+            DEFAULT_CHECKPOINT_EVERY_S,
+            id="the checkpoint time limit",
+        ),
+        pytest.param(
+            "journal-retention-size",
+            "journal_retention_max_bytes",
+            DEFAULT_RETENTION_MAX_BYTES,
+            id="the retention size",
+        ),
+        pytest.param(
+            "journal-retention-age",
+            "journal_retention_max_age_s",
+            DEFAULT_RETENTION_MAX_AGE_S,
+            id="the retention age",
+        ),
+    ],
+)
+def test_the_journal_options_default_to_the_journals_own_defaults(
+    flag: str, field: str, journal_default: object
+) -> None:
+    """One definition: the help's default, the config's and the store's are the journal's."""
+    option = next(o for o in OPTIONS if o.flag == flag)
+    assert option.parse(option.default) == journal_default  # what --help and the README show
+    assert getattr(DaemonConfig(), field) == journal_default
+    store = StoreConfig("/j", "node")
+    retention = store.retention or Retention()  # None: the journal's own Retention()
+    by_field = {
+        "journal_retention_max_bytes": retention.max_bytes,
+        "journal_retention_max_age_s": retention.max_age_s,
+    }
+    assert by_field.get(field, getattr(store, field, None)) == journal_default
 
 
 def test_the_node_name_comes_from_the_environment_then_the_flag(

@@ -9,7 +9,7 @@ from policy.cpu.pressure import PressureSettings
 from qrmd.config import ConfigError, DaemonConfig, load_config
 from qrmd.cpu_eviction_settings import CPU_EVICTION_OPTIONS, pressure_settings
 
-# katalyst-agent v0.5.3's flag names (issue: "flag names the issue spells out are contracts").
+# katalyst-agent v0.5.3's flag names (spec cpu-policy §12.7), kept exactly: they are a contract.
 REFERENCE_FLAGS = (
     "enable-cpu-pressure-eviction",
     "load-pressure-eviction-skip-pools",

@@ -10,8 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import grpc
 import pykka
@@ -23,7 +22,7 @@ from actors.allocator_messages import (
     GetResourcesAllocation,
     RemovePod,
 )
-from actors.state_store import StateStoreCore
+from actors.store_status import StoreHealth
 from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
 from policy.cpu.request import ContainerType, ResourceRequest
@@ -305,17 +304,20 @@ def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness)
     daemon.start()
     try:
         store = daemon.store
-        assert store is not None and store.core is not None
-        real = store.core
-        store.core = cast(
-            StateStoreCore,
-            SimpleNamespace(healthy=False, failure="cannot cut back segment 00000001"),
+        assert store is not None and store.status is not None
+        real = store.status
+        # What the store publishes when its journal fails beyond repair (its status subscriber).
+        store.publish_status(
+            real.with_health(
+                StoreHealth("state store refuses commits: cannot cut back segment 00000001")
+            )
         )
         assert http(daemon, "/healthz") == (
             503,
             "state store refuses commits: cannot cut back segment 00000001\n",
         )
-        store.core = real
+        assert "qrmd_state_store_healthy 0.0" in http(daemon, "/metrics")[1].splitlines()
+        store.publish_status(real)
         assert http(daemon, "/healthz") == (200, "ok\n")
     finally:
         daemon.stop()

@@ -6,15 +6,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.store_messages import Snapshot
-from actors.store_report import RecoveryReport, StoreMetrics
+from actors.store_report import RecoveryReport
+from actors.store_status import FsyncSummary, JournalFigures, StoreHealth, StoreStatus
 from actors.supervisor import ChildStatus, SupervisorStatus
-from journal import JournalStats
 from policy.state.cpu_state import CPUState
 from policy.state.sections import empty_state
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.health import HealthRegistry
-from qrmd.metrics import DaemonMetrics, MetricSources, StoreView, pool_type
+from qrmd.metrics import DaemonMetrics, MetricSources, pool_type
 
 TOPOLOGY = generate_dummy_cpu_topology(16, 2, 4)
 
@@ -83,15 +83,17 @@ def test_pool_sizes_store_and_actor_figures() -> None:
         .set("reclaim", CPUSet.parse("9,11")),
     )
     snapshot = Snapshot(empty_state(TOPOLOGY).with_section("cpu", cpu), seq=7)
-    journal = JournalStats(appends=5, bytes_appended=1234)
-    journal.fsync.count, journal.fsync.total_s, journal.fsync.max_s = 6, 0.012, 0.004
+    journal = JournalFigures(
+        records_appended=5, bytes_appended=1234, fsync=FsyncSummary(6, 0.012, 0.004)
+    )
     recovery = RecoveryReport("/s", None, 3, 9, 7, 41, None, (), (), 0.01, 0.02)
-    store = StoreView(
-        StoreMetrics(
-            commits_total=5, commits_refused_total=1, checkpoint_seq=4, checkpoint_failures_total=2
-        ),
-        journal,
+    store = StoreStatus(
         recovery,
+        commits_total=5,
+        commits_refused_total=1,
+        checkpoint_seq=4,
+        checkpoint_failures_total=2,
+        journal=journal,
     )
     status = SupervisorStatus(
         available=False,
@@ -132,3 +134,21 @@ def test_pool_sizes_store_and_actor_figures() -> None:
     assert got[("qrmd_actor_up", (("actor", "allocator"),))] == 0
     assert got[("qrmd_actor_restarts_total", (("actor", "store"),))] == 2
     assert got[("qrmd_healthy", ())] == 0
+
+
+@pytest.mark.parametrize(
+    ("health", "gauge"),
+    [
+        pytest.param(StoreHealth(), 1, id="a healthy published status reads 1"),
+        pytest.param(
+            StoreHealth("state store refuses commits: disk gone"),
+            0,
+            id="a published status with a reason reads 0",
+        ),
+    ],
+)
+def test_the_store_health_gauge_reads_the_published_status(health: StoreHealth, gauge: int) -> None:
+    recovery = RecoveryReport("/s", None, 0, 0, 0, 0, None, (), (), 0.0, 0.0)
+    status = StoreStatus(recovery, health=health)
+    got = samples(DaemonMetrics(MetricSources(store=lambda: status)))
+    assert got[("qrmd_state_store_healthy", ())] == gauge

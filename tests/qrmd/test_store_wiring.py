@@ -88,8 +88,8 @@ def test_an_idle_node_writes_its_checkpoint_after_the_interval(th: TickHarness) 
         th.clock.advance(1)  # a minute since the store opened, and nothing committed since
         assert tick(daemon) == seq
         assert th.checkpoints() == [f"checkpoint-{seq:016d}.ckpt"]
-        assert daemon.store.core is not None
-        assert daemon.store.core.metrics.checkpoint_seq == seq
+        assert daemon.store.status is not None  # what the store published, not its core
+        assert daemon.store.status.checkpoint_seq == seq
         th.clock.advance(600)  # idle: nothing new, nothing written
         tick(daemon)
         assert th.checkpoints() == [f"checkpoint-{seq:016d}.ckpt"]
@@ -142,3 +142,25 @@ def test_a_tick_while_the_store_is_down_is_missed_not_an_error(th: TickHarness) 
     assert not store.tick() and ticker.ticks_missed == 1
     daemon.stop()
     assert not ticker.running
+
+
+def test_the_published_status_follows_the_store_across_a_restart(th: TickHarness) -> None:
+    daemon = th.tick_daemon()
+    daemon.start()
+    try:
+        assert daemon.supervisor is not None and daemon.store is not None
+        th.servers[0].allocator.ask(Allocate(shared("pod-a")))
+        seq = tick(daemon)  # the store has handled everything before this
+        before = daemon.store.status
+        assert before is not None and before.last_seq == seq and before.commits_total >= 1
+        as_published = (before.last_seq, before.commits_total, before.recovery)
+        daemon.supervisor.current(STORE_CHILD).stop()
+        wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
+        after = daemon.store.status
+        assert after is not None and after is not before
+        # The restarted store's own figures: it recovered what the old one acknowledged.
+        assert after.recovery.last_seq == seq and after.recovery is not before.recovery
+        assert after.commits_total == after.last_seq - seq
+        assert (before.last_seq, before.commits_total, before.recovery) == as_published
+    finally:
+        daemon.stop()

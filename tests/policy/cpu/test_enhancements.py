@@ -119,7 +119,7 @@ def test_overwriting_a_pair_is_a_warning() -> None:
 
 
 # Malformed enhancements: lenient mode reproduces §4.5 (and warns); strict mode, qrmd's
-# default, refuses (issue 4, "Bad requests").
+# default, refuses (DESIGN.md "Time, config, errors": bad input gets a clear error).
 MALFORMED = [
     pytest.param('{"numa_binding":"true"', {}, "is not valid JSON", id="truncated JSON"),
     pytest.param("", {}, "is not valid JSON", id="an empty value"),

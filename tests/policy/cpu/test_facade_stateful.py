@@ -2,7 +2,7 @@
 
 Hints, Allocate (every level, sidecars, re-allocation), RemovePod, GetResourcesAllocation,
 topology-aware queries and the passing of time, driven through the façade as the Allocator
-drives it. After every step (issue 4, "What it must show"):
+drives it. After every step (STYLE.md, Tests: invariants are hypothesis properties):
 
 * no CPU is in two dedicated (main) allocations, and none holds a reserved CPU;
 * no shared pool and no shared container overlaps a dedicated container, a NUMA node hosting

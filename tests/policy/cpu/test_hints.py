@@ -1,5 +1,5 @@
-"""GetTopologyHints (spec cpu-policy §8; §16 items 9, 10, 16, 17) and the reduced answer of
-issue 4 item 4."""
+"""GetTopologyHints (spec cpu-policy §8; §16 items 9, 10, 16, 17) and qrmd's reduced answer
+beyond ``max_full_hint_numa_nodes`` (``policy.cpu.hint_masks``)."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_hint_errors_name_the_container_and_the_reason(
         hints_of(FRESH, req)
 
 
-# -- the reduced answer (issue 4 item 4) ----------------------------------------------------
+# -- the reduced answer (policy.cpu.hint_masks) ---------------------------------------------
 
 
 def test_reduced_mode_on_the_fresh_node_is_the_preferred_part() -> None:

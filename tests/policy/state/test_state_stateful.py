@@ -1,4 +1,5 @@
-"""Random valid event sequences against a reference-style model (spec §5, issue 3).
+"""Random valid event sequences against a reference-style model
+(spec cpu-policy §5; DESIGN.md, Journal).
 
 The model keeps what the reference keeps: a full AllocationInfo copy per container, rewritten
 for every container of a pool when the pool changes. After every step the live state must:

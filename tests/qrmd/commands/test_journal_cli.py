@@ -1,4 +1,5 @@
-"""``qrmd journal verify|repair|show|stats`` on a journal the StateStore wrote (issue 3, item 4).
+"""``qrmd journal verify|repair|show|stats`` on a journal the StateStore wrote
+(DESIGN.md "Who uses it": on-call engineers).
 
 The journal: 7 commits of ``node_history(4)``, ten seconds apart on a fake clock, checkpoints
 at seqs 3 and 6, closed without a final checkpoint:
