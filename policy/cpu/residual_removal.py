@@ -8,11 +8,12 @@ needs nothing else:
 
 1. The candidates are the evidence's due pods that the state still holds, by ascending uid
    (a pod kubelet removed after the listing is gone already; pool entries are never pods).
-2. With sys-advisor the Allocator asks it to remove each candidate first, through the path
-   kubelet's RemovePod takes; the pods it *refused* are part of the inputs and are kept
-   until the next round, as the reference keeps them ("failure → keep it (log) and
+2. With sys-advisor, its RemovePod goes first for each candidate (the caller's, through the
+   path kubelet's RemovePod takes); the pods it *refused* are part of the inputs and are
+   kept until the next round, as the reference keeps them ("failure → keep it (log) and
    continue"). A sick advisor refuses nothing: the link leaves watching and the removal goes
-   ahead.
+   ahead. (The Allocator does not call the advisor yet: until the advisor link is wired into
+   it, ``advisor_refused`` is always empty.)
 3. The other candidates go (``PodRemoved``), then the pools are re-sized; the adjustment runs
    whenever there were candidates, even if the advisor refused them all, as in the reference.
    A failed adjustment is a warning (the handler then reports NotReady), not an error.
