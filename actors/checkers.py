@@ -11,10 +11,11 @@ the composition root registers; the core reports "update by error" after every r
   likewise. When the count makes pods due, the evidence (the listing's fingerprint, size and
   time, every missing pod's sightings, the due pods) goes to the Allocator as
   ``RemoveResidualPods``: it removes the due pods in one decision whose journaled input is
-  that evidence (``policy.cpu.residual_removal``). The Allocator is asked without waiting (``block=False``): its answer is
-  collected at the next round, and its warnings (a pool adjustment that failed after a
-  removal) make that round NotReady, as the reference's handler reports them; pods it kept
-  (the advisor refused) are still due, so the next round sends them again;
+  that evidence (``policy.cpu.residual_removal``). The Allocator is asked without waiting
+  (``block=False``): its answer is collected at the next round, and its warnings (a pool
+  adjustment that failed after a removal) make that round NotReady, as the reference's
+  handler reports them; pods it kept (the advisor refused) are still due, so the next round
+  sends them again;
 * ``qrm_cpu_plugin_dynamic_check_cpuset`` (``--cpuset-check-period``, §12.5): each checked
   container's real cpuset, through the pod source's container ID and the ``CpusetReader``
   port, judged by ``policy.cpu.cpuset_check``. Detection only;
