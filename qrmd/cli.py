@@ -7,16 +7,26 @@ Every sub-command reports a failure as one line on stderr naming what is wrong (
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
-from types import ModuleType
 
-from qrmd.commands import CommandError, balance, demo, diagrams, eviction, journal, run, topology
+from qrmd.commands import CommandError
 
-# Each module exposes ``register(subparsers)``, which adds its parser and sets ``run``.
-COMMANDS: tuple[ModuleType, ...] = (demo, run, topology, diagrams, balance, eviction, journal)
+# Each module ``qrmd.commands.NAME`` exposes ``register(subparsers)``, which adds its parser
+# and sets ``run``. A command imports only its own module: `qrmd run` starts without loading
+# the demo, its simulators or rich, and `qrmd journal` without the daemon.
+COMMANDS: tuple[str, ...] = (
+    "demo",
+    "run",
+    "topology",
+    "diagrams",
+    "balance",
+    "eviction",
+    "journal",
+)
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
 
@@ -24,7 +34,11 @@ EXIT_USAGE_OR_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or, with ``command``, of that one alone.
+
+    The other sub-commands then get placeholder parsers, so their names stay valid choices.
+    """
     parser = argparse.ArgumentParser(
         prog="qrmd",
         description=(
@@ -33,13 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.register(sub)
+    for name in COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(f"qrmd.commands.{name}").register(sub)
+        else:
+            sub.add_parser(name)
     return parser
 
 
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` names; None when it names none (top-level help, a typo)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(_command_named(argv))
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)

@@ -333,6 +333,18 @@ _VALUE = b"\x12"
 _ENTRY = b"\x0a"
 
 
+class _LastListing:
+    """The bytes of the last listing encoded, and that listing.
+
+    The policy hands out the very same reply value while the state has not changed
+    (``policy.cpu.allocation_listing``); the value is immutable by contract, so its bytes are
+    too. One slot, replaced by a single assignment: gRPC's threads see the old pair or the
+    new one, never a mix.
+    """
+
+    last: tuple[ResourcesAllocation, bytes] | None = None
+
+
 def resources_allocation_response(reply: ResourcesAllocation) -> bytes:
     """GetResourcesAllocation's reply → the serialized ``GetResourcesAllocationResponse``.
 
@@ -348,8 +360,11 @@ def resources_allocation_response(reply: ResourcesAllocation) -> bytes:
         reply: the policy's listing.
 
     Returns:
-        The response message's bytes.
+        The response message's bytes (the same bytes again for the same reply value).
     """
+    last = _LastListing.last
+    if last is not None and last[0] is reply:
+        return last[1]
     encoded: dict[int, bytes] = {}
     pods = []
     for pod_uid, containers in reply.pod_resources.items():
@@ -363,7 +378,9 @@ def resources_allocation_response(reply: ResourcesAllocation) -> bytes:
             entries.append(_field(_ENTRY, entry))
         pod_entry = _field(_KEY, pod_uid.encode()) + _field(_VALUE, b"".join(entries))
         pods.append(_field(_ENTRY, pod_entry))
-    return b"".join(pods)
+    answer = b"".join(pods)
+    _LastListing.last = (reply, answer)
+    return answer
 
 
 def _quantities(

@@ -12,8 +12,11 @@ cpuset (``RAMPING``), so most of that rewrite is free: a ``PoolSet`` per changed
 owner actually changes get a ``ContainerPlaced``, and the state's index views find them
 without walking the pods:
 
-* ramp-flagged containers (``ramping_containers``): O(ramping);
-* shared/reclaimed containers that follow no pool (``unpooled_containers``): O(unpooled);
+* ramp-flagged non-dedicated containers not already shared or reclaimed on the ramp-up cpuset
+  with no owner (``unsettled_ramping_containers``): a settled one is exactly where this step
+  would put it, of a level it accepts, so skipping it changes no event and no refusal;
+* shared/reclaimed containers without the ramp-up flag that follow no pool
+  (``unflagged_unpooled_containers``): O(their number);
 * dedicated containers (``dedicated_containers``): O(dedicated);
 * containers in a pool that is dropped (``containers_owned_by``): O(their number).
 
@@ -65,8 +68,8 @@ def apply_pools_and_isolated(
     container whose placement or owner changes, ``RequestQuantitySet`` for isolated containers
     whose requested cores were looked up, and ``PoolRemoved`` for pools absent from
     ``pools_cs`` (their containers first keep their old CPUs as their own). Cost: O(pools +
-    ramping + unpooled + dedicated containers + containers of dropped pools), whatever the
-    number of pods.
+    unsettled ramping + unflagged unpooled + dedicated containers + containers of dropped
+    pools), whatever the number of pods (ramping ones included).
 
     Args:
         txn: the decision in progress.
@@ -113,15 +116,12 @@ def apply_pools_and_isolated(
     for key in sorted(state.dedicated_containers()):
         if key not in isolated:
             moves[key] = _dedicated_move(state.require_entry(*key), ramp)
-    for key in sorted(state.ramping_containers()):
+    for key in sorted(state.unsettled_ramping_containers()):
         entry = state.require_entry(*key)
-        if not entry.is_dedicated():
-            _check_pooled_level(entry)
-            moves[key] = (RAMPING, "")
-    for key in sorted(state.unpooled_containers()):
+        _check_pooled_level(entry)
+        moves[key] = (RAMPING, "")
+    for key in sorted(state.unflagged_unpooled_containers()):
         entry = state.require_entry(*key)
-        if entry.ramp_up:
-            continue  # placed above
         _check_pooled_level(entry)
         pool = entry.pool_name()
         if pool in pools_cs:

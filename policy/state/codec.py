@@ -134,15 +134,30 @@ def _encode_cpuset(cpus: CPUSet) -> str:
     return cpus.to_json()
 
 
+# A checkpoint of thousands of pooled containers holds a few distinct cpuset strings many
+# times over, and parsing them was most of a restart's decoding (bench/bench_wire.py). A
+# CPUSet is immutable and a function of its text, so each text that decoded once is reused;
+# a text that fails is not kept, and fails again with its own ``where``.
+_DECODED_CPUSETS: dict[str, CPUSet] = {}
+_DECODED_CPUSETS_MAX: Final = 4096
+
+
 def _decode_cpuset(value: object, where: str) -> CPUSet:
     text = _expect_str(value, where)
+    known = _DECODED_CPUSETS.get(text)
+    if known is not None:
+        return known
     for number in _NUMBER.findall(text):
         if len(number) > 6 or int(number) > MAX_CPU_ID:
             raise CodecError(f"{where}: CPU id {number:.20} in {text!r:.60} exceeds {MAX_CPU_ID}")
     try:
-        return CPUSet.from_json(text)
+        cpus = CPUSet.from_json(text)
     except ValueError as err:
         raise CodecError(f"{where}: {err}") from None
+    if len(_DECODED_CPUSETS) >= _DECODED_CPUSETS_MAX:
+        _DECODED_CPUSETS.clear()
+    _DECODED_CPUSETS[text] = cpus
+    return cpus
 
 
 def _encode_str_map(value: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -15,6 +15,10 @@ proportional to the entry that changed (its CPUs, its NUMA nodes), never to the 
 * containers by owner pool, by ramp-up flag, dedicated ones, dedicated non-binding ones
   (isolation candidates, §5.6), and shared/reclaimed ones that follow no pool (on the ramp-up
   cpuset or their own CPUs: the only ones the pool engine may have to move, §9.8 step 6);
+  of those the pool engine walks on every re-sizing, the two subsets it can act on: the
+  ramp-flagged non-dedicated containers not yet settled on the ramp-up cpuset with no owner
+  as a shared or reclaimed container (every other ramping one is already where §9.8 would put
+  it), and the unpooled containers without the ramp-up flag;
 * per owner pool, the exact sum of the requested quantities of its shared containers (in
   units of 2**-1074, of which every finite double is a whole multiple, so the sum is an
   integer, exact, independent of order, and cheap), and those with quantity 0 (their
@@ -72,6 +76,8 @@ class _Facts:
     dedicated: bool = False
     isolated: bool = False
     unpooled: bool = False
+    ramp_unsettled: bool = False
+    unpooled_unflagged: bool = False
     allocated_bits: int = 0
     dedicated_bits: int = 0
     dnb_numas: tuple[int, ...] = ()
@@ -99,14 +105,19 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     dnb = dedicated and binding
     touched = _numas_touched(own.result.mask | own.original.mask, numa_masks) if own else ()
     shared_owner = entry.owner_pool_name if entry.is_shared() else ""
+    on_ramp = isinstance(placement, Ramping)
+    unpooled = not dedicated and not isinstance(placement, InPool)
+    settled = on_ramp and not entry.owner_pool_name and (entry.is_shared() or entry.is_reclaimed())
     return _Facts(
         owner=entry.owner_pool_name,
         in_pool=placement.pool_name if isinstance(placement, InPool) else "",
         ramp_flag=entry.ramp_up,
-        on_ramp=isinstance(placement, Ramping),
+        on_ramp=on_ramp,
         dedicated=dedicated,
         isolated=dedicated and not binding,
-        unpooled=not dedicated and not isinstance(placement, InPool),
+        unpooled=unpooled,
+        ramp_unsettled=entry.ramp_up and not dedicated and not settled,
+        unpooled_unflagged=unpooled and not entry.ramp_up,
         allocated_bits=own.original.mask if (own and dnb) else 0,
         dedicated_bits=own.result.mask if (own and dedicated) else 0,
         dnb_numas=touched if dnb else (),
@@ -203,6 +214,8 @@ class CPUIndexes:
     dedicated: immutables.Map[ContainerKey, None] = _EMPTY
     isolated: immutables.Map[ContainerKey, None] = _EMPTY
     unpooled: immutables.Map[ContainerKey, None] = _EMPTY
+    ramp_unsettled: immutables.Map[ContainerKey, None] = _EMPTY
+    unpooled_unflagged: immutables.Map[ContainerKey, None] = _EMPTY
     allocated_refs: immutables.Map[int, int] = _EMPTY
     allocated_mask: int = 0
     dedicated_refs: immutables.Map[int, int] = _EMPTY
@@ -248,6 +261,12 @@ class CPUIndexes:
             changes["isolated"] = _flag(self.isolated, key, b.isolated)
         if a.unpooled != b.unpooled:
             changes["unpooled"] = _flag(self.unpooled, key, b.unpooled)
+        if a.ramp_unsettled != b.ramp_unsettled:
+            changes["ramp_unsettled"] = _flag(self.ramp_unsettled, key, b.ramp_unsettled)
+        if a.unpooled_unflagged != b.unpooled_unflagged:
+            changes["unpooled_unflagged"] = _flag(
+                self.unpooled_unflagged, key, b.unpooled_unflagged
+            )
         if a.allocated_bits != b.allocated_bits:
             changes["allocated_refs"], changes["allocated_mask"] = _moved_cpus(
                 self.allocated_refs, self.allocated_mask, a.allocated_bits, b.allocated_bits

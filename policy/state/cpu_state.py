@@ -144,6 +144,16 @@ class CPUState:
         ramp-up cpuset or on their own CPUs); every other non-dedicated entry is ``InPool``."""
         return self.indexes.unpooled.keys()
 
+    def unsettled_ramping_containers(self) -> Collection[ContainerKey]:
+        """``(pod, container)`` of the ramp-flagged non-dedicated entries that are not shared
+        or reclaimed entries on the ramp-up cpuset with no owner: the only ramping ones a pool
+        re-sizing may move or refuse (§9.8 step 6)."""
+        return self.indexes.ramp_unsettled.keys()
+
+    def unflagged_unpooled_containers(self) -> Collection[ContainerKey]:
+        """``unpooled_containers`` without the ramp-up flag set."""
+        return self.indexes.unpooled_unflagged.keys()
+
     def dedicated_containers(self) -> Collection[ContainerKey]:
         """``(pod, container)`` of the dedicated_cores entries (sidecars included)."""
         return self.indexes.dedicated.keys()

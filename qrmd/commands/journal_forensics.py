@@ -22,7 +22,6 @@ from rich.text import Text
 from journal import journal_identity, read_records
 from qrmd import config
 from qrmd.commands.journal_common import DIR_HELP
-from qrmd.daemon import build_context
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
@@ -323,6 +322,10 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_rerun(args: argparse.Namespace) -> int:
+    # Imported here: only a re-run needs the daemon's policy context, and every other
+    # `qrmd journal` action would otherwise load the daemon's whole wiring with it.
+    from qrmd.daemon import build_context  # noqa: PLC0415
+
     node = config.config_from_args(args)
     settings = build_context(node)
     walk = open_walk(args.directory, settings.topology, node.topology)

@@ -266,3 +266,14 @@ def test_resources_allocation_bytes_equal_protobufs_own_encoding() -> None:
 
 def test_empty_listing_is_the_empty_message() -> None:
     assert convert.resources_allocation_response(ResourcesAllocation({})) == b""
+
+
+def test_the_same_listing_value_gets_bytes_equal_to_a_fresh_encoding() -> None:
+    pool = ContainerCPUAllocation(4, "1-4")
+    reply = ResourcesAllocation({"pod-1": {"c": pool}, "pod-2": {"c": pool}})
+    first = convert.resources_allocation_response(reply)
+    again = convert.resources_allocation_response(reply)
+    fresh = convert.resources_allocation_response(ResourcesAllocation(dict(reply.pod_resources)))
+    assert again is first and fresh == first
+    other = ResourcesAllocation({"pod-1": {"c": pool}})
+    assert convert.resources_allocation_response(other) != first

@@ -7,7 +7,8 @@ import pytest
 
 from policy.cpu.pool_engine import put_allocations_and_adjust
 from policy.cpu.remove import remove_container, remove_pod, remove_residual_pods, residual_round
-from policy.state.entries import InPool, OwnCPUs
+from policy.state.cpu_state import CPUState
+from policy.state.entries import ContainerEntry, InPool, OwnCPUs
 from policy.state.events import (
     ContainerPlaced,
     ContainerRemoved,
@@ -168,3 +169,34 @@ def test_removing_a_dedicated_container_frees_its_numa_node_at_once() -> None:
     txn, _ = decide(state, remove_container, CTX, "pod-d", "c")
     assert str(txn.state.cpu.allocated_cpuset(0)) == ""
     assert str(txn.state.cpu.pooled_cpus(CTX.reserved)) == "1,3-15"
+
+
+def _entries_read_by_remove_pod(ramping_pods: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many entries RemovePod of one pod looks up with ``ramping_pods`` others ramping."""
+    state = fresh_state()
+    for i in range(ramping_pods):
+        state = with_events(state, ramping(state, f"pod-{i:03d}", quantity=0.1))
+    state = with_events(state, ramping(state, "leaving", quantity=0.1))
+    settled, _ = decide(state, remove_pod, CTX, "unknown")  # every one now on the ramp-up set
+    state = settled.state
+    reads = 0
+    lookup = CPUState.entry
+
+    def counted(self: CPUState, pod_uid: str, container_name: str) -> ContainerEntry | None:
+        nonlocal reads
+        reads += 1
+        return lookup(self, pod_uid, container_name)
+
+    monkeypatch.setattr(CPUState, "entry", counted)
+    decide(state, remove_pod, CTX, "leaving")
+    return reads
+
+
+def test_remove_pod_reads_no_entry_of_the_pods_still_ramping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state model's promise (policy.cpu.pool_apply): a removal costs what changes, so
+    ramping pods that stay where they are are not visited, however many there are."""
+    few = _entries_read_by_remove_pod(2, monkeypatch)
+    many = _entries_read_by_remove_pod(60, monkeypatch)
+    assert many == few

@@ -1,0 +1,100 @@
+"""Each sub-command loads only what it uses (qrmd.cli): a node's daemon starts without the
+demo, its simulators or rich, and an on-call laptop's `qrmd journal` without the daemon.
+
+The import sets come from real processes (``python -X importtime``), so an import made late,
+inside a function the command runs, counts too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+# The demo, the simulators it drives the daemon with, and the terminal rendering they use.
+NOT_FOR_THE_DAEMON = ("qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim", "rich")
+
+
+def _imported(stderr: str) -> set[str]:
+    """Module names from ``-X importtime`` lines (``import time: self | cumulative | name``)."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                names.add(name)
+    return names
+
+
+def _offenders(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+def test_qrmd_run_serves_without_importing_the_demo_simulators_or_rich(tmp_path: Path) -> None:
+    sockets = tmp_path / "sock"
+    sockets.mkdir()
+    argv = [
+        sys.executable, "-X", "importtime", "-m", "qrmd.cli", "run",
+        "--state-dir", str(tmp_path / "state"),
+        "--topology", "synthetic:cpus=16,sockets=2,numas=4",
+        "--socket-dir", str(sockets),
+        "--plugin-registration-dir", str(tmp_path / "reg"),
+        "--metrics-address", "off",
+        "--durability", "none",
+    ]  # fmt: skip
+    daemon = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        # Serving means started: every start-up import has happened by then.
+        deadline = time.monotonic() + 60
+        while not any(sockets.iterdir()):
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"qrmd run did not start serving: {daemon.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+        daemon.send_signal(signal.SIGTERM)
+        _, stderr = daemon.communicate(timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    modules = _imported(stderr)
+    assert "qrmd.daemon" in modules  # the listing is real
+    assert _offenders(modules, NOT_FOR_THE_DAEMON) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        pytest.param(
+            ["journal", "--help"],
+            ("qrmd.daemon", "qrmd.commands.run", "qrmd.commands.demo"),
+            id="qrmd journal does not load the daemon",
+        ),
+        pytest.param(
+            ["topology", "--topology", "synthetic:cpus=8,sockets=1,numas=1"],
+            ("qrmd.daemon", "grpc", "qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim"),
+            id="qrmd topology loads neither the daemon nor grpc nor the demo",
+        ),
+    ],
+)
+def test_a_forensic_command_loads_only_what_it_uses(
+    argv: list[str], absent: tuple[str, ...]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "qrmd.cli", *argv],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _offenders(_imported(done.stderr), absent) == []
