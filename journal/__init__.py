@@ -85,15 +85,28 @@ Opening and damage
 Recovery loads the newest valid checkpoint and reads every record after it. A damaged *tail* —
 the newest segment's last frame cut short or failing a checksum, with no intact frame after it,
 what a crash mid-write leaves — is truncated, its bytes kept in ``<segment>.broken`` (then
-``<segment>.2.broken`` …) and reported in ``Recovery``. Damage anywhere else raises
-``CorruptRecord`` naming the file, offset and seq; ``verify`` reports every problem without
-changing anything and ``repair`` cuts the journal back, describing what is lost first.
+``<segment>.2.broken`` …) and reported in ``Recovery``. Damage in *history the checkpoint
+covers* (records up to its seq, which recovery does not need) does not refuse start, even when
+it shares a segment with the records after the checkpoint: recovery reads on from the next
+intact frame, requires every record after the checkpoint to be there in sequence, reports the
+unreadable seq range (``Recovery.damaged_history``, a warning in the log) and proceeds. Damage
+anywhere else — after the newest valid checkpoint, or where it cannot be shown to lie before
+it — raises ``CorruptRecord`` naming the file, offset and seq; ``verify`` reports every
+problem without changing anything and ``repair`` cuts the journal back, describing what is
+lost first, and never drops an intact record recovery can use.
 
 Retention
 =========
 The two newest checkpoints and every segment holding a record after the older of them are
 always kept; older segments and checkpoints are kept for forensics up to a size and an age
-limit (``Retention``). A directory holds one writer at a time (``journal.lock``).
+limit (``Retention``).
+
+Exclusion and permissions
+=========================
+A directory holds one writer at a time: the writer holds an exclusive ``flock`` on the
+directory's own descriptor (``journal.lock``), so deleting or replacing a file in it cannot
+let a second writer in. Directories the journal creates are 0700 and its files 0600, whatever
+the umask.
 """
 
 from journal.checkpoints import Checkpoint, load_checkpoint

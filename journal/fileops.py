@@ -6,6 +6,12 @@ the commit protocol, step 3) are exercised without a broken disk.
 
 Descriptors are plain ints; writes append (``O_APPEND``), so after a truncation the next write
 lands at the new end without a seek.
+
+Permissions do not depend on the umask (DESIGN.md, owner-only): every directory ``makedirs``
+creates is 0700 and every file ``open_append`` creates is 0600, set explicitly after creation,
+since a umask can only take bits away from the mode ``mkdir``/``open`` are given and an
+operator's ``umask 000`` must not publish the journal. Directories that already exist keep
+their mode: qrmd does not own them.
 """
 
 from __future__ import annotations
@@ -15,11 +21,24 @@ import fcntl
 import os
 from typing import Protocol
 
-__all__ = ["TEMP_SUFFIX", "FileOps", "OsFileOps", "remove_quietly", "write_all"]
+__all__ = [
+    "DIRECTORY_MODE",
+    "FILE_MODE",
+    "TEMP_SUFFIX",
+    "FileOps",
+    "OsFileOps",
+    "make_private_dirs",
+    "remove_quietly",
+    "write_all",
+]
 
 #: Suffix of a segment or checkpoint being written atomically (written, fsynced, then renamed).
 #: One constant, because opening the journal removes exactly the files the writers leave.
 TEMP_SUFFIX = ".tmp"
+#: Mode of every directory the journal creates (the state directory and its parents).
+DIRECTORY_MODE = 0o700
+#: Mode of every file the journal creates (segments, checkpoints, ``.broken`` copies).
+FILE_MODE = 0o600
 
 
 class FileOps(Protocol):
@@ -30,7 +49,7 @@ class FileOps(Protocol):
         ...
 
     def makedirs(self, directory: str) -> None:
-        """Create ``directory`` and its parents if missing."""
+        """Create ``directory`` and its missing parents, each 0700 whatever the umask."""
         ...
 
     def exists(self, path: str) -> bool:
@@ -50,7 +69,7 @@ class FileOps(Protocol):
         ...
 
     def open_append(self, path: str, *, create: bool) -> int:
-        """Open for appending (``O_WRONLY|O_APPEND``), creating it exclusively if ``create``."""
+        """Open for appending (``O_WRONLY|O_APPEND``); ``create`` makes it, exclusively, 0600."""
         ...
 
     def write(self, fd: int, data: bytes) -> int:
@@ -82,10 +101,11 @@ class FileOps(Protocol):
         ...
 
     def lock(self, path: str) -> int:
-        """Take an exclusive, non-blocking lock on ``path`` (created if missing).
+        """Take an exclusive, non-blocking ``flock`` on an existing directory (or file).
 
         Returns:
-            A descriptor; the lock lasts until it is closed or the process dies.
+            A read-only descriptor of ``path``; the lock lasts until it is closed or the
+            process dies.
 
         Raises:
             BlockingIOError: another process holds the lock.
@@ -100,7 +120,7 @@ class OsFileOps:
         return os.listdir(directory)
 
     def makedirs(self, directory: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+        make_private_dirs(directory)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -119,7 +139,14 @@ class OsFileOps:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
         if create:
             flags |= os.O_CREAT | os.O_EXCL
-        return os.open(path, flags, 0o600)
+        fd = os.open(path, flags, FILE_MODE)
+        if create:
+            try:
+                os.fchmod(fd, FILE_MODE)  # the umask may have taken the owner's bits
+            except OSError:
+                os.close(fd)
+                raise
+        return fd
 
     def write(self, fd: int, data: bytes) -> int:
         return os.write(fd, data)
@@ -147,13 +174,43 @@ class OsFileOps:
             os.close(fd)
 
     def lock(self, path: str) -> int:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Read-only: a directory cannot be opened for writing, and flock needs no write access.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise
         return fd
+
+
+def make_private_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents, each 0700 whatever the umask.
+
+    ``os.makedirs`` gives the leaf the mode it is told but the parents the umask's default
+    (0777 under ``umask 000``), so each missing component is made here, outermost first, and
+    ``chmod``-ed after creation. Components that exist are left as they are.
+
+    Raises:
+        OSError: a component cannot be created (the message names it), or a non-directory
+            is in the way.
+    """
+    missing = []
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for component in reversed(missing):
+        try:
+            os.mkdir(component, DIRECTORY_MODE)
+        except FileExistsError:
+            if not os.path.isdir(component):
+                raise
+            continue  # made concurrently by someone else: theirs, leave its mode alone
+        os.chmod(component, DIRECTORY_MODE)
 
 
 def write_all(fs: FileOps, fd: int, data: bytes) -> None:

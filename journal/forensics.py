@@ -17,6 +17,7 @@ from journal.checkpoints import list_checkpoints, load_checkpoint
 from journal.errors import CorruptCheckpoint, CorruptRecord, JournalError
 from journal.fileops import FileOps, OsFileOps
 from journal.records import Record
+from journal.recovery import HistoryDamage, step_over_history
 from journal.segments import (
     SegmentHeaderError,
     SegmentScan,
@@ -346,6 +347,7 @@ def verify(directory: str, *, fs: FileOps | None = None) -> VerifyReport:
         expected = None if ends_damaged else scan.next_seq
     valid_checkpoints = _verify_checkpoints(fs, directory, last_seq, findings)
     findings = _only_needed_segments_block(findings, segments, valid_checkpoints)
+    findings = _covered_history_does_not_block(fs, findings, segments, valid_checkpoints)
     oldest = segments[0][0] if segments else None
     if oldest is not None and oldest > 1 and not any(s + 1 >= oldest for s in valid_checkpoints):
         findings.append(
@@ -384,6 +386,44 @@ def _only_needed_segments_block(
     }
     return [
         dataclasses.replace(f, blocks_recovery=False) if f.path in not_needed else f
+        for f in findings
+    ]
+
+
+def _covered_history_does_not_block(
+    fs: FileOps,
+    findings: list[Finding],
+    segments: list[tuple[int, str]],
+    valid_checkpoints: list[int],
+) -> list[Finding]:
+    """Damage the newest valid checkpoint covers, in the segment recovery reads, does not block
+    recovery: recovery steps over it (``journal.recovery.step_over_history``)."""
+    if not valid_checkpoints or not segments:
+        return findings
+    needed_from = valid_checkpoints[-1] + 1
+    holding = [
+        path
+        for index, (first, path) in enumerate(segments)
+        if first <= needed_from
+        and (index + 1 == len(segments) or segments[index + 1][0] > needed_from)
+    ]
+    if not holding or not any(
+        f.path == holding[0] and f.kind == "corrupt_record" for f in findings
+    ):
+        return findings
+    path = holding[0]
+    data = fs.read_file(path)
+    try:
+        scan = scan_segment(data, path)
+    except SegmentHeaderError:
+        return findings
+    history: list[HistoryDamage] = []
+    step_over_history(scan, data, needed_from, history)
+    covered = {h.offset for h in history}
+    return [
+        dataclasses.replace(f, blocks_recovery=False)
+        if f.path == path and f.kind == "corrupt_record" and f.offset in covered
+        else f
         for f in findings
     ]
 

@@ -11,9 +11,17 @@ The rule (DESIGN.md, Journal):
    intact frame after it — is what a crash mid-write leaves: that record was never acknowledged.
    It is truncated and the cut bytes are kept in ``<segment>.broken``; a read-only open only
    reports it.
-4. Any other damage is corruption before the tail and is never skipped: ``CorruptRecord`` names
-   the file, the offset and the sequence number.
-5. A journal written on another machine (node name or topology fingerprint) is refused with
+4. Damage in history the chosen checkpoint covers — records up to its seq, which recovery
+   does not need — is stepped over when it shares a segment with records recovery does need:
+   the segment is read on from the next intact frame, every record after the checkpoint must
+   then be there in sequence, and the unreadable seq range is reported
+   (``Recovery.damaged_history``, logged as a warning by the writer) while start proceeds.
+   Only frames the checkpoint provably covers are stepped over: the intact record after the
+   damage must carry a seq no newer than the first one recovery needs.
+5. Any other damage is corruption before the tail and is never skipped: ``CorruptRecord`` names
+   the file, the offset and the sequence number. Damage after the newest valid checkpoint
+   therefore still refuses start.
+6. A journal written on another machine (node name or topology fingerprint) is refused with
    ``JournalMismatch`` unless opened read-only.
 
 Segments older than the chosen checkpoint's are not read here (they are forensic history;
@@ -43,7 +51,15 @@ from journal.segments import (
 )
 from journal.syncer import Syncer
 
-__all__ = ["Recovery", "SkippedCheckpoint", "TailPosition", "broken_path_for", "recover"]
+__all__ = [
+    "HistoryDamage",
+    "Recovery",
+    "SkippedCheckpoint",
+    "TailPosition",
+    "broken_path_for",
+    "recover",
+    "step_over_history",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +68,34 @@ class SkippedCheckpoint:
 
     path: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryDamage:
+    """Records a valid checkpoint covers that cannot be read; recovery did not need them (rule 4).
+
+    Attributes:
+        path: the segment holding the damage.
+        offset: where the damage starts in it.
+        first_seq: the oldest unreadable seq.
+        last_seq: the newest unreadable seq.
+        reason: what is wrong with the frame there.
+    """
+
+    path: str
+    offset: int
+    first_seq: int
+    last_seq: int
+    reason: str
+
+    def describe(self) -> str:
+        """The damage in words, for the warning at start and for ``repair``."""
+        seqs = (
+            f"seq {self.first_seq}"
+            if self.first_seq == self.last_seq
+            else f"seqs {self.first_seq}-{self.last_seq}"
+        )
+        return f"{seqs} unreadable in {self.path} at offset {self.offset} ({self.reason})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +114,7 @@ class Recovery:
         torn_tail: the torn tail found, or None.
         skipped_checkpoints: newer checkpoints that could not be used, and why.
         removed_temp_files: leftovers of interrupted checkpoint or segment writes, removed.
+        damaged_history: unreadable records the chosen checkpoint covers, stepped over (rule 4).
         node_name: node name in the journal's newest header (None for a new journal).
         topology_fingerprint: topology fingerprint in that header (None for a new journal).
         segments_read: segment files read.
@@ -88,6 +133,7 @@ class Recovery:
     torn_tail: TornTail | None
     skipped_checkpoints: tuple[SkippedCheckpoint, ...]
     removed_temp_files: tuple[str, ...]
+    damaged_history: tuple[HistoryDamage, ...]
     node_name: str | None
     topology_fingerprint: str | None
     segments_read: int
@@ -182,6 +228,7 @@ def recover(
         torn_tail=torn_tail,
         skipped_checkpoints=tuple(skipped),
         removed_temp_files=removed,
+        damaged_history=tuple(replay.history),
         node_name=found.node_name if found is not None else None,
         topology_fingerprint=found.topology_fingerprint if found is not None else None,
         segments_read=replay.segments_read,
@@ -203,6 +250,7 @@ class _Replayed:
     tail_data: bytes
     segments_read: int
     bytes_read: int
+    history: list[HistoryDamage]
 
 
 def _replay(
@@ -210,18 +258,73 @@ def _replay(
 ) -> _Replayed:
     """Read every segment holding a record from ``start_seq`` on (rules 2-4)."""
     needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
-    replay = _Replayed([], None, b"", len(needed), 0)
+    replay = _Replayed([], None, b"", len(needed), 0, [])
     with _collector_paused():
         for index, (named_first, path) in enumerate(needed):
             data = fs.read_file(path)
             replay.bytes_read += len(data)
             scan = _scan(data, path, named_first, directory)
+            if scan.damage and scan.damage[0].expected_seq < start_seq:
+                scan = step_over_history(scan, data, start_seq, replay.history)
             _check_follows(replay.tail, scan, directory)
             if scan.damage:
                 _refuse_unless_torn_tail(scan, directory, is_newest=index == len(needed) - 1)
             replay.records.extend(r for r in scan.records if r.seq >= start_seq)
             replay.tail, replay.tail_data = scan, data
     return replay
+
+
+def step_over_history(
+    scan: SegmentScan, data: bytes, start_seq: int, history: list[HistoryDamage]
+) -> SegmentScan:
+    """Read a segment on past damage that only covers records before ``start_seq`` (rule 4).
+
+    Returns a scan holding the records read up to the first damage at or after the first
+    record recovery needs, with only that damage (if any) left for rules 3 and 5; the stepped
+    over damage is added to ``history``. If some damage cannot be shown to lie before
+    ``start_seq`` (nothing intact follows it, or what follows is newer than ``start_seq``),
+    the original scan is returned unchanged and rule 5 refuses it.
+    """
+    full = scan_segment(data, scan.path, resync=True)
+    # Where what recovery needs begins: its first record, or damage where one belongs.
+    needed_at = min(
+        [o for r, o in zip(full.records, full.offsets, strict=True) if r.seq >= start_seq]
+        + [d.offset for d in full.damage if d.expected_seq >= start_seq]
+        + [full.size]
+    )
+    later = [d for d in full.damage if d.offset >= needed_at]
+    cut = later[0].offset if later else full.size
+    found: list[HistoryDamage] = []
+    for damage in full.damage:
+        if damage.offset >= needed_at:
+            break
+        following = next(
+            (r.seq for r, o in zip(full.records, full.offsets, strict=True) if o > damage.offset),
+            None,
+        )
+        if following is None or following > start_seq:
+            return scan  # it may hold records recovery needs: corruption (rule 5)
+        last = following - 1
+        found.append(
+            HistoryDamage(
+                scan.path, damage.offset, min(damage.expected_seq, last), last, damage.reason
+            )
+        )
+    kept = [(r, o) for r, o in zip(full.records, full.offsets, strict=True) if o < cut]
+    needed = [r.seq for r, _ in kept if r.seq >= start_seq]
+    if needed != list(range(start_seq, start_seq + len(needed))):
+        return scan
+    history.extend(found)
+    return SegmentScan(
+        path=full.path,
+        header=full.header,
+        header_end=full.header_end,
+        size=full.size,
+        records=[r for r, _ in kept],
+        offsets=[o for _, o in kept],
+        end=cut,
+        damage=later[:1],
+    )
 
 
 def _torn_tail(

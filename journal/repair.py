@@ -11,8 +11,12 @@ The rule (DESIGN.md, Journal; STYLE.md, Journal):
   loss — the seq range and count of intact records that would be dropped, the files moved
   aside, the checkpoints that include dropped records — and acts only with ``force=True``.
 - Except when the damage lies in history that the newest valid checkpoint covers: recovery
-  never reads it, so only the segments up to the damaged one are set aside (with ``force``),
-  and the state and every later record are kept.
+  never needs it. In segments recovery does not read, the segments up to the damaged one are
+  set aside (with ``force``); in the segment recovery does read (it also holds records after
+  the checkpoint), the damage is stepped over exactly as recovery steps over it
+  (``journal.recovery.step_over_history``) and left in place for forensics. Either way the
+  state and every record recovery uses are kept: repair never drops an intact record that
+  recovery can use, and a cut needed for later damage is made at that later damage.
 - Nothing is deleted: cut bytes, segments and checkpoints set aside are renamed or copied to
   ``.broken`` files for later inspection.
 """
@@ -20,6 +24,7 @@ The rule (DESIGN.md, Journal; STYLE.md, Journal):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -28,9 +33,9 @@ from journal.clock import SYSTEM_CLOCK
 from journal.errors import CorruptCheckpoint, FrameError, JournalError, PayloadError
 from journal.fileops import FileOps, OsFileOps, write_all
 from journal.framing import decode_frame, find_next_frame
-from journal.lock import lock_directory
+from journal.lock import hold_lock
 from journal.records import Record, decode_record
-from journal.recovery import broken_path_for
+from journal.recovery import HistoryDamage, broken_path_for, step_over_history
 from journal.segments import SegmentHeaderError, list_segments, scan_segment
 from journal.syncer import Syncer
 
@@ -81,16 +86,25 @@ class _Cut:
     torn: bool
 
 
-def repair(directory: str, *, force: bool = False, fs: FileOps | None = None) -> RepairReport:
+def repair(
+    directory: str, *, force: bool = False, dry_run: bool = False, fs: FileOps | None = None
+) -> RepairReport:
     """Cut the journal back to its last readable record (module docstring for the rules).
+
+    A run that changes nothing (``dry_run``, damage that needs ``force`` without it, or
+    nothing to repair) opens nothing for writing, so it works on a read-only copy; every run
+    holds the writer lock (a ``flock`` on a read-only descriptor of the directory), so none
+    runs beside a writer.
 
     Args:
         directory: the journal directory; no process may have it open for writing.
         force: also drop intact records after mid-log damage (never needed for a torn tail).
+        dry_run: describe what would be done and change nothing, not even a torn tail.
         fs: the file-system seam (default the real one).
 
     Returns:
-        The report; ``applied`` is False when nothing needed doing or ``force`` was needed.
+        The report; ``applied`` is False when nothing needed doing, ``force`` was needed, or
+        it was a dry run.
 
     Raises:
         JournalError: the directory does not exist, or a running writer holds its lock.
@@ -100,24 +114,40 @@ def repair(directory: str, *, force: bool = False, fs: FileOps | None = None) ->
     fs = fs or OsFileOps()
     if not fs.exists(directory):
         raise JournalError(f"no journal at {directory}: the directory does not exist")
-    lock_fd = lock_directory(fs, directory)
+    # A read-only descriptor of the directory, locked: it keeps a running writer out and
+    # writes nothing, so a dry run works on a read-only copy.
+    lock_fd = hold_lock(fs, directory)
     try:
-        return _repair(fs, directory, force)
+        report, changes = _repair(fs, directory, force, act=not dry_run)
     finally:
         fs.close(lock_fd)
+    if dry_run and changes:
+        report = dataclasses.replace(
+            report, description=report.description + " Dry run: nothing was changed."
+        )
+    return report
 
 
-def _repair(fs: FileOps, directory: str, force: bool) -> RepairReport:
+def _repair(fs: FileOps, directory: str, force: bool, *, act: bool) -> tuple[RepairReport, bool]:
+    """The repair, carried out only when ``act``; also whether it changes files."""
     segments = list_segments(fs, directory)
     contents = [fs.read_file(path) for _, path in segments]
-    cut, kept_last = _first_damage(segments, contents)
+    newest = _newest_valid_checkpoint(fs, directory)
+    history: list[HistoryDamage] = []
+    covered_from = newest + 1 if newest is not None else None
+    cut, kept_last = _first_damage(segments, contents, covered_from, history)
     if cut is not None:
-        history = _drop_damaged_history(fs, directory, segments, contents, cut=cut, force=force)
-        if history is not None:
-            return history
+        set_aside = _drop_damaged_history(
+            fs, directory, segments, contents, cut=cut, force=force, act=act
+        )
+        if set_aside is not None:
+            return set_aside, force
     stale = [(seq, path) for seq, path in list_checkpoints(fs, directory) if seq > kept_last]
+    history_note = _describe_history(history, newest)
     if cut is None and not stale:
-        return _report(directory, kept_last, description=f"{directory}: nothing to repair")
+        return _report(
+            directory, kept_last, description=f"{directory}: nothing to repair.{history_note}"
+        ), False
     lost: list[Record] = []
     if cut is not None:
         lost = _records_from(contents[cut.index], cut.offset)
@@ -131,15 +161,17 @@ def _repair(fs: FileOps, directory: str, force: bool) -> RepairReport:
     description = _describe(
         directory, segments, cut=cut, kept_last=kept_last, lost=lost, stale=stale, plan=plan
     )
+    description += history_note
     applied = False
-    if force or not needs_force:
+    changes = force or not needs_force
+    if changes and act:
         _apply(fs, directory, segments=segments, contents=contents, cut=cut, plan=plan)
         applied = True
-    else:
+    elif not changes:
         description += (
             f" Nothing was changed: run `qrmd journal repair {directory} --force` to do it."
         )
-    return RepairReport(
+    report = RepairReport(
         directory=directory,
         damage=cut.reason if cut is not None else "checkpoints ahead of the log",
         torn_tail=cut is not None and cut.torn and not lost,
@@ -154,6 +186,7 @@ def _repair(fs: FileOps, directory: str, force: bool) -> RepairReport:
         moved_aside=tuple(plan),
         description=description,
     )
+    return report, changes
 
 
 def _drop_damaged_history(
@@ -164,6 +197,7 @@ def _drop_damaged_history(
     *,
     cut: _Cut,
     force: bool,
+    act: bool,
 ) -> RepairReport | None:
     """Damage only in history the newest valid checkpoint covers: set that history aside.
 
@@ -188,11 +222,11 @@ def _drop_damaged_history(
         f"Repair sets aside the {len(plan)} oldest segments, records before seq {next_first} "
         f"({len(lost)} intact records, kept only for forensics): {moved}."
     )
-    if force:
+    if force and act:
         for src, dst in plan:
             fs.rename(src, dst)
         Syncer(fs, SYSTEM_CLOCK, enabled=True).sync_dir(directory)
-    else:
+    elif not force:
         description += (
             f" Nothing was changed: run `qrmd journal repair {directory} --force` to do it."
         )
@@ -201,7 +235,7 @@ def _drop_damaged_history(
         damage=cut.reason,
         torn_tail=False,
         needs_force=True,
-        applied=force,
+        applied=force and act,
         cut_path=segments[cut.index][1],
         cut_offset=cut.offset,
         kept_last_seq=_last_seq(contents),
@@ -231,10 +265,29 @@ def _last_seq(contents: list[bytes]) -> int:
     return 0
 
 
+def _describe_history(history: list[HistoryDamage], checkpoint_seq: int | None) -> str:
+    if not history:
+        return ""
+    damaged = "; ".join(h.describe() for h in history)
+    return (
+        f" History the checkpoint at seq {checkpoint_seq} covers is damaged ({damaged}): "
+        f"recovery does not need it and starts from that checkpoint, so it is left in place "
+        f"for forensics and no intact record is dropped for it."
+    )
+
+
 def _first_damage(
-    segments: list[tuple[int, str]], contents: list[bytes]
+    segments: list[tuple[int, str]],
+    contents: list[bytes],
+    covered_from: int | None,
+    history: list[HistoryDamage],
 ) -> tuple[_Cut | None, int]:
-    """The first damage in sequence order, and the newest record before it."""
+    """The first damage in sequence order that recovery from the newest valid checkpoint
+    cannot step over, and the newest record before it.
+
+    Damage in the segment recovery reads that only covers records before ``covered_from``
+    is stepped over as recovery does, and added to ``history``.
+    """
     expected: int | None = None
     for index, ((named_first, path), data) in enumerate(zip(segments, contents, strict=True)):
         want = expected if expected is not None else named_first
@@ -246,6 +299,8 @@ def _first_damage(
         if first != named_first or first != want:
             reason = f"segment starts at seq {first} (file name: {named_first}), expected {want}"
             return _Cut(index, 0, want, reason, False), want - 1
+        if scan.damage and covered_from is not None and _holds(segments, index, covered_from):
+            scan = step_over_history(scan, data, covered_from, history)
         if scan.damage:
             damage = scan.damage[0]
             torn = index + 1 == len(segments) and damage.could_be_torn_write
@@ -254,6 +309,12 @@ def _first_damage(
             )
         expected = scan.next_seq
     return None, (expected - 1 if expected is not None else 0)
+
+
+def _holds(segments: list[tuple[int, str]], index: int, seq: int) -> bool:
+    """Whether segment ``index`` is the one holding ``seq`` (recovery's first segment)."""
+    later_starts_after = index + 1 == len(segments) or segments[index + 1][0] > seq
+    return segments[index][0] <= seq and later_starts_after
 
 
 def _records_from(data: bytes, offset: int) -> list[Record]:

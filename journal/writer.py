@@ -5,7 +5,8 @@ The rules (DESIGN.md, the commit protocol and Journal):
 - ``append`` writes one record as one frame at the end of the newest segment and, with
   durability ``always``, fsyncs it before returning its sequence number: a returned seq is on
   disk. With durability ``none`` it is written (a killed process loses nothing) but not fsynced.
-- If the write or the fsync fails, the segment is truncated back to the end of the last
+- If the write or the fsync fails (or anything else goes wrong mid-append: a bug is cut back
+  too, then raised as itself), the segment is truncated back to the end of the last
   acknowledged record (and that cut is fsynced, so the failed record cannot reappear after a
   power loss and be replayed) and ``JournalWriteError`` is raised; the next append may succeed.
   If the truncation fails too, the journal refuses every later append (``JournalFailed``) and
@@ -15,8 +16,8 @@ The rules (DESIGN.md, the commit protocol and Journal):
 - ``checkpoint_due`` says when ``checkpoint_every_records`` records or ``checkpoint_every_s``
   seconds (on the injected clock) have passed since the last checkpoint; the owner of the state
   then calls ``write_checkpoint``, after which retention deletes what is no longer needed.
-- One process at a time: the directory's lock (``journal.lock``) is held while it is open for
-  writing.
+- One process at a time: a ``flock`` on the journal directory itself (``journal.lock``) is
+  held while it is open for writing.
 """
 
 from __future__ import annotations
@@ -191,6 +192,18 @@ class Journal:
                 topology_fingerprint=topology_fingerprint,
                 read_only=read_only,
             )
+            for damage in recovery.damaged_history:
+                # Start proceeds (recovery needs only the checkpoint and what follows it), but
+                # an operator should know the forensic history is not whole.
+                _log.warning(
+                    "journal %s: history before the checkpoint at seq %s is damaged: %s; "
+                    "recovery does not need it and starts from the checkpoint "
+                    "(`qrmd journal verify %s` lists it)",
+                    directory,
+                    recovery.checkpoint_seq,
+                    damage.describe(),
+                    directory,
+                )
             journal = cls(
                 directory,
                 settings,
@@ -285,6 +298,14 @@ class Journal:
                 f"journal still ends at seq {seq - 1}, and the next append may succeed once "
                 f"the fault clears"
             ) from exc
+        except Exception as exc:
+            # Not an I/O error (a bug below, a MemoryError): part of the frame may be on disk
+            # all the same, and left there the next append would write this seq again after
+            # it, which the next start refuses. Cut it back as for an I/O failure, then let
+            # the error go on as what it is.
+            self.stats.append_failures += 1
+            self._roll_back(seq, OSError(f"{type(exc).__name__}: {exc}"))
+            raise
         self._end += len(frame)
         self._next_seq = seq + 1
         self.stats.appends += 1

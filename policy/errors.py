@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import enum
 
+from policy.names import shown
+
 __all__ = ["CodecError", "ErrorKind", "PolicyError", "StateError", "describe_container"]
 
 
@@ -70,11 +72,14 @@ def describe_container(
         ``pod <namespace>/<name> (uid <uid>), container <name>``; without namespace and name
         ``pod (uid <uid>)``, and without a container name no ``, container`` part.
     """
+    # Each name is cut to 80 characters (policy.names.shown): a request refused for a giant
+    # name must not echo it into the status message, which grpc limits to 16 KiB.
+    uid = shown(pod_uid)
     if pod_namespace is None and pod_name is None:
-        pod = f"pod (uid {pod_uid})"
+        pod = f"pod (uid {uid})"
     else:
-        pod = f"pod {pod_namespace or ''}/{pod_name or ''} (uid {pod_uid})"
-    return pod if container_name is None else f"{pod}, container {container_name}"
+        pod = f"pod {shown(pod_namespace or '')}/{shown(pod_name or '')} (uid {uid})"
+    return pod if container_name is None else f"{pod}, container {shown(container_name)}"
 
 
 class PolicyError(ValueError):

@@ -326,7 +326,11 @@ class BalancerWiring:
         if not isinstance(self.executor, CgroupMigrator):
             return None
         stats = self.executor.stats
-        return {"handled": stats.handled_total, "results": dict(stats.results_total)}
+        return {
+            "handled": stats.handled_total,
+            "results": dict(stats.results_total),
+            "moved": (stats.bytes_moved_total, stats.batches_total, stats.longest_batch_s),
+        }
 
 
 def _wait_ready(ref: pykka.ActorRef[Any]) -> None:
@@ -341,6 +345,8 @@ class BalancerCollector(Collector):
       reference emits 1 per round; in a pull model that is a count, as for ``alloc_failed``);
     * ``memory_handle_numa_balance`` and ``memory_numa_balance_result{success}``: advices
       handed to the executor and finished migrations (§11);
+    * ``qrmd_migration_bytes_moved_total``, ``qrmd_migration_batches_total`` and
+      ``qrmd_migration_longest_batch_seconds``: the batched page moves (``qrmd.host.migrate``);
     * ``plugin_start_failed{pluginName, pluginType}``: failed starts of the eviction plugin
       (§10);
     * ``qrmd_balancer_<counter>``: what the actor did (ticks, rounds skipped, failed and
@@ -380,6 +386,20 @@ class BalancerCollector(Collector):
             for success, count in sorted(executor["results"].items()):
                 result.add_metric(["true" if success else "false"], count)
             yield result
+            # The batched move_pages of qrmd.host.page_mover: how much, in how many
+            # batches, and how long a workload's memory was held at most.
+            moved, batches, longest = executor.get("moved", (0, 0, 0.0))
+            yield CounterMetricFamily(
+                "qrmd_migration_bytes_moved", "Bytes move_pages moved between NUMA nodes.", moved
+            )
+            yield CounterMetricFamily(
+                "qrmd_migration_batches", "move_pages batches made (query and move).", batches
+            )
+            yield GaugeMetricFamily(
+                "qrmd_migration_longest_batch_seconds",
+                "The longest move_pages batch since start (target 20 ms).",
+                value=longest,
+            )
         view = self._view()
         if view is None:
             return

@@ -64,6 +64,7 @@ from qrmd.cpu_eviction_settings import (
     DEFAULT_CPU_LOAD_SOURCE,
     cpu_eviction_values,
 )
+from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
@@ -137,6 +138,8 @@ class DaemonConfig:
         simulated_pressure: simulated NUMA nodes under pressure from the start.
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
+        max_connections: the most connections each plugin socket accepts at once
+            (``qrmd.hardening_settings``).
         enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
             §12.7; ``qrmd.cpu_eviction_settings``).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
@@ -174,6 +177,7 @@ class DaemonConfig:
     simulated_pressure: tuple[int, ...] = ()
     memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
     numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     enable_cpu_pressure_eviction: bool = False
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
@@ -281,6 +285,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
            "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
     *BALANCER_OPTIONS,
+    *HARDENING_OPTIONS,
     *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,

@@ -32,6 +32,7 @@ acknowledged: with durability ``always`` every answered commit was fsynced befor
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -59,6 +60,11 @@ from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import DaemonConfig
 from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
+from qrmd.hardening_settings import (
+    DEFAULT_MAX_CONNECTIONS,
+    check_connection_cap,
+    raise_open_file_limit,
+)
 from qrmd.health import HealthRegistry
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.journal_settings import journal_retention
@@ -125,7 +131,12 @@ def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -
 
 
 def _wire_plugin_server(
-    socket_dir: str, allocator: SupervisedRef, ready: Callable[[], bool], observer: DaemonMetrics
+    socket_dir: str,
+    allocator: SupervisedRef,
+    ready: Callable[[], bool],
+    observer: DaemonMetrics,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> PluginServing:
     return PluginServer(
         socket_dir,
@@ -134,6 +145,7 @@ def _wire_plugin_server(
         resource_name=RESOURCE_NAME,
         ready=ready,
         observer=observer,
+        max_connections=max_connections,
     )
 
 
@@ -187,6 +199,11 @@ class Daemon:
         self.config = config
         self._balancer_factory = balancer_factory
         self.balancer: BalancerWiring | None = None
+        if server_factory is _wire_plugin_server:
+            # The default server takes the connection cap (the connection cap).
+            server_factory = functools.partial(
+                _wire_plugin_server, max_connections=config.max_connections
+            )
         self._cpu_pressure_factory = cpu_pressure_factory
         self.cpu_pressure: CPUPressureWiring | None = None
         self._server_factory = server_factory
@@ -421,6 +438,13 @@ def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = N
             _log.info("%s: stopping", signal.Signals(signum).name)
         stop.set()
 
+    # Room for the journal and health beside the capped connections (qrmd.hardening_settings).
+    limit = raise_open_file_limit()
+    sockets = len(config.socket_dirs) + (1 if config.enable_memory_balancer else 0)
+    try:
+        check_connection_cap(config.max_connections, sockets, limit)
+    except ValueError as err:
+        raise DaemonError(str(err)) from None
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     daemon = Daemon(config, server_factory=server_factory or _wire_plugin_server)
     try:

@@ -11,6 +11,8 @@ stale file removed, owner-only, self-dial ``GetInfo``) and follows the registrat
   ``qrm_cpu_plugin``, policy ``dynamic``, wire.md §12.5), checked when the server starts;
 * the ``GetInfo`` answer: type ``ResourcePlugin``, name the resource (``cpu``), versions
   ``v1alpha1``, endpoint empty (the same socket, wire.md §3);
+* the connection cap (``--max-connections``, default 1024), enforced by gRPC core's
+  ``grpc.max_allowed_incoming_connections`` server argument (``wire.plugin_socket``);
 * the service: ``wire.resource_plugin`` asking the Allocator. While ``ready()`` is false the
   socket is not created, and every ResourcePlugin call on a served one answers UNAVAILABLE (a
   StateStore being restarted, shutdown); Registration keeps answering so kubelet keeps the
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire import resource_plugin
-from wire.plugin_socket import PluginIdentity, PluginSocket
+from wire.plugin_socket import DEFAULT_MAX_CONNECTIONS, PluginIdentity, PluginSocket
 from wire.rpc import ActorRef, RpcObserver
 from wire.sockets import (
     MAX_SOCKET_PATH_BYTES,
@@ -95,6 +97,8 @@ class PluginServer:
             UNAVAILABLE and keeps ``start`` from creating the socket.
         observer: told about every call (metrics), or ``None``.
         max_workers: gRPC handler threads; calls beyond them wait in grpcio's queue.
+        max_connections: the most connections accepted at once (``--max-connections``;
+            ``wire.plugin_socket.MAX_CONNECTIONS_ARG`` enforces it), or ``None`` for no cap.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class PluginServer:
         ready: Callable[[], bool],
         observer: RpcObserver | None = None,
         max_workers: int = 4,
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.socket_dir = os.path.abspath(socket_dir)
         self.name = name
@@ -120,6 +125,7 @@ class PluginServer:
             actors_ready=ready,
             observer=observer,
             max_workers=max_workers,
+            max_connections=max_connections,
         )
 
     @property

@@ -14,7 +14,8 @@ they happen:
 * ``serve`` (guard ``actors_ready``), only once the actors behind the services answer: the peer
   dials as soon as the file appears (kubelet asks ``GetResourcePluginOptions`` only once).
   *create_socket*: the path is checked (107 bytes) before anything is created, the directory
-  is created if missing, a stale file removed, the server bound owner-only (``wire.sockets``)
+  is created if missing, a stale file (one nobody answers on) removed — a live one refuses
+  with ``SocketInUseError`` and is left alone — the server bound owner-only (``wire.sockets``)
   and started; then it is dialled as the peer will and asked ``GetInfo`` (5 s, waiting for
   the channel to be ready) to confirm it serves (wire.md §8.1 step 1).
 * ``registration_accepted``: nothing to do. A second ``true`` (a restarted peer re-registers
@@ -27,6 +28,13 @@ they happen:
   serve, the first attempt on the caller's thread.
 * A failed re-creation is retried every 5 s until it succeeds or the plugin stops, as the
   reference's wrapper restarts a server that failed to serve.
+* The socket file is watched (``check_socket``, every :data:`WATCH_PERIOD_S` seconds on a
+  thread of its own, or called by a test): if it disappeared (an operator's ``rm``, a
+  cleanup script) or was replaced by a file nobody answers on, kubelet can no longer reach
+  the plugin, so the socket is re-created (trigger ``serving_failed``: a new inode, which
+  kubelet's plugin watcher registers anew) and a warning says so. A file replaced by one a
+  live server answers on belongs to that server now: it is left alone and an error says so
+  at every check until it goes away.
 * ``stop``: stop the server (calls in flight get a grace period), shut its thread pool down
   and remove the socket file if it is still the one bound, which makes the peer deregister.
 
@@ -57,13 +65,20 @@ from wire.rpc import RpcObserver
 from wire.sockets import (
     BoundSocket,
     ServingError,
+    answers,
     bind_owner_only,
     check_socket_path,
     remove_socket,
 )
 
 # PluginIdentity is ``wire.registration_service``'s, exported here with the class that takes it.
-__all__ = ["PluginIdentity", "PluginSocket", "RegistrationObserver"]
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "MAX_CONNECTIONS_ARG",
+    "PluginIdentity",
+    "PluginSocket",
+    "RegistrationObserver",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +93,18 @@ VERIFY_TIMEOUT_S = 5.0
 RETRY_PERIOD_S = 5.0
 #: How long in-flight calls may finish when a re-created socket's old server stops.
 STOP_GRACE_S = 1.0
+#: The gRPC core channel argument that caps a server's concurrent connections (the
+#: connection cap). grpcio's ``maximum_concurrent_rpcs`` caps RPCs, not connections: 5,000 idle
+#: connections each hold a descriptor and exhaust ``nofile`` without a single RPC. With this
+#: argument the server's resource quota refuses a connection past the cap right after
+#: ``accept`` (the peer sees the connection closed: UNAVAILABLE), so the descriptors this
+#: socket holds stay bounded; a connection that closes frees its place.
+MAX_CONNECTIONS_ARG = "grpc.max_allowed_incoming_connections"
+#: ``--max-connections``'s default: far below any sane ``nofile`` limit, far above what kubelet
+#: and katalyst-agent open (one channel each).
+DEFAULT_MAX_CONNECTIONS = 1024
+#: How often a served socket checks that its file is still the one it bound.
+WATCH_PERIOD_S = 5.0
 #: What a failed socket creation raises (``wire.sockets``, grpc) and a retry outlives.
 _CREATE_ERRORS = (OSError, ValueError, RuntimeError)
 
@@ -97,6 +124,11 @@ class PluginSocket:
         on_step: told every registration step taken.
         observer: told about every call, or ``None``.
         max_workers: threads of each server's pool; calls beyond them wait in grpcio's queue.
+        watch_period_s: seconds between two ``check_socket`` calls on the socket's own
+            thread, or ``None`` for no thread (a test calls ``check_socket`` itself).
+        max_connections: the most connections each server accepts at once
+            (:data:`DEFAULT_MAX_CONNECTIONS`), or ``None`` for no cap; see
+            :data:`MAX_CONNECTIONS_ARG`.
     """
 
     def __init__(
@@ -109,8 +141,15 @@ class PluginSocket:
         on_step: RegistrationObserver | None = None,
         observer: RpcObserver | None = None,
         max_workers: int = 4,
+        watch_period_s: float | None = WATCH_PERIOD_S,
+        max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.path = Path(os.path.abspath(path))
+        self._watch_period_s = watch_period_s
+        self._server_options = (
+            () if max_connections is None else ((MAX_CONNECTIONS_ARG, max_connections),)
+        )
+        self._watcher: threading.Thread | None = None
         self.identity = identity
         self._services = tuple(services)
         self._actors_ready = actors_ready
@@ -156,6 +195,57 @@ class PluginSocket:
                 )
             self._carry_out(step, STOP_GRACE_S)
             self._adopt(step)
+            if self._watch_period_s is not None:
+                self._watcher = threading.Thread(
+                    target=self._watch,
+                    args=(self._watch_period_s,),
+                    name=f"watch {self.path.name}",
+                    daemon=True,  # stop() joins it; a process exiting without stop() must not hang
+                )
+                self._watcher.start()
+
+    def check_socket(self) -> bool:
+        """Re-create the socket if its file disappeared or was replaced by a dead one.
+
+        Does nothing unless serving or registered. A file replaced by one a live server
+        answers on is left to it (logged as an error).
+
+        Returns:
+            Whether a re-creation was started (its first attempt runs here; a failed one is
+            retried every :data:`RETRY_PERIOD_S` seconds, as ``recreate_socket``).
+        """
+        with self._changed:
+            bound = self._bound
+            if bound is None or self._state not in (registration.SERVING, registration.REGISTERED):
+                return False
+            try:
+                info = bound.path.lstat()
+            except FileNotFoundError:
+                logger.warning(
+                    "%s: the socket file disappeared; re-creating it (kubelet registers the "
+                    "new one)",
+                    self.path,
+                )
+            else:
+                if (info.st_dev, info.st_ino) == (bound.device, bound.inode):
+                    return False
+                if answers(bound.path):
+                    logger.error(
+                        "%s: the socket file was replaced by another process that serves "
+                        "it; not re-creating it while that process answers. kubelet reaches "
+                        "that process, not this %s %r",
+                        self.path,
+                        self.identity.type,
+                        self.identity.name,
+                    )
+                    return False
+                logger.warning(
+                    "%s: the socket file was replaced by one nobody answers on; re-creating "
+                    "it (kubelet registers the new one)",
+                    self.path,
+                )
+            self.recreate_socket()
+            return True
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop serving and remove the socket file (trigger ``stop``); idempotent.
@@ -172,6 +262,9 @@ class PluginSocket:
             recreator = self._recreator
         if recreator is not None and recreator is not threading.current_thread():
             recreator.join()
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join()
         with self._changed:
             if self._state == registration.DEREGISTERED:
                 return
@@ -283,6 +376,14 @@ class PluginSocket:
         )
         self._recreator.start()
 
+    def _watch(self, period_s: float) -> None:
+        """``check_socket`` every ``period_s`` seconds until stopped; a failure is logged."""
+        while not self._stopping.wait(period_s):
+            try:
+                self.check_socket()
+            except Exception:  # the watch must outlive one bad check
+                logger.exception("%s: checking the socket file failed", self.path)
+
     def _retry(self, step: Step, attempt_now: bool) -> None:
         """Attempt the re-creation until done or stopped, every ``RETRY_PERIOD_S``."""
         if not attempt_now and self._stopping.wait(RETRY_PERIOD_S):
@@ -313,7 +414,7 @@ class PluginSocket:
         executor = futures.ThreadPoolExecutor(
             max_workers=self._max_workers, thread_name_prefix=f"grpc-{path.stem}"
         )
-        server = grpc.server(executor)
+        server = grpc.server(executor, options=self._server_options)
         handlers = registration_handler(self.identity, self.notify, self._observer)
         server.add_generic_rpc_handlers((handlers, *self._services))
         bound: BoundSocket | None = None

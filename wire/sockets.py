@@ -4,9 +4,14 @@ The rules every served socket keeps:
 
 * The path is checked before anything else: the kernel's ``sun_path`` holds 107 bytes plus the
   terminating NUL, and grpc only logs a longer one as "failed to bind".
-* A missing directory is created (mode 0755, as the reference plugins do); a stale file at the
-  path (left by a killed process) is removed before binding, since binding over it fails with
-  "address already in use". A directory at the path is refused, never removed.
+* A missing directory is created (mode 0755 whatever the umask, as wire.md §2 and the
+  reference plugins do; an existing directory such as kubelet's ``plugins_registry`` keeps
+  its mode). A file at the path is stale only if nothing answers on it: the path is dialled
+  first, and a socket that accepts the connection belongs to a live server (a second qrmd, or
+  katalyst-agent's plugin during a rollout), so binding is refused with ``SocketInUseError``
+  naming the path and the file is left alone. A file nobody answers on (left by a killed
+  process) is removed before binding, since binding over it fails with "address already in
+  use". A directory at the path is refused, never removed.
 * The server binds ``unix:<path>``, not ``unix://<path>``: grpcio counts the latter's slashes
   against the limit and refuses paths from 106 bytes on, which the kernel takes.
 * The socket file is made owner-only (0600) right after it is bound and before the server
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,7 +41,9 @@ __all__ = [
     "MAX_SOCKET_PATH_BYTES",
     "BoundSocket",
     "ServingError",
+    "SocketInUseError",
     "SocketPathError",
+    "answers",
     "bind_owner_only",
     "check_socket_path",
     "distinct_socket_dirs",
@@ -50,6 +58,8 @@ MAX_SOCKET_PATH_BYTES = 107
 DIRECTORY_MODE = 0o755
 #: Mode of a bound socket: only the owner (root on a node) may connect.
 SOCKET_MODE = 0o600
+#: How long dialling a socket file to see whether it is live may take.
+DIAL_TIMEOUT_S = 1.0
 
 
 class SocketPathError(OSError, ValueError):
@@ -76,6 +86,22 @@ class ServingError(OSError, RuntimeError):
     the CPU plugin's server documented ``RuntimeError`` for these failures, the eviction
     plugin's ``OSError``.
     """
+
+
+class SocketInUseError(ServingError):
+    """Another live server answers on the socket path; it is left alone.
+
+    Attributes:
+        path: the socket path.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"socket {str(path)!r} is served by another process (it answers when dialled); "
+            f"refusing to replace it. Stop the other qrmd (or katalyst-agent plugin) serving "
+            f"it, or give this one another --socket-dir"
+        )
+        self.path = path
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +157,7 @@ def distinct_socket_dirs(socket_dirs: Iterable[str]) -> list[str]:
     distinct = []
     for directory in socket_dirs:
         absolute = os.path.abspath(directory)
-        os.makedirs(absolute, mode=DIRECTORY_MODE, exist_ok=True)
+        _make_socket_dirs(Path(absolute))
         info = os.stat(absolute)
         if (info.st_dev, info.st_ino) not in seen:
             seen.add((info.st_dev, info.st_ino))
@@ -139,9 +165,69 @@ def distinct_socket_dirs(socket_dirs: Iterable[str]) -> list[str]:
     return distinct
 
 
+def _make_socket_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents, each 0755 whatever the umask.
+
+    Only what is created here is ``chmod``-ed: an existing directory (kubelet's
+    ``plugins_registry``) is not ours and keeps its mode.
+    """
+    missing = []
+    path = directory
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for component in reversed(missing):
+        try:
+            component.mkdir(mode=DIRECTORY_MODE)
+        except FileExistsError:
+            if not component.is_dir():
+                raise
+            continue  # made concurrently by someone else: theirs
+        os.chmod(component, DIRECTORY_MODE)
+
+
+def answers(path: Path) -> bool:
+    """Whether a server accepts connections on the unix socket file at ``path``.
+
+    Only a refused connection (or no file) means nobody serves it. Any other failure to dial
+    (a full backlog, no permission) counts as live: removing a live server's socket is the
+    mistake this guards against, and being wrong the other way only costs a refusal.
+
+    Args:
+        path: the socket file.
+
+    Returns:
+        False if the file is gone, is not a socket, or refuses connections; else True.
+    """
+    try:
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            return False
+    except FileNotFoundError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(DIAL_TIMEOUT_S)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError as exc:
+        logger.warning("%s: cannot tell whether it is served (%s); taking it as live", path, exc)
+        return True
+    finally:
+        probe.close()
+    return True
+
+
 def _clear_stale(path: Path) -> None:
-    """Create the directory if needed and remove whatever non-directory sits at ``path``."""
-    path.parent.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+    """Create the directory if needed and remove a stale non-directory at ``path``.
+
+    Raises:
+        SocketInUseError: a live server answers on the file; it is left alone.
+        SocketPathError: a directory is in the way.
+    """
+    _make_socket_dirs(path.parent)
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:
@@ -150,14 +236,16 @@ def _clear_stale(path: Path) -> None:
         raise SocketPathError(
             f"cannot serve on {str(path)!r}: a directory is in the way", path=path
         )
-    logger.info("removing the stale file %s", path)
+    if answers(path):
+        raise SocketInUseError(path)
+    logger.info("removing the stale file %s (nothing answers on it)", path)
     path.unlink(missing_ok=True)
 
 
 def bind_owner_only(server: grpc.Server, path: Path) -> BoundSocket:
     """Bind a not yet started gRPC server to ``unix:<path>``, owner-only.
 
-    Removes a stale file first and creates the directory if missing.
+    Removes a stale file first (one nobody answers on) and creates the directory if missing.
 
     Args:
         server: a grpc server that has not been started.
@@ -168,6 +256,7 @@ def bind_owner_only(server: grpc.Server, path: Path) -> BoundSocket:
 
     Raises:
         SocketPathError: the path is longer than 107 bytes, or a directory is in the way.
+        SocketInUseError: another live server answers on the path (a ``ServingError``).
         ServingError: the socket cannot be bound.
         OSError: the directory cannot be created, the stale file removed or the socket made
             owner-only; the message names the path.

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from types import MappingProxyType
 
+from policy import names as k8s_names
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
     anon_by_numa,
@@ -98,6 +99,13 @@ class NumaDistance:
     distance: int
 
 
+def _bounded(value: str, where: str, limit: int) -> None:
+    """Kubernetes' bound on a name (``policy.names``): no pod carries a longer one."""
+    reason = k8s_names.too_long(value, where, limit)
+    if reason is not None:
+        raise BalanceError(reason)
+
+
 @dataclass(frozen=True, slots=True)
 class Container:
     """A regular container of a pod: its name and anonymous memory per NUMA, in bytes (§4.2).
@@ -113,6 +121,7 @@ class Container:
 
     def __post_init__(self) -> None:
         as_str(self.name, "container name", non_empty=True)
+        _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
         as_str(self.container_id, f"container {self.name!r} id")
         frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
         object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
@@ -130,8 +139,11 @@ class Pod:
 
     def __post_init__(self) -> None:
         as_str(self.uid, "pod uid", non_empty=True)
+        _bounded(self.uid, "pod uid", k8s_names.MAX_POD_UID_BYTES)
         as_str(self.namespace, f"pod {self.uid!r} namespace")
+        _bounded(self.namespace, f"pod {self.uid!r} namespace", k8s_names.MAX_NAMESPACE_BYTES)
         as_str(self.name, f"pod {self.uid!r} name")
+        _bounded(self.name, f"pod {self.uid!r} name", k8s_names.MAX_POD_NAME_BYTES)
         as_str(self.pool, f"pod {self.uid!r} pool")
         object.__setattr__(self, "containers", tuple(self.containers))
         if not self.containers:

@@ -24,6 +24,9 @@ quantities (more than :data:`MAX_CPU_REQUEST` CPUs, or more than :data:`MAX_SCAL
 units of a byte or bandwidth resource), an empty pod UID or container name, a negative
 container index, and a hint naming a NUMA node twice or a negative NUMA node. The reference
 instead clamps a negative request to ``max(ceil(v), 0)`` and accepts the rest as they come.
+Every string is bounded by Kubernetes' own limits (``policy.names``: ``pod_uid`` 128 bytes,
+``pod_name`` 253, …; labels and annotations 256 KiB together), so no request can grow the
+journal by more than a pod could; an error quotes at most 80 characters of a name.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from policy import names
 from policy.errors import ErrorKind, PolicyError, describe_container
 from policy.state.identity import ContainerIdentity, ContainerType
 
@@ -221,6 +225,39 @@ def _check_hint(hint: TopologyHint) -> None:
         raise RequestError(f"hint names NUMA nodes {twice} more than once")
 
 
+#: Each bounded string field of a request and its bound (``policy.names``).
+_STRING_BOUNDS = (
+    ("pod_uid", names.MAX_POD_UID_BYTES),
+    ("pod_name", names.MAX_POD_NAME_BYTES),
+    ("pod_namespace", names.MAX_NAMESPACE_BYTES),
+    ("container_name", names.MAX_CONTAINER_NAME_BYTES),
+    ("pod_role", names.MAX_OPAQUE_NAME_BYTES),
+    ("pod_type", names.MAX_OPAQUE_NAME_BYTES),
+    ("resource_name", names.MAX_OPAQUE_NAME_BYTES),
+)
+
+
+def _string_too_long(request: ResourceRequest) -> str | None:
+    """Why a string of the request is past Kubernetes' bounds (``policy.names``), or None."""
+    for field, limit in _STRING_BOUNDS:
+        reason = names.too_long(getattr(request, field), field, limit)
+        if reason is not None:
+            return reason
+    for key, value in (request.labels or {}).items():
+        reason = names.too_long(key, "labels key", names.MAX_LABEL_KEY_BYTES) or names.too_long(
+            value, f"labels value of {names.shown(key)!r}", names.MAX_LABEL_VALUE_BYTES
+        )
+        if reason is not None:
+            return reason
+    size = names.map_bytes(request.labels, request.annotations)
+    if size > names.MAX_MAPS_BYTES:
+        return (
+            f"labels and annotations hold {size} bytes together, more than Kubernetes allows "
+            f"({names.MAX_MAPS_BYTES})"
+        )
+    return None
+
+
 def validate_request(request: ResourceRequest) -> None:
     """Refuse a request whose identity or hint is malformed (qrmd's checks, not the reference's).
 
@@ -231,11 +268,14 @@ def validate_request(request: ResourceRequest) -> None:
 
     Raises:
         RequestError: naming pod and container, e.g. ``pod default/web (uid ), container
-            app: pod uid is empty``.
+            app: pod uid is empty``; or the field past Kubernetes' bounds, e.g. ``…:
+            pod_name is 300 bytes, more than Kubernetes allows (253)``.
     """
     reason = ""
     if not request.pod_uid:
         reason = "pod uid is empty"
+    elif too_long := _string_too_long(request):
+        reason = too_long
     elif not request.container_name:
         reason = "container name is empty"
     elif request.container_index < 0:

@@ -79,6 +79,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r = actions.add_parser("repair", help="cut a damaged journal back, saying what is lost")
     r.add_argument("directory", metavar="DIR", help=DIR_HELP)
     r.add_argument("--force", action="store_true", help="also drop records after mid-log damage")
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only say what would be done; change nothing, not even a torn tail (works on a "
+        "read-only copy)",
+    )
     r.add_argument("--json", action="store_true", help="print one JSON document")
     r.set_defaults(run=run_repair)
 
@@ -116,7 +122,13 @@ def run_verify(args: argparse.Namespace) -> int:
     )
     for finding in report.findings:
         where = f"{finding.path}" + (f" @ {finding.offset}" if finding.offset is not None else "")
-        blocks = "blocks recovery" if finding.blocks_recovery else "recovery cuts it"
+        blocks = (
+            "blocks recovery"
+            if finding.blocks_recovery
+            else "recovery cuts it"
+            if finding.kind == "torn_tail"
+            else "recovery does not need it"
+        )
         out.print(Text(f"  {finding.kind}: {where}: {finding.message} ({blocks})"))
     problems = list(
         _replay_problems(args.directory, report.first_seq, report.checkpoints, topology, out)
@@ -221,7 +233,7 @@ def _compare_checkpoint(
 def run_repair(args: argparse.Namespace) -> int:
     need_directory(args.directory)
     try:
-        report = repair(args.directory, force=args.force)
+        report = repair(args.directory, force=args.force, dry_run=args.dry_run)
     except JournalError as err:
         raise refuse(str(err)) from err
     if args.json:

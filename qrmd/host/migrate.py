@@ -1,4 +1,4 @@
-"""Carry out memory advices with ``migrate_pages(2)`` on cgroup processes (memory-balancer §11).
+"""Carry out memory advices by moving cgroup processes' pages (memory-balancer §11).
 
 ``CgroupMigrator`` implements the ``AdviceExecutor`` port (``actors.ports.migration``):
 
@@ -11,8 +11,16 @@
   **dropped** (the reference's discard policy, §11 step 1).
 * **run**, one destination at a time in the advice's order: for each resolved cgroup, read
   its anonymous memory on the source NUMA from ``memory.numa_stat`` (``before``); if the
-  destination is in the container's own list, call ``migrate_pages(pid, NumNUMANodes + 1,
-  {source}, {destination})`` for every process (errors logged); read again (``after``).
+  destination is in the container's own list, move every process's pages there; read again
+  (``after``). The pages are moved with ``move_pages(2)`` in batches of about 20 ms each
+  (``qrmd.host.page_mover``), and between two batches the advice's threshold is re-checked
+  on every cgroup's figure: once the destination has succeeded (below), the move stops —
+  the rest no longer pays for the time the workload's memory is held. **This deviates from
+  §11**, which reproduces the reference's one ``migrate_pages(pid, NumNUMANodes + 1,
+  {source}, {destination})`` per process: that call holds the process's memory for the whole
+  move, which Katalyst saw stall workloads for minutes (katalyst-core #477). The
+  ``migrate_pages`` path is kept behind its own seam (``migrate=``) for kernels or tests
+  that want the reference's behaviour.
   The destination succeeded if the total left on the source is under ``1 - threshold`` of
   the advice's ``totalRSS`` or the decrease reaches ``threshold`` of it (0.3 and 0.7); on
   success the later destinations are not tried. A cgroup whose figure cannot be read is left
@@ -25,27 +33,35 @@ Execution runs on one worker thread, so the actor that hands advices over never 
 kernel; the result is logged, counted in ``stats`` and given to ``on_result``. Nothing here
 raises into the caller: a failed migration is never fatal to the daemon.
 
-The system call goes through a seam, ``MigratePages``; ``syscall_migrate_pages`` is the real
-one (``ctypes``, ``syscall(SYS_migrate_pages, ...)`` with the number of this architecture).
+The system calls go through seams: ``MovePages`` (``qrmd.host.page_mover.syscall_move_pages``,
+the default) and ``MigratePages`` (``syscall_migrate_pages``, the reference's call), each
+``ctypes`` over ``syscall(2)`` with the number of this architecture. ``stats`` counts bytes
+moved, batches and the longest batch, for the metrics.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
 import os
-import platform
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from actors.ports.migration import MigrationMode, MigrationPlan, PlannedTarget
 from policy.balance import MemoryAdvice
 from qrmd.host.kube_cgroups import CgroupDriver, container_cgroup_names
+from qrmd.host.migrate_pages import (
+    SYS_MIGRATE_PAGES,
+    MigratePages,
+    MigratePagesError,
+    syscall_migrate_pages,
+)
 from qrmd.host.numa_stat import V1_PAGE_SIZE, CgroupAnonMemoryReader, NumaStatError, read_numa_stat
+from qrmd.host.page_mover import BatchMover, MovePages, syscall_move_pages
 
 __all__ = [
     "SYS_MIGRATE_PAGES",
@@ -55,95 +71,12 @@ __all__ = [
     "MigratePagesError",
     "MigrationResult",
     "MigratorStats",
+    "MovePages",
     "cgroup_pids",
     "syscall_migrate_pages",
 ]
 
 _log = logging.getLogger(__name__)
-
-#: ``__NR_migrate_pages`` by ``platform.machine()``: x86_64's own table, and the generic table
-#: (``asm-generic/unistd.h``) that arm64 uses.
-SYS_MIGRATE_PAGES: Final[Mapping[str, int]] = {"x86_64": 256, "amd64": 256, "aarch64": 238}
-
-#: ``(pid, maxnode, from nodes, to nodes) -> pages not moved``; raises ``MigratePagesError``.
-MigratePages = Callable[[int, int, frozenset[int], frozenset[int]], int]
-
-# What an errno of migrate_pages(2) means here, so the log says what to do.
-_ERRNO_HINTS: Final[Mapping[int, str]] = {
-    errno.EPERM: "not permitted: qrmd needs CAP_SYS_NICE to move another user's pages",
-    errno.ESRCH: "the process has exited",
-    errno.EINVAL: "a node is not in the mask range or has no memory",
-    errno.ENOSYS: "the kernel has no NUMA support",
-    errno.ENODEV: "a destination node is not online",
-}
-
-
-class MigratePagesError(OSError):
-    """``migrate_pages(2)`` failed; the message names the process, the nodes and the errno."""
-
-
-def syscall_migrate_pages(machine: str | None = None) -> MigratePages:
-    """The real ``migrate_pages(2)``, through libc's ``syscall``.
-
-    Args:
-        machine: the architecture (default ``platform.machine()``).
-
-    Returns:
-        The call.
-
-    Raises:
-        OSError: no syscall number is known for the architecture.
-    """
-    arch = machine or platform.machine()
-    number = SYS_MIGRATE_PAGES.get(arch)
-    if number is None:
-        known = ", ".join(sorted(SYS_MIGRATE_PAGES))
-        raise OSError(errno.ENOSYS, f"migrate_pages: no syscall number for {arch!r} (know {known})")
-    libc = ctypes.CDLL(None, use_errno=True)
-    syscall = libc.syscall
-    syscall.restype = ctypes.c_long
-    word_bits = ctypes.sizeof(ctypes.c_ulong) * 8
-
-    def migrate(pid: int, maxnode: int, old: frozenset[int], new: frozenset[int]) -> int:
-        _check_nodes(old | new, maxnode)
-        words = max(1, -(-maxnode // word_bits))
-        old_mask = _node_mask(old, words, word_bits)
-        new_mask = _node_mask(new, words, word_bits)
-        ctypes.set_errno(0)
-        result = syscall(
-            ctypes.c_long(number),
-            ctypes.c_long(pid),
-            ctypes.c_ulong(maxnode),
-            old_mask,
-            new_mask,
-        )
-        if result < 0:
-            code = ctypes.get_errno()
-            raise MigratePagesError(code, _describe(pid, old, new, code))
-        return int(result)
-
-    return migrate
-
-
-def _check_nodes(nodes: Iterable[int], maxnode: int) -> None:
-    # The kernel reads maxnode - 1 bits of each mask (the historical off-by-one that callers
-    # compensate with NumNUMANodes + 1).
-    for node in nodes:
-        if not 0 <= node < maxnode - 1:
-            raise ValueError(f"migrate_pages: NUMA node {node} is outside 0..{maxnode - 2}")
-
-
-def _node_mask(nodes: Iterable[int], words: int, word_bits: int) -> ctypes.Array[ctypes.c_ulong]:
-    mask = (ctypes.c_ulong * words)()
-    for node in nodes:
-        mask[node // word_bits] |= 1 << (node % word_bits)
-    return mask
-
-
-def _describe(pid: int, old: frozenset[int], new: frozenset[int], code: int) -> str:
-    hint = _ERRNO_HINTS.get(code, os.strerror(code))
-    name = errno.errorcode.get(code, str(code))
-    return f"migrate_pages(pid={pid}, from={sorted(old)}, to={sorted(new)}): {name}: {hint}"
 
 
 def cgroup_pids(cgroup: Path) -> tuple[int, ...]:
@@ -218,6 +151,14 @@ class MigratorStats:
     dropped_total: int = 0
     results_total: dict[bool, int] = field(default_factory=lambda: {True: 0, False: 0})
     migrate_errors_total: int = 0
+    #: Bytes ``move_pages`` moved from a source to a destination NUMA node.
+    bytes_moved_total: int = 0
+    #: ``move_pages`` batches (each a query and, if needed, a move).
+    batches_total: int = 0
+    #: The longest batch, in seconds: what a workload's memory was held for at most.
+    longest_batch_s: float = 0.0
+    #: Moves stopped between batches because the destination already met the threshold.
+    stopped_early_total: int = 0
 
 
 class CgroupMigrator:
@@ -227,7 +168,12 @@ class CgroupMigrator:
         reader: finds pod cgroups (its ``pod_cgroup``) under the memory controller's mount.
         numa_count: the host's NUMA node count (``maxnode`` is this plus one).
         execute: migrate (``--memory-balance-execute``); False: dry run.
-        migrate: the system call seam; default ``syscall_migrate_pages()``, built on first use.
+        migrate: the reference's ``migrate_pages(2)`` seam; when given (and ``move_pages``
+            is not), each process is moved with one call, as §11 reproduces.
+        move_pages: the ``move_pages(2)`` seam of the batched move (the default); default
+            ``syscall_move_pages()``, built on first use.
+        monotonic: the clock batches are timed on.
+        proc_root: where ``/proc`` is (``numa_maps`` and ``maps`` are read there).
         page_size: bytes per page of a cgroup v1 count.
         on_result: told each finished migration's result, from the worker thread.
         spawn: runs a migration in the background; default a daemon thread.
@@ -240,6 +186,9 @@ class CgroupMigrator:
         *,
         execute: bool = False,
         migrate: MigratePages | None = None,
+        move_pages: MovePages | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        proc_root: Path = Path("/proc"),
         page_size: int = V1_PAGE_SIZE,
         on_result: Callable[[MigrationResult], None] | None = None,
         spawn: Callable[[Callable[[], None]], None] | None = None,
@@ -251,6 +200,10 @@ class CgroupMigrator:
         self._maxnode = numa_count + 1
         self._execute = execute
         self._migrate = migrate
+        self._batched = move_pages is not None or migrate is None
+        self._move_pages = move_pages
+        self._monotonic = monotonic
+        self._proc_root = proc_root
         self._page_size = page_size
         self._on_result = on_result
         self._spawn = spawn or _daemon_thread
@@ -355,6 +308,8 @@ class CgroupMigrator:
     def _try_destination(
         self, advice: MemoryAdvice, targets: list[PlannedTarget], dest: int
     ) -> DestinationResult:
+        if self._batched:
+            return self._try_destination_in_batches(advice, targets, dest)
         source = advice.source_numa
         before_total = after_total = decreased = not_moved = counted = 0
         errors: list[str] = []
@@ -369,17 +324,92 @@ class CgroupMigrator:
             before_total += before
             after_total += after
             decreased += before - min(after, before)
-        total = advice.total_rss
-        success = (
-            counted > 0
-            and total > 0
-            and (
-                after_total / total < 1 - advice.threshold or decreased / total >= advice.threshold
-            )
-        )
+        success = counted > 0 and _pays(advice, after_total, decreased)
         return DestinationResult(
             dest, before_total, after_total, decreased, success, not_moved, tuple(errors)
         )
+
+    def _try_destination_in_batches(
+        self, advice: MemoryAdvice, targets: list[PlannedTarget], dest: int
+    ) -> DestinationResult:
+        """One destination with ``move_pages`` batches, the threshold re-checked between them."""
+        source = advice.source_numa
+        errors: list[str] = []
+        befores = [self._anon(target, source, errors) for target in targets]
+
+        def figures(problems: list[str]) -> tuple[int, int, int, int]:
+            """(counted, before, after, decreased) over the cgroups readable now."""
+            counted = before_total = after_total = decreased = 0
+            for target, before in zip(targets, befores, strict=True):
+                after = self._anon(target, source, problems)
+                if before is None or after is None:
+                    continue  # O20, preferred fix: an unreadable figure is not a decrease
+                counted += 1
+                before_total += before
+                after_total += after
+                decreased += before - min(after, before)
+            return counted, before_total, after_total, decreased
+
+        def keep_going() -> bool:
+            counted, _, after_total, decreased = figures([])
+            return not (counted > 0 and _pays(advice, after_total, decreased))
+
+        failed = 0
+        for target in targets:
+            if dest not in target.dest_numas:
+                continue
+            done, failed_here = self._move_cgroup(target, source, dest, keep_going, errors)
+            failed += failed_here
+            if not done:
+                break
+        counted, before_total, after_total, decreased = figures(errors)
+        success = counted > 0 and _pays(advice, after_total, decreased)
+        return DestinationResult(
+            dest, before_total, after_total, decreased, success, failed, tuple(errors)
+        )
+
+    def _move_cgroup(
+        self,
+        target: PlannedTarget,
+        source: int,
+        dest: int,
+        keep_going: Callable[[], bool],
+        errors: list[str],
+    ) -> tuple[bool, int]:
+        """Move every process of a cgroup in batches; (whether to go on, pages not moved)."""
+        try:
+            pids = cgroup_pids(Path(target.cgroup))
+        except OSError as err:
+            errors.append(f"{target.cgroup}: cannot list processes: {err}")
+            return True, 0
+        mover = BatchMover(self._move_pages_call(), monotonic=self._monotonic,
+                           proc_root=self._proc_root)  # fmt: skip
+        failed = 0
+        for pid in pids:
+            report = mover.move(pid, source, dest, keep_going)
+            stats = self.stats
+            stats.bytes_moved_total += report.bytes_moved
+            stats.batches_total += report.batches
+            stats.longest_batch_s = max(stats.longest_batch_s, report.longest_batch_s)
+            failed += report.pages_failed
+            if report.error and not report.gone:  # an exited process has nothing to move
+                stats.migrate_errors_total += 1
+                errors.append(report.error)
+                _log.warning("numa balance: %s", report.error)
+            if report.stopped_early:
+                stats.stopped_early_total += 1
+                _log.info(
+                    "numa balance: moving %s from NUMA %d to %d stopped after %d batches "
+                    "(%d bytes): the threshold is met",
+                    target.cgroup, source, dest, report.batches, report.bytes_moved,
+                )  # fmt: skip
+                return False, failed
+        return True, failed
+
+    def _move_pages_call(self) -> MovePages:
+        if self._move_pages is None:
+            self._move_pages = syscall_move_pages()
+        return self._move_pages
 
     def _migrate_cgroup(
         self, target: PlannedTarget, source: int, dest: int, errors: list[str]
@@ -451,6 +481,14 @@ class CgroupMigrator:
         except (NumaStatError, OSError, ValueError) as err:
             return PlannedTarget(pod_uid, (name,), "", (), dest, str(err), cid is None)
         return PlannedTarget(pod_uid, (name,), str(cgroup), pids, dest, whole_pod=cid is None)
+
+
+def _pays(advice: MemoryAdvice, after_total: int, decreased: int) -> bool:
+    """§11's verdict: little left on the source, or the decrease reaches the threshold."""
+    total = advice.total_rss
+    return total > 0 and (
+        after_total / total < 1 - advice.threshold or decreased / total >= advice.threshold
+    )
 
 
 def _container_dir(pod_dir: Path, container_id: str, driver: CgroupDriver) -> Path:

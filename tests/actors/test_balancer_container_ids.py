@@ -1,5 +1,5 @@
 """Container IDs as balance round inputs, end to end on synthetic kubelet cgroup trees
-(memory-balancer §4.2, §11; issue item "container IDs as round inputs").
+(memory-balancer §4.2, §11: container IDs are inputs of each round, never state).
 
 Example 2's node and pods (``tests.policy.balance.examples``) with the real
 ``CgroupAnonMemoryReader`` and the real ``CgroupMigrator`` (dry run: it plans, it moves

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
+from journal.checkpoints import checkpoint_name
 from policy.state.codec import encode_state
 from policy.state.sections import empty_state
 from qrmd.cli import main
@@ -50,6 +51,13 @@ def shown_seqs(out: str) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(r"^\s+(\d+)  \d{4}-", out, re.MULTILINE)]
 
 
+def lose_checkpoints(directory: Path, *seqs: int) -> None:
+    """Rot checkpoints, so that recovery needs the records they covered (DESIGN.md, Journal:
+    damage a valid checkpoint covers does not block recovery)."""
+    for seq in seqs:
+        (directory / checkpoint_name(seq)).write_bytes(b"rotten")
+
+
 def flip_byte_in_record(directory: Path, index: int) -> None:
     segment = newest_segment(directory)
     data = bytearray(segment.read_bytes())
@@ -76,10 +84,21 @@ def test_verify_reports_a_damaged_record(
     journal_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flip_byte_in_record(journal_dir, 2)  # seq 3, records after it intact: mid-log damage
+    lose_checkpoints(journal_dir, 3, 6)  # so that recovery needs seq 3
     code, out, _ = run(capsys, "verify", str(journal_dir), "--topology", TOPOLOGY)
     assert code == 1
     assert "corrupt_record" in out and "blocks recovery" in out
     assert "replay: stopped after seq 2" in out
+
+
+def test_verify_reports_damage_a_checkpoint_covers_as_not_blocking(
+    journal_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flip_byte_in_record(journal_dir, 2)  # seq 3; the checkpoint at 6 covers it
+    code, out, _ = run(capsys, "verify", str(journal_dir), "--topology", TOPOLOGY)
+    assert code == 1  # still a problem in the history, reported
+    assert "corrupt_record" in out and "(recovery does not need it)" in out
+    assert "blocks recovery" not in out
 
 
 def test_verify_finds_a_checkpoint_that_replay_does_not_reproduce(
@@ -123,6 +142,7 @@ def test_repair_describes_mid_log_damage_and_acts_only_with_force(
     journal_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     flip_byte_in_record(journal_dir, 4)  # seq 5 damaged, 6 and 7 intact
+    lose_checkpoints(journal_dir, 6)  # so that recovery (from seq 3) needs seq 5
     before = snapshot(journal_dir)
     code, out, _ = run(capsys, "repair", str(journal_dir))
     assert code == 1
