@@ -123,14 +123,20 @@ class LinkStats:
     applied: int = 0
     refused_by_stage: dict[str, int] = field(default_factory=dict)
     last_applied_at: float | None = None
+    last_applied_wall: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record_outcome(self, applied: bool, stage: str, now: float) -> None:
-        """One response decided: applied, or refused at ``stage`` (monotonic ``now``)."""
+    def record_outcome(
+        self, applied: bool, stage: str, now: float, *, wall: float | None = None
+    ) -> None:
+        """One response decided: applied, or refused at ``stage`` (monotonic ``now``; ``wall``
+        the wall time, which the fallback's silence is counted on)."""
         with self._lock:
             if applied:
                 self.applied += 1
                 self.last_applied_at = now
+                if wall is not None:
+                    self.last_applied_wall = wall
             else:
                 self.refused_by_stage[stage] = self.refused_by_stage.get(stage, 0) + 1
 
@@ -154,6 +160,7 @@ class LinkStats:
                 "applied": self.applied,
                 "refused_by_stage": dict(self.refused_by_stage),
                 "last_applied_at": self.last_applied_at,
+                "last_applied_wall": self.last_applied_wall,
             }
 
 

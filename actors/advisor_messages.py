@@ -1,13 +1,15 @@
 """Messages between the AdvisorLink, the Allocator and the link's own threads (DESIGN.md
 "Actors and messages"; cpu-policy §11.5).
 
-To the Allocator (its handlers come with the wiring of the link into the daemon):
+To the Allocator (``actors.allocator_advisor`` serves them):
 
 * :class:`ApplyAdvice` — one ListAndWatch response to decide on with
   ``policy.cpu.advisor.decision.apply_advice`` and commit with ``response_cause``; the
   Allocator tracks the last applied one for ``fall_back_when_silent``.
 * :class:`AdvisorLinkChanged` — the link entered a state; while it is not ``watching``,
   Allocate and RemovePod answer without calling the advisor.
+* :class:`CheckAdvisorSilence` — a ticker's tick: time to compare the silence since the last
+  applied response with ``--cpu-advisor-unhealthy-after`` (``fall_back_when_silent``).
 
 To the AdvisorLink:
 
@@ -27,6 +29,7 @@ from policy.cpu.advisor.response import AdvisorResponse
 __all__ = [
     "AdvisorLinkChanged",
     "ApplyAdvice",
+    "CheckAdvisorSilence",
     "CheckReceive",
     "GetLinkStatus",
     "LinkCommand",
@@ -58,6 +61,17 @@ class AdvisorLinkChanged:
 
     state: str
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAdvisorSilence:
+    """Check how long no response was applied (to the Allocator, from a ticker).
+
+    Attributes:
+        now: the wall time of the tick (the Allocator decides on its own clock's time).
+    """
+
+    now: float
 
 
 @dataclass(frozen=True, slots=True)

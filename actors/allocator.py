@@ -12,8 +12,17 @@ refused commit leaves the snapshot as it was and fails the call with ``Allocator
 (kubelet retries; every call is idempotent). A commit with no answer may still land, so the
 next command first re-reads the durable state.
 
+GetResourcesAllocation is kubelet's reconcile, and it must keep working on a full disk: when the
+commit of what it settles (ramp-ups that ended, §10.1) is refused, it answers from the snapshot
+it holds — the durable state, since a refused commit persisted nothing — with the containers
+still ramping, and the next call settles them again.
+
 Policy errors propagate unchanged. Allocate's finaliser (§7.2) is the one decision that both
 commits and fails: its events (the container's removal) are committed, then its error raised.
+
+With sys-advisor enabled, the core also serves the link's messages and calls the advisor around
+Allocate and RemovePod (``actors.allocator_advisor``); every pool-sizing decision then uses
+``sizing_context`` (pools sized by requests while the fallback is in force).
 
 ``AllocatorCore`` is the behaviour, driven directly by unit tests; ``AllocatorActor`` is the thin
 pykka shell around it; :func:`decide` is the one table from inputs to façade function, shared
@@ -28,7 +37,9 @@ from typing import Any
 
 import pykka
 
-from actors.allocator_cause import DecisionInputs, ResidualPods, cause_of
+from actors.advisor_messages import AdvisorLinkChanged, ApplyAdvice, CheckAdvisorSilence
+from actors.allocator_advisor import AdvisorCalls, AdvisorMessage
+from actors.allocator_cause import AdvisorSilence, DecisionInputs, ResidualPods, cause_of
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -48,6 +59,15 @@ from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.pod_source import NoPodSource, PodSource
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
+from policy.cpu.advisor.decision import (
+    AdvisorSettings,
+    SilenceCheck,
+    apply_advice,
+    fall_back_when_silent,
+    sizing_context,
+)
+from policy.cpu.advisor.refusal import AddContainerRefused, undo_allocate
+from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.residual_check import ResidualEvidence
@@ -65,10 +85,14 @@ def decide(
 ) -> Decision[Any]:
     """Call the façade function that decides ``inputs``: the one table for live and re-run.
 
+    Every decision sees ``sizing_context(state, settings)``: while the request-based fallback
+    is in force (a state fact, journaled), pools are sized by requests as without the advisor.
+
     Args:
         state: the state to decide on (the durable one, or the one replayed before a record).
         inputs: the decision's inputs (a command that is its own inputs, ``AllocateInputs``,
-            or ``ResidualPods``).
+            ``ResidualPods``, or an advisor input: a response, ``AdvisorSilence``,
+            ``AddContainerRefused``).
         settings: the fixed context.
         now: the wall time the decision is taken at.
 
@@ -79,7 +103,15 @@ def decide(
         PolicyError: the policy refused (see ``policy.cpu.facade``); nothing to commit.
         TypeError: ``inputs`` is not one of the Allocator's decision inputs.
     """
+    settings = sizing_context(state, settings)
     match inputs:
+        case AdvisorResponse():
+            return apply_advice(state, inputs, AdvisorSettings(settings), now)
+        case AdvisorSilence(silent_since, unhealthy_after_s):
+            advisor = AdvisorSettings(settings, unhealthy_after_s)
+            return fall_back_when_silent(state, SilenceCheck(silent_since), advisor, now)
+        case AddContainerRefused():
+            return undo_allocate(state, inputs, settings, now)
         case AllocateInputs():
             return cpu_policy.allocate(state, inputs, settings, now)
         case GetTopologyHints():
@@ -127,11 +159,6 @@ def pod_phase(source: PodSource, pod_uid: str, now: float) -> PodPhase:
 class AllocatorCore:
     """Serves the Allocator's commands on the durable state; see the module docstring.
 
-    A seam, not a stub (DESIGN.md "Time, config, errors"): the advisor link will hand the core
-    a validated calculation result through a method of its own (decide with the policy's
-    advisor application, commit, adopt, exactly as for an RPC; spec cpu-policy §11.8); that
-    method does not exist yet.
-
     Args:
         snapshot: the durable state to start from (the StateStore's, after recovery).
         ctx: topology, reserve and settings of the CPU policy.
@@ -139,6 +166,8 @@ class AllocatorCore:
         now_fn: the wall clock, seconds since the epoch (container timestamps, ramp-up).
         pods: the pod source; by default none, so every pod is unknown (as the reference
             behaves when it cannot see pods).
+        advisor: the advisor calls, with ``--enable-cpu-advisor`` (then ``ctx`` has
+            ``advisor_enabled``); without it the link's messages are ignored.
     """
 
     def __init__(
@@ -148,18 +177,23 @@ class AllocatorCore:
         committer: Committer,
         now_fn: Callable[[], float],
         pods: PodSource | None = None,
+        *,
+        advisor: AdvisorCalls | None = None,
     ) -> None:
         self._durable = AdoptedSnapshot(committer, snapshot)
         self.ctx = ctx
         self._now = now_fn
         self._pods: PodSource = pods or NoPodSource()
+        self.advisor = advisor
+        # Set while GetResourcesAllocation answers as is because its commits are refused.
+        self._reconcile_refused = False
 
     @property
     def snapshot(self) -> Snapshot:
         """The durable state this actor holds (the store's last answer)."""
         return self._durable.snapshot
 
-    def handle(self, command: AllocatorCommand) -> Any:
+    def handle(self, command: AllocatorCommand | AdvisorMessage) -> Any:
         """Serve one command: the Allocator's single dispatch.
 
         Args:
@@ -180,13 +214,22 @@ class AllocatorCore:
         match command:
             case Allocate(request):
                 pod = pod_phase(self._pods, request.pod_uid, now)
-                return self._serve(command, AllocateInputs(command, pod), now)
+                reply = self._serve(command, AllocateInputs(command, pod), now)
+                if self.advisor is not None:
+                    self.advisor.after_allocate(command, self.snapshot.state, self._decide, now)
+                return reply
+            case RemovePod():
+                if self.advisor is not None:
+                    self.advisor.before_remove_pod(command)
+                return self._serve(command, command, now)
+            case ApplyAdvice() | AdvisorLinkChanged() | CheckAdvisorSilence():
+                return self._serve_link(command, now)
             case RemoveResidualPods(evidence):
                 return self._remove_residual_pods(command, evidence, now)
+            case GetResourcesAllocation():
+                return self._reconcile(command, now)
             case (
                 GetTopologyHints()
-                | RemovePod()
-                | GetResourcesAllocation()
                 | GetTopologyAwareResources()
                 | GetTopologyAwareAllocatableResources()
                 | GetResourcePluginOptions()
@@ -205,20 +248,62 @@ class AllocatorCore:
             raise decision.error
         return decision.reply
 
+    def _decide(self, inputs: DecisionInputs, now: float) -> Decision[Any]:
+        """Decide on the durable state and commit; the decision's ``error`` is the caller's."""
+        decision = decide(self.snapshot.state, inputs, self.ctx, now)
+        self._adopt(decision, inputs, inputs, now)
+        return decision
+
+    def _serve_link(self, message: AdvisorMessage, now: float) -> None:
+        """One of the link's messages. They are told, so a failure is logged, never raised:
+        an exception in a told message would stop the actor (pykka's rule)."""
+        if self.advisor is None:
+            logger.debug("sys-advisor disabled: %s ignored", type(message).__name__)
+            return
+        try:
+            self.advisor.handle(message, self._decide, now)
+        except AllocatorUnavailable as err:
+            logger.warning("%s not committed: %s", type(message).__name__, err)
+
+    def _reconcile(self, command: GetResourcesAllocation, now: float) -> Any:
+        """GetResourcesAllocation: settle and commit; on a refused commit, answer as is."""
+        decision = decide(self.snapshot.state, command, self.ctx, now)
+        try:
+            self._commit(decision, command, command, now)
+        except CommitRefused as err:
+            # Nothing was persisted, so the snapshot held is the durable state: its listing is
+            # a true answer. Warn once per episode: kubelet asks every few seconds.
+            if not self._reconcile_refused:
+                logger.warning(
+                    "GetResourcesAllocation: %d events not committed, answering from the state "
+                    "as it is (ramp-ups stay pending until a commit succeeds): %s",
+                    len(decision.events),
+                    err,
+                )
+            self._reconcile_refused = True
+            as_is = cpu_policy.get_resources_allocation_as_is
+            return as_is(self.snapshot.state, command, self.ctx, now).reply
+        except CommitOutcomeUnknown as err:
+            # The record may be on disk: the held state is not known to be the durable one.
+            raise AllocatorUnavailable(
+                f"GetResourcesAllocation: commit of {len(decision.events)} events "
+                f"unconfirmed: {err}"
+            ) from err
+        if self._reconcile_refused and decision.events:
+            logger.info("GetResourcesAllocation: settled again, the commit succeeded")
+            self._reconcile_refused = False
+        return decision.reply
+
     def _adopt(
         self,
         decision: Decision[Any],
-        command: AllocatorCommand,
+        command: object,
         inputs: DecisionInputs,
         now: float,
     ) -> None:
         """Commit a decision's events (if any), its inputs as the cause, and adopt the result."""
-        for warning in decision.warnings:
-            logger.warning("%s: %s", type(command).__name__, warning)
-        if not decision.events:
-            return
         try:
-            self._durable.commit(decision.events, cause_of(inputs, now))
+            self._commit(decision, command, inputs, now)
         except CommitRefused as err:
             raise AllocatorUnavailable(
                 f"{type(command).__name__} not committed ({len(decision.events)} events): {err}"
@@ -228,6 +313,24 @@ class AllocatorCore:
                 f"{type(command).__name__}: commit of {len(decision.events)} events "
                 f"unconfirmed: {err}"
             ) from err
+
+    def _commit(
+        self,
+        decision: Decision[Any],
+        command: object,
+        inputs: DecisionInputs,
+        now: float,
+    ) -> None:
+        """Log the decision's warnings, commit its events (if any) and adopt the snapshot.
+
+        Raises:
+            CommitRefused: nothing was persisted; the held snapshot is still right.
+            CommitOutcomeUnknown: no answer; the next command re-reads the durable state.
+        """
+        for warning in decision.warnings:
+            logger.warning("%s: %s", type(command).__name__, warning)
+        if decision.events:
+            self._durable.commit(decision.events, cause_of(inputs, now))
 
     def _resync_if_stale(self) -> None:
         """After an unanswered commit, re-read the durable state before deciding again."""
@@ -242,12 +345,19 @@ class AllocatorCore:
         """Remove the pods the checker's evidence calls due, in one decision (§12.4 step 4).
 
         The evidence is the decision's input and its journaled cause; the checker keeps the
-        only count of sightings. Candidates the state no longer holds commit nothing.
+        only count of sightings. Candidates the state no longer holds commit nothing. With
+        sys-advisor, its RemovePod goes first for each candidate, through the path kubelet's
+        RemovePod takes (``AdvisorCalls.residual_removals``): the pods it refuses are part of
+        the inputs and are kept (due again at the next round); a sick advisor refuses none.
         """
         candidates = residual_candidates(self.snapshot.state.cpu, evidence)
         if not candidates:
             return ResidualRemoval((), ())
-        inputs = ResidualPods(evidence)
+        refused: tuple[str, ...] = ()
+        if self.advisor is not None:
+            removable = set(self.advisor.residual_removals(candidates))
+            refused = tuple(uid for uid in candidates if uid not in removable)
+        inputs = ResidualPods(evidence, refused)
         decision = decide(self.snapshot.state, inputs, self.ctx, now)
         self._adopt(decision, command, inputs, now)
         outcome = decision.reply

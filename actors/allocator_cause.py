@@ -25,6 +25,11 @@ refused (``advisor_refused``):
      "sightings": {"pod-b": {"first_at": 1715180674.1, "last_at": 1715180944.2, "count": 10}},
      "advisor_refused": []}
 
+Advisor decisions (cpu-policy §11.5, §7.2; DESIGN.md "AdvisorLink") have causes of the same
+shape: ``ListAndWatch`` holds the response (``AdvisorResponse.to_json``), ``AdvisorSilence``
+the fallback's ``silent_since`` and the ``unhealthy_after_s`` it was compared with, and
+``AddContainerRefused`` the container whose Allocate the advisor refused, with the reason.
+
 Versions. Version 1 (qrmd up to ``ac84ea9``) had no ``cause_version`` key and no ``pod``: the
 decision read the pod phase from a live callable, which always answered "unknown". Version 2
 adds ``cause_version`` and Allocate's ``pod``. Version 3 gives a residual removal its evidence
@@ -47,6 +52,9 @@ from typing import Any, Final
 
 from actors.allocator_messages import StartPolicy
 from actors.errors import ActorError
+from policy.cpu.advisor.decision import SilenceCheck, response_cause, silence_cause
+from policy.cpu.advisor.refusal import AddContainerRefused
+from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -62,10 +70,11 @@ from policy.cpu.commands import (
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from policy.cpu.residual_check import ListingSummary, ResidualEvidence, Sighting
 from policy.cpu.residual_removal import ResidualPods
-from policy.errors import ErrorKind
+from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "CAUSE_VERSION",
+    "AdvisorSilence",
     "CauseError",
     "DecisionCause",
     "DecisionInputs",
@@ -82,6 +91,16 @@ CAUSE_VERSION: Final = 3
 _VERSION_KEY: Final = "cause_version"
 
 
+@dataclass(frozen=True, slots=True)
+class AdvisorSilence:
+    """The inputs of the request-based fallback (``fall_back_when_silent``): since when no
+    response was applied, and the ``--cpu-advisor-unhealthy-after`` it is compared with (a
+    setting, journaled so a re-run does not depend on the flag the node runs with later)."""
+
+    silent_since: float
+    unhealthy_after_s: float
+
+
 #: What a decided command's inputs can be (the ``inputs`` of its façade function).
 DecisionInputs = (
     AllocateInputs
@@ -94,6 +113,9 @@ DecisionInputs = (
     | PreStartContainer
     | StartPolicy
     | ResidualPods
+    | AdvisorResponse
+    | AdvisorSilence
+    | AddContainerRefused
 )
 
 
@@ -139,6 +161,14 @@ def cause_of(inputs: object, now: float) -> dict[str, Any]:
     Raises:
         TypeError: ``inputs`` is not a dataclass, or holds a value with no plain form.
     """
+    if isinstance(inputs, AdvisorResponse):
+        return {**response_cause(inputs, now), _VERSION_KEY: CAUSE_VERSION}
+    if isinstance(inputs, AdvisorSilence):
+        return {
+            **silence_cause(SilenceCheck(inputs.silent_since), now),
+            _VERSION_KEY: CAUSE_VERSION,
+            "unhealthy_after_s": inputs.unhealthy_after_s,
+        }
     if isinstance(inputs, AllocateInputs):
         rpc = type(inputs.call).__name__
         fields: dict[str, Any] = {
@@ -352,6 +382,13 @@ def _pod(fields: _Fields) -> PodPhase:
     return PodPhase(fields.text("phase"), age)
 
 
+def _response(fields: _Fields) -> AdvisorResponse:
+    try:
+        return AdvisorResponse.from_json(fields.get("response"))
+    except PolicyError as err:  # ResponseFormatError: names the field at fault
+        raise CauseError(f"{fields.where}: response does not decode: {err}") from err
+
+
 def _uids(fields: _Fields, key: str) -> tuple[str, ...]:
     uids = fields.get(key)
     if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
@@ -404,4 +441,11 @@ _DECODERS: Mapping[str, Callable[[_Fields], DecisionInputs]] = {
     ),
     "StartPolicy": lambda f: StartPolicy(),
     "RemoveResidualPods": _residual_pods,
+    "ListAndWatch": _response,
+    "AdvisorSilence": lambda f: AdvisorSilence(
+        _number(f.data, "silent_since", f.where), _number(f.data, "unhealthy_after_s", f.where)
+    ),
+    "AddContainerRefused": lambda f: AddContainerRefused(
+        f.text("pod_uid"), f.text("container_name"), f.text("reason")
+    ),
 }

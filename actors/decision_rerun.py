@@ -9,10 +9,16 @@ function the Allocator called (``actors.allocator.decide``) with the same settin
 and compare the events. Equal events show the record is explained by the code and the inputs
 it names; different events show the policy changed, or the settings given are not the node's.
 
+Advisor records re-run the same way: a ``ListAndWatch`` record holds the response it applied
+or refused, an ``AdvisorSilence`` record the silence and the limit the fallback compared, an
+``AddContainerRefused`` record the container whose Allocate the advisor refused
+(``actors.allocator_cause``); ``decide`` routes them to ``policy.cpu.advisor``.
+
 The settings (topology, reserve, QoS configuration, options) are not in the journal: they are
-the node's configuration, so the caller passes the ones the node ran with. Replies are not
-journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply for the caller
-to show or to compare with one it kept.
+the node's configuration, so the caller passes the ones the node ran with (with
+``advisor_enabled`` when it ran with ``--enable-cpu-advisor``: pool sizing depends on it).
+Replies are not journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply
+for the caller to show or to compare with one it kept.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ def rerun_record(record: Record, before: State, settings: PolicyContext) -> Reru
     """Take the decision of ``record`` again on the state before it.
 
     Args:
-        record: an Allocator record (its cause names an Allocator command).
+        record: an Allocator record (its cause names an Allocator command or an advisor
+            decision).
         before: the state just before the record (see :func:`state_before`).
         settings: the settings the node ran with.
 

@@ -17,10 +17,12 @@ ticker tells it, so a node that stops committing still writes its time-due check
 with nothing new writes nothing, and a tick never fails the actor.
 
 A failed append (``JournalWriteError``) was cut back by the journal: the commit is refused
-with ``CommitRefused`` and state is unchanged, and the next commit may succeed. If the journal
-could not cut it back (``JournalFailed``) the store answers ``StoreUnavailable`` to this and
-every later commit and reports itself unhealthy; the next start decides from what the disk
-holds (the Supervisor restarts it).
+with ``CommitRefused`` and state is unchanged, and the next commit may succeed. Until a write
+succeeds again the store is unhealthy, with the reason; on an idle node the checkpoint tick
+makes a probe write so health comes back without waiting for kubelet
+(``actors.store_refusals``). If the journal could not cut it back (``JournalFailed``) the
+store answers ``StoreUnavailable`` to this and every later commit and reports itself
+unhealthy; the next start decides from what the disk holds (the Supervisor restarts it).
 
 On open the store recovers: the newest valid checkpoint plus every later record
 (``actors.state_replay``), and reports what it did in the log and in its status.
@@ -56,6 +58,7 @@ from actors.store_messages import (
     Snapshot,
     StoreUnavailable,
 )
+from actors.store_refusals import CommitRefusals, probe_write
 from actors.store_report import RecoveryReport
 from actors.store_status import JournalFigures, StoreHealth, StoreStatus
 from actors.store_subscribers import Subscribers
@@ -69,6 +72,7 @@ from journal import (
     Journal,
     JournalError,
     JournalWriteError,
+    OsFileOps,
     Retention,
     UnencodableRecord,
 )
@@ -126,9 +130,12 @@ class StateStoreCore:
         recovery: RecoveryReport,
         *,
         clock: Clock,
+        fs: FileOps,
     ) -> None:
         """Internal: use ``StateStoreCore.open``."""
         self._journal = journal
+        self._fs = fs
+        self._refusals = CommitRefusals()
         self._snapshot = snapshot
         self._clock = clock
         self._failure: str | None = None
@@ -168,6 +175,7 @@ class StateStoreCore:
             OSError: the directory cannot be read or created.
         """
         clock = clock or SYSTEM_CLOCK
+        fs = fs or OsFileOps()
         started = clock.monotonic()
         journal, found = Journal.open(
             config.directory,
@@ -203,7 +211,7 @@ class StateStoreCore:
         _log.log(logging.WARNING if report.bytes_truncated else logging.INFO, report.summary())
         for skipped in report.skipped_checkpoints:
             _log.warning("state store skipped a damaged checkpoint: %s", skipped)
-        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock)
+        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock, fs=fs)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -269,7 +277,8 @@ class StateStoreCore:
         snapshot = Snapshot(candidate, seq)
         self._snapshot = snapshot
         elapsed = self._clock.monotonic() - started
-        self._set_status(self._status.with_commit(seq, len(encoded), elapsed))
+        status = self._status.with_commit(seq, len(encoded), elapsed)
+        self._set_status(self._written(status, f"record {seq}"))
         self._snapshot_subscribers.tell(snapshot)
         self.checkpoint_if_due()
         return snapshot
@@ -283,7 +292,11 @@ class StateStoreCore:
             closed or unhealthy, or a failure (logged, counted in the status's
             ``checkpoint_failures_total``).
         """
-        if not self.accepts_commits or not self._journal.checkpoint_due():
+        if not self.accepts_commits:
+            return None
+        if self._refusals.refusing:
+            self._probe()
+        if not self._journal.checkpoint_due():
             return None
         return self.checkpoint()
 
@@ -309,7 +322,8 @@ class StateStoreCore:
             self._set_status(self._status.with_checkpoint_failure())
             _log.exception("bug: checkpoint at seq %d failed, commits go on", snapshot.seq)
             return None
-        self._set_status(self._status.with_checkpoint(snapshot.seq))
+        status = self._status.with_checkpoint(snapshot.seq)
+        self._set_status(self._written(status, f"the checkpoint at seq {snapshot.seq}"))
         return path
 
     def close(self, *, checkpoint: bool = True) -> None:
@@ -333,7 +347,8 @@ class StateStoreCore:
             self._set_status(self._status.with_refusal())
             raise CommitRefused(f"commit refused, nothing was written: {err}") from err
         except JournalWriteError as err:
-            self._set_status(self._status.with_commit_failure())
+            health = self._refusals.refused(str(err), self._clock.time())
+            self._set_status(self._status.with_commit_failure().with_health(health))
             raise CommitRefused(f"commit refused, state unchanged: {err}") from err
         except JournalError as err:  # JournalFailed: the cut-back failed; or closed
             self._fail(str(err))
@@ -344,6 +359,22 @@ class StateStoreCore:
         health = StoreHealth(f"state store refuses commits: {reason}")
         self._set_status(self._status.with_commit_failure().with_health(health))
         _log.error("state store unhealthy, refusing every commit: %s", reason)
+
+    def _written(self, status: StoreStatus, what: str) -> StoreStatus:
+        """``status`` after a successful write: healthy again if commits were being refused."""
+        if self._refusals.written(what) and self._failure is None:
+            return status.with_health(StoreHealth())
+        return status
+
+    def _probe(self) -> None:
+        """While commits are refused, try a write that needs no commit (the idle node's way
+        back to health); a failure changes nothing."""
+        try:
+            probe_write(self._fs, self._journal.directory)
+        except OSError as err:
+            _log.debug("state store: the probe write failed, still refusing commits: %s", err)
+            return
+        self._set_status(self._written(self._status, "the probe write"))
 
     def _set_status(self, status: StoreStatus) -> None:
         """Make ``status`` current, the journal's figures copied in as they are now, and

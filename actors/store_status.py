@@ -12,9 +12,9 @@ store moves from one status to the next with the ``with_*`` methods below, each 
 new value; counters (``*_total``) only grow.
 
 Health carries its reason: ``StoreHealth.reason`` is the phrase ``/healthz`` answers with
-(``state store refuses commits: …``), None while the store is healthy. Today only a journal
-that could not undo a failed write makes the store unhealthy; a rule that also reports a
-store whose commits keep being refused sets a reason the same way.
+(``state store refuses commits: …``), None while the store is healthy. A journal that could
+not undo a failed write makes the store unhealthy for good; a commit the journal refused makes
+it unhealthy until the next successful write (``actors.store_refusals``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Crash loop: SIGKILL a real ``qrmd run`` under kubelet-like load, 500 times, and count what
-was lost (DESIGN.md, the commit protocol). It must print ``lost 0`` and ``phantom 0``.
+was lost. It must print ``lost 0`` and ``phantom 0``.
 
 Run from the repository root::
 

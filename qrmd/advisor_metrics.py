@@ -17,12 +17,15 @@ qrmd's own:
   refused by stage (``validate``, ``blocks``, ``apply``);
 * ``qrmd_advisor_push_refused_total`` — containers the advisor refused during a push (skipped);
 * ``qrmd_advisor_seconds_since_applied`` — time since the last applied response (absent before
-  the first), what ``--cpu-advisor-unhealthy-after`` is compared with.
+  the first), what ``--cpu-advisor-unhealthy-after`` is compared with;
+* ``qrmd_advisor_pools_sized_by{by}`` — 1 for who sizes the pools now (``advisor``, or
+  ``requests`` while the fallback is in force), read from the latest durable state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -33,6 +36,8 @@ from machines import advisor_link as machine
 __all__ = ["AdvisorLinkCollector"]
 
 _POLICY = "dynamic"
+#: Who can size the pools (``policy.state.advisor_section``'s sizing values).
+_SIZINGS: Final = ("advisor", "requests")
 
 
 class AdvisorLinkCollector(Collector):
@@ -41,11 +46,18 @@ class AdvisorLinkCollector(Collector):
     Args:
         stats: the link's figures (the Allocator records outcomes on the same object).
         monotonic: the clock ``last_applied_at`` was taken on.
+        sizing: who sizes the pools in the latest durable state (``None``: no state yet).
     """
 
-    def __init__(self, stats: LinkStats, monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        stats: LinkStats,
+        monotonic: Callable[[], float],
+        sizing: Callable[[], str | None] = lambda: None,
+    ) -> None:
         self._stats = stats
         self._monotonic = monotonic
+        self._sizing = sizing
 
     def collect(self) -> Iterator[Metric]:
         figures = self._stats.read()
@@ -83,6 +95,14 @@ class AdvisorLinkCollector(Collector):
         )
         pushed.add_metric([], figures["push_refused"])
         yield pushed
+        sizing = self._sizing()
+        if sizing is not None:
+            by = GaugeMetricFamily(
+                "qrmd_advisor_pools_sized_by", "1 for who sizes the pools now.", labels=["by"]
+            )
+            for name in _SIZINGS:
+                by.add_metric([name], 1.0 if sizing == name else 0.0)
+            yield by
         if figures["last_applied_at"] is not None:
             yield GaugeMetricFamily(
                 "qrmd_advisor_seconds_since_applied",

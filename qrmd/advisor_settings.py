@@ -14,9 +14,8 @@ flag                                   meaning                                  
 ``--cpu-advisor-call-timeout D``       bound on AddContainer/RemovePod calls              ``2s``
 =====================================  ==================================================  =========
 
-The link is not yet wired into the daemon (the Allocator's advisor calls come next), so a
-configuration that enables it is refused with a message saying so, rather than accepted and
-ignored. Every parser raises ``ValueError`` with a message the caller prefixes with the flag.
+``qrmd.advisor_wiring`` builds the link from these. Every parser raises ``ValueError`` with a
+message the caller prefixes with the flag.
 """
 
 from __future__ import annotations
@@ -46,9 +45,9 @@ DEFAULT_CPU_PLUGIN_SOCKET: Final = "/var/lib/katalyst/qrm_advisor/cpu_plugin.soc
 #: How long an AddContainer or RemovePod may hold kubelet's call (issue: never longer).
 DEFAULT_CALL_TIMEOUT_S: Final = 2.0
 
-#: False until the daemon starts the AdvisorLink and the Allocator calls the advisor; while
-#: False, ``--enable-cpu-advisor`` is refused.
-ADVISOR_LINK_WIRED: Final = False
+#: The daemon starts the AdvisorLink and the Allocator calls the advisor
+#: (``qrmd.advisor_wiring``); were it False, ``--enable-cpu-advisor`` would be refused.
+ADVISOR_LINK_WIRED: Final = True
 
 _GROUP: Final = "advisor"
 
@@ -82,8 +81,8 @@ class AdvisorLinkConfig:
 
 ADVISOR_OPTIONS: tuple[Option, ...] = (
     Option("enable-cpu-advisor", "enabled", switch, "false",
-           "talk to Katalyst's sys-advisor: it sizes the shared, reclaimed and isolation pools "
-           "(not yet wired into qrmd run: refused for now)",
+           "talk to Katalyst's sys-advisor: it sizes the shared, reclaimed and isolation pools; "
+           "kubelet is served whatever the advisor does",
            "--cpu-resource-plugin-advisor", switch=True, group=_GROUP),
     Option("cpu-advisor-socket", "advisor_socket", _socket, DEFAULT_CPU_ADVISOR_SOCKET,
            "sys-advisor's CPUAdvisor socket, which qrmd dials", "--cpu-advisor-sock-abs-path",
@@ -111,8 +110,8 @@ def advisor_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, Any]
         ``{"cpu_advisor": AdvisorLinkConfig}``.
 
     Raises:
-        ValueError: the link is enabled but not wired yet, or both sockets are one path; the
-            message names the flag.
+        ValueError: both sockets are one path (or the link is enabled while
+            ``ADVISOR_LINK_WIRED`` is off); the message names the flag.
     """
     config = AdvisorLinkConfig(**groups.get(_GROUP, {}))  # type: ignore[arg-type]
     if config.advisor_socket == config.plugin_socket:

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Sequence
 
 from qrmd.commands import CommandError
+from qrmd.version import VERSION
 
 # Each module ``qrmd.commands.NAME`` exposes ``register(subparsers)``, which adds its parser
 # and sets ``run``. A command imports only its own module: `qrmd run` starts without loading
@@ -46,6 +47,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "(Katalyst QRM 'dynamic' policy, wire-compatible with kubelet and sys-advisor)."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"qrmd {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         if command is None or name == command:

@@ -84,6 +84,9 @@ __all__ = [
     "Option",
     "add_arguments",
     "config_from_args",
+    "env_name",
+    "environment_values",
+    "help_group",
     "load_config",
     "parse_duration",
 ]
@@ -294,8 +297,66 @@ OPTIONS: tuple[Option, ...] = (
 _BY_FLAG = {o.flag: o for o in OPTIONS}
 
 
+#: ``--help`` groups by concern (issue 15): the options of each settings module, and the
+#: daemon's own by flag. An option no group names (a settings module added later) is listed
+#: under "general" until it is given one here.
+_CORE_GROUPS: dict[str, str] = {
+    "topology": "kubelet and the machine",
+    "reserved-cpu-cores": "kubelet and the machine",
+    "socket-dir": "kubelet and the machine",
+    "transition-period": "kubelet and the machine",
+    "enable-reclaim": "kubelet and the machine",
+    "qos-enhancement-default": "kubelet and the machine",
+    "pod-debug-anno-key": "kubelet and the machine",
+    "max-full-hint-numa-nodes": "kubelet and the machine",
+    "max-hints": "kubelet and the machine",
+    "max-connections": "kubelet and the machine",
+    "state-dir": "journal",
+    "durability": "journal",
+    "checkpoint-every-records": "journal",
+    "checkpoint-every": "journal",
+    "node-name": "journal",
+    "metrics-address": "metrics, health and logs",
+    "log-level": "metrics, health and logs",
+    "log-format": "metrics, health and logs",
+}
+_MODULE_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+    ("journal", JOURNAL_OPTIONS),
+    ("advisor (sys-advisor link)", ADVISOR_OPTIONS),
+    ("memory balancer", BALANCER_OPTIONS),
+    ("pod source and periodic checkers", POD_SOURCE_OPTIONS),
+    ("CPU pressure eviction", CPU_EVICTION_OPTIONS),
+)
+_GROUP_ORDER = (
+    "kubelet and the machine",
+    "journal",
+    "advisor (sys-advisor link)",
+    "memory balancer",
+    "pod source and periodic checkers",
+    "CPU pressure eviction",
+    "metrics, health and logs",
+    "general",
+)
+
+#: Environment variables are ``QRMD_`` and the flag in capitals with ``_`` (``QRMD_STATE_DIR``).
+ENV_PREFIX = "QRMD_"
+
+
+def env_name(flag: str) -> str:
+    """The environment variable of a flag: ``state-dir`` → ``QRMD_STATE_DIR``."""
+    return ENV_PREFIX + flag.upper().replace("-", "_")
+
+
+def help_group(opt: Option) -> str:
+    """The ``--help`` group of an option (``_GROUP_ORDER``)."""
+    for name, options in _MODULE_GROUPS:
+        if opt in options:
+            return name
+    return _CORE_GROUPS.get(opt.flag, "general")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and every option's flag to ``parser``.
+    """Add ``--config`` and every option's flag to ``parser``, grouped by concern.
 
     Values stay strings here and are checked by ``load_config``, so a bad value is one error
     line naming its key rather than argparse's usage text.
@@ -305,20 +366,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=argparse.SUPPRESS,
         help="YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
-        "(with - or _); flags given here win over it",
+        "(with - or _); environment variables QRMD_<FLAG> win over it, flags over both",
     )
+    groups = {name: parser.add_argument_group(f"{name} options") for name in _GROUP_ORDER}
     for opt in OPTIONS:
+        group = groups[help_group(opt)]
+        env = f"; env {env_name(opt.flag)}"
         if opt.switch:
             # ``--flag`` alone is true; ``--flag=false`` as the reference's Go flags accept.
-            parser.add_argument(
+            group.add_argument(
                 f"--{opt.flag}", nargs="?", const=True, default=argparse.SUPPRESS,
-                metavar="true|false", help=opt.help_text(),
+                metavar="true|false", help=opt.help_text() + env,
             )  # fmt: skip
         else:
-            parser.add_argument(
+            group.add_argument(
                 f"--{opt.flag}", metavar=opt.metavar, default=argparse.SUPPRESS,
-                action="append" if opt.repeatable else "store", help=opt.help_text(),
+                action="append" if opt.repeatable else "store", help=opt.help_text() + env,
             )  # fmt: skip
+
+
+def environment_values(environ: Mapping[str, str]) -> dict[str, object]:
+    """Settings given as ``QRMD_<FLAG>`` environment variables, keyed by flag name.
+
+    A repeatable or ``KEY=VALUE`` flag takes a comma-separated list (``QRMD_SOCKET_DIR=/a,/b``);
+    an empty variable is no setting.
+    """
+    found: dict[str, object] = {}
+    for opt in OPTIONS:
+        text = environ.get(env_name(opt.flag))
+        if text is None or text == "":
+            continue
+        found[opt.flag] = [p for p in text.split(",") if p] if opt.repeatable else text
+    return found
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -332,26 +411,42 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         dest = opt.flag.replace("-", "_")  # argparse's name for ``--state-dir``
         if hasattr(args, dest):
             given[opt.flag] = getattr(args, dest)
-    return load_config(given, getattr(args, "config", None))
+    return load_config(given, getattr(args, "config", None), environment_values(os.environ))
 
 
-def load_config(flags: Mapping[str, object], config_file: str | None = None) -> DaemonConfig:
-    """Validate settings: the file's values, overlaid by ``flags`` (keyed by flag name).
+def load_config(
+    flags: Mapping[str, object],
+    config_file: str | None = None,
+    environment: Mapping[str, object] | None = None,
+) -> DaemonConfig:
+    """Validate settings: the file's values, overlaid by the environment's, then by ``flags``.
 
     Args:
         flags: flag name (``state-dir``) → raw value; a repeatable flag's value is a list.
         config_file: a YAML or TOML file of the same keys, or None.
+        environment: flag name → raw value from ``QRMD_<FLAG>`` (``environment_values``).
 
     Returns:
         The validated configuration.
 
     Raises:
-        ConfigError: the first bad value, naming its key (and the file for a file's value).
+        ConfigError: the first bad value, naming its key (and the file or the environment
+            variable for their values); a file naming one key twice (``reserved_cpu_cores``
+            and ``reserved-cpu-cores``).
     """
     raw: dict[str, tuple[object, str]] = {}
     if config_file is not None:
+        spelled: dict[str, object] = {}
         for key, value in _read_file(config_file).items():
-            raw[_file_key(key, config_file)] = (value, f" (in {config_file})")
+            flag = _file_key(key, config_file)
+            if flag in spelled:
+                raise ConfigError(
+                    f"{config_file}: keys {spelled[flag]!r} and {key!r} both set --{flag}; keep one"
+                )
+            spelled[flag] = key
+            raw[flag] = (value, f" (in {config_file})")
+    for flag, value in (environment or {}).items():
+        raw[flag] = (value, f" (from ${env_name(flag)})")
     for flag, value in flags.items():
         raw[flag] = (value, "")
     values: dict[str, Any] = {"config_file": config_file}

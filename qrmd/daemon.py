@@ -21,11 +21,17 @@ Start, in order:
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
    once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
 7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
-   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``).
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``);
+8. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
+   calls the advisor, and the AdvisorLink is the Supervisor's last child, which serves
+   GetCheckpoint on ``--cpu-plugin-socket`` before it dials; once it runs, the fallback's
+   silence ticker starts (``qrmd.advisor_wiring``). kubelet is served whatever the advisor
+   does (beyond the reference, which refuses to start without it).
 
-Stop (SIGTERM/SIGINT): the CPU pressure plugins and ticker, the balancer's plugin and ticker,
-then the kubelet servers (no new calls; their sockets are removed), then the checkpoint ticker,
-then the actors in reverse (the StateStore writes a checkpoint and closes the journal), then
+Stop (SIGTERM/SIGINT): the advisor's ticker, the CPU pressure plugins and ticker, the
+balancer's plugin and ticker, then the kubelet servers (no new calls; their sockets are
+removed), then the checkpoint ticker, then the actors in reverse (the link first; the
+StateStore writes a checkpoint and closes the journal), then the GetCheckpoint server, then
 the endpoint. An actor still alive afterwards is logged as a bug. SIGKILL loses nothing
 acknowledged: with durability ``always`` every answered commit was fsynced before the answer.
 """
@@ -44,6 +50,7 @@ from typing import Any, Protocol
 import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_advisor import AdvisorCalls
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.ports.commit import StateStoreCommitter
@@ -51,13 +58,16 @@ from actors.ports.pod_source import PodSource
 from actors.state_store import StoreConfig
 from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
+from journal import JournalMismatch
+from machines.registration import REGISTERED
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
-from policy.cpu.reserve import reserved_cpus
+from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
+from qrmd.advisor_wiring import AdvisorWiring
 from qrmd.balancer_wiring import BalancerWiring
 from qrmd.checkers_wiring import CheckersWiring
-from qrmd.config import DaemonConfig
+from qrmd.config import ConfigError, DaemonConfig
 from qrmd.cpu_pressure_wiring import CPUPressureWiring
 from qrmd.endpoint import StatusEndpoint
 from qrmd.hardening_settings import (
@@ -72,6 +82,7 @@ from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
+from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
 __all__ = [
@@ -153,12 +164,19 @@ def build_context(config: DaemonConfig) -> PolicyContext:
     """The policy's fixed inputs from the configuration (topology, reserve, QoS, options).
 
     Raises:
-        TopologyError, ReserveError, QoSConfigError: the machine or an option is invalid.
+        TopologyError, QoSConfigError: the machine or an option is invalid.
+        ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
     """
     topology = load_topology(config.topology)
-    reserved = reserved_cpus(
-        topology, use_kubelet_reserved_config=False, reserved_cpu_cores=config.reserved_cpu_cores
-    )
+    try:
+        reserved = reserved_cpus(
+            topology,
+            use_kubelet_reserved_config=False,
+            reserved_cpu_cores=config.reserved_cpu_cores,
+        )
+        require_cpus_outside_reserve(topology, reserved)
+    except ReserveError as err:
+        raise ConfigError(_reserve_flag(config, err)) from err
     qos = QoSConfig.build(
         enhancement_defaults=dict(config.qos_enhancement_defaults),
         debug_annotation_keys=config.pod_debug_anno_keys,
@@ -168,6 +186,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         reserved=reserved,
         qos=qos,
         enable_reclaim=config.enable_reclaim,
+        advisor_enabled=config.cpu_advisor.enabled,
         transition_period_s=config.transition_period_s,
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
@@ -216,6 +235,7 @@ class Daemon:
         self.socket_dirs: tuple[str, ...] = ()
         self.store: StoreWiring | None = None
         self.context: PolicyContext | None = None
+        self.advisor: AdvisorWiring | None = None
         self.checkers: CheckersWiring | None = None
 
     def start(self) -> None:
@@ -257,12 +277,23 @@ class Daemon:
             )
         # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
         pods = self.checkers.publisher if self.checkers is not None else None
+        if config.cpu_advisor.enabled:
+            self.advisor = AdvisorWiring(
+                config.cpu_advisor, self._clock, self.health, lambda: store.latest
+            )
+        advisor = self.advisor
         children = [
             store.child_spec(),
             ChildSpec(
                 "allocator",
-                lambda refs: _start_allocator(refs[STORE_CHILD], ctx, self._clock, pods),
-                _start_policy,
+                lambda refs: _start_allocator(
+                    refs[STORE_CHILD],
+                    ctx,
+                    self._clock,
+                    pods,
+                    None if advisor is None else advisor.advisor_calls(),
+                ),
+                lambda allocator: _start_policy(allocator, config),
                 unavailable=AllocatorUnavailable,
             ),
         ]
@@ -276,6 +307,9 @@ class Daemon:
             children.append(self.cpu_pressure.child_spec())
         if self.checkers is not None:
             children.append(self.checkers.child_spec())
+        if advisor is not None:
+            # Last, so rest-for-one restarts it with the Allocator (it then pushes again).
+            children.append(advisor.child_spec())
         supervisor = Supervisor(children, clock=self._clock)
         self.supervisor = supervisor
         self.health.add_source(lambda: supervisor.status().problems())
@@ -294,15 +328,31 @@ class Daemon:
             self.metrics.registry.register(self.cpu_pressure.collector())
         if self.checkers is not None:
             self.metrics.registry.register(self.checkers)
+        if advisor is not None:
+            self.metrics.registry.register(advisor.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
             host, port = config.metrics_address
-            self.endpoint = StatusEndpoint(host, port, self.metrics, self.health)
+            self.endpoint = StatusEndpoint(
+                host,
+                port,
+                self.metrics,
+                self.health,
+                liveness=lambda: supervisor.status().problems(),
+                readiness=self._readiness_problems,
+            )
         # 3. The actors: the StateStore recovers, then the Allocator starts from its snapshot.
         try:
             supervisor.start()
         except SupervisorError as err:
-            raise DaemonError(f"{err} (state directory {config.state_dir})") from err
+            where = f"state directory {config.state_dir}"
+            if isinstance(err.__cause__, JournalMismatch):
+                # The journal names fingerprints; the operator needs the flags that made them.
+                where += (
+                    f": it was written with another --topology or --node-name than "
+                    f"--topology {config.topology} --node-name {config.node_name}"
+                )
+            raise DaemonError(f"{err} ({where})") from err
         store.start_ticker(supervisor)
         # 3b. The start itself is a record (version, settings, what recovery did).
         self._journal_start(supervisor, ctx, store)
@@ -331,10 +381,15 @@ class Daemon:
         # 7. The CPU pressure collections and eviction plugins.
         if self.cpu_pressure is not None:
             self.cpu_pressure.start(supervisor, self.metrics)
+        # 8. The fallback's silence ticker, the link running.
+        if advisor is not None:
+            advisor.start(supervisor)
         _log.info(self._serving_line())
 
     def stop(self) -> None:
         """Stop servers, then actors in reverse, then the endpoint; safe to call twice."""
+        if self.advisor is not None:
+            self.advisor.stop()
         if self.cpu_pressure is not None:
             self.cpu_pressure.stop()
         if self.balancer is not None:
@@ -352,11 +407,27 @@ class Daemon:
         if self.supervisor is not None:
             self.supervisor.stop()
             self.supervisor = None
+        if self.advisor is not None:
+            self.advisor.close()
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
+
+    def _readiness_problems(self) -> list[str]:
+        """Why kubelet cannot use qrmd yet (``/readyz``): no socket served, or one that kubelet
+        has not registered (wire.md §8.1). A server without a registration state (a test's)
+        counts as registered."""
+        if not self.servers:
+            return ["not serving kubelet yet"]
+        out = []
+        for server in self.servers:
+            state = getattr(server, "state", REGISTERED)
+            if state != REGISTERED:
+                path = getattr(server, "socket_path", "a plugin socket")
+                out.append(f"{path} is {state}, not registered with kubelet")
+        return out
 
     def _journal_start(
         self, supervisor: Supervisor, ctx: PolicyContext, store: StoreWiring
@@ -396,24 +467,46 @@ class Daemon:
         pressure = "off"
         if self.cpu_pressure is not None:
             pressure = ", ".join(str(p.socket_path) for p in self.cpu_pressure.servers.values())
+        advisor = "off"
+        if self.advisor is not None:
+            link = self.advisor.config
+            advisor = f"dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
         return (
-            f"qrmd serving: {recovered}; sockets: {sockets}; metrics: {endpoint}; "
-            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}"
+            f"qrmd serving: qrmd {VERSION}; {recovered}; sockets: {sockets}; "
+            f"metrics: {endpoint}; "
+            f"memory balancer: {balancer}; cpu pressure eviction: {pressure or 'not serving yet'}; "
+            f"sys-advisor: {advisor}"
         )
 
 
 def _start_allocator(
-    store: pykka.ActorRef[Any], ctx: PolicyContext, clock: Clock, pods: PodSource | None
+    store: pykka.ActorRef[Any],
+    ctx: PolicyContext,
+    clock: Clock,
+    pods: PodSource | None,
+    advisor: AdvisorCalls | None,
 ) -> pykka.ActorRef[Any]:
     snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
-    core = AllocatorCore(snapshot, ctx, StateStoreCommitter(store), clock.time, pods)
+    core = AllocatorCore(
+        snapshot, ctx, StateStoreCommitter(store), clock.time, pods, advisor=advisor
+    )
     return AllocatorActor.start(core)
 
 
-def _start_policy(allocator: pykka.ActorRef[Any]) -> None:
-    allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+def _start_policy(allocator: pykka.ActorRef[Any], config: DaemonConfig) -> None:
+    try:
+        allocator.ask(StartPolicy(), timeout=START_POLICY_TIMEOUT_S)
+    except ReserveError as err:
+        # The policy names CPUs, not flags; the operator needs the flag to change.
+        raise ConfigError(_reserve_flag(config, err)) from err
+
+
+def _reserve_flag(config: DaemonConfig, err: ReserveError) -> str:
+    return (
+        f"--reserved-cpu-cores={config.reserved_cpu_cores} on --topology {config.topology}: {err}"
+    )
 
 
 def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:

@@ -26,11 +26,18 @@ publication behind.
 
 from __future__ import annotations
 
+import platform
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -38,6 +45,7 @@ from actors.store_messages import Snapshot
 from actors.store_status import StoreStatus
 from actors.supervisor import SupervisorStatus
 from qrmd.health import HealthRegistry
+from qrmd.version import VERSION
 
 __all__ = ["FAILURE_METRIC_BY_RPC", "DaemonMetrics", "MetricSources", "pool_type"]
 
@@ -100,6 +108,15 @@ class DaemonMetrics:
             registry=self.registry,
         )
         self.registry.register(_ScrapeCollector(sources, self._failure_counts))
+        # process_* (CPU seconds, resident memory, open fds, start time) from /proc, and the
+        # release running, for dashboards that compare nodes during an upgrade.
+        ProcessCollector(registry=self.registry)
+        Gauge(
+            "qrmd_build_info",
+            "The qrmd release and Python running, value 1.",
+            ["version", "python_version"],
+            registry=self.registry,
+        ).labels(VERSION, platform.python_version()).set(1)
 
     def observe(self, rpc: str, seconds: float, code: object) -> None:
         """Record one answered RPC (the ``wire.plugin_server.RpcObserver`` protocol).

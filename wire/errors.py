@@ -20,7 +20,9 @@ kind              status                    e.g.
 ``REFUSED``       ``FAILED_PRECONDITION``   other policy refusals: no NUMA binding for a
                                             dedicated container, a nil or empty hint, a
                                             multi-NUMA hint for a non-exclusive container,
-                                            a failed pool adjustment
+                                            a failed pool adjustment; sys-advisor refusing
+                                            an Allocate's or RemovePod's call
+                                            (``AdvisorRefusedError``)
 ``UNAVAILABLE``   ``UNAVAILABLE``           ``AllocatorUnavailable``, ``CommitRefused``,
                                             ``BalancerUnavailable``, ``NotReady``, the ask
                                             timing out, the actor stopped

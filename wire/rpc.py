@@ -151,7 +151,10 @@ def unary_handler(
             if code is grpc.StatusCode.INTERNAL:
                 logger.error("%s failed: %s", rpc, status.message, exc_info=err)
             else:
-                logger.info("%s refused (%s): %s", rpc, code.name, status.message)
+                # UNAVAILABLE is the node's trouble (a commit the disk refused, an actor
+                # restarting), which the operator must see; the rest is the caller's.
+                level = logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO
+                logger.log(level, "%s refused (%s): %s", rpc, code.name, status.message)
             context.abort(code, status.message)
             raise  # unreachable: abort raises; keeps the type checker sure of the flow
         finally:

@@ -14,6 +14,10 @@ The reply lists each container's cpuset as it is *before* the pools are adjusted
 kubelet learns the new cpusets at its next call. An adjustment that fails does not fail the
 call; its message comes back in ``warnings`` for the caller to log, and the flags stay cleared.
 
+When the disk refuses the commit of what was settled, kubelet's reconcile must still get an
+answer: :func:`listed_as_is` lists the state as it is, settling nothing (the containers stay
+ramping), and the next call settles again.
+
 Cost: O(containers), which the reply itself is; the adjustment is the pool engine's.
 """
 
@@ -40,6 +44,7 @@ __all__ = [
     "CPUSET_OCI_PROPERTY",
     "ContainerCPUAllocation",
     "ResourcesAllocation",
+    "listed_as_is",
     "resources_allocation",
 ]
 
@@ -138,12 +143,7 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
         if finished is not None:
             just_finished.append(finished)
         current = txn.cpu.require_entry(*entry.key)
-        result, _ = txn.cpu.placement_cpus(current.placement)
-        # Containers of one pool share one cpuset: format it once (values are immutable).
-        allocation = by_cpuset.get(result)
-        if allocation is None:
-            allocation = ContainerCPUAllocation(result.size(), str(result))
-            by_cpuset[result] = allocation
+        allocation = _allocation(txn.cpu, current, by_cpuset)
         pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = allocation
     # 3. Shared containers done ramping join their pools; errors are only reported.
     if just_finished:
@@ -155,6 +155,36 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
     if not txn.events and not warnings and not state.ramping_containers():
         _SettledListing.last = (state, ctx, reply)
     return reply
+
+
+def listed_as_is(state: CPUState) -> ResourcesAllocation:
+    """Every container's cpuset as ``state`` holds it, settling nothing (§10.1 step 2's
+    listing without its lifecycle steps).
+
+    Args:
+        state: the durable CPU state.
+
+    Returns:
+        The reply; ramping containers are listed on their ramp-up CPUs.
+    """
+    by_cpuset: dict[CPUSet, ContainerCPUAllocation] = {}
+    pod_resources: dict[str, dict[str, ContainerCPUAllocation]] = {}
+    for entry in state.entries():
+        allocation = _allocation(state, entry, by_cpuset)
+        pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = allocation
+    return ResourcesAllocation(pod_resources)
+
+
+def _allocation(
+    state: CPUState, entry: ContainerEntry, by_cpuset: dict[CPUSet, ContainerCPUAllocation]
+) -> ContainerCPUAllocation:
+    result, _ = state.placement_cpus(entry.placement)
+    # Containers of one pool share one cpuset: format it once (values are immutable).
+    allocation = by_cpuset.get(result)
+    if allocation is None:
+        allocation = ContainerCPUAllocation(result.size(), str(result))
+        by_cpuset[result] = allocation
+    return allocation
 
 
 def _settle(

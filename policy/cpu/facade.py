@@ -38,7 +38,7 @@ from __future__ import annotations
 from policy.cpu import remove as removal
 from policy.cpu import residual_removal
 from policy.cpu.allocate import allocate_container
-from policy.cpu.allocation_listing import ResourcesAllocation, resources_allocation
+from policy.cpu.allocation_listing import ResourcesAllocation, listed_as_is, resources_allocation
 from policy.cpu.commands import (
     AllocateInputs,
     GetResourcePluginOptions,
@@ -51,7 +51,7 @@ from policy.cpu.commands import (
 )
 from policy.cpu.context import PolicyContext
 from policy.cpu.hints import topology_hints
-from policy.cpu.pool_startup import initialise_pools
+from policy.cpu.pool_startup import start_pools
 from policy.cpu.prepare import prepare_request
 from policy.cpu.remove import remove_container
 from policy.cpu.replies import (
@@ -79,6 +79,7 @@ __all__ = [
     "allocate",
     "get_resource_plugin_options",
     "get_resources_allocation",
+    "get_resources_allocation_as_is",
     "get_topology_aware_allocatable_resources",
     "get_topology_aware_resources",
     "get_topology_hints",
@@ -90,21 +91,27 @@ __all__ = [
 
 
 def start(state: State, settings: PolicyContext) -> Decision[None]:
-    """Start-up pools (§6.2 steps 4–6): clean unowned pools, write ``reserve``, make ``reclaim``.
+    """Start-up pools (§6.2 steps 4–6): clean unowned pools, write ``reserve``, make ``reclaim``;
+    re-plan every pool when the reserve changed (``policy.cpu.pool_startup``).
 
     Args:
         state: the recovered state (empty on a fresh node).
         settings: topology, reserve, options.
 
     Returns:
-        The events that bring the pools up to date (none when they already are).
+        The events that bring the pools up to date (none when they already are), and a
+        warning when the reserve changed.
 
     Raises:
+        ReserveError: the reserve holds every CPU of the node; start-up must fail.
+        ReserveChangeRefused: the reserve changed and a dedicated container holds CPUs of the
+            new one (or the pools cannot be re-planned); start-up must fail.
         PoolError: no reclaim pool can be made (§15.9); start-up must fail.
+        InvariantError: the state would break ``policy.cpu.invariants``.
     """
     txn = Txn(state)
-    initialise_pools(txn, settings)
-    return Decision(txn.events, None)
+    warnings = start_pools(txn, settings)
+    return Decision(txn.events, None, warnings=warnings)
 
 
 def get_topology_hints(
@@ -186,6 +193,18 @@ def get_resources_allocation(
     txn = Txn(state)
     reply = resources_allocation(txn, settings, now)
     return Decision(txn.events, reply, warnings=reply.warnings)
+
+
+def get_resources_allocation_as_is(
+    state: State, inputs: GetResourcesAllocation, settings: PolicyContext, now: float
+) -> Decision[ResourcesAllocation]:
+    """GetResourcesAllocation's answer when what it settles cannot be committed: read-only.
+
+    Every container's cpuset as the state holds it; ramp-ups that ended stay pending and
+    bad timestamps stay as they are until a call whose commit succeeds (§10.1).
+    """
+    del inputs, settings, now
+    return Decision((), listed_as_is(state.cpu))
 
 
 def get_topology_aware_resources(

@@ -9,6 +9,11 @@
 The result is the static pool ``reserve``. Reading the kubelet configuration is I/O and
 happens outside ``policy/``: these functions take its two quantity strings.
 
+3. Room: a reserve that holds every CPU of the node leaves nothing for the reclaim pool, which
+   must exist (§6.1, §6.2 step 6); :func:`require_cpus_outside_reserve` refuses it with the
+   numbers, before any state is read (the reference fails later, inside ``initReclaimPool``,
+   with a message that names no setting).
+
 Failures raise ``ReserveError`` shaped like the reference's construction error,
 "GetCoresReservedForSystem for reservedCPUsNum: %d failed with error: %v", where, as in the
 reference, the outer number is the configured ``reserved_cpu_cores`` and the inner message
@@ -26,9 +31,11 @@ from policy.topology.model import CPUTopology
 from policy.topology.selection import SelectionError, take_ht_by_numa_balance
 
 __all__ = [
+    "ReserveChangeRefused",
     "ReserveError",
     "kubelet_reserved_cores",
     "parse_cpu_quantity",
+    "require_cpus_outside_reserve",
     "reserved_cpu_count",
     "reserved_cpus",
 ]
@@ -42,6 +49,24 @@ class ReserveError(PolicyError):
     """
 
     kind = ErrorKind.INVALID
+
+
+class ReserveChangeRefused(ReserveError):  # noqa: N818 (a refusal, like CommitRefused)
+    """The reserve differs from the one the recovered state was planned for, and the state
+    cannot be re-planned for it (a dedicated container holds CPUs of the new reserve, or the
+    pools do not fit beside it); the plugin must not start.
+
+    Attributes:
+        previous: the reserve the state holds.
+        reserved: the reserve asked for now.
+    """
+
+    kind = ErrorKind.REFUSED
+
+    def __init__(self, reason: str, *, previous: CPUSet, reserved: CPUSet) -> None:
+        super().__init__(reason)
+        self.previous = previous
+        self.reserved = reserved
 
 
 # Kubernetes quantity: sign, decimal number, then one suffix — binary SI (Ki..Ei), a decimal
@@ -205,4 +230,26 @@ def _construction_error(
         f"GetCoresReservedForSystem for reservedCPUsNum: {reserved_cpu_cores} "
         f"failed with error: {cause}",
         kind=kind,
+    )
+
+
+def require_cpus_outside_reserve(topology: CPUTopology, reserved: CPUSet) -> None:
+    """Refuse a reserve that leaves no CPU of the node outside it (module rule 3).
+
+    Args:
+        topology: the node.
+        reserved: the reserved CPUs.
+
+    Raises:
+        ReserveError: every CPU is reserved; the message gives both counts and the most the
+            node can reserve.
+    """
+    total = topology.cpus().size()
+    if reserved.size() < total:
+        return
+    raise ReserveError(
+        f"the reserve ({reserved}) holds all {total} CPUs of the node: none is left for the "
+        f"reclaim pool, which needs at least one (cpu-policy §6.2 step 6); reserve at most "
+        f"{total - 1}",
+        kind=ErrorKind.SHORTAGE,
     )

@@ -12,8 +12,7 @@ needs nothing else:
    path kubelet's RemovePod takes); the pods it *refused* are part of the inputs and are
    kept until the next round, as the reference keeps them ("failure → keep it (log) and
    continue"). A sick advisor refuses nothing: the link leaves watching and the removal goes
-   ahead. (The Allocator does not call the advisor yet: until the advisor link is wired into
-   it, ``advisor_refused`` is always empty.)
+   ahead (``AdvisorCalls.residual_removals``).
 3. The other candidates go (``PodRemoved``), then the pools are re-sized; the adjustment runs
    whenever there were candidates, even if the advisor refused them all, as in the reference.
    A failed adjustment is a warning (the handler then reports NotReady), not an error.

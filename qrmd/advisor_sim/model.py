@@ -10,7 +10,9 @@ was told about:
   one set of CPUs, §11.1);
 * ``share`` gets ``ceil(load × Σ shared requests)`` CPUs, at least one, leaving one for reclaim;
 * optionally ``isolation0`` gets ``isolation`` CPUs and the first shared container moves there;
-* ``reclaim`` gets the rest. Shared containers name their pool, reclaimed ones ``reclaim``.
+* ``reclaim`` gets the rest, as a block of its own, or (``explicit_reclaim`` off) implicitly:
+  qrmd then gives it every CPU the blocks leave (§11.8, the spec's example). Shared containers
+  name their pool, reclaimed ones ``reclaim``.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class SimNode:
 @dataclass(frozen=True, slots=True)
 class LoadModel:
     """``load``: share's CPUs per requested core; ``isolation``: CPUs of ``isolation0``
-    (0: no isolation pool)."""
+    (0: no isolation pool); ``explicit_reclaim``: send reclaim's block (off: leave it out)."""
 
     load: float = 1.5
     isolation: int = 0
+    explicit_reclaim: bool = True
 
 
 def plan_response(
@@ -82,7 +85,9 @@ def plan_response(
     requested = sum(live[k].request_quantity for k in shared)
     isolation = model.isolation if shared and model.isolation else 0
     share = min(max(math.ceil(model.load * requested), 1), max(available - 1 - isolation, 0))
-    pools = {"share": share, "reclaim": max(available - share - isolation, 0)}
+    pools = {"share": share}
+    if model.explicit_reclaim:
+        pools["reclaim"] = max(available - share - isolation, 0)
     if isolation:
         pools[ISOLATION_POOL] = isolation
     for pool, size in pools.items():

@@ -47,7 +47,7 @@ from journal import (
 from journal.checkpoints import checkpoint_name
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
-from qrmd.commands import journal_forensics, journal_show
+from qrmd.commands import journal_forensics, journal_show, katalyst_checkpoint
 from qrmd.commands.journal_common import (
     DIR_HELP,
     EXIT_PROBLEMS,
@@ -96,6 +96,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.set_defaults(run=run_stats)
 
     journal_forensics.register(actions)
+    katalyst_checkpoint.register(actions)
 
 
 # -- verify ------------------------------------------------------------------------------------

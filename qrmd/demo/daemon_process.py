@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qrmd.demo.advisor_phase import AdvisorOptions
+
 __all__ = [
     "BalancerOptions",
     "DaemonError",
@@ -130,6 +132,7 @@ class DaemonOptions:
     balancer: BalancerOptions | None = None
     pod_source: PodSourceOptions | None = None
     cpu_pressure: CPUPressureOptions | None = None
+    advisor: AdvisorOptions | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -157,6 +160,7 @@ class DaemonOptions:
             *(self.balancer.argv() if self.balancer is not None else ()),
             *(self.pod_source.argv() if self.pod_source is not None else ()),
             *(self.cpu_pressure.argv() if self.cpu_pressure is not None else ()),
+            *(self.advisor.argv() if self.advisor is not None else ()),
         ]
 
 

@@ -20,6 +20,10 @@
 6. **Crash and recover**: the daemon is killed with SIGKILL and started again on the same state
    directory; the kubelet re-registers it, and ``GetResourcesAllocation`` must answer exactly
    what it answered before the crash: every acknowledged allocation came back from the journal.
+   The restarted daemon talks to sys-advisor, which is not up yet: kubelet is served anyway.
+7. **sys-advisor**: the simulated advisor sizes the pools, drops, and comes back while the
+   kubelet keeps admitting pods; at the reconnect every stored container is pushed again
+   (``advisor_phase``).
 
 After each phase the map and pool table of ``view`` show what the kubelet sees. Any failure
 raises ``DemoError`` with one line saying what went wrong; the daemon is killed first.
@@ -28,6 +32,7 @@ raises ``DemoError`` with one line saying what went wrong; the daemon is killed 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import tempfile
 import time
@@ -43,6 +48,7 @@ from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
+from qrmd.demo.advisor_phase import AdvisorOptions, AdvisorPhase
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.demo.daemon_process import (
     BalancerOptions,
@@ -145,6 +151,18 @@ class _Demo:
             ),
             self.work_dir / "daemon.log",
         )
+        self.advisor = AdvisorPhase(
+            AdvisorOptions(
+                self.work_dir / "advisor" / "cpu_advisor.sock",
+                self.work_dir / "advisor" / "cpu_plugin.sock",
+            ),
+            {numa: len(self.topology.cpus_in_numa(numa)) for numa in self.topology.numa_nodes()},
+            wait_view=self._wait_stable,
+            admit=self._admit,
+            show=self._show,
+            say=self.console.print,
+            log_lines=self.daemon.log_lines_matching,
+        )
         self.admitted: list[Pod] = []
         self.started = time.monotonic()
         self.phase = "setting up"
@@ -245,25 +263,26 @@ class _Demo:
         )
         return endpoint
 
+    def _admit(self, pod: Pod) -> dict[str, str]:
+        kubelet = self.sim.kubelet
+        try:
+            granted = kubelet.admit(pod)
+        except AdmissionError as exc:
+            raise DemoError(f"admission: {exc}") from None
+        self.admitted.append(pod)
+        self._write_cpusets()
+        cpusets = {name: res[PLUGIN].allocation_result for name, res in granted.items()}
+        affinities = {
+            s.container.name: kubelet.affinity(pod.uid, s.container.name)
+            for s in pod.admission_order()
+        }
+        self.console.print(admission_line(pod, cpusets, affinities))
+        return cpusets
+
     def admit(self) -> dict[str, dict[str, str]]:
         self._phase(2, "admit the workload (init containers first, then app containers)")
         kubelet = self.sim.kubelet
-        first_cpusets: dict[str, dict[str, str]] = {}
-        for pod in WORKLOAD:
-            try:
-                granted = kubelet.admit(pod)
-            except AdmissionError as exc:
-                raise DemoError(f"admission: {exc}") from None
-            self.admitted.append(pod)
-            self._write_cpusets()
-            first_cpusets[pod.uid] = {
-                name: res[PLUGIN].allocation_result for name, res in granted.items()
-            }
-            affinities = {
-                s.container.name: kubelet.affinity(pod.uid, s.container.name)
-                for s in pod.admission_order()
-            }
-            self.console.print(admission_line(pod, first_cpusets[pod.uid], affinities))
+        first_cpusets = {pod.uid: self._admit(pod) for pod in WORKLOAD}
         view = runtime_view(kubelet.runtime_properties())
         self._show(
             "the cpusets Allocate answered: shared pods are ramping up on every pooled CPU", view
@@ -416,8 +435,14 @@ class _Demo:
         aware_before = self._topology_aware(endpoint, before)
         pid = self.daemon.kill()
         self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
+        # From now on the daemon talks to sys-advisor (phase 7); none is up yet.
+        self.advisor.options.advisor_socket.parent.mkdir(mode=0o700, exist_ok=True)
+        self.daemon.options = dataclasses.replace(self.daemon.options, advisor=self.advisor.options)
         new_pid = self.daemon.start()
-        self.console.print(f"  restarted qrmd run (pid {new_pid}) on {self.state_dir}")
+        self.console.print(
+            f"  restarted qrmd run (pid {new_pid}) on {self.state_dir}, now with "
+            "--enable-cpu-advisor: no sys-advisor is up yet, kubelet is served without it"
+        )
         again = self._register(newer_than=endpoint.generation)
         self._registered(again)
         for line in self.daemon.log_lines_matching("qrmd serving:")[-1:]:
@@ -443,6 +468,13 @@ class _Demo:
         if not aware_identical:
             raise DemoError("recovery: GetTopologyAwareResources answers differ after the restart")
         return recovered, identical
+
+    def advise(self) -> int:
+        self._phase(7, "sys-advisor sizes the pools, drops, comes back")
+        shared = [p for p in self.admitted if p.qos_level == "shared_cores"]
+        told = self.advisor.run(shared)
+        self.console.print(f"  [bold]sys-advisor knows {told} containers after the reconnect[/]")
+        return told
 
     def finish(self) -> int | None:
         if self.settings.keep:
@@ -486,6 +518,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         balance = demo.balance()
         demo.pressure(before)
         recovered, identical = demo.crash_and_recover(endpoint, before)
+        demo.advise()
         demo.sim.stop()
         kept = demo.finish()
         finished = True
@@ -498,6 +531,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
                 killed = f"; killed qrmd run (pid {pid})"
         raise DemoError(f"{demo.phase}: {exc}{killed}") from None
     finally:
+        demo.advisor.stop()
         demo.sim.stop()
         demo.pods.stop()
         if not finished:

@@ -9,8 +9,9 @@ raises now); a record written by an older qrmd re-runs through the cause upgrade
 ``actors.allocator_cause``.
 
 Re-runners are registered by owner and cause kind (:data:`RERUNNERS`): the Allocator's kubelet
-RPCs and residual removal (``actors.decision_rerun``), the balancer's rounds and taken steps
-(``policy.balance.rerun``), the CPU pressure plugins' decisions (``policy.cpu.pressure.rerun``).
+RPCs, residual removal and sys-advisor decisions (``actors.decision_rerun``), the balancer's
+rounds and taken steps (``policy.balance.rerun``), the CPU pressure plugins' decisions
+(``policy.cpu.pressure.rerun``).
 The owner is the state section the record's events belong to (:data:`SECTION_OWNERS`), since
 two decision-makers may name a command alike (the balancer's and the CPU pressure plugins'
 ``GetEvictPods``). A kind without a re-runner is counted as not re-runnable, never guessed at;
@@ -136,6 +137,10 @@ RERUNNERS: dict[tuple[str, str], Rerunner] = {
             "RemoveResidualPods",
             "GetTopologyHints",
             "PreStartContainer",
+            # sys-advisor's decisions (policy.cpu.advisor), decided by the Allocator too
+            "ListAndWatch",
+            "AdvisorSilence",
+            "AddContainerRefused",
         )
     },
     **{(BALANCER, kind): _rerun_balancer for kind in ("Tick", "GetAdvices", "GetEvictPods")},

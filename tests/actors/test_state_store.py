@@ -128,11 +128,14 @@ def test_a_refused_commit_changes_nothing(
     with pytest.raises(CommitRefused) as refused:
         store.commit(events, why)
     assert not isinstance(refused.value, StoreUnavailable)
-    assert store.snapshot is before and store.status.health.healthy
+    # A journal that could not write is the store's trouble: unhealthy until the next write
+    # succeeds (actors.store_refusals); a refusal of what was asked is the caller's.
+    assert store.snapshot is before and store.status.health.healthy == (fault is None)
     assert store.status.journal.records_appended == appended
     assert getattr(store.status, counter) == 1
     # The next commit succeeds and takes the next seq: the refused one left no trace.
     assert store.commit([shared_container("p1")], {"rpc": "Allocate"}).seq == 2
+    assert store.status.health.healthy
     store.close(checkpoint=False)
     reopened = open_store(tmp_path / "j")
     assert reopened.snapshot.seq == 2 and reopened.snapshot.state == store.snapshot.state

@@ -189,7 +189,9 @@ class StoreMachine(RuleBasedStateMachine):
         with pytest.raises(CommitRefused) as refused:
             self.store.commit(events, cause)
         assert not isinstance(refused.value, StoreUnavailable)
-        assert self.store.snapshot is before and self.store.status.health.healthy
+        # Unhealthy, with the reason, until the next write succeeds (actors.store_refusals).
+        assert self.store.snapshot is before and not self.store.status.health.healthy
+        assert str(self.store.status.health.reason).startswith("state store refuses commits: ")
         self.fs.partial_write_bytes = 0
         assert not self.fs.pending[op]  # the fault cleared: the next commit may succeed
 
@@ -207,7 +209,7 @@ class StoreMachine(RuleBasedStateMachine):
         if self.fs.pending["truncate"]:
             # The write that failed was a new segment's header (rotation): nothing to cut.
             assert not isinstance(refused.value, StoreUnavailable)
-            assert self.store.status.health.healthy
+            assert not self.store.status.health.healthy  # until the next write succeeds
             self.fs.pending.clear()
             self.fs.partial_write_bytes = 0
             return

@@ -51,6 +51,7 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
         "4. delete pods db-replica, api, batch-2",
         "5. memory balancer: NUMA 3 under read-latency pressure",
         "6. kill qrmd with SIGKILL",
+        "7. sys-advisor sizes the pools, drops, comes back",
     ):
         assert phase in out
     assert "kubelet registered plugin cpu from" in out
@@ -76,6 +77,7 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
         "tolerance rate 0.30"
     ) in " ".join(out.split())
     check_forgotten_pod(out, state.group(1))
+    check_advisor_phase(out)
 
 
 def check_forgotten_pod(out: str, state_dir: str) -> None:
@@ -94,6 +96,17 @@ def check_forgotten_pod(out: str, state_dir: str) -> None:
     residual = [c["pod_uids"] for c in causes if c.get("rpc") == "RemoveResidualPods"]
     assert residual == [["uid-batch-2"]]
     assert not [c for c in causes if c.get("rpc") == "RemovePod"]
+
+
+def check_advisor_phase(out: str) -> None:
+    """Phase 7: the advisor's pools (2 CPUs per shared core: web's 4 -> 8, then with report's
+    3 and search's 2 -> 18), pods admitted while it is gone, every container pushed back."""
+    assert "no sys-advisor is up yet, kubelet is served without it" in out
+    assert "sys-advisor sized share to 8 CPUs" in out
+    assert re.search(r"report shared_cores: app \(main, hint NUMA \[0, 1, 2, 3\]\) → CPUs", out)
+    assert "daemon: pushed 7 of 7 containers to sys-advisor" in out
+    assert "sys-advisor back: share sized to 18 CPUs, new pods in" in out
+    assert re.search(r"\bs\s+share\s+shared_cores\s+\S+\s+18\s", out)
 
 
 def balance_rounds(state_dir: str) -> list[dict[str, object]]:

@@ -1,10 +1,11 @@
-"""The advisor link's flags (qrmd.advisor_settings): names, defaults, checks, the refusal."""
+"""The advisor link's flags (qrmd.advisor_settings): names, defaults, checks, enabling."""
 
 from __future__ import annotations
 
 import pytest
 
 from qrmd.advisor_settings import (
+    ADVISOR_LINK_WIRED,
     DEFAULT_CPU_ADVISOR_SOCKET,
     DEFAULT_CPU_PLUGIN_SOCKET,
     AdvisorLinkConfig,
@@ -37,11 +38,6 @@ def test_the_flags_set_the_link():
     ("flags", "message"),
     [
         pytest.param(
-            {"enable-cpu-advisor": True},
-            "--enable-cpu-advisor: the sys-advisor link is not wired into qrmd run yet",
-            id="enabling the link is refused until it is wired",
-        ),
-        pytest.param(
             {"cpu-advisor-call-timeout": "0s"},
             "--cpu-advisor-call-timeout:",
             id="a zero call timeout is refused",
@@ -72,3 +68,8 @@ def test_bad_advisor_settings_are_refused(flags, message):
     with pytest.raises(ConfigError) as caught:
         load_config(flags)
     assert message in str(caught.value)
+
+
+def test_enabling_the_link_is_accepted_now_that_qrmd_run_wires_it() -> None:
+    assert ADVISOR_LINK_WIRED
+    assert load_config({"enable-cpu-advisor": True}).cpu_advisor.enabled

@@ -30,18 +30,22 @@ from policy.balance.errors import BalanceError, RoundFailed
 from policy.cpu.advisor.application import ApplyError
 from policy.cpu.advisor.blocks import BlockError
 from policy.cpu.advisor.decision import AdviceRefused
+from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
+from policy.cpu.invariants import InvariantError
 from policy.cpu.pool_sizing import PoolError
 from policy.cpu.pressure import InputError, PodError, PressureSettingsError, SuppressionError
 from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
-from policy.cpu.reserve import ReserveError
+from policy.cpu.reserve import ReserveChangeRefused, ReserveError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
+from policy.state.katalyst_checkpoint import CheckpointCorruptedError, CheckpointMismatchError
+from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
 from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
@@ -167,6 +171,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (PolicyError, C.FAILED_PRECONDITION),
     (StateError, C.FAILED_PRECONDITION),
     (CodecError, C.INVALID_ARGUMENT),
+    (CheckpointCorruptedError, C.INVALID_ARGUMENT),
+    (CheckpointMismatchError, C.INVALID_ARGUMENT),
     (TopologyError, C.INVALID_ARGUMENT),
     (MachineFileError, C.INVALID_ARGUMENT),
     (SelectionError, C.RESOURCE_EXHAUSTED),
@@ -176,6 +182,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (QoSError, C.INVALID_ARGUMENT),
     (QoSConfigError, C.INVALID_ARGUMENT),
     (ReserveError, C.INVALID_ARGUMENT),
+    (ReserveChangeRefused, C.FAILED_PRECONDITION),
+    (InvariantError, C.INTERNAL),
     (UnknownContainerError, C.NOT_FOUND),
     (AllocationError, C.FAILED_PRECONDITION),
     (HintError, C.FAILED_PRECONDITION),
@@ -212,6 +220,7 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (AdvisorCallError, C.INTERNAL),
     (AdvisorSick, C.UNAVAILABLE),
     (AdvisorRefused, C.FAILED_PRECONDITION),
+    (AdvisorRefusedError, C.FAILED_PRECONDITION),
 ]
 
 
@@ -229,6 +238,8 @@ def _instance(cls: type[BaseException]) -> BaseException:
         return cls("validate", "boom")
     if issubclass(cls, AdvisorCallError):
         return cls("AddContainer", "CODE", "boom")
+    if issubclass(cls, ReserveChangeRefused):
+        return cls("boom", previous=CPUSet.parse("0,2"), reserved=CPUSet.parse("0-3"))
     return cls("boom")
 
 
