@@ -32,7 +32,7 @@ with the re-run of journaled decisions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -70,6 +70,8 @@ from policy.cpu.advisor.refusal import AddContainerRefused, undo_allocate
 from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.residual_check import ResidualEvidence
+from policy.cpu.residual_removal import residual_candidates
 from policy.decision import Decision
 from policy.state.sections import State
 
@@ -129,8 +131,8 @@ def decide(
             return cpu_policy.pre_start_container(state, inputs, settings, now)
         case StartPolicy():
             return cpu_policy.start(state, settings)
-        case ResidualPods(pod_uids):
-            return cpu_policy.remove_residual_pods(state, pod_uids, settings, now)
+        case ResidualPods():
+            return cpu_policy.remove_residual_pods(state, inputs, settings, now)
     raise TypeError(f"the Allocator decides no inputs of type {type(inputs).__name__}")
 
 
@@ -183,9 +185,6 @@ class AllocatorCore:
         self._now = now_fn
         self._pods: PodSource = pods or NoPodSource()
         self.advisor = advisor
-        # clearResidualState's consecutive sightings by pod uid (§12.4). Not CPU state: the
-        # reference keeps it in memory too, and a restart merely starts the count again.
-        self._residual_hits: Mapping[str, int] = {}
         # Set while GetResourcesAllocation answers as is because its commits are refused.
         self._reconcile_refused = False
 
@@ -225,8 +224,8 @@ class AllocatorCore:
                 return self._serve(command, command, now)
             case ApplyAdvice() | AdvisorLinkChanged() | CheckAdvisorSilence():
                 return self._serve_link(command, now)
-            case RemoveResidualPods(known_pod_uids):
-                return self._remove_residual_pods(command, known_pod_uids, now)
+            case RemoveResidualPods(evidence):
+                return self._remove_residual_pods(command, evidence, now)
             case GetResourcesAllocation():
                 return self._reconcile(command, now)
             case (
@@ -341,27 +340,28 @@ class AllocatorCore:
             raise AllocatorUnavailable(f"cannot re-read the durable state: {err}") from err
 
     def _remove_residual_pods(
-        self, command: RemoveResidualPods, known_pod_uids: Any, now: float
+        self, command: RemoveResidualPods, evidence: ResidualEvidence, now: float
     ) -> ResidualRemoval:
-        """Count one residual round, then remove the pods missing for ten rounds (§12.4)."""
-        check = cpu_policy.ResidualCheck(self._residual_hits, known_pod_uids)
-        count = cpu_policy.residual_round(self.snapshot.state, check, self.ctx, now).reply
-        # Keep the count even if the removal below is not committed: the candidates stay
-        # candidates and are removed at the next round.
-        self._residual_hits = count.hit_map
-        candidates = count.candidates
-        if candidates and self.advisor is not None:
-            # §12.4 step 4: the advisor's RemovePod first; a pod it refuses stays (and is a
-            # candidate again next round).
-            candidates = self.advisor.residual_removals(candidates)
+        """Remove the pods the checker's evidence calls due, in one decision (§12.4 step 4).
+
+        The evidence is the decision's input and its journaled cause; the checker keeps the
+        only count of sightings. Candidates the state no longer holds commit nothing. With
+        sys-advisor, its RemovePod goes first for each candidate, through the path kubelet's
+        RemovePod takes (``AdvisorCalls.residual_removals``): the pods it refuses are part of
+        the inputs and are kept (due again at the next round); a sick advisor refuses none.
+        """
+        candidates = residual_candidates(self.snapshot.state.cpu, evidence)
         if not candidates:
             return ResidualRemoval((), ())
-        # The removal's input is the candidates, not the whole pod listing of this round: the
-        # sightings before it are not CPU state, so a re-run starts from the candidates.
-        inputs = ResidualPods(candidates)
+        refused: tuple[str, ...] = ()
+        if self.advisor is not None:
+            removable = set(self.advisor.residual_removals(candidates))
+            refused = tuple(uid for uid in candidates if uid not in removable)
+        inputs = ResidualPods(evidence, refused)
         decision = decide(self.snapshot.state, inputs, self.ctx, now)
         self._adopt(decision, command, inputs, now)
-        return ResidualRemoval(candidates, decision.warnings)
+        outcome = decision.reply
+        return ResidualRemoval(outcome.removed, decision.warnings, outcome.kept)
 
 
 class AllocatorActor(pykka.ThreadingActor):

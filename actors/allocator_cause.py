@@ -3,9 +3,9 @@
 A journal record keeps the whole input of its decision (journal package docstring) so that
 forensics can say "because of which request" and re-run it through the policy
 (``actors.decision_rerun``): the call's name, the call's fields, what the pod source said and
-the wall time the decision used. Example (cause version 2):
+the wall time the decision used. Example (cause version 3):
 
-    {"rpc": "Allocate", "cause_version": 2, "now": 1715180645.0,
+    {"rpc": "Allocate", "cause_version": 3, "now": 1715180645.0,
      "request": {"pod_uid": "pod-a", ..., "container_type": "MAIN",
                  "resource_requests": {"cpu": 2.0},
                  "hint": {"nodes": [0, 1], "preferred": true}, "annotations": {...}},
@@ -14,6 +14,17 @@ the wall time the decision used. Example (cause version 2):
 Plain means: ``None``, bool, int, float, str, lists and string-keyed maps. Enums become their
 names (readable in a dump, stable if values are renumbered), sets become sorted lists.
 
+A residual removal (cpu-policy §12.4 step 4) holds the residual checker's evidence: the pods
+due (``pod_uids``), the ``listing`` that last missed them (fingerprint, size, fetch time), every
+missing pod's ``sightings`` (first and last sighting, count) and the candidates sys-advisor
+refused (``advisor_refused``):
+
+    {"rpc": "RemoveResidualPods", "cause_version": 3, "now": 1715180945.0,
+     "pod_uids": ["pod-b"],
+     "listing": {"fingerprint": "9f2c4e1a0b7d3c55", "pods": 41, "fetched_at": 1715180944.2},
+     "sightings": {"pod-b": {"first_at": 1715180674.1, "last_at": 1715180944.2, "count": 10}},
+     "advisor_refused": []}
+
 Advisor decisions (cpu-policy §11.5, §7.2; DESIGN.md "AdvisorLink") have causes of the same
 shape: ``ListAndWatch`` holds the response (``AdvisorResponse.to_json``), ``AdvisorSilence``
 the fallback's ``silent_since`` and the ``unhealthy_after_s`` it was compared with, and
@@ -21,9 +32,13 @@ the fallback's ``silent_since`` and the ``unhealthy_after_s`` it was compared wi
 
 Versions. Version 1 (qrmd up to ``ac84ea9``) had no ``cause_version`` key and no ``pod``: the
 decision read the pod phase from a live callable, which always answered "unknown". Version 2
-adds ``cause_version`` and Allocate's ``pod``. :func:`upgrade_cause` turns a version-1 cause
-into version 2 (the pod phase becomes "unknown", the age ``None``), which is exactly what the
-version-1 decision used; :func:`decode_cause` upgrades first, so old journals re-run too.
+adds ``cause_version`` and Allocate's ``pod``. Version 3 gives a residual removal its evidence
+(version 2 named only the candidates, ``pod_uids``; the Allocator kept a count of its own).
+:func:`upgrade_cause` turns an older cause into version 3 with what the old decision used: a
+version-1 Allocate's pod phase becomes "unknown" with no age, and an older residual removal's
+candidates become the due pods of evidence with no listing and no sightings (the old decision
+removed exactly its candidates still in the state, as the new one does with such evidence);
+:func:`decode_cause` upgrades first, so old journals re-run too.
 """
 
 from __future__ import annotations
@@ -53,6 +68,8 @@ from policy.cpu.commands import (
     RemovePod,
 )
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.residual_check import ListingSummary, ResidualEvidence, Sighting
+from policy.cpu.residual_removal import ResidualPods
 from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
@@ -69,16 +86,9 @@ __all__ = [
 ]
 
 #: The version :func:`cause_of` writes.
-CAUSE_VERSION: Final = 2
+CAUSE_VERSION: Final = 3
 
 _VERSION_KEY: Final = "cause_version"
-
-
-@dataclass(frozen=True, slots=True)
-class ResidualPods:
-    """The inputs of a residual removal (§12.4 step 4): the candidates, by ascending uid."""
-
-    pod_uids: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +154,9 @@ def cause_of(inputs: object, now: float) -> dict[str, Any]:
         now: the wall time, in seconds since the epoch, the policy was given.
 
     Returns:
-        ``{"rpc": <command name>, "cause_version": 2, "now": now, <field>: <plain>, ...}``;
-        Allocate's fields are ``request`` and ``pod``, a residual removal's ``pod_uids``.
+        ``{"rpc": <command name>, "cause_version": 3, "now": now, <field>: <plain>, ...}``;
+        Allocate's fields are ``request`` and ``pod``, a residual removal's its evidence
+        (``pod_uids``, ``listing``, ``sightings``) and ``advisor_refused``.
 
     Raises:
         TypeError: ``inputs`` is not a dataclass, or holds a value with no plain form.
@@ -165,7 +176,7 @@ def cause_of(inputs: object, now: float) -> dict[str, Any]:
             "pod": plain(inputs.pod),
         }
     elif isinstance(inputs, ResidualPods):
-        rpc, fields = "RemoveResidualPods", {"pod_uids": list(inputs.pod_uids)}
+        rpc, fields = "RemoveResidualPods", _residual_fields(inputs)
     elif dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
         rpc = type(inputs).__name__
         fields = {f.name: plain(getattr(inputs, f.name)) for f in dataclasses.fields(inputs)}
@@ -203,6 +214,16 @@ def plain(value: object) -> Any:
     raise TypeError(f"no plain form for a cause value of type {type(value).__name__}")
 
 
+def _residual_fields(inputs: ResidualPods) -> dict[str, Any]:
+    evidence = inputs.evidence.to_plain()
+    return {
+        "pod_uids": evidence["due"],
+        "listing": evidence["listing"],
+        "sightings": evidence["sightings"],
+        "advisor_refused": list(inputs.advisor_refused),
+    }
+
+
 # -- reading causes back ------------------------------------------------------------------------
 
 
@@ -226,10 +247,15 @@ def upgrade_cause(cause: Mapping[Any, Any]) -> dict[Any, Any]:
         )
     if version == CAUSE_VERSION:
         return dict(cause)
-    # Version 1 decided with a pod source that never listed a pod: the phase was unknown.
     upgraded = {**cause, _VERSION_KEY: CAUSE_VERSION}
     if upgraded.get("rpc") == "Allocate":
+        # Version 1 decided with a pod source that never listed a pod: the phase was unknown.
         upgraded.setdefault("pod", plain(PodPhase()))
+    if upgraded.get("rpc") == "RemoveResidualPods":
+        # Versions 1 and 2 named the candidates only, and had no advisor in the removal.
+        upgraded.setdefault("listing", None)
+        upgraded.setdefault("sightings", {})
+        upgraded.setdefault("advisor_refused", [])
     return upgraded
 
 
@@ -363,11 +389,37 @@ def _response(fields: _Fields) -> AdvisorResponse:
         raise CauseError(f"{fields.where}: response does not decode: {err}") from err
 
 
-def _pod_uids(fields: _Fields) -> tuple[str, ...]:
-    uids = fields.get("pod_uids")
+def _uids(fields: _Fields, key: str) -> tuple[str, ...]:
+    uids = fields.get(key)
     if not isinstance(uids, list) or not all(isinstance(uid, str) for uid in uids):
-        raise CauseError(f"{fields.where}: pod_uids {uids!r} is not a list of strings")
+        raise CauseError(f"{fields.where}: {key} {uids!r} is not a list of strings")
     return tuple(uids)
+
+
+def _residual_pods(fields: _Fields) -> ResidualPods:
+    """A residual removal's inputs from their plain form (the inverse of ``_residual_fields``)."""
+    listing = None
+    if fields.get("listing") is not None:
+        raw = fields.nested("listing")
+        listing = ListingSummary(
+            raw.text("fingerprint"), raw.integer("pods"), _number(raw.data, "fetched_at", raw.where)
+        )
+    sightings: dict[str, Sighting] = {}
+    table = fields.get("sightings")
+    if not isinstance(table, dict):
+        raise CauseError(f"{fields.where}: field 'sightings' is {table!r}, not a map")
+    for uid in table:
+        if not isinstance(uid, str):
+            raise CauseError(f"{fields.where}: sightings has a key {uid!r}, not a pod uid")
+        one = fields.nested("sightings").nested(uid)
+        sightings[uid] = Sighting(
+            _number(one.data, "first_at", one.where),
+            _number(one.data, "last_at", one.where),
+            one.integer("count"),
+        )
+    due = _uids(fields, "pod_uids")
+    evidence = ResidualEvidence(sightings, due, listing, counted=True)
+    return ResidualPods(evidence, _uids(fields, "advisor_refused"))
 
 
 # Only committing commands reach the journal; the reads decode too, so one table serves any
@@ -388,7 +440,7 @@ _DECODERS: Mapping[str, Callable[[_Fields], DecisionInputs]] = {
         f.text("pod_uid"), f.text("pod_namespace"), f.text("pod_name"), f.text("container_name")
     ),
     "StartPolicy": lambda f: StartPolicy(),
-    "RemoveResidualPods": lambda f: ResidualPods(_pod_uids(f)),
+    "RemoveResidualPods": _residual_pods,
     "ListAndWatch": _response,
     "AdvisorSilence": lambda f: AdvisorSilence(
         _number(f.data, "silent_since", f.where), _number(f.data, "unhealthy_after_s", f.where)

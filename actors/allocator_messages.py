@@ -5,9 +5,9 @@ gRPC handlers convert a protobuf request to one (domain types only, DESIGN.md "A
 messages") and ask the Allocator with ``actors.allocator.ask_allocator`` and the RPC's
 remaining deadline, which types the reply by the call (``Allocate`` answers
 ``AllocationReply | None``, ``GetResourcesAllocation`` a ``ResourcesAllocation``, ...). The
-residual-state checker sends ``RemoveResidualPods`` on its ticks (answered by a
-``ResidualRemoval``); the composition root sends ``StartPolicy`` once, before the plugin
-registers with kubelet.
+residual-state checker sends ``RemoveResidualPods`` with its evidence once a pod is due
+(answered by a ``ResidualRemoval``); the composition root sends ``StartPolicy`` once, before
+the plugin registers with kubelet.
 
 Errors an ask can raise: ``AllocatorUnavailable`` (the commit failed; state unchanged; the
 wire answers UNAVAILABLE and kubelet retries) and the policy's ``PolicyError`` subclasses,
@@ -16,7 +16,6 @@ unchanged (the wire maps each to its status, e.g. ``UnknownContainerError`` to N
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 
 from actors.errors import ActorError
@@ -31,6 +30,7 @@ from policy.cpu.commands import (
     PreStartContainer,
     RemovePod,
 )
+from policy.cpu.residual_check import ResidualEvidence
 from policy.errors import ErrorKind
 
 __all__ = [
@@ -70,27 +70,31 @@ class StartPolicy(PluginCall[None]):
 
 @dataclass(frozen=True, slots=True)
 class ResidualRemoval:
-    """What a residual round did.
+    """What a residual removal did.
 
     Attributes:
-        removed: the pods removed this round, by ascending uid (usually none).
+        removed: the pods removed, by ascending uid.
         warnings: a pool adjustment that failed after the removal; the checker then reports
             not ready, as the reference's handler does.
+        kept: candidates kept because sys-advisor refused their removal (§12.4 step 4);
+            they are due again at the next round.
     """
 
     removed: tuple[str, ...]
     warnings: tuple[str, ...]
+    kept: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class RemoveResidualPods(PluginCall[ResidualRemoval]):
-    """One clearResidualState round (§12.4): the pods the pod source lists now.
+    """Remove the pods the residual checker's evidence calls due (§12.4 step 4).
 
-    The Allocator counts, for each pod of its state missing from ``known_pod_uids``, the
-    consecutive rounds it was missing, and removes those missing for ten rounds (5 minutes).
+    The checker keeps the only count of sightings and sends its evidence once a pod is due;
+    the Allocator removes the due pods its state still holds (after sys-advisor's RemovePod,
+    when enabled) in one decision, the evidence journaled as its cause.
     """
 
-    known_pod_uids: Collection[str]
+    evidence: ResidualEvidence
 
 
 #: Every message the Allocator accepts.

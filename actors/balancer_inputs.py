@@ -1,15 +1,22 @@
 """What a balance round reads, gathered from the ports into ``RoundInputs`` (memory-balancer §4).
 
 * **Pods in pools** (§4.5) come from the StateStore's latest CPU section, through the pure
-  query ``policy.state.pool_pods.pods_in_pools``. The CPU state knows no container IDs, so
-  they are None until a pod source supplies them.
+  query ``policy.state.pool_pods.pods_in_pools``.
+* **Container IDs** are round inputs, not state (they change on every container restart):
+  with a pod source, each round takes them from its latest listing (``with_container_ids``),
+  for every pod the listing shows with an ID for each of its regular containers. The IDs
+  used are in the round's inputs (each ``Container.container_id``), so the journal shows
+  which cgroups a round read, and the executor migrates by the same IDs
+  (``container_ids_of``). A pod the listing misses, or shows with a container not started,
+  keeps no IDs this round and is read as without a pod source.
 * **Anonymous memory** (§4.2) is read per pod, only for the pools a round can use (``reclaim``
-  and the supported pools). With container IDs, each container gets its own cgroup's figure.
-  Without them a container's cgroup cannot be told from the sandbox's, so the pod's own
-  (hierarchical) figure is given to its first container and the others hold zero on the same
-  nodes: a round only ever uses the per-pod sum (§4.2), which is then exact, and the advice
-  still names every container. A pod whose memory cannot be read is listed with no sample on
-  any node, so the round skips it (§4.2) and the journaled inputs show it.
+  and the supported pools). With container IDs, each container gets its own cgroup's figure
+  (``memory.numa_stat`` of the container's cgroup, §4.2). Without them (no pod source, or
+  the pod not fully listed) a container's cgroup cannot be told from the sandbox's, so the
+  pod's own (hierarchical) figure is given to its first container and the others hold zero
+  on the same nodes: a round only ever uses the per-pod sum (§4.2), which is then exact, and
+  the advice still names every container. A pod whose memory cannot be read is listed with
+  no sample on any node, so the round skips it (§4.2) and the journaled inputs show it.
 * **Metrics** (§4.1) are sampled for every node of the distance map; **distances** (§4.4) are
   read once, when the balancer starts.
 
@@ -26,11 +33,19 @@ from dataclasses import replace
 
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
 from actors.ports.commit import Committer
+from actors.ports.pod_source import PodListSnapshot
 from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
 from policy.balance.config import POOL_RECLAIM
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
-__all__ = ["PodsProvider", "container_ids_of", "metric_inputs", "store_pods", "with_pods"]
+__all__ = [
+    "PodsProvider",
+    "container_ids_of",
+    "metric_inputs",
+    "store_pods",
+    "with_container_ids",
+    "with_pods",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -81,6 +96,33 @@ def metric_inputs(
     )
 
 
+def with_container_ids(pods: PodsInPools, listing: PodListSnapshot | None) -> PodsInPools:
+    """The pods in pools with their container IDs from the pod source's latest listing.
+
+    A pod gets IDs only when the listing shows it with a non-empty ID for every one of its
+    regular containers (the per-pod figure is the sum over all of them, §4.2); otherwise it
+    keeps the IDs it had (none, from the CPU state), and is read by its pod cgroup.
+
+    Args:
+        pods: the pods in pools (``pods_in_pools``).
+        listing: the pod source's latest listing, or None before its first.
+
+    Returns:
+        The same pools and pods, IDs filled in where the listing has them all.
+    """
+    if listing is None:
+        return pods
+    filled: list[PoolPod] = []
+    for pod in pods.pods:
+        listed = listing.pods.get(pod.uid)
+        ids = None if listed is None else [listed.container_ids.get(c) for c in pod.containers]
+        if ids is None or not all(ids):
+            filled.append(pod)
+            continue
+        filled.append(replace(pod, container_ids=tuple(cid for cid in ids if cid)))
+    return PodsInPools(pods.pools, tuple(filled))
+
+
 def with_pods(
     inputs: RoundInputs, pods: PodsInPools, memory: ContainerMemoryReader
 ) -> tuple[RoundInputs, int]:
@@ -109,15 +151,18 @@ def with_pods(
 
 def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Container, ...], bool]:
     """A pod's containers with their anon per NUMA, and whether it could be read."""
+    ids = pod.container_ids or ("",) * len(pod.containers)
     try:
         read = memory.anon_by_numa(pod.uid, pod.container_ids)
     except AnonMemoryUnavailable as err:
         _log.info("balance round skips pod %s: %s", pod.uid, err)
-        return tuple(Container(name, {}) for name in pod.containers), False
+        return tuple(
+            Container(name, {}, cid) for name, cid in zip(pod.containers, ids, strict=True)
+        ), False
     if pod.container_ids is not None:
         by_id = read.containers
         return tuple(
-            Container(name, dict(by_id.get(cid, {})))
+            Container(name, dict(by_id.get(cid, {})), cid)
             for name, cid in zip(pod.containers, pod.container_ids, strict=True)
         ), True
     first, *others = pod.containers
@@ -128,11 +173,9 @@ def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Cont
     ), True
 
 
-def container_ids_of(pods: Sequence[PoolPod]) -> dict[tuple[str, str], str]:
-    """``(pod UID, container name)`` → container ID, for the pods whose IDs are known."""
+def container_ids_of(pods: Sequence[Pod]) -> dict[tuple[str, str], str]:
+    """``(pod UID, container name)`` → container ID, from a round's inputs: the IDs the round
+    read its figures by, so the executor migrates the cgroups the journal names."""
     return {
-        (pod.uid, name): cid
-        for pod in pods
-        if pod.container_ids is not None
-        for name, cid in zip(pod.containers, pod.container_ids, strict=True)
+        (pod.uid, c.name): c.container_id for pod in pods for c in pod.containers if c.container_id
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from actors.balancer_inputs import PodsProvider
 from actors.ports.balancer import ContainerMemoryReader, NumaDistanceSource, NumaMetricSource
 from actors.ports.migration import AdviceExecutor
+from actors.ports.pod_source import PodSource
 
 __all__ = ["BalancerPorts", "RoundHealth"]
 
@@ -26,6 +27,9 @@ class BalancerPorts:
         memory: per-container anonymous memory per NUMA (§4.2).
         pods: the pods in pools, from the StateStore's CPU snapshot (§4.5).
         executor: carries out emitted advices (§11); None: advices are only journaled.
+        pod_source: the node's pods, whose latest listing gives each round its container
+            IDs (per-container memory and migration); None: every pod is read and migrated
+            through its pod cgroup.
         health: told how each tick went; None: nobody watches.
     """
 
@@ -34,4 +38,5 @@ class BalancerPorts:
     memory: ContainerMemoryReader
     pods: PodsProvider
     executor: AdviceExecutor | None = None
+    pod_source: PodSource | None = None
     health: RoundHealth | None = None

@@ -5,14 +5,17 @@ Handlers, by their reference names (each is a check on ``/healthz`` with §12.3'
 the composition root registers; the core reports "update by error" after every run):
 
 * ``qrm_cpu_plugin_dynamic_clear_residual_state`` (``--residual-check-period``, §12.4): the
-  state's pods that the pod list misses are counted (``policy.cpu.residual_check``); each
-  round whose fetch succeeded with a *new*, non-empty listing is sent to the Allocator as its
-  existing ``RemoveResidualPods`` command, which keeps the same count with the same threshold
-  (``ctx.residual_sightings``) and removes, in one journaled decision, the pods missing for
-  that many rounds. A failed fetch sends nothing, so it counts nothing and resets nothing;
-  an empty listing likewise. The Allocator is asked without waiting (``block=False``): its
-  answer is collected at the next round, and its warnings (a pool adjustment that failed
-  after a removal) make that round NotReady, as the reference's handler reports them;
+  state's pods that the pod list misses are counted (``policy.cpu.residual_check``: the one
+  count; the Allocator keeps none). A round whose fetch succeeded with a *new*, non-empty
+  listing counts; a failed fetch counts nothing and resets nothing, an empty listing
+  likewise. When the count makes pods due, the evidence (the listing's fingerprint, size and
+  time, every missing pod's sightings, the due pods) goes to the Allocator as
+  ``RemoveResidualPods``: it removes the due pods in one decision whose journaled input is
+  that evidence (``policy.cpu.residual_removal``). The Allocator is asked without waiting
+  (``block=False``): its answer is collected at the next round, and its warnings (a pool
+  adjustment that failed after a removal) make that round NotReady, as the reference's
+  handler reports them; pods it kept (the advisor refused) are still due, so the next round
+  sends them again;
 * ``qrm_cpu_plugin_dynamic_check_cpuset`` (``--cpuset-check-period``, §12.5): each checked
   container's real cpuset, through the pod source's container ID and the ``CpusetReader``
   port, judged by ``policy.cpu.cpuset_check``. Detection only;
@@ -98,7 +101,7 @@ class CheckersPorts:
     Attributes:
         pods: the node's pods (the publisher's latest snapshot).
         state: the latest durable state (the StateStore's published snapshot), or None.
-        allocator: where residual rounds are sent (``RemoveResidualPods``).
+        allocator: where due residual pods are sent (``RemoveResidualPods``).
         cpusets: where real cpusets are read.
         cpu_idle: where ``cpu.idle`` is written (None: syncCPUIdle not configured).
         report: ``(handler, error or None)`` after each run: the health check's update.
@@ -233,6 +236,12 @@ class CheckersCore:
             return f"the Allocator did not take the residual round: {err}"
         self._pending = None
         if isinstance(answer, ResidualRemoval):
+            if answer.kept:
+                _log.warning(
+                    "residual pods kept: sys-advisor refused their removal (tried again next "
+                    "round): %s",
+                    ", ".join(answer.kept),
+                )
             if answer.removed:
                 self._removed += len(answer.removed)
                 plain = evidence.to_plain()
@@ -269,12 +278,13 @@ class CheckersCore:
             if not listing.pod_uids:
                 return previous_error  # an empty list: nothing to count, nothing removed
             return self._no_listing(f"no new pod list since {snapshot.fetched_at:.0f}")
-        future = self._ports.allocator.ask(RemoveResidualPods(listing.pod_uids), block=False)
-        # Adopted only once the Allocator has the round: its count and this one stay in step.
+        # The count is this checker's alone: adopted at once, whatever the Allocator answers
+        # (pods it could not remove stay due and are sent again next round).
         self._residual = evidence
-        self._pending = (future, evidence)
         if evidence.due:
             _log.info("residual pods due for removal: %s", ", ".join(evidence.due))
+            future = self._ports.allocator.ask(RemoveResidualPods(evidence), block=False)
+            self._pending = (future, evidence)
         return previous_error
 
     def _no_listing(self, why: str) -> str:

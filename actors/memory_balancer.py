@@ -48,7 +48,12 @@ from typing import Any
 
 import pykka
 
-from actors.balancer_inputs import container_ids_of, metric_inputs, with_pods
+from actors.balancer_inputs import (
+    container_ids_of,
+    metric_inputs,
+    with_container_ids,
+    with_pods,
+)
 from actors.balancer_log import RepeatedLine
 from actors.balancer_messages import (
     BalancerCommand,
@@ -140,7 +145,7 @@ class MemoryBalancerCore:
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
         self._distances = dict(ports.distances.distances())
-        # Container IDs of the pods of the last computed round, for the executor.
+        # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
         # The rounds coalesced since the last journaled one: memory only (a restart journals
         # its first round, policy.balance.coalesce).
@@ -303,9 +308,13 @@ class MemoryBalancerCore:
 
     def _with_pods(self, inputs: RoundInputs) -> RoundInputs:
         pods = self._ports.pods()
+        source = self._ports.pod_source
+        if source is not None:
+            # Container IDs are this round's inputs, from the latest listing (never state).
+            pods = with_container_ids(pods, source.latest())
         inputs, unreadable = with_pods(inputs, pods, self._ports.memory)
         self.metrics.pods_unreadable_total += unreadable
-        self._container_ids = container_ids_of(pods.pods)
+        self._container_ids = container_ids_of(inputs.pods)
         return inputs
 
     # -- advice --------------------------------------------------------------------------

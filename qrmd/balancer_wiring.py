@@ -10,7 +10,11 @@ With ``--enable-memory-balancer`` the daemon gains:
    synthetic layout's matrix with ``--topology synthetic:…``), the NUMA metric source of
    ``--numa-metrics-source`` and its keys, cgroup ``memory.numa_stat`` for anonymous memory,
    the pods in pools from the StateStore's CPU snapshot, and a ``CgroupMigrator`` executor
-   (a dry run unless ``--memory-balance-execute``);
+   (a dry run unless ``--memory-balance-execute``). With ``--pod-source kubelet`` the pod
+   list publisher is its pod source too: each round takes the containers' IDs from its
+   latest listing, reads each container's own ``memory.numa_stat`` and migrates per
+   container cgroup (memory-balancer §4.2, §11); without one, pods are read and migrated
+   through their pod cgroups;
 2. a ``Ticker`` telling ``Tick(now)`` every ``--qos-aware-sync-period`` (the advisor loop);
 3. the eviction plugin on ``<plugin-registration-dir>/numa_memory_balancer.sock``, created
    once the actor is ready. As in the reference (§10), a socket that cannot be created does
@@ -47,6 +51,7 @@ from actors.ports.balancer import ContainerMemoryReader, NumaMetricSource
 from actors.ports.clock import Clock
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.migration import AdviceExecutor
+from actors.ports.pod_source import PodSource
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
@@ -162,6 +167,7 @@ class BalancerWiring:
         self.executor: AdviceExecutor = executor or CgroupMigrator(
             reader, len(numa_ids), execute=config.memory_balance_execute
         )
+        self.pod_source: PodSource | None = None
         self.ticker: Ticker | None = None
         self.server: EvictionPluginServer | None = None
         self.plugin_start_failures = 0
@@ -171,8 +177,15 @@ class BalancerWiring:
 
     # -- the supervised actor ----------------------------------------------------------------
 
-    def child_spec(self) -> ChildSpec:
-        """The Supervisor's ``memory_balancer`` child: built from the store's snapshot."""
+    def child_spec(self, pods: PodSource | None = None) -> ChildSpec:
+        """The Supervisor's ``memory_balancer`` child: built from the store's snapshot.
+
+        Args:
+            pods: the node's pod source (the checkers' publisher), whose latest listing gives
+                each round its container IDs; None: pod-level memory and migration.
+        """
+        # Kept for every (re)start of the actor: a restarted balancer reads the same source.
+        self.pod_source = pods
         return ChildSpec(
             BALANCER_CHILD,
             lambda refs: self._start_actor(refs["store"]),
@@ -191,6 +204,7 @@ class BalancerWiring:
             memory=self.memory,
             pods=store_pods(committer),
             executor=self.executor,
+            pod_source=self.pod_source,
             health=self._report_round,
         )
         core = MemoryBalancerCore(

@@ -300,7 +300,8 @@ class Daemon:
         if config.enable_memory_balancer:
             self.balancer = self._balancer_factory(config, ctx.topology, self._clock)
             self.balancer.watch_health(self.health)
-            children.append(self.balancer.child_spec())
+            # Each round takes the containers' IDs from the same publisher (memory §4.2).
+            children.append(self.balancer.child_spec(pods))
         if config.enable_cpu_pressure_eviction:
             self.cpu_pressure = self._cpu_pressure_factory(config, self._clock, ctx)
             children.append(self.cpu_pressure.child_spec())

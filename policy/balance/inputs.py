@@ -11,13 +11,16 @@ form, and ``qrmd balance plan FILE`` reads it::
      "distances": {"0": [[1, 11], [2, 21], [3, 21]], ...},
      "pools": {"share": [0, 1], "reclaim": [0, 1, 2, 3]},
      "pods": [{"uid": "s4", "namespace": "default", "name": "s4", "pool": "share",
-               "containers": [{"name": "a", "anon": {"0": 2147483648}}, ...]}, ...],
+               "containers": [{"name": "a", "anon": {"0": 2147483648},
+                               "containerId": "containerd://4f1e..."}, ...]}, ...],
      "unresolvedPods": [], "config": {...}, "last": null}
 
 ``now`` is Unix seconds, or an RFC 3339 timestamp in a hand-written file. A metric the source
 could not read is ``null`` (no sample) or ``{"error": "<reason>"}``; it fails the round, never
 counts as zero. A container without a sample for a NUMA node has no key for it. Optional:
-``cpuVendor`` (default none), ``unresolvedPods``, ``config`` (defaults), ``last`` (none).
+``cpuVendor`` (default none), ``unresolvedPods``, ``config`` (defaults), ``last`` (none), and
+a container's ``containerId``: the runtime ID its figure was read by (memory-balancer §4.2; the
+pod source lists it), absent when the figure came from the pod's cgroup.
 ``unresolvedPods`` are pods whose main container sits in a pool but whose pod lookup failed; they
 fail any step that lists that pool, as in the reference (O17).
 
@@ -105,14 +108,21 @@ def _bounded(value: str, where: str, limit: int) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Container:
-    """A regular container of a pod: its name and anonymous memory per NUMA, in bytes (§4.2)."""
+    """A regular container of a pod: its name and anonymous memory per NUMA, in bytes (§4.2).
+
+    ``container_id`` is the runtime ID the pod source listed (``containerd://...``) when the
+    figure is the container's own cgroup's; "" when there was no pod source and the figure
+    comes from the pod's cgroup. An input, not state: it changes on every container restart.
+    """
 
     name: str
     anon: Mapping[int, float]
+    container_id: str = ""
 
     def __post_init__(self) -> None:
         as_str(self.name, "container name", non_empty=True)
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
+        as_str(self.container_id, f"container {self.name!r} id")
         frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
         object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
 
@@ -282,10 +292,7 @@ class RoundInputs:
                     "namespace": p.namespace,
                     "name": p.name,
                     "pool": p.pool,
-                    "containers": [
-                        {"name": c.name, "anon": {str(n): v for n, v in c.anon.items()}}
-                        for c in p.containers
-                    ],
+                    "containers": [_container_to_json(c) for c in p.containers],
                 }
                 for p in self.pods
             ],
@@ -391,6 +398,13 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
+def _container_to_json(c: Container) -> dict[str, object]:
+    plain: dict[str, object] = {"name": c.name, "anon": {str(n): v for n, v in c.anon.items()}}
+    if c.container_id:  # absent without a pod source: older records read the same
+        plain["containerId"] = c.container_id
+    return plain
+
+
 def _pod_from_json(value: object, where: str) -> Pod:
     obj = as_object(value, where)
     reject_unknown(obj, ("uid", "namespace", "name", "pool", "containers"), where)
@@ -398,9 +412,11 @@ def _pod_from_json(value: object, where: str) -> Pod:
     for i, raw in enumerate(as_list(required(obj, "containers", where), f"{where}.containers")):
         at = f"{where}.containers[{i}]"
         c = as_object(raw, at)
-        reject_unknown(c, ("name", "anon"), at)
+        reject_unknown(c, ("name", "anon", "containerId"), at)
         anon = anon_by_numa(as_object(c.get("anon", {}), f"{at}.anon"), f"{at}.anon")
-        containers.append(Container(as_str(required(c, "name", at), f"{at}.name"), anon))
+        name = as_str(required(c, "name", at), f"{at}.name")
+        container_id = as_str(c.get("containerId", ""), f"{at}.containerId")
+        containers.append(Container(name, anon, container_id))
     try:
         return Pod(
             uid=as_str(required(obj, "uid", where), f"{where}.uid", non_empty=True),

@@ -35,10 +35,8 @@ leave room for it: the caller calls the advisor around the commit.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-
 from policy.cpu import remove as removal
+from policy.cpu import residual_removal
 from policy.cpu.allocate import allocate_container
 from policy.cpu.allocation_listing import ResourcesAllocation, listed_as_is, resources_allocation
 from policy.cpu.commands import (
@@ -63,6 +61,7 @@ from policy.cpu.replies import (
     PluginOptions,
     TopologyAwareReply,
 )
+from policy.cpu.residual_removal import ResidualOutcome, ResidualPods
 from policy.cpu.topology_aware import (
     allocatable_resources,
     plugin_options,
@@ -75,8 +74,8 @@ from policy.state.sections import State
 
 __all__ = [
     "Decision",
-    "ResidualCheck",
-    "ResidualCount",
+    "ResidualOutcome",
+    "ResidualPods",
     "allocate",
     "get_resource_plugin_options",
     "get_resources_allocation",
@@ -87,25 +86,8 @@ __all__ = [
     "pre_start_container",
     "remove_pod",
     "remove_residual_pods",
-    "residual_round",
     "start",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ResidualCheck:
-    """One clearResidualState round's input (§12.4): sightings so far and the listed pods."""
-
-    hit_map: Mapping[str, int]
-    known_pod_uids: Collection[str]
-
-
-@dataclass(frozen=True, slots=True)
-class ResidualCount:
-    """A round's result: the new sightings to keep, and the pods now due for removal."""
-
-    hit_map: Mapping[str, int]
-    candidates: tuple[str, ...]
 
 
 def start(state: State, settings: PolicyContext) -> Decision[None]:
@@ -264,32 +246,14 @@ def pre_start_container(
     return Decision((), None)
 
 
-def residual_round(
-    state: State, inputs: ResidualCheck, settings: PolicyContext, now: float
-) -> Decision[ResidualCount]:
-    """Count one clearResidualState round (§12.4 steps 2–3): read-only.
-
-    A pod in the state that the pod source does not list is seen once more; after
-    ``settings.residual_sightings`` consecutive rounds (ten 30-s rounds, 5 minutes, by default) it
-    is a candidate. Remove candidates with :func:`remove_residual_pods` (with sys-advisor,
-    only those it removed first).
-    """
-    del now
-    hits, candidates = removal.residual_round(
-        inputs.hit_map, inputs.known_pod_uids, state.cpu, settings.residual_sightings
-    )
-    return Decision((), ResidualCount(hits, tuple(candidates)))
-
-
 def remove_residual_pods(
-    state: State, inputs: Sequence[str], settings: PolicyContext, now: float
-) -> Decision[None]:
-    """Remove residual pods by ascending uid, then re-size the pools (§12.4 step 4).
+    state: State, inputs: ResidualPods, settings: PolicyContext, now: float
+) -> Decision[ResidualOutcome]:
+    """Remove the pods the residual checker's evidence calls due, then re-size the pools
+    (§12.4 step 4; ``policy.cpu.residual_removal``).
 
-    ``inputs`` are the candidates of :func:`residual_round`. A pool adjustment that fails is
-    reported in ``warnings`` (the handler then reports not ready), as in the reference.
+    ``inputs`` is the checker's evidence (the one count of sightings) and the candidates
+    sys-advisor refused to remove (kept until the next round). A pool adjustment that fails
+    is reported in ``warnings`` (the handler then reports not ready), as in the reference.
     """
-    del now
-    txn = Txn(state)
-    warnings = removal.remove_residual_pods(txn, settings, inputs)
-    return Decision(txn.events, None, warnings=warnings)
+    return residual_removal.remove_residual_pods(state, inputs, settings, now)

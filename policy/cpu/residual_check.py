@@ -16,7 +16,9 @@ is kept):
 
 The evidence is plain data: the listing's fingerprint (a hash of its sorted uids, so a reader
 can tell two listings apart without the list), its time and size, and each missing pod's
-first and last sighting and count; ``to_plain`` is what a journal record or log line holds.
+first and last sighting and count. This count is the only one: the Allocator keeps none, it
+removes what the evidence calls due (``policy.cpu.residual_removal``), and the evidence is
+the removal's journaled input. ``to_plain`` is what a journal record or log line holds.
 Pure: time comes in with the listing.
 """
 
@@ -31,7 +33,14 @@ from typing import Any
 from policy.cpu.remove import residual_round
 from policy.state.cpu_state import CPUState
 
-__all__ = ["Listing", "ResidualEvidence", "Sighting", "listing_fingerprint", "observe_listing"]
+__all__ = [
+    "Listing",
+    "ListingSummary",
+    "ResidualEvidence",
+    "Sighting",
+    "listing_fingerprint",
+    "observe_listing",
+]
 
 
 def listing_fingerprint(pod_uids: Collection[str]) -> str:
@@ -60,6 +69,26 @@ class Listing:
         """``listing_fingerprint`` of the uids."""
         return listing_fingerprint(self.pod_uids)
 
+    def summary(self) -> ListingSummary:
+        """What the evidence keeps of the listing: its fingerprint, size and time."""
+        return ListingSummary(self.fingerprint, len(self.pod_uids), self.fetched_at)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingSummary:
+    """A listing as the evidence (and the journal) holds it: enough to tell two listings
+    apart and to date them, without the uids of every pod of the node.
+
+    Attributes:
+        fingerprint: ``listing_fingerprint`` of its uids.
+        pods: how many pods it listed.
+        fetched_at: wall time of the fetch.
+    """
+
+    fingerprint: str
+    pods: int
+    fetched_at: float
+
 
 @dataclass(frozen=True, slots=True)
 class Sighting:
@@ -83,14 +112,13 @@ class ResidualEvidence:
     Attributes:
         sightings: pod uid → its absences, for every pod of the state the listings miss.
         due: pods missing for the configured number of rounds, by ascending uid.
-        listing: the listing of the round that counted, or ``None`` when this round counted
-            nothing (no listing yet, a failed or repeated fetch, an empty list).
+        listing: the last listing that counted (``None`` before the first).
         counted: whether this round was evidence.
     """
 
     sightings: Mapping[str, Sighting] = field(default_factory=dict)
     due: tuple[str, ...] = ()
-    listing: Listing | None = None
+    listing: ListingSummary | None = None
     counted: bool = False
 
     def __post_init__(self) -> None:
@@ -104,7 +132,7 @@ class ResidualEvidence:
             if listing is None
             else {
                 "fingerprint": listing.fingerprint,
-                "pods": len(listing.pod_uids),
+                "pods": listing.pods,
                 "fetched_at": listing.fetched_at,
             },
             "sightings": {
@@ -149,4 +177,4 @@ def observe_listing(
         before = previous.sightings.get(uid)
         first = before.first_at if before is not None and n > 1 else listing.fetched_at
         sightings[uid] = Sighting(first, listing.fetched_at, n)
-    return ResidualEvidence(sightings, tuple(due), listing, counted=True)
+    return ResidualEvidence(sightings, tuple(due), listing.summary(), counted=True)

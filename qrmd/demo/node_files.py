@@ -12,9 +12,13 @@ demo plays the node around it rather than reaching into the daemon:
   vendors' latency names are written, so the file means the same on an Intel and an AMD host;
 * **the kernel** (``write_pod_cgroups``): a cgroup v2 tree under ``--memory-cgroup-root`` with
   one pod cgroup per pod, named as kubelet's cgroupfs driver names it
-  (``kubepods[/burstable|/besteffort]/pod<uid>``, ``qrmd.host.kube_cgroups``), holding a
-  ``memory.numa_stat`` (``anon N0=<bytes> ...``) and an empty ``cgroup.procs``: the demo's pods
-  have no processes, which a dry-run advice shows as no PIDs to migrate;
+  (``kubepods[/burstable|/besteffort]/pod<uid>``, ``qrmd.host.kube_cgroups``), and beneath it
+  one cgroup per regular container, named by its container ID as containerd names it (the
+  balancer reads each container's own figure by the IDs the simulator's ``/pods`` lists,
+  memory-balancer §4.2). Each holds a ``memory.numa_stat`` (``anon N0=<bytes> ...``; the
+  pod's memory is its first container's, the pod cgroup's figure is their sum, as v2 counts
+  hierarchically) and an empty ``cgroup.procs``: the demo's pods have no processes, which a
+  dry-run advice shows as no PIDs to migrate;
 * **the container runtime** (``write_container_cpusets``): under ``--cpuset-cgroup-root`` one
   cgroup per container beneath its pod's, named by its container ID as containerd names it
   with the cgroupfs driver, holding the ``cpuset.cpus`` the kubelet last gave the runtime
@@ -136,13 +140,20 @@ def write_pod_cgroups(root: Path, pods: Iterable[Pod], anon: Mapping[str, Mappin
             pod.native_qos_class, besteffort
         )
         directory = root / relative
-        directory.mkdir(parents=True, exist_ok=True)
         figures = anon.get(pod.uid, {})
-        nodes = " ".join(f"N{n}={figures.get(n, 0)}" for n in range(numa_count))
-        _replace(directory / "memory.numa_stat", f"anon {nodes}\n")
-        _replace(directory / "cgroup.procs", "")
+        _write_memory_cgroup(directory, figures, numa_count)
+        for index, container in enumerate(pod.containers):
+            bare = container_id(pod.uid, container.name).removeprefix("containerd://")
+            _write_memory_cgroup(directory / bare, figures if index == 0 else {}, numa_count)
         written.append(directory)
     return written
+
+
+def _write_memory_cgroup(directory: Path, figures: Mapping[int, int], numa_count: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    nodes = " ".join(f"N{n}={figures.get(n, 0)}" for n in range(numa_count))
+    _replace(directory / "memory.numa_stat", f"anon {nodes}\n")
+    _replace(directory / "cgroup.procs", "")
 
 
 def _pod_relative(pod: Pod) -> Path:

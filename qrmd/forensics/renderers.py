@@ -150,9 +150,28 @@ def _remove_pod(cause: Mapping[str, Any]) -> str:
 
 @renderer("RemoveResidualPods")
 def _residual(cause: Mapping[str, Any]) -> str:
-    known = cause.get("known_pod_uids")
-    count = len(known) if isinstance(known, list) else "?"
-    return f"residual-pod check against {count} pods the pod source knows"
+    """The due pods and the checker's evidence (``actors.allocator_cause``, version 3):
+    ``pod-b (missed 10× since 2024-…), listing 9f2c… of 41 pods; advisor refused pod-c``."""
+    due = cause.get("pod_uids")
+    sightings = cause.get("sightings")
+    sightings = sightings if isinstance(sightings, Mapping) else {}
+    parts = []
+    for uid in due if isinstance(due, list) else []:
+        seen = sightings.get(uid)
+        if isinstance(seen, Mapping) and isinstance(seen.get("first_at"), (int, float)):
+            parts.append(
+                f"{uid} (missed {seen.get('count')}× since {format_time(seen['first_at'])})"
+            )
+        else:
+            parts.append(str(uid))
+    line = "residual pods " + (", ".join(parts) or "?")
+    listing = cause.get("listing")
+    if isinstance(listing, Mapping):
+        line += f", listing {listing.get('fingerprint')} of {listing.get('pods')} pods"
+    refused = cause.get("advisor_refused")
+    if isinstance(refused, list) and refused:
+        line += f"; advisor refused {', '.join(map(str, refused))}"
+    return line
 
 
 @renderer("Tick")

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.allocator import AllocatorActor, AllocatorCore, pod_phase
-from actors.allocator_cause import cause_of
+from actors.allocator_cause import cause_of, plain
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -39,9 +39,11 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import AllocationReply, PluginOptions
 from policy.cpu.request import RequestError
+from policy.cpu.residual_check import listing_fingerprint
 from policy.errors import PolicyError
 from policy.state.sections import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock, FakePodSource
+from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import dedicated, request
 from tests.topologies import SYNTH_16_2_4, cpus
 
@@ -217,34 +219,53 @@ def test_unknown_command_is_a_type_error() -> None:
 # -- residual pods (§12.4, §16 item 30) --------------------------------------------------------
 
 
-def test_residual_pods_are_removed_after_ten_rounds() -> None:
+def test_the_due_pods_of_the_evidence_are_removed_in_one_decision_journaled_with_it() -> None:
     node = Node()
     node.core.handle(Allocate(request("pod-a", cpu=2)))
     node.core.handle(Allocate(request("pod-b", cpu=2)))
-    for _ in range(9):
-        node.clock.advance(30)
-        assert node.core.handle(RemoveResidualPods({"pod-a"})) == ResidualRemoval((), ())
-    node.clock.advance(30)
-    assert node.core.handle(RemoveResidualPods({"pod-a"})) == ResidualRemoval(("pod-b",), ())
+    node.clock.advance(300)
+    proof = evidence("pod-b", at=T0 + 299, missing=("pod-c",))
+    assert node.core.handle(RemoveResidualPods(proof)) == ResidualRemoval(("pod-b",), ())
     assert node.core.snapshot.state.cpu.entry("pod-b", "app") is None
     assert node.store.causes[-1] == {
         "rpc": "RemoveResidualPods",
-        "cause_version": 2,
+        "cause_version": 3,
         "now": T0 + 300,
         "pod_uids": ["pod-b"],
+        "listing": {
+            "fingerprint": listing_fingerprint({"pod-a"}),
+            "pods": 1,
+            "fetched_at": T0 + 299,
+        },
+        "sightings": {
+            "pod-b": {"first_at": T0 + 29, "last_at": T0 + 299, "count": 10},
+            "pod-c": {"first_at": T0 + 299, "last_at": T0 + 299, "count": 1},
+        },
+        "advisor_refused": [],
     }
     assert node.store.replayed() == node.core.snapshot.state
 
 
-def test_a_listed_pod_starts_its_residual_count_again() -> None:
+def test_the_allocator_keeps_no_count_of_its_own() -> None:
+    """Nine rounds of evidence with nothing due remove nothing; the Allocator decides on the
+    evidence alone, so evidence that calls a pod due at its first sighting removes it."""
     node = Node()
     node.core.handle(Allocate(request("pod-b", cpu=2)))
     for _ in range(9):
-        node.core.handle(RemoveResidualPods(()))
-    node.core.handle(RemoveResidualPods({"pod-b"}))  # seen again: forgotten
-    for _ in range(9):
-        assert node.core.handle(RemoveResidualPods(())).removed == ()
-    assert node.core.handle(RemoveResidualPods(())).removed == ("pod-b",)
+        node.clock.advance(30)
+        proof = evidence(at=node.clock.time(), missing=("pod-b",))
+        assert node.core.handle(RemoveResidualPods(proof)) == ResidualRemoval((), ())
+    proof = evidence("pod-b", at=node.clock.time(), count=1)
+    assert node.core.handle(RemoveResidualPods(proof)).removed == ("pod-b",)
+
+
+def test_a_due_pod_the_state_no_longer_holds_commits_nothing() -> None:
+    node = Node()
+    node.core.handle(Allocate(request("pod-b", cpu=2)))
+    node.core.handle(RemovePod("pod-b"))  # kubelet removed it after the listing
+    before = node.core.snapshot
+    assert node.core.handle(RemoveResidualPods(evidence("pod-b", at=T0))) == ResidualRemoval((), ())
+    assert node.core.snapshot is before
 
 
 # -- the cause of a commit ---------------------------------------------------------------------
@@ -266,17 +287,16 @@ def test_allocate_cause_names_the_rpc_and_every_request_field() -> None:
         pytest.param(RemovePod("pod-a"), {"pod_uid": "pod-a"}, id="removal"),
         pytest.param(GetResourcesAllocation(), {}, id="listing"),
         pytest.param(StartPolicy(), {}, id="start-up"),
-        pytest.param(
-            RemoveResidualPods(frozenset({"b", "a"})),
-            {"known_pod_uids": ["a", "b"]},
-            id="a set becomes a sorted list",
-        ),
     ],
 )
 def test_cause_of(command: AllocatorCommand, want: dict[str, object]) -> None:
     cause = cause_of(command, T0)
-    assert cause == {"rpc": type(command).__name__, "cause_version": 2, "now": T0, **want}
+    assert cause == {"rpc": type(command).__name__, "cause_version": 3, "now": T0, **want}
     assert msgpack.unpackb(msgpack.packb(cause)) == cause
+
+
+def test_a_set_in_a_cause_becomes_a_sorted_list() -> None:
+    assert plain(frozenset({"b", "a"})) == ["a", "b"]
 
 
 # -- the pykka actor ---------------------------------------------------------------------------

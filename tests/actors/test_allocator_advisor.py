@@ -53,6 +53,7 @@ from policy.cpu.context import PolicyContext
 from policy.state.events import Event
 from tests.actors.fakes import FakeClock, FakePodSource
 from tests.policy.cpu.advisor.fixtures import info, pool, response
+from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import request
 from tests.topologies import SYNTH_16_2_4, cpus
 
@@ -375,11 +376,13 @@ def test_a_sick_remove_pod_removes_anyway_and_reports_the_advisor(node: Node):
     assert node.link == [ReportSickAdvisor(str(sick))]
 
 
-def residual_rounds(node: Node, known: set[str], rounds: int = 10) -> ResidualRemoval:
-    """Ten clearResidualState rounds (§12.4: 10 sightings of absence); the last one's answer."""
-    answer = ResidualRemoval((), ())
-    for _ in range(rounds):
-        answer = node.core.handle(RemoveResidualPods(known))
+def residual_removal(node: Node, *due: str, listed: tuple[str, ...] = ()) -> ResidualRemoval:
+    """The residual checker's evidence after ten listings that missed ``due`` (§12.4: ten
+    sightings of absence), sent as it sends it; the Allocator's answer."""
+    node.clock.advance(30)
+    proof = evidence(*due, at=node.clock.now - 1, listed=listed or ("other",))
+    answer = node.core.handle(RemoveResidualPods(proof))
+    assert isinstance(answer, ResidualRemoval)
     return answer
 
 
@@ -387,13 +390,23 @@ def test_residual_pods_are_removed_from_the_advisor_first_and_a_refused_one_is_k
     for pod in ("pod-a", "pod-b", "pod-c"):
         node.core.handle(Allocate(request(pod, cpu=1)))
     node.advisor.remove["pod-b"] = AdvisorRefused("RemovePod", "INTERNAL", "busy")
-    answer = residual_rounds(node, {"pod-c"})
+    answer = residual_removal(node, "pod-a", "pod-b", listed=("pod-c",))
     # §12.4 step 4: the advisor's RemovePod for each candidate, by uid; a failure keeps the pod
-    assert answer == ResidualRemoval(("pod-a",), ())
+    assert answer == ResidualRemoval(("pod-a",), (), kept=("pod-b",))
     assert node.advisor.removed == ["pod-a"]
     assert node.state.cpu.entry("pod-b", "app") is not None
+    # The refusal is an input of the journaled decision, which re-runs from its record.
+    last = list(read_records(node.directory))[-1]
+    assert last.cause["rpc"] == "RemoveResidualPods"
+    assert last.cause["pod_uids"] == ["pod-a", "pod-b"]
+    assert last.cause["advisor_refused"] == ["pod-b"]
+    assert rerun_in_journal(node.directory, last.seq, CTX).same_events
+    # The next round's evidence still calls pod-b due: kept until then, as the reference does.
     del node.advisor.remove["pod-b"]
-    assert node.core.handle(RemoveResidualPods({"pod-c"})) == ResidualRemoval(("pod-b",), ())
+    assert residual_removal(node, "pod-a", "pod-b", listed=("pod-c",)) == ResidualRemoval(
+        ("pod-b",), ()
+    )
+    assert node.advisor.removed == ["pod-a", "pod-b"]
 
 
 def test_residual_pods_are_removed_without_a_sick_advisor(node: Node):
@@ -401,9 +414,29 @@ def test_residual_pods_are_removed_without_a_sick_advisor(node: Node):
         node.core.handle(Allocate(request(pod, cpu=1)))
     sick = AdvisorSick("RemovePod", "UNAVAILABLE", "connection refused")
     node.advisor.remove["pod-a"] = sick
-    assert residual_rounds(node, set()) == ResidualRemoval(("pod-a", "pod-b"), ())
+    assert residual_removal(node, "pod-a", "pod-b") == ResidualRemoval(("pod-a", "pod-b"), ())
     assert node.advisor.removed == []  # sick at pod-a: pod-b is not sent either
     assert node.link == [ReportSickAdvisor(str(sick))]
+    assert list(read_records(node.directory))[-1].cause["advisor_refused"] == []
+
+
+def test_residual_pods_are_removed_without_an_advisor_that_is_not_watching(tmp_path: Path):
+    node = Node(tmp_path, link_state=machine.BACKING_OFF)
+    try:
+        node.core.handle(Allocate(request("pod-a", cpu=1)))
+        assert residual_removal(node, "pod-a") == ResidualRemoval(("pod-a",), ())
+        assert node.advisor.removed == []
+    finally:
+        node.close()
+
+
+def test_every_candidate_refused_keeps_them_all(node: Node):
+    """§12.4 step 4: every advisor call failed, nothing is removed (the pools are adjusted
+    all the same, policy.cpu.residual_removal)."""
+    node.core.handle(Allocate(request("pod-a", cpu=1)))
+    node.advisor.remove["pod-a"] = AdvisorRefused("RemovePod", "INTERNAL", "busy")
+    assert residual_removal(node, "pod-a") == ResidualRemoval((), (), kept=("pod-a",))
+    assert node.state.cpu.entry("pod-a", "app") is not None
 
 
 # -- re-run ------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Allocator causes: inputs encode to plain msgpack data and decode back; version-1 causes
-(qrmd up to ac84ea9) upgrade with the pod phase unknown; bad causes name the field at fault."""
+(qrmd up to ac84ea9) upgrade with the pod phase unknown, older residual removals to evidence
+naming only their candidates; bad causes name the field at fault."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from policy.cpu.commands import (
     RemovePod,
 )
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.cpu.residual_check import ListingSummary, ResidualEvidence, Sighting
+from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import dedicated, request
 
 T0 = 1715180645.0
@@ -69,7 +72,14 @@ V1_ALLOCATE: dict[str, Any] = {
         pytest.param(GetTopologyAwareResources("p", "c"), id="a topology-aware query"),
         pytest.param(PreStartContainer("p", "ns", "n", "c"), id="a PreStartContainer"),
         pytest.param(StartPolicy(), id="the start-up"),
-        pytest.param(ResidualPods(("pod-a", "pod-b")), id="a residual removal"),
+        pytest.param(
+            ResidualPods(evidence("pod-b", "pod-c", at=T0, missing=("pod-d",)), ("pod-c",)),
+            id="a residual removal with its evidence and an advisor refusal",
+        ),
+        pytest.param(
+            ResidualPods(ResidualEvidence({}, ("pod-b",), None, counted=True)),
+            id="a residual removal with no listing (an upgraded one)",
+        ),
     ],
 )
 def test_inputs_survive_the_journal(inputs: Any) -> None:
@@ -89,7 +99,7 @@ def test_a_version_1_allocate_upgrades_with_the_pod_phase_unknown() -> None:
     upgraded = upgrade_cause(V1_ALLOCATE)
     assert upgraded == {
         **V1_ALLOCATE,
-        "cause_version": 2,
+        "cause_version": 3,
         "pod": {"phase": "unknown", "listing_age_s": None},
     }
     assert "cause_version" not in V1_ALLOCATE  # the record's own cause is not changed
@@ -103,22 +113,106 @@ def test_a_version_1_allocate_upgrades_with_the_pod_phase_unknown() -> None:
     [
         pytest.param({"rpc": "RemovePod", "now": T0, "pod_uid": "p"}, RemovePod("p"), id="removal"),
         pytest.param({"rpc": "StartPolicy", "now": T0}, StartPolicy(), id="start-up"),
-        pytest.param(
-            {"rpc": "RemoveResidualPods", "now": T0, "pod_uids": ["b"]},
-            ResidualPods(("b",)),
-            id="residual removal",
-        ),
     ],
 )
 def test_version_1_causes_without_a_pod_read_decode_unchanged(cause: Any, want: Any) -> None:
-    assert upgrade_cause(cause) == {**cause, "cause_version": 2}
+    assert upgrade_cause(cause) == {**cause, "cause_version": 3}
     assert decode_cause(cause).inputs == want
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        pytest.param(
+            {"rpc": "RemoveResidualPods", "now": T0, "pod_uids": ["b"]}, id="of version 1"
+        ),
+        pytest.param(
+            {"rpc": "RemoveResidualPods", "cause_version": 2, "now": T0, "pod_uids": ["b"]},
+            id="of version 2",
+        ),
+    ],
+)
+def test_an_older_residual_removal_upgrades_to_evidence_naming_only_its_candidates(
+    cause: dict[str, Any],
+) -> None:
+    """Before version 3 the Allocator kept its own count and journaled the candidates; they
+    become the due pods of evidence with no listing, no sightings and no advisor refusal."""
+    assert upgrade_cause(cause) == {
+        **cause,
+        "cause_version": 3,
+        "listing": None,
+        "sightings": {},
+        "advisor_refused": [],
+    }
+    decoded = decode_cause(cause)
+    assert decoded.inputs == ResidualPods(ResidualEvidence({}, ("b",), None, counted=True))
+    assert decoded.version == cause.get("cause_version", 1)
+
+
+_RESIDUAL = cause_of(ResidualPods(evidence("pod-b", at=T0)), T0)
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        pytest.param({"cause_version": 3}, "version 3; this qrmd reads versions 1 to 2", id="new"),
+        pytest.param(
+            {"sightings": {"pod-b": {"first_at": T0, "last_at": T0, "count": "10"}}},
+            "RemoveResidualPods.sightings.pod-b: field 'count' is '10', not an integer",
+            id="a sighting count as text",
+        ),
+        pytest.param(
+            {"sightings": []},
+            "RemoveResidualPods: field 'sightings' is [], not a map",
+            id="sightings as a list",
+        ),
+        pytest.param(
+            {"listing": {"fingerprint": "f", "pods": 1}},
+            "RemoveResidualPods.listing: field 'fetched_at' is None, not a number",
+            id="a listing without its time",
+        ),
+        pytest.param(
+            {"pod_uids": "pod-b"},
+            "RemoveResidualPods: pod_uids 'pod-b' is not a list of strings",
+            id="candidates as one string",
+        ),
+        pytest.param(
+            {"advisor_refused": [1]},
+            "RemoveResidualPods: advisor_refused [1] is not a list of strings",
+            id="refusals that are not uids",
+        ),
+    ],
+)
+def test_a_bad_residual_cause_names_the_field(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(CauseError) as caught:
+        decode_cause({**_RESIDUAL, **change})
+    assert message in str(caught.value)
+
+
+_UIDS = st.sampled_from(["pod-a", "pod-b", "pod-c"])
+_SIGHTINGS = st.builds(Sighting, st.floats(0, 4e9), st.floats(0, 4e9), st.integers(1, 100))
+_EVIDENCE = st.builds(
+    ResidualEvidence,
+    st.dictionaries(_UIDS, _SIGHTINGS, max_size=3),
+    st.lists(_UIDS, unique=True, max_size=3).map(lambda u: tuple(sorted(u))),
+    st.none()
+    | st.builds(ListingSummary, st.text(max_size=16), st.integers(0, 10**5), st.floats(0, 4e9)),
+    st.just(True),
+)
+
+
+@given(proof=_EVIDENCE, refused=st.lists(_UIDS, unique=True, max_size=2), now=st.floats(0, 4e9))
+def test_any_residual_evidence_decodes_to_itself(
+    proof: ResidualEvidence, refused: list[str], now: float
+) -> None:
+    inputs = ResidualPods(proof, tuple(sorted(refused)))
+    decoded = decode_cause(msgpack.unpackb(msgpack.packb(cause_of(inputs, now))))
+    assert decoded.inputs == inputs and decoded.now == now
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param({"cause_version": 4}, "version 4; this qrmd reads versions 1 to 3", id="new"),
         pytest.param({"cause_version": True}, "version True;", id="a version that is a bool"),
         pytest.param({"cause_version": "2"}, "version '2';", id="a version that is text"),
         pytest.param({"rpc": "Tick"}, "no Allocator command: rpc='Tick'", id="not the Allocator's"),

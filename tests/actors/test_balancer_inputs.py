@@ -1,8 +1,14 @@
-"""A round's inputs from the pods in pools and the ports (memory-balancer §4.2, §4.5)."""
+"""A round's inputs from the pods in pools, the pod source's container IDs and the ports
+(memory-balancer §4.2, §4.5)."""
 
 from __future__ import annotations
 
-from actors.balancer_inputs import metric_inputs, with_pods
+from typing import Any
+
+import pytest
+
+from actors.balancer_inputs import container_ids_of, metric_inputs, with_container_ids, with_pods
+from actors.ports.pod_source import PodListing, PodListSnapshot
 from policy.balance import BalancerConfig, RoundInputs
 from policy.state.pool_pods import PodsInPools, PoolPod
 from tests.actors.balancer_fakes import FakeDistances, FakeMemory, FakeMetrics, container_id
@@ -54,3 +60,73 @@ def test_unreadable_pods_have_no_samples_and_unused_pools_are_not_read() -> None
     assert unreadable == 1 and memory.reads == 1, "the dedicated pod's memory is not read"
     (got,) = inputs.pods
     assert got.uid == "gone" and got.anon_on(0) is None
+
+
+# -- container IDs from the pod source's latest listing ----------------------------------------
+
+_S4 = PoolPod("s4", "default", "s4", "share", ("a", "b"))
+
+
+def _listing(**ids: dict[str, str]) -> PodListSnapshot:
+    return PodListSnapshot.of(
+        [PodListing(uid, "default", uid, "Running", cids) for uid, cids in ids.items()], NOW
+    )
+
+
+@pytest.mark.parametrize(
+    ("listing", "want"),
+    [
+        pytest.param(_listing(s4={"a": "containerd://a1", "b": "containerd://b1"}),
+                     ("containerd://a1", "containerd://b1"),
+                     id="a pod listed with every container's ID gets them in pod-spec order"),
+        pytest.param(_listing(s4={"a": "containerd://a1"}), None,
+                     id="a pod with a container not started keeps no IDs"),
+        pytest.param(_listing(s4={"a": "containerd://a1", "b": ""}), None,
+                     id="an empty ID is no ID"),
+        pytest.param(_listing(other={"a": "containerd://x"}), None,
+                     id="a pod the listing misses keeps no IDs"),
+        pytest.param(None, None, id="no listing yet changes nothing"),
+    ],
+)  # fmt: skip
+def test_with_container_ids(listing: PodListSnapshot | None, want: tuple[str, ...] | None) -> None:
+    pods = PodsInPools({"share": (0, 1)}, (_S4,))
+    (got,) = with_container_ids(pods, listing).pods
+    assert got.container_ids == want
+    assert got.containers == ("a", "b") and got.pool == "share"
+
+
+def test_the_ids_a_round_read_by_are_in_its_inputs_and_drive_the_executor() -> None:
+    s4 = pod("s4", "share", containers=[("a", {0: 2 * GiB}), ("b", {0: GiB})])
+    listing = _listing(s4={"a": container_id("s4", "a"), "b": container_id("s4", "b")})
+    pods = with_container_ids(PodsInPools({"share": (0, 1)}, (_S4,)), listing)
+    inputs, _ = _gather(pods, FakeMemory([s4]))
+    doc: Any = inputs.to_json()
+    (got,) = doc["pods"]
+    assert got["containers"] == [
+        {"name": "a", "anon": {"0": 2 * GiB}, "containerId": "containerd://s4-a"},
+        {"name": "b", "anon": {"0": GiB}, "containerId": "containerd://s4-b"},
+    ]
+    assert RoundInputs.from_json(inputs.to_json()) == inputs
+    assert container_ids_of(inputs.pods) == {
+        ("s4", "a"): "containerd://s4-a",
+        ("s4", "b"): "containerd://s4-b",
+    }
+
+
+def test_without_ids_the_inputs_name_none_and_the_executor_gets_none() -> None:
+    s4 = pod("s4", "share", containers=[("a", {0: 2 * GiB}), ("b", {0: GiB})])
+    inputs, _ = _gather(PodsInPools({"share": (0, 1)}, (_S4,)), FakeMemory([s4]))
+    doc: Any = inputs.to_json()
+    (got,) = doc["pods"]
+    assert all("containerId" not in c for c in got["containers"])
+    assert container_ids_of(inputs.pods) == {}
+
+
+def test_an_unreadable_pod_still_names_the_ids_it_was_looked_up_by() -> None:
+    listed = PoolPod("gone", "default", "gone", "share", ("app",), ("cri-o://g1",))
+    inputs, unreadable = _gather(PodsInPools({"share": (0, 1)}, (listed,)), FakeMemory([]))
+    assert unreadable == 1
+    (got,) = inputs.pods
+    assert [(c.name, c.container_id, dict(c.anon)) for c in got.containers] == [
+        ("app", "cri-o://g1", {})
+    ]

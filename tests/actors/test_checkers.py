@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.allocator import AllocatorCore
-from actors.allocator_messages import Allocate, StartPolicy
+from actors.allocator_messages import Allocate, ResidualRemoval, StartPolicy
 from actors.checkers import (
     CHECK_CPUSET,
     CLEAR_RESIDUAL_STATE,
@@ -31,6 +31,7 @@ from actors.checkers import (
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.pod_source import PodListing, PodListSnapshot
 from policy.cpu.context import PolicyContext
+from policy.cpu.residual_check import listing_fingerprint
 from policy.state.sections import State, empty_state
 from policy.topology.cpuset import CPUSet
 from tests.actors.fakes import ApplyingCommitter, FakeClock
@@ -159,8 +160,19 @@ def test_a_pod_the_kubelet_forgot_is_removed_exactly_at_the_tenth_sighting() -> 
         assert node.has("pod-b")
     node.residual_round("pod-a")  # the 10th sighting: one journaled removal
     assert not node.has("pod-b") and node.has("pod-a")
-    assert node.store.causes[-1]["rpc"] == "RemoveResidualPods"
-    assert node.store.causes[-1]["pod_uids"] == ["pod-b"]
+    cause = node.store.causes[-1]
+    assert cause["rpc"] == "RemoveResidualPods"
+    assert cause["pod_uids"] == ["pod-b"]
+    # The evidence is the cause: the listing that last missed it and its sightings.
+    assert cause["listing"] == {
+        "fingerprint": listing_fingerprint({"pod-a"}),
+        "pods": 1,
+        "fetched_at": T0 + 10 * PERIOD,
+    }
+    assert cause["sightings"] == {
+        "pod-b": {"first_at": T0 + PERIOD, "last_at": T0 + 10 * PERIOD, "count": 10}
+    }
+    assert len(node.allocator.asked) == 1  # only the round that made it due was sent
     assert node.store.replayed() == node.state()  # replayed state equals live state
     node.residual_round("pod-a")  # collects the answer
     view = node.core.handle(GetCheckersView())
@@ -180,7 +192,12 @@ def test_a_failed_fetch_between_sightings_neither_counts_nor_resets() -> None:
     assert node.has("pod-b")  # nine counted sightings: not yet
     node.residual_round("pod-a")
     assert not node.has("pod-b")
-    assert len(node.allocator.asked) == 10  # the failed round sent nothing
+    # The failed round sent nothing and counted nothing: one removal, ten sightings over the
+    # eleven rounds, the first one's time kept.
+    assert len(node.allocator.asked) == 1
+    sighting = node.allocator.asked[0].evidence.sightings["pod-b"]
+    assert (sighting.count, sighting.first_at) == (10, T0 + PERIOD)
+    assert sighting.last_at == T0 + 11 * PERIOD
 
 
 def test_an_empty_pod_list_removes_nothing_and_sends_nothing() -> None:
@@ -208,13 +225,13 @@ def test_a_round_whose_own_fetch_failed_does_not_count_an_older_listing() -> Non
     node.pods.list(node.clock.time() + 20, "pod-a")  # a good fetch between two rounds
     node.fetch_error = "HTTP 503"
     assert node.residual_round(fetched=False) == "cannot list the node's pods: HTTP 503"
-    assert len(node.allocator.asked) == 1
+    assert node.allocator.asked == []  # nothing due yet, nothing sent
     view = node.core.handle(GetCheckersView())
     assert view is not None and view.residual.sightings["pod-b"].count == 1
 
 
 def test_a_round_not_answered_yet_holds_back_the_next() -> None:
-    node = Node()
+    node = Node(CheckerSettings(residual_sightings=1))
     node.allocator.hold = True
     node.residual_round("pod-a")
     error = node.residual_round("pod-a")
@@ -223,7 +240,7 @@ def test_a_round_not_answered_yet_holds_back_the_next() -> None:
 
 
 def test_an_allocator_that_refused_the_round_is_reported() -> None:
-    node = Node()
+    node = Node(CheckerSettings(residual_sightings=1))
 
     class Refusing(SyncAllocator):
         def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
@@ -239,6 +256,29 @@ def test_an_allocator_that_refused_the_round_is_reported() -> None:
     node.residual_round("pod-a")
     error = node.residual_round("pod-a")
     assert error is not None and "did not take the residual round: allocator restarting" in error
+
+
+def test_a_pod_the_allocator_kept_is_sent_again_at_the_next_round() -> None:
+    """sys-advisor refused its removal (§12.4 step 4): the Allocator kept it; the checker's
+    count goes on, so the next round's evidence calls it due again."""
+    node = Node(CheckerSettings(residual_sightings=2))
+
+    class KeepingOnce(SyncAllocator):
+        def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+            self.asked.append(message)
+            if len(self.asked) == 1:
+                return DoneFuture(ResidualRemoval((), (), kept=("pod-b",)))
+            return DoneFuture(self.core.handle(message))
+
+    keeping = KeepingOnce(node.allocator_core)
+    node.core._ports = replace(node.core._ports, allocator=keeping)  # swap one port
+    node.residual_round("pod-a")
+    node.residual_round("pod-a")  # due: the Allocator keeps it
+    assert node.has("pod-b") and len(keeping.asked) == 1
+    assert node.residual_round("pod-a") is None  # collects "kept", sends it again
+    assert [m.evidence.due for m in keeping.asked] == [("pod-b",), ("pod-b",)]
+    assert keeping.asked[1].evidence.sightings["pod-b"].count == 3
+    assert not node.has("pod-b")
 
 
 # -- checkCPUSet -------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from actors import decision_rerun
 from actors.allocator import AllocatorCore, decide
-from actors.allocator_cause import DecisionCause, decode_cause
+from actors.allocator_cause import CAUSE_VERSION, DecisionCause, ResidualPods, decode_cause
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -34,6 +34,8 @@ from actors.allocator_messages import (
     GetTopologyAwareResources,
     GetTopologyHints,
     RemovePod,
+    RemoveResidualPods,
+    ResidualRemoval,
     StartPolicy,
 )
 from actors.decision_rerun import RerunError, rerun_in_journal, rerun_record, state_before
@@ -43,10 +45,12 @@ from actors.store_messages import Snapshot
 from journal import read_records
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.residual_removal import ResidualOutcome
 from policy.errors import PolicyError
-from policy.state.events import Event
+from policy.state.events import Event, PodRemoved
 from policy.state.sections import State, apply_all, empty_state
 from tests.actors.fakes import FakeClock, FakePodSource
+from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import dedicated, request
 from tests.topologies import SYNTH_16_2_4, cpus
 
@@ -78,8 +82,10 @@ class LiveNode:
     clock: FakeClock
     pods: FakePodSource
     replies: dict[int, Any] = dataclasses.field(default_factory=dict)
+    asked: list[AllocatorCommand] = dataclasses.field(default_factory=list)
 
     def handle(self, command: AllocatorCommand) -> Any:
+        self.asked.append(command)
         before = self.core.snapshot.seq
         reply = self.core.handle(command)
         if self.core.snapshot.seq != before:
@@ -118,6 +124,10 @@ def drive(node: LiveNode) -> dict[str, int]:
     node.pods.list(node.clock.now - 5, **{"pod-run": "Running"})
     node.clock.advance(1)
     step("allocate running pod", Allocate(request("pod-run", cpu=1)))  # joins share at once
+    node.clock.advance(30)
+    # The residual checker's evidence: pod-run missed by ten listings that held the others.
+    proof = evidence("pod-run", at=node.clock.now - 1, listed=("pod-a", "pod-d"))
+    step("residual removal", RemoveResidualPods(proof))
     step("remove pod", RemovePod("pod-a"))
     return seqs
 
@@ -144,6 +154,24 @@ def test_a_journaled_decision_re_runs_to_the_same_events_and_reply(
     assert rerun.recorded  # a committing decision
     assert rerun.same_events
     assert rerun.decision.reply == live.replies[seq]
+
+
+def test_a_journaled_residual_removal_re_runs_from_its_record_and_its_evidence(
+    live: LiveNode,
+) -> None:
+    seq = drive(live)["residual removal"]
+    (sent,) = [c for c in live.asked if isinstance(c, RemoveResidualPods)]
+    rerun = rerun_in_journal(live.directory, seq, CTX)
+    # The record's cause decodes back into the very evidence the checker sent.
+    assert rerun.cause.inputs == ResidualPods(sent.evidence)
+    assert rerun.cause.version == CAUSE_VERSION
+    assert rerun.same_events and any(isinstance(e, PodRemoved) for e in rerun.recorded)
+    assert rerun.decision is not None
+    assert rerun.decision.reply.removed == live.replies[seq].removed == ("pod-run",)
+    # The evidence decides: without pod-run due, the same state removes nothing.
+    before, _ = state_before(live.directory, seq, SYNTH_16_2_4)
+    nothing_due = ResidualPods(evidence(at=rerun.cause.now, missing=("pod-run",)))
+    assert decide(before, nothing_due, CTX, rerun.cause.now).events == ()
 
 
 def test_the_pod_phase_the_allocate_read_is_in_its_record(live: LiveNode) -> None:
@@ -335,6 +363,10 @@ _COMMANDS = st.one_of(
     st.builds(lambda p: Allocate(request(p, cpu=1, qos="reclaimed_cores")), _PODS),
     st.builds(RemovePod, _PODS),
     st.just(GetResourcesAllocation()),
+    st.builds(
+        lambda due: RemoveResidualPods(evidence(*due, at=T0)),
+        st.lists(_PODS, unique=True, max_size=2),
+    ),
 )
 _STEPS = st.lists(
     st.tuples(
@@ -365,6 +397,8 @@ def test_every_commit_of_any_command_sequence_re_runs_from_its_cause(
             answer: Any = core.handle(command)
         except PolicyError as err:  # refused: nothing committed, or the §7.2 removal
             answer = str(err)
+        if isinstance(answer, ResidualRemoval):  # the Allocator's reply on the decision's
+            answer = ResidualOutcome(answer.removed, answer.kept)
         if core.snapshot.seq != seq:
             answers[core.snapshot.seq] = answer
     for seq, (before, events, cause) in enumerate(committer.commits, start=1):

@@ -19,6 +19,7 @@ from actors.allocator_messages import Allocate, GetResourcesAllocation
 from actors.balancer_messages import BalancerView, GetBalancerState
 from actors.ports.clock import Clock
 from actors.supervisor import SupervisedRef
+from journal import read_records
 from policy.balance import BalanceStatus
 from policy.topology.model import CPUTopology
 from qrmd.balancer_wiring import BALANCER_CHILD, BalancerWiring
@@ -27,6 +28,11 @@ from qrmd.config import DaemonConfig
 from qrmd.daemon import Daemon
 from qrmd.host.memory_simulator import SimulatedContainerMemory
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics
+from qrmd.kubelet_sim import Container as SimContainer
+from qrmd.kubelet_sim import Kubelet
+from qrmd.kubelet_sim import Pod as SimPod
+from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
+from qrmd.kubelet_sim.pods_endpoint import container_id as listed_id
 from tests.qrmd.test_daemon import Harness, http, shared, wait_until
 from tests.wire.eviction_agent import EvictionAgent, go_pod
 
@@ -322,3 +328,45 @@ def test_a_plugin_that_cannot_be_served_is_counted_and_the_rounds_go_on(
     finally:
         daemon.stop()
     assert daemon.balancer._retry is not None and not daemon.balancer._retry.is_alive()
+
+
+def test_with_the_kubelet_pod_source_each_container_is_read_by_its_listed_id(
+    bh: BalancerHarness, tmp_path: Path
+) -> None:
+    """``--pod-source kubelet``: the balancer takes the containers' IDs from the publisher's
+    latest listing each round (memory-balancer §4.2); the round's journaled inputs name them."""
+    kubelet = Kubelet([0, 1, 2, 3])
+    for pod in ("pod-a", "pod-b"):
+        kubelet.admit(SimPod(pod, pod, "default", (SimContainer("app"),)))
+    with PodsEndpoint(kubelet) as endpoint:
+        daemon = bh.balancer_daemon(**{
+            "pod-source": "kubelet",
+            "kubelet-read-only-port": str(endpoint.port),
+            "cpuset-cgroup-root": str(tmp_path),
+        })  # fmt: skip
+        daemon.start()
+        try:
+            assert daemon.balancer is not None and daemon.checkers is not None
+            assert daemon.balancer.pod_source is daemon.checkers.publisher
+            publisher = daemon.checkers.publisher
+            wait_until(lambda: publisher.latest() is not None)
+            admit_pods(bh)
+            for pod in ("pod-a", "pod-b"):  # by the IDs the kubelet lists, and nothing else
+                bh.memory.remove_pod(pod)
+                bh.memory.set_container(pod, listed_id(pod, "app"), {0: 2 * GIB, 1: 0, 2: 0, 3: 0})
+            bh.metrics.put_under_pressure(0)
+            bh.clock.advance(5)
+            assert daemon.balancer.tick()
+            current = state(daemon).state.current
+            assert current is not None and current.balance_executed
+            assert {p.uid for p in current.balance_pods} == {"pod-a", "pod-b"}
+        finally:
+            daemon.stop()
+    records = list(read_records(str(bh.root / "state")))
+    rounds = [e for r in records for e in r.events if e.get("kind") == "BalanceRoundRecorded"]
+    assert rounds, "the round is journaled"
+    pods = {p["uid"]: p for p in rounds[-1]["inputs"]["pods"]}
+    assert pods["pod-a"]["containers"] == [
+        {"name": "app", "anon": {"0": 2 * GIB, "1": 0, "2": 0, "3": 0},
+         "containerId": listed_id("pod-a", "app")}
+    ]  # fmt: skip

@@ -46,6 +46,16 @@ def test_inputs_round_trip() -> None:
     assert RoundInputs.from_json(copy.deepcopy(doc)) == inputs
 
 
+def test_container_ids_round_trip_and_are_absent_without_a_pod_source() -> None:
+    doc = example_doc()
+    assert all("containerId" not in c for p in doc["pods"] for c in p["containers"])
+    doc["pods"][0]["containers"][0]["containerId"] = "cri-o://4f1e"
+    inputs = RoundInputs.from_json(doc)
+    assert inputs.pods[0].containers[0].container_id == "cri-o://4f1e"
+    assert inputs.pods[1].containers[0].container_id == ""
+    assert inputs.to_json() == doc
+
+
 def test_now_may_be_an_rfc3339_timestamp() -> None:
     doc = example_doc()
     doc["now"] = "2026-11-29T23:25:21.5Z"
@@ -239,6 +249,11 @@ def drop(path: str) -> Callable[[Doc], None]:
             put("last.status", "done"),
             "inputs.last.status: 'done' is not one of",
             id="last round with an unknown status",
+        ),
+        pytest.param(
+            put("pods.0.containers.0.containerId", 7),
+            r"inputs.pods\[0\].containers\[0\].containerId: expected a string",
+            id="container ID not a string",
         ),
         pytest.param(
             drop("last.totalRSS"),

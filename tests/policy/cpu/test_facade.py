@@ -24,6 +24,8 @@ from policy.cpu.errors import UnknownContainerError
 from policy.cpu.replies import PluginOptions, TopologyAwareQuantity
 from policy.cpu.request import TopologyHint
 from policy.cpu.reserve import reserved_cpus
+from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
+from policy.cpu.residual_removal import ResidualOutcome, ResidualPods
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import topology_from_machine
 from policy.topology.model import CPUTopology
@@ -122,16 +124,17 @@ def test_residual_pods_are_removed_after_ten_rounds() -> None:
     node.allocate(request("pod-a", cpu=2))
     node.allocate(request("pod-b", cpu=2))
     node.reconcile(T0 + 31)
-    hits: dict[str, int] = {}
+    proof = ResidualEvidence()
     for round_ in range(1, 11):
-        decision = cpu_policy.residual_round(
-            node.state, cpu_policy.ResidualCheck(hits, {"pod-a"}), CTX, T0 + 30 * round_
-        )
-        assert decision.events == ()
-        hits = dict(decision.reply.hit_map)
+        # The checker's count (the only one), on listings that hold pod-a alone.
+        listing = Listing(frozenset({"pod-a"}), T0 + 30 * round_)
+        proof = observe_listing(proof, node.state.cpu, listing, CTX.residual_sightings)
+        hits = {uid: s.count for uid, s in proof.sightings.items()}
         assert hits == {"pod-b": round_}
-        assert decision.reply.candidates == (("pod-b",) if round_ == 10 else ())
-    node.commit(cpu_policy.remove_residual_pods(node.state, ["pod-b"], CTX, T0 + 300))
+        assert proof.due == (("pod-b",) if round_ == 10 else ())
+    decision = cpu_policy.remove_residual_pods(node.state, ResidualPods(proof), CTX, T0 + 300)
+    assert decision.reply == ResidualOutcome(removed=("pod-b",))
+    node.commit(decision)
     assert node.state.cpu.entry("pod-b", "app") is None
     assert node.pools()["share"] == "1,3-6,9,11-14"  # re-sized for pod-a's 2 CPUs alone
     assert node.replayed() == node.state

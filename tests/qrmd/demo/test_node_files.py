@@ -16,6 +16,7 @@ from qrmd.host.kube_cgroups import CgroupDriver
 from qrmd.host.metrics_file import MetricsFile
 from qrmd.host.numa_stat import CgroupAnonMemoryReader
 from qrmd.kubelet_sim import shared_pod
+from qrmd.kubelet_sim.pods_endpoint import container_id
 
 VENDORS = pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD", ""])
 
@@ -76,7 +77,14 @@ def test_the_cgroup_tree_reads_back_per_numa_for_every_qos_class(tmp_path: Path)
         read = reader.anon_by_numa(pod.uid, None)
         expected = ANON_MEMORY.get(pod.uid, {})
         assert dict(read.pod) == {n: expected.get(n, 0) for n in range(4)}, pod.uid
-        assert read.containers == {}
+        # Each regular container has its cgroup, named by the ID the simulator's /pods lists;
+        # the pod's memory is its first container's (the balancer reads them by those IDs).
+        ids = [container_id(pod.uid, c.name) for c in pod.containers]
+        by_id = reader.anon_by_numa(pod.uid, ids).containers
+        assert list(by_id) == sorted(ids)
+        for i, cid in enumerate(ids):
+            want = {n: expected.get(n, 0) if i == 0 else 0 for n in range(4)}
+            assert dict(by_id[cid]) == want, (pod.uid, cid)
     # Rewriting is allowed (the phase may run on a tree a previous run left).
     write_pod_cgroups(tmp_path, pods[:1], {pods[0].uid: {0: 1}}, 4)
     assert dict(reader.anon_by_numa(pods[0].uid, None).pod) == {0: 1, 1: 0, 2: 0, 3: 0}
