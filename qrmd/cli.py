@@ -38,7 +38,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command kill
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or, with ``command``, of that one alone.
 
-    The other sub-commands then get placeholder parsers, so their names stay valid choices.
+    The other sub-commands then get a bare parser (name and help only), so their names stay
+    valid choices.
     """
     parser = argparse.ArgumentParser(
         prog="qrmd",

@@ -15,7 +15,13 @@ import platform
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
-__all__ = ["SYS_MIGRATE_PAGES", "MigratePages", "MigratePagesError", "syscall_migrate_pages"]
+__all__ = [
+    "SYS_MIGRATE_PAGES",
+    "MigratePages",
+    "MigratePagesError",
+    "libc_syscall",
+    "syscall_migrate_pages",
+]
 
 #: ``__NR_migrate_pages`` by ``platform.machine()``: x86_64's own table, and the generic table
 #: (``asm-generic/unistd.h``) that arm64 uses.
@@ -38,6 +44,32 @@ class MigratePagesError(OSError):
     """``migrate_pages(2)`` failed; the message names the process, the nodes and the errno."""
 
 
+def libc_syscall(
+    name: str, numbers: Mapping[str, int], machine: str | None = None
+) -> tuple[Callable[..., int], int]:
+    """libc's ``syscall`` and the number of system call ``name`` on this architecture.
+
+    Args:
+        name: the call's name, for the error.
+        numbers: its number by ``platform.machine()`` value.
+        machine: the architecture (default ``platform.machine()``).
+
+    Returns:
+        ``(syscall, number)``: libc's ``syscall`` returning a C long, and the call's number.
+
+    Raises:
+        OSError: no syscall number is known for the architecture (ENOSYS).
+    """
+    arch = machine or platform.machine()
+    number = numbers.get(arch)
+    if number is None:
+        known = ", ".join(sorted(numbers))
+        raise OSError(errno.ENOSYS, f"{name}: no syscall number for {arch!r} (know {known})")
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    return syscall, number
+
+
 def syscall_migrate_pages(machine: str | None = None) -> MigratePages:
     """The real ``migrate_pages(2)``, through libc's ``syscall``.
 
@@ -50,14 +82,7 @@ def syscall_migrate_pages(machine: str | None = None) -> MigratePages:
     Raises:
         OSError: no syscall number is known for the architecture.
     """
-    arch = machine or platform.machine()
-    number = SYS_MIGRATE_PAGES.get(arch)
-    if number is None:
-        known = ", ".join(sorted(SYS_MIGRATE_PAGES))
-        raise OSError(errno.ENOSYS, f"migrate_pages: no syscall number for {arch!r} (know {known})")
-    libc = ctypes.CDLL(None, use_errno=True)
-    syscall = libc.syscall
-    syscall.restype = ctypes.c_long
+    syscall, number = libc_syscall("migrate_pages", SYS_MIGRATE_PAGES, machine)
     word_bits = ctypes.sizeof(ctypes.c_ulong) * 8
 
     def migrate(pid: int, maxnode: int, old: frozenset[int], new: frozenset[int]) -> int:

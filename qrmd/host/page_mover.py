@@ -33,12 +33,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from qrmd.host.migrate_pages import libc_syscall
 
 __all__ = [
     "FIRST_BATCH_PAGES",
@@ -85,14 +86,7 @@ def syscall_move_pages(machine: str | None = None) -> MovePages:
     Raises:
         OSError: no syscall number is known for the architecture.
     """
-    arch = machine or platform.machine()
-    number = SYS_MOVE_PAGES.get(arch)
-    if number is None:
-        known = ", ".join(sorted(SYS_MOVE_PAGES))
-        raise OSError(errno.ENOSYS, f"move_pages: no syscall number for {arch!r} (know {known})")
-    libc = ctypes.CDLL(None, use_errno=True)
-    syscall = libc.syscall
-    syscall.restype = ctypes.c_long
+    syscall, number = libc_syscall("move_pages", SYS_MOVE_PAGES, machine)
 
     def move(pid: int, pages: Sequence[int], nodes: Sequence[int] | None) -> list[int]:
         count = len(pages)
