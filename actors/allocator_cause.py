@@ -203,8 +203,9 @@ def plain(value: object) -> Any:
         return value.name
     if isinstance(value, (int, float)):
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
         return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, (Set, frozenset)):
@@ -212,6 +213,25 @@ def plain(value: object) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     raise TypeError(f"no plain form for a cause value of type {type(value).__name__}")
+
+
+#: Field names by dataclass type (``None`` for other types): every Allocate's cause walks the
+#: same few request types, so ``dataclasses.fields`` is asked once per type.
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    try:
+        return _FIELD_NAMES[kind]
+    except KeyError:
+        pass
+    names = (
+        tuple(field.name for field in dataclasses.fields(kind))
+        if dataclasses.is_dataclass(kind)
+        else None
+    )
+    _FIELD_NAMES[kind] = names
+    return names
 
 
 def _residual_fields(inputs: ResidualPods) -> dict[str, Any]:

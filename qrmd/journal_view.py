@@ -86,9 +86,19 @@ def cause_target(cause: dict[Any, Any]) -> tuple[str, str, str]:
         places.append(cause["request"])
     pod = container = ""
     for place in places:
-        pod = pod or str(place.get("pod_uid") or place.get("pod") or "")
-        container = container or str(place.get("container_name") or place.get("container") or "")
+        pod = pod or _name(place, "pod_uid", "pod")
+        container = container or _name(place, "container_name", "container")
     return rpc, pod, container
+
+
+def _name(place: dict[Any, Any], *keys: str) -> str:
+    """The first of ``keys`` whose value is a name; an Allocate's ``pod`` is its phase record
+    (``{"phase": ...}``), not a name, and the pod is then named by its ``request``."""
+    for key in keys:
+        value = place.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _raw_target(raw: Any) -> tuple[str, str] | None:

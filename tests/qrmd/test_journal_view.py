@@ -17,6 +17,16 @@ from qrmd.journal_view import cause_target
             ("Allocate", "p", "c"),
             id="rpc-with-request",
         ),
+        pytest.param(
+            {
+                "rpc": "Allocate",
+                "cause_version": 3,
+                "request": {"pod_uid": "p", "container_name": "c"},
+                "pod": {"phase": "Running"},
+            },
+            ("Allocate", "p", "c"),
+            id="allocate-cause-whose-pod-is-its-phase",
+        ),
         pytest.param({"command": "Tick", "now": 1.5}, ("Tick", "", ""), id="balancer-tick"),
         pytest.param(
             {"command": "GetEvictPods", "active_pods": ["a"]},

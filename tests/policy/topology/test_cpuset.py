@@ -240,6 +240,11 @@ def test_pickle_keeps_members_and_flag(cpuset: CPUSet) -> None:
 # -- properties ------------------------------------------------------------------------------
 
 cpu_sets = st.builds(CPUSet, st.sets(st.integers(0, 1100), max_size=80))
+#: Sets of long runs, the common shape on a node (pools, NUMA nodes, sockets).
+run_sets = st.builds(
+    lambda runs: CPUSet(c for start, length in runs for c in range(start, start + length)),
+    st.lists(st.tuples(st.integers(0, 1100), st.integers(1, 300)), max_size=6),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -294,3 +299,20 @@ def test_ids_beyond_any_machine_are_refused(text: str, message: str) -> None:
 def test_the_largest_id_and_leading_zeros_parse() -> None:
     assert CPUSet.parse("65535").to_sorted_list() == [65535]
     assert CPUSet.parse("0000000000000000007,+0").to_sorted_list() == [0, 7]
+
+
+def _runs_of_members(ids: list[int]) -> str:
+    """The list format built member by member: the definition the fast formatting must meet."""
+    pieces: list[tuple[int, int]] = []
+    for cpu in ids:
+        if pieces and pieces[-1][1] == cpu - 1:
+            pieces[-1] = (pieces[-1][0], cpu)
+        else:
+            pieces.append((cpu, cpu))
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in pieces)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cpuset=st.one_of(cpu_sets, run_sets))
+def test_format_is_the_maximal_runs_of_the_members(cpuset: CPUSet) -> None:
+    assert str(cpuset) == _runs_of_members(list(cpuset))

@@ -1,0 +1,209 @@
+"""Where one Allocate's time goes, stage by stage, through the real in-process daemon.
+
+Run: ``PYTHONPATH=. python bench/profile_allocate.py [--pods N] [--calls N]``.
+
+The node is bench_wire's: a 256-CPU synthetic node, ``--pods`` shared pods in pool ``share``,
+served with durability ``always`` over a real unix socket. One client allocates a new shared pod
+and removes it again, ``--calls`` times; only the Allocate calls are counted. Each stage is timed
+by wrapping the function that does it (``time.perf_counter`` on entry and exit, the same thread),
+so a stage's figure includes what it calls; the table subtracts the nested stages, and the hops
+(an ask's time minus its actor's ``on_receive``) are what a message between threads costs: queue,
+wake-up, future. The empty servicer of bench_wire, answering the same reply after a 300 B
+append+fsync, is measured in the same run as the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import functools
+import os
+import pstats
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_wire import RAW_WRITE, ServedNode, baseline_server, shared_message, stub
+
+import actors.allocator as allocator_module
+import actors.ports.commit as commit_module
+import actors.state_store as store_module
+import journal.writer as writer_module
+import wire.resource_plugin as plugin_module
+import wire.rpc as rpc_module
+from wire.gen import resourceplugin_pb2 as pb
+
+PROFILED: dict[str, cProfile.Profile] = {}
+TOTALS: dict[str, float] = defaultdict(float)
+CALLS: dict[str, int] = defaultdict(int)
+#: Set while a counted Allocate is in flight (the client is serial, so every stage timed
+#: meanwhile belongs to it).
+COUNTING = threading.Event()
+
+
+def timed(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not COUNTING.is_set():
+            return function(*args, **kwargs)
+        if label in PROFILED:
+            return PROFILED[label].runcall(function, *args, **kwargs)
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            TOTALS[label] += time.perf_counter() - started
+            CALLS[label] += 1
+
+    return wrapper
+
+
+def instrument() -> None:
+    """Wrap each stage where its caller looks it up (before the server is built)."""
+    parser = rpc_module.tolerant_parser
+
+    def tolerant_parser(message_type: Any) -> Any:
+        return timed("wire decode", parser(message_type))
+
+    rpc_module.tolerant_parser = tolerant_parser  # type: ignore[assignment]
+    rpc_module._serialize = timed("reply serialise", rpc_module._serialize)  # type: ignore[assignment]
+    handler = plugin_module.unary_handler
+
+    def unary_handler(rpc: str, request_type: Any, work: Any, *rest: Any, **kw: Any) -> Any:
+        return handler(rpc, request_type, timed("servicer work", work), *rest, **kw)
+
+    plugin_module.unary_handler = unary_handler  # type: ignore[assignment]
+    # The rows hold the conversions themselves (bound when the module was imported).
+    plugin_module.RESOURCE_PLUGIN_RPCS = tuple(
+        dataclasses.replace(
+            row,
+            command=timed("to domain call", row.command),
+            response=timed("reply message", row.response),
+        )
+        if row.name == "Allocate"
+        else row
+        for row in plugin_module.RESOURCE_PLUGIN_RPCS
+    )
+    plugin_module.ask_allocator = timed("ask allocator", plugin_module.ask_allocator)  # type: ignore[assignment]
+    actor = allocator_module.AllocatorActor
+    actor.on_receive = timed("allocator turn", actor.on_receive)  # type: ignore[method-assign]
+    allocator_module.decide = timed("decision", allocator_module.decide)  # type: ignore[assignment]
+    allocator_module.cause_of = timed("cause", allocator_module.cause_of)  # type: ignore[assignment]
+    committer = commit_module.StateStoreCommitter
+    committer.commit = timed("ask store", committer.commit)  # type: ignore[method-assign]
+    adopted = commit_module.AdoptedSnapshot
+    adopted.commit = timed("commit and adopt", adopted.commit)  # type: ignore[method-assign]
+    store = store_module.StateStoreActor
+    store.on_receive = timed("store turn", store.on_receive)  # type: ignore[method-assign]
+    store_module.apply_all = timed("apply events", store_module.apply_all)  # type: ignore[assignment]
+    store_module.encode_event = timed("encode events", store_module.encode_event)  # type: ignore[assignment]
+    journal = writer_module.Journal
+    journal.append = timed("journal append", journal.append)  # type: ignore[method-assign]
+    os.fsync = timed("fsync", os.fsync)
+
+
+# (stage, its figure, the stages nested in it), printed as self time.
+NESTING = [
+    ("client round trip", ["servicer work", "wire decode", "reply serialise"]),
+    ("servicer work", ["to domain call", "ask allocator", "reply message"]),
+    ("ask allocator", ["allocator turn"]),
+    ("allocator turn", ["decision", "cause", "commit and adopt"]),
+    ("commit and adopt", ["ask store"]),
+    ("ask store", ["store turn"]),
+    ("store turn", ["apply events", "encode events", "journal append"]),
+    ("journal append", ["fsync"]),
+]
+NAMES = {
+    "client round trip": "gRPC client+server, outside the servicer",
+    "ask allocator": "hop to the Allocator and back (queue, wake-up, future)",
+    "ask store": "hop to the StateStore and back",
+    "commit and adopt": "adopt the snapshot",
+    "store turn": "store: the rest of its turn (checks, publish)",
+    "allocator turn": "allocator: the rest of its turn (inputs, phase)",
+    "journal append": "journal: frame and write",
+    "servicer work": "servicer: the rest",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument(
+        "--cprofile",
+        action="append",
+        default=[],
+        metavar="STAGE",
+        help="profile this stage's calls with cProfile instead of timing it (e.g. decision)",
+    )
+    parser.add_argument("--sort", default="tottime", help="pstats order (tottime, cumulative)")
+    args = parser.parse_args()
+    for stage in args.cprofile:
+        PROFILED[stage] = cProfile.Profile()
+    instrument()
+    node = ServedNode(args.pods, pooled=True)
+    try:
+        reply = node.allocate(shared_message("probe"), timeout=30)
+        node.remove(pb.RemovePodRequest(pod_uid="probe"), timeout=30)
+        for _ in range(20):  # warm
+            node.allocate_remove()
+        client = 0.0
+        for _ in range(args.calls):
+            pod = node.new_pod()
+            COUNTING.set()
+            started = time.perf_counter()
+            node.allocate(shared_message(pod), timeout=30)
+            client += time.perf_counter() - started
+            COUNTING.clear()
+            node.remove(pb.RemovePodRequest(pod_uid=pod), timeout=30)
+        TOTALS["client round trip"] = client
+        with (
+            tempfile.TemporaryDirectory(dir="/tmp") as floor_dir,
+            baseline_server({"Allocate": (pb.ResourceRequest, reply)}, floor_dir) as channel,
+        ):
+            floor_allocate = stub(channel, "Allocate", pb.ResourceAllocationResponse)
+            floor = 0.0
+            for _ in range(20):
+                floor_allocate(shared_message("x"), timeout=30)
+            for i in range(args.calls):
+                started = time.perf_counter()
+                floor_allocate(shared_message(f"x{i}"), timeout=30)
+                floor += time.perf_counter() - started
+    finally:
+        node.close()
+    per_call = {k: v / args.calls * 1e6 for k, v in TOTALS.items()}
+    selfs: dict[str, float] = {}
+    nested = {stage for _, inner in NESTING for stage in inner}
+    for stage, inner in NESTING:
+        selfs[stage] = per_call.get(stage, 0.0) - sum(per_call.get(s, 0.0) for s in inner)
+    for stage, value in per_call.items():
+        if stage in nested and stage not in selfs:
+            selfs[stage] = value
+    total = per_call["client round trip"]
+    floor_us = floor / args.calls * 1e6
+    print(f"Allocate of a shared pod, {args.pods} pods in share, durability always, "
+          f"{args.calls} calls (µs per call, self time):")  # fmt: skip
+    for stage, value in sorted(selfs.items(), key=lambda item: -item[1]):
+        print(f"  {NAMES.get(stage, stage):<58} {value:8.1f}  {value / total:6.1%}")
+    print(f"  {'total (client round trip)':<58} {total:8.1f}")
+    print(f"  {'floor: empty servicer + 300 B append+fsync':<58} {floor_us:8.1f}"
+          f"  ratio {total / floor_us:.2f}x")  # fmt: skip
+    print(f"  (raw write size of the floor: {len(RAW_WRITE)} B)")
+    for stage, profile in PROFILED.items():
+        print(f"cProfile of {stage!r}, {args.calls} calls:")
+        pstats.Stats(profile).sort_stats(args.sort).print_stats(30)
+    calls = ", ".join(f"{k} {v / args.calls:.2f}" for k, v in sorted(CALLS.items()))
+    print(f"  calls per Allocate: {calls}")
+
+
+if __name__ == "__main__":
+    main()
