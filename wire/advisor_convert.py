@@ -12,7 +12,12 @@
 * Checkpoint entries → ``cpuadvisor.GetCheckpointResponse`` and back (wire.md §6.3): NUMA
   ids as ``uint64`` keys, cpusets as list strings, absent assignments left out.
 
-A malformed message raises :class:`AdvisorWireError` naming where.
+A malformed message raises :class:`AdvisorWireError` naming where. So does a name longer than
+Kubernetes allows for what it names (the bounds of kubelet's requests, ``policy.names``): an
+entry is a pod UID or a pool name, a sub-entry a container name (or ``""`` for a pool), and
+pool names, block ids and overlap targets are names too. A response is journaled as the cause
+of the decision it feeds, so an advisor sending megabyte names would otherwise grow the journal
+by as much on every change.
 """
 
 from __future__ import annotations
@@ -30,6 +35,13 @@ from policy.cpu.advisor.response import (
     CalculationInfo,
     OverlapTarget,
     SubEntries,
+)
+from policy.names import (
+    MAX_CONTAINER_NAME_BYTES,
+    MAX_OPAQUE_NAME_BYTES,
+    MAX_POD_UID_BYTES,
+    shown,
+    too_long,
 )
 from policy.topology.cpuset import CPUSet
 from wire.gen import advisorsvc_pb2 as svc_pb
@@ -168,13 +180,25 @@ def _map_entry(data: bytes, where: str) -> tuple[int | bytes, bytes | None]:
     return key, value
 
 
-def _text(value: int | bytes, where: str) -> str:
+#: An entry is a pod UID or a pool name: the longer of the two bounds.
+_MAX_ENTRY_BYTES: Final = max(MAX_POD_UID_BYTES, MAX_OPAQUE_NAME_BYTES)
+
+
+def _text(value: int | bytes, where: str, limit: int) -> str:
     if not isinstance(value, bytes):
         raise AdvisorWireError(f"{where}: expected a string")
     try:
-        return value.decode()
+        text = value.decode()
     except UnicodeDecodeError:
         raise AdvisorWireError(f"{where}: not UTF-8") from None
+    return _bounded(text, where, limit)
+
+
+def _bounded(text: str, where: str, limit: int) -> str:
+    refusal = too_long(text, where, limit)
+    if refusal is not None:
+        raise AdvisorWireError(f"{refusal}: {shown(text)!r}")
+    return text
 
 
 def _int64(value: int | bytes, where: str) -> int:
@@ -192,12 +216,24 @@ def _blocks(data: bytes, where: str) -> tuple[Block, ...]:
     return tuple(
         Block(
             b.result,
-            b.block_id,
+            _bounded(b.block_id, f"{where}.block_id", MAX_OPAQUE_NAME_BYTES),
             tuple(
                 OverlapTarget(
-                    t.overlap_target_pool_name,
-                    t.overlap_target_pod_uid,
-                    t.overlap_target_container_name,
+                    _bounded(
+                        t.overlap_target_pool_name,
+                        f"{where}.overlap_target_pool_name",
+                        MAX_OPAQUE_NAME_BYTES,
+                    ),
+                    _bounded(
+                        t.overlap_target_pod_uid,
+                        f"{where}.overlap_target_pod_uid",
+                        MAX_POD_UID_BYTES,
+                    ),
+                    _bounded(
+                        t.overlap_target_container_name,
+                        f"{where}.overlap_target_container_name",
+                        MAX_CONTAINER_NAME_BYTES,
+                    ),
                     int(t.overlap_type),
                 )
                 for t in b.overlap_targets
@@ -212,7 +248,7 @@ def _info(data: bytes, where: str) -> CalculationInfo:
     numas: dict[int, tuple[Block, ...] | None] = {}
     for number, _kind, field in _fields(data, where):
         if number == 1:
-            owner = _text(field, f"{where}.owner_pool_name")
+            owner = _text(field, f"{where}.owner_pool_name", MAX_OPAQUE_NAME_BYTES)
         elif number == 2 and isinstance(field, bytes):
             key, value = _map_entry(field, f"{where}.numas")
             numa = _int64(key, f"{where}.numas key")
@@ -233,7 +269,7 @@ def response_from_bytes(data: bytes) -> AdvisorResponse:
             allow = bool(field)
         elif number == 1 and isinstance(field, bytes):
             key, value = _map_entry(field, "entries")
-            name = _text(key, "entries key")
+            name = _text(key, "entries key", _MAX_ENTRY_BYTES)
             if value is None:
                 entries[name] = None
                 continue
@@ -242,7 +278,7 @@ def response_from_bytes(data: bytes) -> AdvisorResponse:
                 if sub_number != 1 or not isinstance(sub_field, bytes):
                     continue
                 sub_key, sub_value = _map_entry(sub_field, f"entries[{name}]")
-                sub = _text(sub_key, f"entries[{name}] key")
+                sub = _text(sub_key, f"entries[{name}] key", MAX_CONTAINER_NAME_BYTES)
                 where = f"entries[{name}][{sub}]"
                 subs[sub] = None if sub_value is None else _info(sub_value, where)
             entries[name] = subs

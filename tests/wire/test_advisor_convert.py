@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 from hypothesis import given
@@ -89,3 +90,42 @@ def test_checkpoint_entries_round_trip():
         "pod": {"c": CheckpointEntry(True, "")},
     }
     assert checkpoint_from_proto(checkpoint_to_proto(entries)) == entries
+
+
+def _with_names(entry: str, sub: str, owner: str, block_id: str, target_uid: str) -> bytes:
+    return response_to_bytes(
+        AdvisorResponse(
+            {
+                entry: {
+                    sub: CalculationInfo(
+                        owner, {0: (Block(2, block_id, (OverlapTarget("", target_uid, "", 1),)),)}
+                    )
+                }
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("names", "field"),
+    [
+        pytest.param(("e" * 254, "c", "share", "b", ""), "entries key", id="entry"),
+        pytest.param(("pod", "c" * 64, "share", "b", ""), "entries[pod] key", id="container"),
+        pytest.param(("pod", "c", "p" * 254, "b", ""), "owner_pool_name", id="owner pool"),
+        pytest.param(("pod", "c", "share", "b" * 254, ""), "block_id", id="block id"),
+        pytest.param(("pod", "c", "share", "b", "u" * 129), "overlap_target_pod_uid", id="target"),
+    ],
+)
+def test_a_name_longer_than_kubernetes_allows_is_refused_naming_the_field(
+    names: tuple[str, str, str, str, str], field: str
+) -> None:
+    with pytest.raises(AdvisorWireError, match=rf"{re.escape(field)} is \d+ bytes") as raised:
+        response_from_bytes(_with_names(*names))
+    assert len(str(raised.value)) < 400  # the name is quoted cut, not whole
+
+
+def test_names_at_the_bounds_are_read() -> None:
+    data = _with_names("e" * 253, "c" * 63, "p" * 253, "b" * 253, "u" * 128)
+    response = response_from_bytes(data)
+    info = response.info("e" * 253, "c" * 63)
+    assert info is not None and info.owner_pool_name == "p" * 253
