@@ -57,6 +57,7 @@ __all__ = [
     "SkippedCheckpoint",
     "TailPosition",
     "broken_path_for",
+    "collector_paused",
     "recover",
     "step_over_history",
 ]
@@ -259,7 +260,7 @@ def _replay(
     """Read every segment holding a record from ``start_seq`` on (rules 2-4)."""
     needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
     replay = _Replayed([], None, b"", len(needed), 0, [])
-    with _collector_paused():
+    with collector_paused():
         for index, (named_first, path) in enumerate(needed):
             data = fs.read_file(path)
             replay.bytes_read += len(data)
@@ -357,12 +358,15 @@ def broken_path_for(fs: FileOps, segment_path: str) -> str:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while records are decoded.
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while records (or the state built from them) are
+    decoded; nesting is fine, the outermost restores it.
 
     Decoding a million records allocates millions of dicts and lists, which triggers full
-    collections again and again (recovery of 1M records took 57 s instead of a few). Records
-    hold no reference cycles, so nothing is left uncollected by pausing.
+    collections again and again (recovery of 1M records took 57 s instead of a few), each
+    walking every record kept so far. Records hold no reference cycles, so nothing is left
+    uncollected by pausing: refcounting frees what is dropped, and the collector, enabled
+    again, finds any cycle later.
     """
     was_enabled = gc.isenabled()
     gc.disable()
