@@ -18,6 +18,7 @@ from typing import Any
 
 from actors.errors import ActorError
 from journal import Record
+from journal.recovery import collector_paused
 from policy.errors import ErrorKind, StateError
 from policy.state.codec import decode_event, decode_state
 from policy.state.events import Event
@@ -75,7 +76,8 @@ def state_from_checkpoint(payload: Any, seq: int | None, topology: CPUTopology) 
     if payload is None:
         return empty_state(topology)
     try:
-        return decode_state(payload, topology)
+        with collector_paused():  # a checkpoint is thousands of entries (collector_paused)
+            return decode_state(payload, topology)
     except StateError as err:
         raise ReplayError(
             seq or 0,
@@ -100,16 +102,20 @@ def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int,
     """
     count = 0
     events_applied = 0
-    for record in records:
-        events = decode_events(record)
-        try:
-            state = apply_all(state, events)
-        except StateError as err:
-            raise ReplayError(
-                record.seq,
-                f"record {record.seq} does not fit the state rebuilt before it: {err}. "
-                f"Run `qrmd journal verify` on the journal directory",
-            ) from err
-        count += 1
-        events_applied += len(events)
+    # Every state rebuilt on the way is kept alive by the records and the next state: with
+    # the collector running, its collections walked all of them again and again, which took
+    # longer than the replay itself (journal.recovery.collector_paused, the why).
+    with collector_paused():
+        for record in records:
+            events = decode_events(record)
+            try:
+                state = apply_all(state, events)
+            except StateError as err:
+                raise ReplayError(
+                    record.seq,
+                    f"record {record.seq} does not fit the state rebuilt before it: {err}. "
+                    f"Run `qrmd journal verify` on the journal directory",
+                ) from err
+            count += 1
+            events_applied += len(events)
     return state, count, events_applied

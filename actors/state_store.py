@@ -76,6 +76,7 @@ from journal import (
     Retention,
     UnencodableRecord,
 )
+from journal.recovery import collector_paused
 from policy.errors import StateError
 from policy.state.codec import encode_event, encode_state
 from policy.state.events import Event
@@ -177,41 +178,50 @@ class StateStoreCore:
         clock = clock or SYSTEM_CLOCK
         fs = fs or OsFileOps()
         started = clock.monotonic()
-        journal, found = Journal.open(
-            config.directory,
-            node_name=config.node_name,
-            topology_fingerprint=topology.fingerprint(),
-            durability=config.durability,
-            segment_max_bytes=config.segment_max_bytes,
-            checkpoint_every_records=config.checkpoint_every_records,
-            checkpoint_every_s=config.checkpoint_every_s,
-            retention=config.retention,
-            fs=fs,
-            clock=clock,
-        )
-        try:
-            state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, topology)
-            state, replayed, events = replay_records(state, found.records)
-        except BaseException:
-            journal.close()
-            raise
-        report = RecoveryReport(
-            directory=config.directory,
-            checkpoint_seq=found.checkpoint_seq,
-            records_replayed=replayed,
-            events_replayed=events,
-            last_seq=found.last_seq,
-            bytes_truncated=found.truncated_bytes,
-            broken_path=found.broken_path,
-            skipped_checkpoints=tuple(f"{s.path}: {s.reason}" for s in found.skipped_checkpoints),
-            removed_temp_files=found.removed_temp_files,
-            journal_s=found.elapsed_s,
-            elapsed_s=clock.monotonic() - started,
-        )
+        # One pause over reading and replaying (journal.recovery.collector_paused): the
+        # collector resumes with one collection of what the pause allocated and kept, so the
+        # records and the checkpoint's payload, garbage once replayed, are dropped first.
+        with collector_paused():
+            journal, found = Journal.open(
+                config.directory,
+                node_name=config.node_name,
+                topology_fingerprint=topology.fingerprint(),
+                durability=config.durability,
+                segment_max_bytes=config.segment_max_bytes,
+                checkpoint_every_records=config.checkpoint_every_records,
+                checkpoint_every_s=config.checkpoint_every_s,
+                retention=config.retention,
+                fs=fs,
+                clock=clock,
+            )
+            try:
+                state = state_from_checkpoint(
+                    found.checkpoint_state, found.checkpoint_seq, topology
+                )
+                state, replayed, events = replay_records(state, found.records)
+            except BaseException:
+                journal.close()
+                raise
+            report = RecoveryReport(
+                directory=config.directory,
+                checkpoint_seq=found.checkpoint_seq,
+                records_replayed=replayed,
+                events_replayed=events,
+                last_seq=found.last_seq,
+                bytes_truncated=found.truncated_bytes,
+                broken_path=found.broken_path,
+                skipped_checkpoints=tuple(
+                    f"{s.path}: {s.reason}" for s in found.skipped_checkpoints
+                ),
+                removed_temp_files=found.removed_temp_files,
+                journal_s=found.elapsed_s,
+                elapsed_s=clock.monotonic() - started,
+            )
+            del found
         _log.log(logging.WARNING if report.bytes_truncated else logging.INFO, report.summary())
         for skipped in report.skipped_checkpoints:
             _log.warning("state store skipped a damaged checkpoint: %s", skipped)
-        return cls(journal, Snapshot(state, found.last_seq), report, clock=clock, fs=fs)
+        return cls(journal, Snapshot(state, report.last_seq), report, clock=clock, fs=fs)
 
     @property
     def snapshot(self) -> Snapshot:

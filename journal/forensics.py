@@ -20,6 +20,7 @@ from journal.records import Record
 from journal.recovery import HistoryDamage, step_over_history
 from journal.segments import (
     SegmentHeaderError,
+    SegmentReader,
     SegmentScan,
     list_segments,
     read_segment_header,
@@ -131,37 +132,41 @@ def read_records(
             continue  # every record of this segment is older than from_seq
         if to_seq is not None and named_first > to_seq:
             return
-        try:
-            scan = scan_segment(fs.read_file(path), path, resync=on_damage is not None)
-        except SegmentHeaderError as exc:
-            if on_damage is not None:
+        if on_damage is not None:
+            try:
+                scan = scan_segment(fs.read_file(path), path, resync=True)
+            except SegmentHeaderError as exc:
                 on_damage(Gap(path, 0, expected or named_first, following, str(exc)))
                 expected = following
                 continue
-            raise CorruptRecord(path, 0, named_first, str(exc), directory=directory) from exc
-        if on_damage is not None:
             yield from _records_past_damage(scan, low, to_seq, following is None, on_damage)
             expected = scan.next_seq
             continue
-        if expected is not None and scan.header.first_seq != expected:
+        try:
+            reader = SegmentReader(fs.read_file(path), path)
+        except SegmentHeaderError as exc:
+            raise CorruptRecord(path, 0, named_first, str(exc), directory=directory) from exc
+        if expected is not None and reader.header.first_seq != expected:
             raise CorruptRecord(
                 path,
                 0,
                 expected,
-                f"segment starts at seq {scan.header.first_seq}, expected {expected}",
+                f"segment starts at seq {reader.header.first_seq}, expected {expected}",
                 directory=directory,
             )
-        for record in scan.records:
+        expected = reader.header.first_seq
+        # Records go out as their frames are read: the caller decides what it keeps.
+        for record, _ in reader.records():
+            expected = record.seq + 1
             if record.seq >= low and (to_seq is None or record.seq <= to_seq):
                 yield record
-        if scan.damage:
-            damage = scan.damage[0]
+        if reader.damage:
+            damage = reader.damage[0]
             if following is None and damage.could_be_torn_write:
                 return
             raise CorruptRecord(
                 path, damage.offset, damage.expected_seq, damage.reason, directory=directory
             )
-        expected = scan.next_seq
 
 
 def _records_past_damage(

@@ -57,6 +57,7 @@ __all__ = [
     "SkippedCheckpoint",
     "TailPosition",
     "broken_path_for",
+    "collector_paused",
     "recover",
     "step_over_history",
 ]
@@ -197,14 +198,16 @@ def recover(
     segments = list_segments(fs, directory)
     expected = _Identity(node_name, topology_fingerprint)
     found: _Identity | None = None
+    # The newest segment is always replayed: read it once, for its header and its records.
+    newest = fs.read_file(segments[-1][1]) if segments else b""
     if segments:
-        found = _newest_segment_identity(fs, directory, segments[-1][1], segments[-1][0])
+        found = _newest_segment_identity(directory, segments[-1][1], segments[-1][0], newest)
         _check_identity(directory, found, expected, read_only)
     checkpoint, skipped = _choose_checkpoint(fs, directory, segments, expected, read_only)
     if checkpoint is not None and found is None:
         found = _Identity(checkpoint.header.node_name, checkpoint.header.topology_fingerprint)
     start_seq = checkpoint.seq + 1 if checkpoint is not None else 1
-    replay = _replay(fs, directory, segments, start_seq)
+    replay = _replay(fs, directory, segments, start_seq, newest)
     last_seq = replay.tail.next_seq - 1 if replay.tail is not None else start_seq - 1
     if checkpoint is not None and checkpoint.seq > last_seq:
         # Checked before anything is cut or removed: a refused open changes nothing on disk.
@@ -254,14 +257,15 @@ class _Replayed:
 
 
 def _replay(
-    fs: FileOps, directory: str, segments: list[tuple[int, str]], start_seq: int
+    fs: FileOps, directory: str, segments: list[tuple[int, str]], start_seq: int, newest: bytes
 ) -> _Replayed:
-    """Read every segment holding a record from ``start_seq`` on (rules 2-4)."""
+    """Read every segment holding a record from ``start_seq`` on (rules 2-4); ``newest`` is
+    the newest segment's content, already read."""
     needed = [s for i, s in enumerate(segments) if _holds_from(segments, i, start_seq)]
     replay = _Replayed([], None, b"", len(needed), 0, [])
-    with _collector_paused():
+    with collector_paused():
         for index, (named_first, path) in enumerate(needed):
-            data = fs.read_file(path)
+            data = newest if index == len(needed) - 1 else fs.read_file(path)
             replay.bytes_read += len(data)
             scan = _scan(data, path, named_first, directory)
             if scan.damage and scan.damage[0].expected_seq < start_seq:
@@ -357,12 +361,15 @@ def broken_path_for(fs: FileOps, segment_path: str) -> str:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while records are decoded.
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while records (or the state built from them) are
+    decoded; nesting is fine, the outermost restores it.
 
     Decoding a million records allocates millions of dicts and lists, which triggers full
-    collections again and again (recovery of 1M records took 57 s instead of a few). Records
-    hold no reference cycles, so nothing is left uncollected by pausing.
+    collections again and again (recovery of 1M records took 57 s instead of a few), each
+    walking every record kept so far. Records hold no reference cycles, so nothing is left
+    uncollected by pausing: refcounting frees what is dropped, and the collector, enabled
+    again, finds any cycle later.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -444,9 +451,9 @@ def _cut_tail(
     return broken
 
 
-def _newest_segment_identity(fs: FileOps, directory: str, path: str, named_first: int) -> _Identity:
+def _newest_segment_identity(directory: str, path: str, named_first: int, data: bytes) -> _Identity:
     try:
-        header, _ = read_segment_header(fs.read_file(path))
+        header, _ = read_segment_header(data)
     except SegmentHeaderError as exc:
         raise CorruptRecord(path, 0, named_first, str(exc), directory=directory) from exc
     return _Identity(header.node_name, header.topology_fingerprint)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from journal.errors import FrameError, PayloadError
@@ -31,6 +32,7 @@ from journal.syncer import Syncer
 __all__ = [
     "SEGMENT_SUFFIX",
     "Damage",
+    "SegmentReader",
     "SegmentScan",
     "create_segment",
     "list_segments",
@@ -143,6 +145,87 @@ def read_segment_header(data: bytes) -> tuple[SegmentHeader, int]:
         raise SegmentHeaderError(f"segment header: {exc}") from exc
 
 
+class SegmentReader:
+    """Reads one segment's records in file order, frame by frame, as an iterator.
+
+    ``records()`` yields each record as its frame is read, so a caller that keeps none of
+    them (``read_records`` feeding a timeline) holds one record at a time instead of the whole
+    segment's; holding them all made the cyclic garbage collector walk every record again and
+    again, which was most of the cost of reading a journal (bench/bench_wire.py, replay rows).
+    The rules are ``scan_segment``'s, which is this reader collected into lists.
+
+    Attributes:
+        path: the segment file.
+        header: its header.
+        header_end: offset of the first record frame.
+        size: length of the file.
+        end: offset just after the last intact record frame read before any damage (final once
+            ``records()`` is exhausted).
+        damage: the damage met so far, in order (at most one unless resynchronising).
+    """
+
+    __slots__ = ("_data", "_resync", "damage", "end", "header", "header_end", "path", "size")
+
+    def __init__(self, data: bytes, path: str, *, resync: bool = False) -> None:
+        """Read the header frame.
+
+        Args:
+            data: the segment's bytes.
+            path: its file name, carried into the result.
+            resync: False (recovery) stops at the first damage; True (``verify``) steps over
+                damage to the next intact frame and keeps reading, so that all damage is
+                reported.
+
+        Raises:
+            SegmentHeaderError: the header frame is damaged.
+        """
+        self.header, self.header_end = read_segment_header(data)
+        self.path = path
+        self.size = len(data)
+        self.end = self.header_end
+        self.damage: list[Damage] = []
+        self._data = data
+        self._resync = resync
+
+    def records(self) -> Iterator[tuple[Record, int]]:
+        """Yield ``(record, offset of its frame)`` in file order; call it once.
+
+        Stops at the first damage (or, resynchronising, at the end of the file); what was met
+        is in ``damage`` when the iteration ends.
+        """
+        data, resync = self._data, self._resync
+        size = len(data)
+        offset = self.header_end
+        expected = self.header.first_seq
+        skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
+        while offset < size:
+            try:
+                payload, frame_end = decode_frame(data, offset)
+            except FrameError as exc:
+                resumes = find_next_frame(data, offset + 1)
+                self.damage.append(Damage(offset, expected, exc.reason, True, resumes))
+                if not resync or resumes is None:
+                    return
+                offset = resumes
+                skipped_damage = True
+                continue
+            problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
+            skipped_damage = False
+            if problem:
+                self.damage.append(Damage(offset, expected, problem, False, offset))
+                if not resync:
+                    return
+                if record is None:
+                    offset = frame_end
+                    continue
+            assert record is not None
+            if not self.damage:
+                self.end = frame_end
+            yield record, offset
+            expected = record.seq + 1
+            offset = frame_end
+
+
 def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan:
     """Read every record of one segment.
 
@@ -158,41 +241,16 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
     Raises:
         SegmentHeaderError: the header frame is damaged.
     """
-    header, header_end = read_segment_header(data)
-    scan = SegmentScan(path=path, header=header, header_end=header_end, size=len(data))
-    scan.end = header_end
-    offset = header_end
-    expected = header.first_seq
-    skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
-    while offset < len(data):
-        try:
-            payload, frame_end = decode_frame(data, offset)
-        except FrameError as exc:
-            resumes = find_next_frame(data, offset + 1)
-            scan.damage.append(Damage(offset, expected, exc.reason, True, resumes))
-            if not resync or resumes is None:
-                break
-            offset = resumes
-            skipped_damage = True
-            continue
-        problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
-        skipped_damage = False
-        if problem:
-            scan.damage.append(Damage(offset, expected, problem, False, offset))
-            if not resync:
-                break
-            if record is not None:
-                expected = record.seq  # read on from the record actually there
-            else:
-                offset = frame_end
-                continue
-        assert record is not None
-        scan.records.append(record)
-        scan.offsets.append(offset)
-        if not scan.damage:
-            scan.end = frame_end
-        expected = record.seq + 1
-        offset = frame_end
+    reader = SegmentReader(data, path, resync=resync)
+    scan = SegmentScan(
+        path=path, header=reader.header, header_end=reader.header_end, size=reader.size
+    )
+    records, offsets = scan.records, scan.offsets
+    for record, offset in reader.records():
+        records.append(record)
+        offsets.append(offset)
+    scan.end = reader.end
+    scan.damage = reader.damage
     return scan
 
 

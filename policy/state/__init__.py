@@ -9,7 +9,8 @@
 * ``machine_state``: the per-NUMA machine state derived from the CPU section (§5.4);
 * ``pool_pods``: the pods in the pools and each pool's NUMA list, the memory balancer's
   view of the CPU section (memory-balancer §4.5);
-* ``codec``: events and states as msgpack-able primitives (journal records, checkpoints).
+* ``codec``: events and states as msgpack-able primitives (journal records, checkpoints);
+  ``codec_fast``: its one-pass decoding of well-formed CPU events and entries (replay).
 
 Imports ``policy.topology`` and ``policy.balance`` (for the balance section it holds), never
 ``policy.cpu``: the state knows nothing of how decisions are made.

@@ -27,7 +27,10 @@ fields, every section present), so a new section adds a codec and touches no oth
 
 Only dict, list, str, int, float, bool and None appear. Decoding checks every field and
 raises ``CodecError`` naming it (``ContainerAllocated.entry.placement.result: ...``) for any
-malformed input, and nothing else.
+malformed input, and nothing else. CPU events and container entries exactly as this module
+writes them are decoded by ``policy.state.codec_fast`` without building that error context
+(replay and restart decode thousands); anything else goes through the checks here, with the
+same result.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from policy.state.advisor_section import (
     encode_advisor_event,
     encode_advisor_section,
 )
+from policy.state.codec_fast import fast_cpu_event, fast_entry, known_cpuset, remember_cpuset
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import RAMPING, ContainerEntry, InPool, OwnCPUs, Placement, Ramping
@@ -134,17 +138,10 @@ def _encode_cpuset(cpus: CPUSet) -> str:
     return cpus.to_json()
 
 
-# A checkpoint of thousands of pooled containers holds a few distinct cpuset strings many
-# times over, and parsing them was most of a restart's decoding (bench/bench_wire.py). A
-# CPUSet is immutable and a function of its text, so each text that decoded once is reused;
-# a text that fails is not kept, and fails again with its own ``where``.
-_DECODED_CPUSETS: dict[str, CPUSet] = {}
-_DECODED_CPUSETS_MAX: Final = 4096
-
-
 def _decode_cpuset(value: object, where: str) -> CPUSet:
     text = _expect_str(value, where)
-    known = _DECODED_CPUSETS.get(text)
+    # Each valid text is parsed once per process (policy.state.codec_fast, the cache's why).
+    known = known_cpuset(text)
     if known is not None:
         return known
     for number in _NUMBER.findall(text):
@@ -154,9 +151,7 @@ def _decode_cpuset(value: object, where: str) -> CPUSet:
         cpus = CPUSet.from_json(text)
     except ValueError as err:
         raise CodecError(f"{where}: {err}") from None
-    if len(_DECODED_CPUSETS) >= _DECODED_CPUSETS_MAX:
-        _DECODED_CPUSETS.clear()
-    _DECODED_CPUSETS[text] = cpus
+    remember_cpuset(text, cpus)
     return cpus
 
 
@@ -248,6 +243,14 @@ def _encode_entry(entry: ContainerEntry) -> dict[str, Any]:
 
 
 def _decode_entry(value: object, where: str) -> ContainerEntry:
+    # Well-formed entries (nearly all) skip the per-field error context (codec_fast).
+    entry = fast_entry(value)
+    if entry is not None:
+        return entry
+    return _decode_entry_checked(value, where)
+
+
+def _decode_entry_checked(value: object, where: str) -> ContainerEntry:
     items = _fields_of(value, where, _ENTRY_FIELDS)
     fields = {
         name: _ENTRY_DECODERS.get(name, _expect_str)(items[name], f"{where}.{name}")
@@ -433,6 +436,15 @@ def decode_event(data: object) -> Event:
     Raises:
         CodecError: ``data`` is not a well-formed event; the message names the field.
     """
+    # Replay decodes every journaled event: a well-formed CPU event takes the fast path,
+    # anything else (or anything unusual) the checked one, with the same result.
+    event = fast_cpu_event(data)
+    if event is not None:
+        return event
+    return _decode_event_checked(data)
+
+
+def _decode_event_checked(data: object) -> Event:
     kind = _expect_str(_expect_dict(data, "event").get("kind"), "event.kind")
     cls = EVENT_TYPES.get(kind)
     if cls is None:

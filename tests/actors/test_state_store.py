@@ -7,6 +7,7 @@ real pykka actor thread.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from pathlib import Path
@@ -273,6 +274,29 @@ def test_a_record_that_does_not_fit_stops_recovery_naming_its_seq(tmp_path: Path
         str(tmp_path / "j"), node_name=NODE, topology_fingerprint=TOPO.fingerprint()
     )
     journal.close()
+
+
+@pytest.mark.parametrize("outcome", ["recovers", "refuses"])
+def test_recovery_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path, outcome: str) -> None:
+    """Recovery pauses the cyclic collector (journal.recovery.collector_paused), never for good."""
+    journal, _ = Journal.open(
+        str(tmp_path / "j"), node_name=NODE, topology_fingerprint=TOPO.fingerprint()
+    )
+    journal.append({"rpc": "Start"}, [encode_event(share_pool())])
+    if outcome == "refuses":
+        journal.append({"rpc": "RemovePod"}, [encode_event(PodRemoved("nobody"))])
+    journal.close()
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            if outcome == "refuses":
+                with pytest.raises(ReplayError):
+                    open_store(tmp_path / "j")
+            else:
+                open_store(tmp_path / "j").close(checkpoint=False)
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
 
 
 def test_another_machines_journal_is_refused(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.errors import CodecError
-from policy.state import codec
+from policy.state import codec, codec_fast
 from policy.state.codec import (
     SCHEMA_VERSION,
     decode_event,
@@ -278,7 +278,7 @@ def test_garbage_states_raise_codec_error_and_nothing_else(data: st.DataObject) 
 
 def test_a_cpuset_text_decoded_again_is_the_set_it_decodes_to_and_garbage_fails_each_time() -> None:
     """Restart reuses each decoded cpuset text (policy.state.codec); reuse changes nothing."""
-    codec._DECODED_CPUSETS.clear()
+    codec_fast.forget_cpusets()
     first = codec._decode_cpuset("4-127,132-255", "entry.result")
     again = codec._decode_cpuset("4-127,132-255", "entry.original")
     assert again is first and first == CPUSet.parse("4-127,132-255")

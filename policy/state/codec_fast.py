@@ -1,0 +1,195 @@
+"""Well-formed CPU events and container entries decoded in one pass (the codec's fast path).
+
+Replay decodes every event the journal holds, and a restart decodes every container of a
+checkpoint; nearly all of them are exactly what ``policy.state.codec`` encoded. The checked
+decoder builds an error context (``ContainerAllocated.entry.placement.result``) for every
+field it visits, whether or not anything is wrong, and that bookkeeping was most of the cost
+of decoding (bench/bench_wire.py, the replay rows). Here the shape is tested with exact
+``type()`` and key-set comparisons, and nothing is built for an error:
+
+* each function returns the decoded value, or ``None`` when anything is unusual — a missing
+  or extra field, a type the encoder never writes (an ``int`` where a float belongs, a ``str``
+  subclass), a cpuset text not decoded before — and the caller then runs the checked decoder,
+  which gives the same value or the error naming the field;
+* it never raises, and what it accepts decodes to the very value the checked decoder returns
+  (a hypothesis property in ``tests/policy/state/test_codec_fast.py`` holds the two together).
+
+Cpuset texts come from the codec's cache only (``known_cpuset``): a text seen for the first
+time goes through the checked path, which validates it and fills the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Final
+
+import immutables
+
+from policy.state.entries import RAMPING, ContainerEntry, InPool, OwnCPUs, Placement
+from policy.state.events import CPU_EVENT_TYPES, Event
+from policy.topology.cpuset import CPUSet
+
+__all__ = [
+    "decoded_cpuset",
+    "fast_cpu_event",
+    "fast_entry",
+    "fast_placement",
+    "forget_cpusets",
+    "known_cpuset",
+    "remember_cpuset",
+]
+
+_UINT64_MAX: Final = 2**64 - 1
+
+# A checkpoint of thousands of pooled containers, or a journal of thousands of allocations,
+# holds a few distinct cpuset strings many times over, and parsing them was most of a
+# restart's decoding. A CPUSet is immutable and a function of its text, so each text that
+# decoded once is reused; a text that fails is never kept, and fails again where it appears.
+_DECODED_CPUSETS: dict[str, CPUSet] = {}
+_DECODED_CPUSETS_MAX: Final = 4096
+
+
+def known_cpuset(text: str) -> CPUSet | None:
+    """The set ``text`` decoded to before, or None."""
+    return _DECODED_CPUSETS.get(text)
+
+
+def remember_cpuset(text: str, cpus: CPUSet) -> None:
+    """Keep ``cpus`` as what the valid text ``text`` decodes to (bounded: cleared when full)."""
+    if len(_DECODED_CPUSETS) >= _DECODED_CPUSETS_MAX:
+        _DECODED_CPUSETS.clear()
+    _DECODED_CPUSETS[text] = cpus
+
+
+def forget_cpusets() -> None:
+    """Empty the cache (tests that watch it fill)."""
+    _DECODED_CPUSETS.clear()
+
+
+def decoded_cpuset(value: object) -> CPUSet | None:
+    """A cpuset text decoded before, or None (not a str, or not seen yet)."""
+    if type(value) is not str:
+        return None
+    return _DECODED_CPUSETS.get(value)
+
+
+def _str_map(value: object) -> tuple[bool, immutables.Map[str, str] | None]:
+    """``(ok, map)``: a label/annotation map of exact strs, or None (the reference's null)."""
+    if value is None:
+        return True, None
+    if type(value) is not dict:
+        return False, None
+    for key, item in value.items():
+        if type(key) is not str or type(item) is not str:
+            return False, None
+    return True, immutables.Map(value)
+
+
+_OWN_KEYS: Final = frozenset(("kind", "result", "original"))
+_IN_POOL_KEYS: Final = frozenset(("kind", "pool"))
+_RAMPING_KEYS: Final = frozenset(("kind",))
+
+
+def fast_placement(value: object) -> Placement | None:
+    """A placement map as the codec writes it, or None."""
+    if type(value) is not dict:
+        return None
+    kind = value.get("kind")
+    keys = value.keys()
+    if kind == "own" and keys == _OWN_KEYS:
+        result = decoded_cpuset(value["result"])
+        original = decoded_cpuset(value["original"])
+        if result is None or original is None:
+            return None
+        return OwnCPUs(result, original)
+    if kind == "in_pool" and keys == _IN_POOL_KEYS:
+        pool = value["pool"]
+        return InPool(pool) if type(pool) is str else None
+    if kind == "ramping" and keys == _RAMPING_KEYS:
+        return RAMPING
+    return None
+
+
+_ENTRY_FIELDS: Final = tuple(f.name for f in dataclasses.fields(ContainerEntry))
+_ENTRY_KEYS: Final = frozenset(_ENTRY_FIELDS)
+# Every entry field the codec writes as a plain string (the rest are listed in fast_entry).
+_ENTRY_STR_FIELDS: Final = tuple(
+    name
+    for name in _ENTRY_FIELDS
+    if name
+    not in ("container_index", "ramp_up", "placement", "labels", "annotations", "request_quantity")
+)
+
+
+def fast_entry(value: object) -> ContainerEntry | None:
+    """A container entry map as the codec writes it, or None."""
+    if type(value) is not dict or value.keys() != _ENTRY_KEYS:
+        return None
+    for name in _ENTRY_STR_FIELDS:
+        if type(value[name]) is not str:
+            return None
+    index = value["container_index"]
+    if type(index) is not int or not 0 <= index <= _UINT64_MAX:
+        return None
+    if type(value["ramp_up"]) is not bool or type(value["request_quantity"]) is not float:
+        return None
+    placement = fast_placement(value["placement"])
+    if placement is None:
+        return None
+    labels_ok, labels = _str_map(value["labels"])
+    annotations_ok, annotations = _str_map(value["annotations"])
+    if not (labels_ok and annotations_ok):
+        return None
+    fields = dict(value)
+    fields["placement"] = placement
+    fields["labels"] = labels
+    fields["annotations"] = annotations
+    return ContainerEntry(**fields)
+
+
+def _same_str(value: object) -> object:
+    return value if type(value) is str else None
+
+
+def _same_float(value: object) -> object:
+    return value if type(value) is float else None
+
+
+# Field decoders by the annotation the event dataclass declares, as the codec's table.
+_FIELD_DECODERS: Final[dict[str, Callable[[object], Any]]] = {
+    "str": _same_str,
+    "float": _same_float,
+    "CPUSet": decoded_cpuset,
+    "Placement": fast_placement,
+    "ContainerEntry": fast_entry,
+}
+
+
+def _event_spec(cls: type[Event]) -> tuple[type[Event], frozenset[str], tuple[Any, ...]]:
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    keys = frozenset(("kind", *(f.name for f in fields)))
+    return cls, keys, tuple((f.name, _FIELD_DECODERS[str(f.type)]) for f in fields)
+
+
+_CPU_EVENTS: Final = {cls.__name__: _event_spec(cls) for cls in CPU_EVENT_TYPES}
+
+
+def fast_cpu_event(data: object) -> Event | None:
+    """A CPU event map as the codec writes it, or None (any other section's event too)."""
+    if type(data) is not dict:
+        return None
+    kind = data.get("kind")
+    spec = _CPU_EVENTS.get(kind) if type(kind) is str else None
+    if spec is None:
+        return None
+    cls, keys, fields = spec
+    if data.keys() != keys:
+        return None
+    values = {}
+    for name, decode in fields:
+        value = decode(data[name])
+        if value is None:
+            return None
+        values[name] = value
+    return cls(**values)

@@ -1,0 +1,104 @@
+"""The codec's fast path decodes what the checked decoder decodes, or steps aside.
+
+``policy.state.codec_fast`` may only return ``None`` (the checked decoder then runs) or the
+very value the checked decoder gives; it never raises. Checked here on every event type,
+on events and entries with one field replaced by garbage, and on garbage itself, with the
+cpuset cache both empty and filled.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policy.errors import CodecError
+from policy.state import codec, codec_fast
+from policy.state.codec import encode_event
+from policy.state.events import ContainerAllocated
+from tests.policy.state.test_codec import ONE_OF_EACH, PRIMITIVES, VALID_EVENTS, mutated_event
+
+
+def checked_event(data: object) -> Any:
+    """The checked decoder's event, or its CodecError."""
+    try:
+        return codec._decode_event_checked(data)
+    except CodecError as err:
+        return err
+
+
+def checked_entry(data: object) -> Any:
+    try:
+        return codec._decode_entry_checked(data, "entry")
+    except CodecError as err:
+        return err
+
+
+@pytest.mark.parametrize("event", ONE_OF_EACH, ids=lambda e: type(e).__name__)
+def test_every_well_formed_cpu_event_takes_the_fast_path_once_its_cpusets_are_known(
+    event: object,
+) -> None:
+    data = encode_event(event)  # type: ignore[arg-type]
+    assert checked_event(data) == event  # decodes, and fills the cpuset cache
+    assert codec_fast.fast_cpu_event(data) == event
+
+
+def test_an_unknown_cpuset_text_goes_the_checked_way_and_then_is_known() -> None:
+    data = encode_event(ONE_OF_EACH[0])
+    codec_fast.forget_cpusets()
+    assert codec_fast.fast_cpu_event(data) is None
+    assert codec.decode_event(data) == ONE_OF_EACH[0]
+    assert codec_fast.fast_cpu_event(data) == ONE_OF_EACH[0]
+
+
+@st.composite
+def mutated_entry(draw: st.DrawFn) -> object:
+    """A valid encoded container entry with one field (possibly nested) replaced by garbage."""
+    entries = [e for e in VALID_EVENTS if e["kind"] == ContainerAllocated.__name__]
+    data = copy.deepcopy(draw(st.sampled_from(entries))["entry"])
+    target = data
+    while True:
+        key = draw(st.sampled_from(sorted(target)))
+        if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
+            target = target[key]
+            continue
+        target[key] = draw(PRIMITIVES | st.integers() | st.floats(allow_nan=False))
+        return data
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(PRIMITIVES, mutated_event(), st.sampled_from(VALID_EVENTS)), st.booleans())
+def test_the_fast_event_path_gives_the_checked_result_or_steps_aside(
+    data: object, cache_filled: bool
+) -> None:
+    if not cache_filled:
+        codec_fast.forget_cpusets()
+    want = checked_event(data)
+    got = codec_fast.fast_cpu_event(data)
+    if got is not None:
+        assert not isinstance(want, CodecError) and got == want
+        assert type(got) is type(want)
+    if isinstance(want, CodecError):  # the public decoder: the same error, word for word
+        with pytest.raises(CodecError, match=re.escape(str(want))):
+            codec.decode_event(data)
+    else:
+        assert codec.decode_event(data) == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(PRIMITIVES, mutated_entry()), st.booleans())
+def test_the_fast_entry_path_gives_the_checked_result_or_steps_aside(
+    data: object, cache_filled: bool
+) -> None:
+    if not cache_filled:
+        codec_fast.forget_cpusets()
+    want = checked_entry(data)
+    got = codec_fast.fast_entry(data)
+    if got is not None:
+        assert not isinstance(want, CodecError) and got == want
+        assert got.labels == want.labels and got.annotations == want.annotations
+        assert type(got.request_quantity) is type(want.request_quantity)
