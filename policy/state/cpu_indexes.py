@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import immutables
 
@@ -65,9 +65,12 @@ def ceil_units(units: int) -> int:
 _EMPTY: immutables.Map[Any, Any] = immutables.Map()
 
 
-@dataclass(frozen=True, slots=True)
-class _Facts:
-    """What one entry contributes to the indexes (all zero for "no entry")."""
+class _Facts(NamedTuple):
+    """What one entry contributes to the indexes (all zero for "no entry").
+
+    A named tuple rather than a frozen dataclass: two are built and compared for every applied
+    event, live and in recovery, and a tuple is several times cheaper to build and compare.
+    """
 
     owner: str = ""
     in_pool: str = ""
