@@ -35,6 +35,7 @@ NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
     "actors.memory_balancer",
     "actors.cpu_pressure",
     "actors.checkers",
+    "actors.advisor_link",
     "wire.advisor_client",
     "wire.advisor_server",
     "qrmd.host.machine_file",
