@@ -133,7 +133,7 @@ def median(values: list[float]) -> float:
 def breakdown(marks: dict[str, Any], exec_at: float, answered_at: float) -> list[tuple[str, float]]:
     """The probed start as consecutive steps (seconds); nested steps count in their parent."""
     rows = [("interpreter start", marks["entry"] - exec_at)]
-    rows.append(("imports (qrmd.cli, qrmd run's modules)", marks["imported"] - marks["entry"]))
+    rows.append(("imports (to the configuration step)", marks["imported"] - marks["entry"]))
     spans = {label: (begin, end) for label, begin, end in marks["spans"]}
     last = marks["imported"]
     for label, _, _ in STEPS:

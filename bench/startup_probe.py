@@ -1,9 +1,11 @@
 """The probe of ``bench/bench_startup.py``: runs ``qrmd ARGS`` in this interpreter and writes
-the monotonic clock (the parent's too) at this file's first line, after the imports, and around
-each start-up step of ``STEPS`` to a JSON file.
+the monotonic clock (the parent's too) at this file's first line and around each start-up step
+of ``STEPS`` to a JSON file; the imports are what comes before the first step.
 
 Run by ``bench_startup.py`` as ``python bench/startup_probe.py MARKS.json run ...``. Only the
-standard library is imported before the first mark, so what follows it is qrmd's own cost.
+standard library is imported before the first mark, and the steps are wrapped as qrmd imports
+their modules, so the probed start runs as ``python -m qrmd.cli`` does (the same imports, in
+the same order, with the collector on or off as ``qrmd.cli`` decides).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import time
 
 ENTRY = time.monotonic()
 
-import importlib  # noqa: E402  (after the first mark, on purpose)
+import importlib.abc  # noqa: E402  (after the first mark, on purpose)
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 #: The probed steps, in start-up order: (label, dotted owner, attribute).
@@ -30,41 +34,75 @@ STEPS = (
 )
 
 
-def probe(out_path: str, argv: list[str]) -> int:
-    """Run ``qrmd <argv>`` here, writing each step's monotonic start and end to ``out_path``."""
-    marks: dict[str, Any] = {"entry": ENTRY}
-    import qrmd.cli  # noqa: PLC0415  (timed: the imports of `qrmd run`)
-    import qrmd.commands.run  # noqa: PLC0415
+class _TimeSteps(importlib.abc.MetaPathFinder):
+    """Wraps each step's function as its module is imported, wherever qrmd imports it: the
+    probe imports nothing of qrmd itself, so what runs (and when the collector runs) is what
+    ``python -m qrmd.cli`` does."""
 
-    spans: list[tuple[str, float, float]] = []
-    marks["spans"] = spans
+    def __init__(self, note: Callable[[str, float, float], None]) -> None:
+        self._note = note
+        self._steps: dict[str, list[tuple[str, str]]] = {}
+        for label, module_name, attribute in STEPS:
+            self._steps.setdefault(module_name, []).append((label, attribute))
 
-    def save() -> None:
-        with open(out_path, "w") as handle:
-            json.dump(marks, handle)
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name not in self._steps:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        assert spec is not None and spec.loader is not None
+        exec_module = spec.loader.exec_module
 
-    for label, module_name, attribute in STEPS:
-        owner: Any = importlib.import_module(module_name)
+        def exec_and_wrap(module: Any) -> None:
+            exec_module(module)
+            for label, attribute in self._steps[name]:
+                self._wrap(module, label, attribute)
+
+        spec.loader.exec_module = exec_and_wrap  # type: ignore[method-assign]
+        return spec
+
+    def _wrap(self, module: Any, label: str, attribute: str) -> None:
+        owner = module
         *path, name = attribute.split(".")
         for part in path:
             owner = getattr(owner, part)
         original = owner.__dict__[name]
         is_classmethod = isinstance(original, classmethod)
         function = original.__func__ if is_classmethod else original
+        note = self._note
 
-        def timed(*args: Any, _label: str = label, _f: Any = function, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             try:
-                return _f(*args, **kwargs)
+                return function(*args, **kwargs)
             finally:
-                spans.append((_label, started, time.monotonic()))
-                save()
+                note(label, started, time.monotonic())
 
         setattr(owner, name, classmethod(timed) if is_classmethod else timed)
-    # The steps' modules count as imports: a lazy one is imported here, not in its step.
-    marks["imported"] = time.monotonic()
-    save()
-    return qrmd.cli.main(argv)
+
+
+def probe(out_path: str, argv: list[str]) -> int:
+    """Run ``qrmd <argv>`` here, writing each step's monotonic start and end to ``out_path``.
+
+    The imports are what happens before the first step (configuration) begins.
+    """
+    spans: list[tuple[str, float, float]] = []
+    marks: dict[str, Any] = {"entry": ENTRY, "spans": spans}
+
+    def note(label: str, started: float, ended: float) -> None:
+        spans.append((label, started, ended))
+        if label == STEPS[0][0]:
+            marks["imported"] = started
+        with open(out_path, "w") as handle:
+            json.dump(marks, handle)
+
+    sys.meta_path.insert(0, _TimeSteps(note))
+    cli = importlib.import_module("qrmd.cli")
+    code: int = cli.main(argv)
+    return code
 
 
 if __name__ == "__main__":
