@@ -39,9 +39,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from actors.advisor_link import LinkStats
 from actors.advisor_messages import (
     AdvisorLinkChanged,
     ApplyAdvice,
@@ -58,6 +57,11 @@ from policy.cpu.commands import Allocate, RemovePod
 from policy.cpu.request import parse_quantity
 from policy.decision import Decision
 from policy.state.sections import State
+
+if TYPE_CHECKING:
+    # An annotation only: the link's actor module is loaded by the wiring that starts the
+    # link, so a node without the advisor does not import it.
+    from actors.advisor_link import LinkStats
 
 __all__ = [
     "REMOVE_POD_FAILED",

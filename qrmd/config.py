@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -525,6 +523,9 @@ def _read_file(path: str) -> dict[str, object]:
     suffix = Path(path).suffix.lower()
     if suffix not in (".yaml", ".yml", ".toml"):
         raise ConfigError(f"--config: {path!r} is neither YAML (.yaml, .yml) nor TOML (.toml)")
+    # Imported here: a node configured by flags alone never loads the YAML parser.
+    import yaml  # noqa: PLC0415 (lazy: only for a YAML --config)
+
     try:
         with open(path, "rb") as file:
             data: object = tomllib.load(file) if suffix == ".toml" else yaml.safe_load(file)

@@ -39,13 +39,14 @@ acknowledged: with durability ``always`` every answered commit was fsynced befor
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import os
 import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pykka
 
@@ -64,19 +65,13 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
-from qrmd.advisor_wiring import AdvisorWiring
-from qrmd.balancer_wiring import BalancerWiring
-from qrmd.checkers_wiring import CheckersWiring
 from qrmd.config import ConfigError, DaemonConfig
-from qrmd.cpu_pressure_wiring import CPUPressureWiring
-from qrmd.endpoint import StatusEndpoint
 from qrmd.hardening_settings import (
     DEFAULT_MAX_CONNECTIONS,
     check_connection_cap,
     raise_open_file_limit,
 )
 from qrmd.health import HealthRegistry
-from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.journal_settings import journal_retention
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.start_record import start_cause
@@ -84,6 +79,17 @@ from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.topology_source import load_topology
 from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
+
+if TYPE_CHECKING:
+    # The optional subsystems are imported where they are built (``Daemon._start``), so a
+    # node that leaves them off does not load them: the advisor link, the memory balancer,
+    # CPU pressure eviction, the pod source's checkers, and the HTTP endpoint with
+    # ``--metrics-address off`` (DESIGN.md "Who uses it": ``qrmd run`` on every node).
+    from qrmd.advisor_wiring import AdvisorWiring
+    from qrmd.balancer_wiring import BalancerWiring
+    from qrmd.checkers_wiring import CheckersWiring
+    from qrmd.cpu_pressure_wiring import CPUPressureWiring
+    from qrmd.endpoint import StatusEndpoint
 
 __all__ = [
     "RESOURCE_NAME",
@@ -126,18 +132,23 @@ ServerFactory = Callable[[str, SupervisedRef, Callable[[], bool], DaemonMetrics]
 
 
 #: Builds the balancer's wiring: (config, topology, clock) → wiring (tests inject sources).
-BalancerFactory = Callable[[DaemonConfig, CPUTopology, Clock], BalancerWiring]
+BalancerFactory = Callable[[DaemonConfig, CPUTopology, Clock], "BalancerWiring"]
 
 
 def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
+    from qrmd.balancer_wiring import BalancerWiring  # noqa: PLC0415 (lazy: optional)
+    from qrmd.host.cpu_vendor import read_cpu_vendor  # noqa: PLC0415
+
     return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
 
 
 #: Builds the CPU pressure wiring: (config, clock, policy context) → wiring (tests inject loads).
-CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], CPUPressureWiring]
+CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], "CPUPressureWiring"]
 
 
 def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
+    from qrmd.cpu_pressure_wiring import CPUPressureWiring  # noqa: PLC0415 (lazy: optional)
+
     return CPUPressureWiring(config, clock, reserved=ctx.reserved, qos=ctx.qos)
 
 
@@ -272,12 +283,16 @@ class Daemon:
         )
         self.store = store
         if config.pod_source.enabled:
+            from qrmd.checkers_wiring import CheckersWiring  # noqa: PLC0415 (lazy: optional)
+
             self.checkers = CheckersWiring(
                 config, ctx, self._clock, self.health, lambda: store.latest
             )
         # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
         pods = self.checkers.publisher if self.checkers is not None else None
         if config.cpu_advisor.enabled:
+            from qrmd.advisor_wiring import AdvisorWiring  # noqa: PLC0415 (lazy: optional)
+
             self.advisor = AdvisorWiring(
                 config.cpu_advisor, self._clock, self.health, lambda: store.latest
             )
@@ -332,6 +347,8 @@ class Daemon:
             self.metrics.registry.register(advisor.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
+            from qrmd.endpoint import StatusEndpoint  # noqa: PLC0415 (lazy: optional)
+
             host, port = config.metrics_address
             self.endpoint = StatusEndpoint(
                 host,
@@ -509,8 +526,23 @@ def _reserve_flag(config: DaemonConfig, err: ReserveError) -> str:
     )
 
 
+def _collect_from_now_on() -> None:
+    """Move what start-up built out of the cyclic collector's reach, then turn it on.
+
+    ``qrmd run`` starts with the collector off (``qrmd.cli``); everything allocated since is
+    still in the youngest generation, so the first collection would walk the whole recovered
+    state, holding the GIL while kubelet's first calls wait. ``gc.freeze`` moves it to the
+    permanent generation instead, at no cost: reference counting still frees those objects;
+    only the few hundred objects of start-up's garbage cycles stay, once.
+    """
+    gc.freeze()
+    gc.enable()
+
+
 def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = None) -> int:
     """Run until SIGTERM or SIGINT, then stop cleanly.
+
+    The cyclic garbage collector runs from the end of the start on (``_collect_from_now_on``).
 
     Args:
         config: the validated configuration.
@@ -541,7 +573,10 @@ def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = N
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     daemon = Daemon(config, server_factory=server_factory or _wire_plugin_server)
     try:
-        daemon.start()
+        try:
+            daemon.start()
+        finally:
+            _collect_from_now_on()
         # A bounded wait, so the signal handler runs promptly on every platform.
         while not stop.wait(0.5):
             pass

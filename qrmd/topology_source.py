@@ -12,9 +12,6 @@ SPEC forms (spec cpu-policy §1.2, §1.3):
 from __future__ import annotations
 
 from policy.topology.model import CPUTopology, TopologyError
-from policy.topology.synthetic import parse_synthetic_spec
-from qrmd.host.machine_file import MACHINE_FILE_SUFFIXES, read_machine_file
-from qrmd.host.sysfs_topology import DEFAULT_SYSFS_ROOT, read_sysfs_topology
 
 __all__ = ["DEFAULT_TOPOLOGY_SPEC", "SPEC_FORMS", "load_topology"]
 
@@ -39,12 +36,26 @@ def load_topology(spec: str) -> CPUTopology:
         TopologyError: the spec is not one of the forms, or what it names is invalid or
             unreadable (the message names the file, key or value).
     """
-    if spec == "sysfs":
-        return read_sysfs_topology(DEFAULT_SYSFS_ROOT)
-    if spec.startswith("sysfs:"):
-        return read_sysfs_topology(_nonempty(spec, "sysfs:"))
+    # Each form imports its reader when it is used: ``qrmd run`` on a host reads sysfs and
+    # never loads the machine-file parser (nor YAML), nor the synthetic generator.
+    if spec == "sysfs" or spec.startswith("sysfs:"):
+        from qrmd.host.sysfs_topology import (  # noqa: PLC0415 (lazy: one form)
+            DEFAULT_SYSFS_ROOT,
+            read_sysfs_topology,
+        )
+
+        return read_sysfs_topology(
+            DEFAULT_SYSFS_ROOT if spec == "sysfs" else _nonempty(spec, "sysfs:")
+        )
     if spec.startswith("synthetic:"):
+        from policy.topology.synthetic import parse_synthetic_spec  # noqa: PLC0415
+
         return parse_synthetic_spec(spec)
+    from qrmd.host.machine_file import (  # noqa: PLC0415 (lazy: one form)
+        MACHINE_FILE_SUFFIXES,
+        read_machine_file,
+    )
+
     if spec.startswith("file:"):
         return read_machine_file(_nonempty(spec, "file:"))
     if spec.lower().endswith(MACHINE_FILE_SUFFIXES):

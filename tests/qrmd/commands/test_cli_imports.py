@@ -19,6 +19,28 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 # The demo, the simulators it drives the daemon with, and the terminal rendering they use.
 NOT_FOR_THE_DAEMON = ("qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim", "rich")
+# What a node that leaves a subsystem off never needs (qrmd.daemon builds each one only when
+# enabled): the advisor link, the memory balancer, CPU pressure eviction, the pod source's
+# checkers, the HTTP endpoint with --metrics-address off; and the machine-file and YAML
+# parsers when neither --config nor --topology names a file.
+NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
+    "qrmd.advisor_wiring",
+    "qrmd.balancer_wiring",
+    "qrmd.cpu_pressure_wiring",
+    "qrmd.checkers_wiring",
+    "qrmd.endpoint",
+    "qrmd.host.cpu_vendor",
+    "qrmd.host.migrate",
+    "qrmd.host.pod_publisher",
+    "actors.memory_balancer",
+    "actors.cpu_pressure",
+    "actors.checkers",
+    "actors.advisor_link",
+    "wire.advisor_client",
+    "wire.advisor_server",
+    "qrmd.host.machine_file",
+    "yaml",
+)
 
 
 def _imported(stderr: str) -> set[str]:
@@ -36,7 +58,9 @@ def _offenders(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
 
 
-def test_qrmd_run_serves_without_importing_the_demo_simulators_or_rich(tmp_path: Path) -> None:
+def test_qrmd_run_serves_without_importing_the_demo_simulators_rich_or_what_is_off(
+    tmp_path: Path,
+) -> None:
     sockets = tmp_path / "sock"
     sockets.mkdir()
     argv = [
@@ -67,6 +91,7 @@ def test_qrmd_run_serves_without_importing_the_demo_simulators_or_rich(tmp_path:
     modules = _imported(stderr)
     assert "qrmd.daemon" in modules  # the listing is real
     assert _offenders(modules, NOT_FOR_THE_DAEMON) == []
+    assert _offenders(modules, NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF) == []
 
 
 @pytest.mark.parametrize(
