@@ -17,7 +17,8 @@ only ratios are meant to be compared between runs.
   qrmd gave, re-serialised by protobuf per call.
 * **Restart to serving** (exec → first answered GetResourcePluginOptions) of ``qrmd run`` with
   5,000 pods in its journal, after SIGKILL and after SIGTERM, vs a Python process that imports
-  grpc and serves an empty servicer on a unix socket.
+  grpc and serves an empty servicer on a unix socket; both read compiled bytecode, as an
+  installed wheel does (``bench/bench_startup.py`` has the step-by-step breakdown).
 * **Journal replay** of the daemon's own journal (``read_records``, and a full StateStore
   recovery) in records/s vs raw ``msgpack.Unpacker`` over the same record payloads.
 * **16 concurrent clients** (Allocate / GetTopologyHints / RemovePod mix) p99 vs one client's p99
@@ -348,12 +349,16 @@ server.wait_for_termination()
 """
 
 
-def time_to_serving(argv: list[str], socket: str) -> tuple[subprocess.Popen[bytes], float]:
+def time_to_serving(
+    argv: list[str], socket: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``argv``; seconds until GetResourcePluginOptions on ``socket`` is answered."""
     if os.path.exists(socket):
         os.unlink(socket)
     started = time.perf_counter()
-    process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     while True:
         if process.poll() is not None:
             raise RuntimeError(f"{argv[:3]} exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
@@ -387,8 +392,15 @@ def bench_daemon(pods: int, repeats: int) -> None:
     sockets = f"{directory}/sock"
     os.makedirs(sockets)
     socket = f"{sockets}/qrm_cpu_plugin_dynamic.sock"
+    # Every process reads compiled bytecode, as an installed wheel does: the checkout has no
+    # __pycache__ and PYTHONDONTWRITEBYTECODE may be set, and qrmd would otherwise compile its
+    # ~180 modules at every start while grpc's site-packages are compiled. The cache is filled
+    # by the first (untimed) runs, writing allowed there only.
+    python = [PYTHON, "-X", f"pycache_prefix={directory}/pycache"]
+    with_writes = dict(os.environ)
+    with_writes.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [
-        PYTHON, "-m", "qrmd.cli", "run",
+        *python, "-m", "qrmd.cli", "run",
         "--state-dir", f"{directory}/state",
         "--topology", TOPOLOGY_SPEC,
         "--reserved-cpu-cores", "4",
@@ -399,7 +411,7 @@ def bench_daemon(pods: int, repeats: int) -> None:
     ]  # fmt: skip
     env_socket = socket
     try:
-        process, _ = time_to_serving([*argv, "--durability", "none"], env_socket)
+        process, _ = time_to_serving([*argv, "--durability", "none"], env_socket, with_writes)
         channel = grpc.insecure_channel(f"unix:{socket}")
         allocate = stub(channel, "Allocate", pb.ResourceAllocationResponse)
         for i in range(pods):
@@ -412,6 +424,11 @@ def bench_daemon(pods: int, repeats: int) -> None:
         base_t: list[float] = []
         rss = float("nan")
         base_socket = f"{directory}/empty.sock"
+        empty, _ = time_to_serving(
+            [*python, "-c", EMPTY_SERVER, base_socket], base_socket, with_writes
+        )
+        empty.kill()
+        empty.wait()
         for _ in range(repeats):
             process, seconds = time_to_serving([*argv, "--durability", "always"], socket)
             kill_t.append(seconds)  # measured after the previous stop (SIGTERM first time)
@@ -426,7 +443,9 @@ def bench_daemon(pods: int, repeats: int) -> None:
             term_t.append(seconds)  # after SIGTERM
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
-            empty, seconds = time_to_serving([PYTHON, "-c", EMPTY_SERVER, base_socket], base_socket)
+            empty, seconds = time_to_serving(
+                [*python, "-c", EMPTY_SERVER, base_socket], base_socket
+            )
             base_t.append(seconds)
             empty.kill()
             empty.wait()
