@@ -109,6 +109,9 @@ let a second writer in. Directories the journal creates are 0700 and its files 0
 the umask.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from journal.checkpoints import Checkpoint, load_checkpoint
 from journal.clock import SYSTEM_CLOCK, Clock, SystemClock
 from journal.errors import (
@@ -124,19 +127,9 @@ from journal.errors import (
     UnencodableRecord,
 )
 from journal.fileops import FileOps, OsFileOps
-from journal.forensics import (
-    Finding,
-    Gap,
-    JournalIdentity,
-    VerifyReport,
-    journal_identity,
-    read_records,
-    verify,
-)
 from journal.framing import decode_frame, encode_frame
 from journal.records import Record
 from journal.recovery import Recovery, SkippedCheckpoint
-from journal.repair import RepairReport, repair
 from journal.retention import DEFAULT_RETENTION_MAX_AGE_S, DEFAULT_RETENTION_MAX_BYTES, Retention
 from journal.settings import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
@@ -148,6 +141,46 @@ from journal.settings import (
 )
 from journal.syncer import FsyncStats
 from journal.writer import Journal, JournalStats
+
+if TYPE_CHECKING:
+    from journal.forensics import (
+        Finding,
+        Gap,
+        JournalIdentity,
+        VerifyReport,
+        journal_identity,
+        read_records,
+        verify,
+    )
+    from journal.repair import RepairReport, repair
+
+#: The offline tools (read, verify, repair) load on first use: ``qrmd run`` writes and recovers
+#: with neither, and a node's restart pays for every module it imports.
+_ON_FIRST_USE = {
+    **dict.fromkeys(
+        (
+            "Finding",
+            "Gap",
+            "JournalIdentity",
+            "VerifyReport",
+            "journal_identity",
+            "read_records",
+            "verify",
+        ),
+        "journal.forensics",
+    ),
+    **dict.fromkeys(("RepairReport", "repair"), "journal.repair"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'journal' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
 
 __all__ = [
     "DEFAULT_CHECKPOINT_EVERY_RECORDS",

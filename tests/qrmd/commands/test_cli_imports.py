@@ -41,6 +41,9 @@ NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
     "qrmd.host.machine_file",
     "yaml",
 )
+# The journal's offline tools: a node writes and recovers its journal without reading it back
+# for forensics or repairing it.
+NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair")
 
 
 def _imported(stderr: str) -> set[str]:
@@ -92,6 +95,7 @@ def test_qrmd_run_serves_without_importing_the_demo_simulators_rich_or_what_is_o
     assert "qrmd.daemon" in modules  # the listing is real
     assert _offenders(modules, NOT_FOR_THE_DAEMON) == []
     assert _offenders(modules, NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF) == []
+    assert _offenders(modules, NOT_FOR_ANY_RUN) == []
 
 
 @pytest.mark.parametrize(
