@@ -1,0 +1,270 @@
+"""GetResourcesAllocation's reply pod by pod, each pod's part made once per version of the pod
+(cpu-policy §10.1 step 2; kubelet lists every container every few seconds, wire.md §9.2).
+
+A pod's part of the reply — each container's ``cpu`` allocation, by container name — is a
+function of two things only:
+
+* the pod's entries: an immutable map that the state replaces, in a new state, whenever any
+  container of the pod changes (``policy.state.cpu_apply``), and shares otherwise. Of them the
+  reply reads each container's name and placement: the pod's *shape* (:class:`PodShape`);
+* the cpusets the placements follow: pool P's for ``InPool(P)``, the ramp-up cpuset for
+  ``RAMPING`` (``OwnCPUs`` carries its own), read through ``CPUState.placement_cpus``.
+
+So a listing keeps what it made (:class:`ListingParts`) and the next listing, handed it,
+keeps the part of every pod whose entry map is the very object the part was made from, and the
+allocations of every shape none of whose followed cpusets changed; it makes the rest, once per
+shape (the thousands of one-container pods of pool ``share`` have one shape). What it returns
+equals what it would make from nothing, because the state is immutable and a part depends on
+nothing but what is compared; ``tests/policy/cpu/test_listing_parts.py`` checks that on random
+histories.
+
+A listing holds the parts of the pods it lists and nothing else: the part of a removed pod
+goes with the last listing that had it (shapes are kept a little longer, pruned to those in
+use when too many are not). Cost: one identity check per pod, plus the pods that changed and
+one resolution per shape whose cpusets moved, plus a sort of the pod uids when pods came or
+went.
+
+A part also names the containers whose ``init_timestamp`` does not parse, since that too is a
+function of the entries: the listing repairs them (§10.1) and need not look at the others.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import immutables
+
+from policy.cpu.replies import ContainerCPUAllocation
+from policy.cpu.timestamps import parse_qrm_time
+from policy.state.cpu_state import ContainerKey, CPUState
+from policy.state.entries import ContainerEntry, InPool, Placement, Ramping
+from policy.topology.cpuset import CPUSet
+
+__all__ = [
+    "ListingParts",
+    "PodAllocations",
+    "PodPart",
+    "PodShape",
+    "list_pods",
+    "parse_init_timestamp",
+]
+
+#: A pod's entries by container name, as the state stores them.
+PodEntries = immutables.Map[str, ContainerEntry]
+
+# A container's timestamp only changes when it is re-ramped or reset, so parsing each distinct
+# string once keeps the listing cheap at thousands of containers. A pure function of the
+# string: caching cannot change an answer.
+parse_init_timestamp = functools.lru_cache(maxsize=1 << 15)(parse_qrm_time)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PodShape:
+    """What a pod's part of the reply is made of: each container's name and placement.
+
+    Compared by identity, so it is a fast dictionary key: a listing makes one per distinct
+    value and the listings after it reuse it (``ListingParts.shapes``).
+
+    Attributes:
+        containers: ``(container name, placement)`` by name ascending.
+        follows: the pools whose cpusets the placements are; ``None`` stands for the ramp-up
+            cpuset.
+    """
+
+    containers: tuple[tuple[str, Placement], ...]
+    follows: frozenset[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PodPart:
+    """What one listing knew of a pod.
+
+    Attributes:
+        containers: the pod's entries the part was made from (compared by identity).
+        shape: their names and placements.
+        unreadable: names of the containers whose ``init_timestamp`` does not parse.
+    """
+
+    containers: PodEntries
+    shape: PodShape
+    unreadable: tuple[str, ...]
+
+
+#: A pod's part of the reply: container name → its ``cpu`` allocation, by name ascending.
+PodAllocations = Mapping[str, ContainerCPUAllocation]
+
+
+@dataclass(frozen=True, slots=True)
+class ListingParts:
+    """The parts of one listing and the state it listed.
+
+    Attributes:
+        state: the CPU state listed.
+        pods: pod uid → its part, by uid ascending; every pod of ``state`` with a container.
+        pod_resources: pod uid → its allocations, by uid ascending: the reply's map.
+            Read-only; pods of one shape share one mapping while its cpusets hold.
+        allocations: each shape in use → its allocations in ``state``.
+        shapes: the shapes made so far, by value (those in use, and a bounded few more).
+        unreadable: ``(pod, container)`` of every container whose ``init_timestamp`` does not
+            parse, ascending.
+    """
+
+    state: CPUState
+    pods: Mapping[str, PodPart]
+    pod_resources: Mapping[str, PodAllocations]
+    allocations: Mapping[PodShape, PodAllocations]
+    shapes: Mapping[tuple[tuple[str, Placement], ...], PodShape]
+    unreadable: tuple[ContainerKey, ...] = ()
+
+
+def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingParts:
+    """Every pod's part of the listing of ``state``, reusing ``previous``'s parts that still hold.
+
+    1. A pod whose entry map is the one ``previous`` saw keeps its part; any other pod gets a
+       new part (its shape made once per distinct value).
+    2. A shape keeps ``previous``'s allocations unless a cpuset it follows moved; else they
+       are resolved in ``state``, once per shape.
+
+    Args:
+        state: the CPU state to list.
+        previous: the parts of an earlier listing, of any state; None builds every part.
+
+    Returns:
+        The parts; equal to ``list_pods(state)`` whatever ``previous`` is.
+
+    Raises:
+        StateError: a placement follows a pool or a ramp-up cpuset the state does not have.
+    """
+    build = _PartBuilder(state, previous)
+    pods = state.pods
+    parts: dict[str, PodPart] = {}
+    resources: dict[str, PodAllocations] = {}
+    in_use = build.in_use
+    unreadable: list[ContainerKey] = []
+    for uid, kept in _kept_parts(pods, build.kept_parts):
+        containers = pods[uid]
+        # 1. The pod's part.
+        part = kept
+        if part is None or part.containers is not containers:
+            if not containers:  # no container, nothing to list (as CPUState.entries)
+                continue
+            part = build.part(containers)
+        parts[uid] = part
+        # 2. Its allocations, through its shape.
+        allocations = in_use.get(part.shape)
+        if allocations is None:
+            allocations = build.allocations(part.shape)
+        resources[uid] = allocations
+        if part.unreadable:
+            unreadable.extend((uid, name) for name in part.unreadable)
+    return ListingParts(state, parts, resources, in_use, build.shapes(), tuple(unreadable))
+
+
+def _kept_parts(
+    pods: Mapping[str, PodEntries], kept: Mapping[str, PodPart]
+) -> Iterable[tuple[str, PodPart | None]]:
+    """Each pod uid of ``pods``, ascending, with its part in ``kept`` (None if it has none):
+    ``kept``'s own order when it lists the same pods, else a sort."""
+    if len(kept) == len(pods) and all(map(pods.__contains__, kept)):
+        return kept.items()
+    return ((uid, kept.get(uid)) for uid in sorted(pods.keys()))
+
+
+def _moved(before: CPUState, after: CPUState) -> frozenset[str | None]:
+    """What a placement can follow whose cpuset differs between two states (``None``: the
+    ramp-up cpuset); a handful of pools, compared by value."""
+    moved: set[str | None] = set()
+    if before.pools is not after.pools:
+        for name, cpus in after.pools.items():
+            if before.pools.get(name) != cpus:
+                moved.add(name)
+        moved.update(name for name in before.pools if name not in after.pools)
+    if before.ramp_cpus != after.ramp_cpus:
+        moved.add(None)
+    return frozenset(moved)
+
+
+class _PartBuilder:
+    """Makes the parts of one listing of ``state`` from ``previous``'s: one shape per distinct
+    value, one allocation value per cpuset and one allocations mapping per shape, all
+    immutable, so sharing them between pods and listings is safe."""
+
+    #: Shapes kept beyond those in use before the table is pruned to them (bounds what
+    #: removed pods leave behind; pruning costs one pass over the shapes in use).
+    SPARE_SHAPES = 256
+
+    def __init__(self, state: CPUState, previous: ListingParts | None) -> None:
+        self.state = state
+        self.in_use: dict[PodShape, PodAllocations] = {}
+        self.by_cpuset: dict[CPUSet, ContainerCPUAllocation] = {}
+        self.new_shapes: dict[tuple[tuple[str, Placement], ...], PodShape] = {}
+        if previous is None:
+            self.kept_parts: Mapping[str, PodPart] = {}
+            self.kept_allocations: Mapping[PodShape, PodAllocations] = {}
+            self.kept_shapes: Mapping[tuple[tuple[str, Placement], ...], PodShape] = {}
+            self.moved: frozenset[str | None] = frozenset()
+        else:
+            self.kept_parts = previous.pods
+            self.kept_allocations = previous.allocations
+            self.kept_shapes = previous.shapes
+            self.moved = _moved(previous.state, state)
+
+    def part(self, containers: PodEntries) -> PodPart:
+        """A new part for a pod's entries (not empty)."""
+        names = sorted(containers.keys())
+        key = tuple((name, containers[name].placement) for name in names)
+        shape = self.new_shapes.get(key) or self.kept_shapes.get(key)
+        if shape is None:
+            shape = PodShape(key, frozenset(_followed(key)))
+        self.new_shapes[key] = shape
+        unreadable = tuple(
+            name for name in names if parse_init_timestamp(containers[name].init_timestamp) is None
+        )
+        return PodPart(containers, shape, unreadable)
+
+    def allocations(self, shape: PodShape) -> PodAllocations:
+        """The allocations of ``shape``'s pods in ``state``: ``previous``'s unless a cpuset
+        it follows moved."""
+        found = None
+        if self.moved.isdisjoint(shape.follows):
+            found = self.kept_allocations.get(shape)
+        if found is None:
+            found = MappingProxyType(
+                {
+                    name: self._allocation(self.state.placement_cpus(placement)[0])
+                    for name, placement in shape.containers
+                }
+            )
+        self.in_use[shape] = found
+        return found
+
+    def shapes(self) -> Mapping[tuple[tuple[str, Placement], ...], PodShape]:
+        """The shapes for the next listing to reuse: ``previous``'s and the new ones, pruned
+        to those in use when too many are not."""
+        if not self.new_shapes:
+            shapes = self.kept_shapes
+        else:
+            shapes = {**self.kept_shapes, **self.new_shapes}
+        if len(shapes) > len(self.in_use) + self.SPARE_SHAPES:
+            return {shape.containers: shape for shape in self.in_use}
+        return shapes
+
+    def _allocation(self, cpus: CPUSet) -> ContainerCPUAllocation:
+        allocation = self.by_cpuset.get(cpus)
+        if allocation is None:
+            allocation = ContainerCPUAllocation(cpus.size(), str(cpus))
+            self.by_cpuset[cpus] = allocation
+        return allocation
+
+
+def _followed(containers: tuple[tuple[str, Placement], ...]) -> Iterator[str | None]:
+    """What the placements' cpusets follow: a pool, or the ramp-up cpuset (``None``); own
+    CPUs follow nothing."""
+    for _, placement in containers:
+        if isinstance(placement, InPool):
+            yield placement.pool_name
+        elif isinstance(placement, Ramping):
+            yield None
