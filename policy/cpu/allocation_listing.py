@@ -29,10 +29,12 @@ engine's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from machines import ramp_up as machine
+from machines.lifecycle import Step
 from policy.cpu.context import PolicyContext
 from policy.cpu.listing_parts import ListingParts, list_pods, parse_init_timestamp
 from policy.cpu.pool_engine import put_allocations_and_adjust
@@ -195,10 +197,18 @@ def _settle(
     if not entry.ramp_up:
         return None
     passed = now > started + ctx.transition_period_s
-    step = fire(container_phase(entry), "finish_ramp_up", {"transition_period_passed": passed})
+    step = _finish_ramp_up(container_phase(entry), passed)
     if step is None:
         return None
     emit_step(txn, step, RampUpFinished(pod_uid, name))
     if step.dest == machine.POOLED:
         return txn.cpu.require_entry(pod_uid, name)
     return None
+
+
+@functools.cache
+def _finish_ramp_up(phase: str, transition_period_passed: bool) -> Step | None:
+    """``finish_ramp_up``'s step from ``phase``: a pure function of the ramp-up table, which
+    is constant, so it is asked once per answer rather than once per ramping container per
+    listing. An illegal phase raises ``RampUpError`` every time (exceptions are not kept)."""
+    return fire(phase, "finish_ramp_up", {"transition_period_passed": transition_period_passed})
