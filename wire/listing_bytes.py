@@ -85,6 +85,11 @@ class ListingEncoder:
     def __init__(self) -> None:
         self._last: tuple[ResourcesAllocation, bytes, dict[str, _PodBytes]] | None = None
 
+    def kept_pods(self) -> frozenset[str]:
+        """The pods whose entry bytes it keeps: those of the last reply encoded."""
+        last = self._last
+        return frozenset() if last is None else frozenset(last[2])
+
     def encode(self, reply: ResourcesAllocation) -> bytes:
         """The serialized ``GetResourcesAllocationResponse`` of ``reply``.
 
