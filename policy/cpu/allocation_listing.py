@@ -29,14 +29,17 @@ engine's.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from machines import ramp_up as machine
-from machines.lifecycle import Step
 from policy.cpu.context import PolicyContext
-from policy.cpu.listing_parts import ListingParts, list_pods, parse_init_timestamp
+from policy.cpu.listing_parts import (
+    ListingParts,
+    finish_ramp_up_step,
+    list_pods,
+    parse_init_timestamp,
+)
 from policy.cpu.pool_engine import put_allocations_and_adjust
 from policy.cpu.ramp_steps import RampUpError, container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, ContainerCPUAllocation
@@ -116,7 +119,7 @@ def resources_allocation(
     # 2. Each container: lifecycle first. Only a ramp-flagged container or one whose timestamp
     #    does not parse has a step to take (``_settle`` returns at once for any other), so
     #    these are the ones visited, in the order of a walk over every container.
-    for key in _to_settle(state, parts):
+    for key in _to_settle(parts, now, ctx.transition_period_s):
         entry = state.require_entry(*key)
         try:
             finished = _settle(txn, ctx, entry, now=now, stamp=stamp, pooled=pooled)
@@ -166,12 +169,24 @@ def _lists_settled(previous: ResourcesAllocation | None, state: CPUState) -> boo
     )
 
 
-def _to_settle(state: CPUState, parts: ListingParts) -> list[ContainerKey]:
-    """The containers with a lifecycle step to take, ``(pod, container)`` ascending."""
-    flagged = state.ramping_containers()
-    if not parts.unreadable:
-        return sorted(flagged)
-    return sorted({*flagged, *parts.unreadable})
+def _to_settle(parts: ListingParts, now: float, period_s: float) -> list[ContainerKey]:
+    """The containers that may have a lifecycle step to take, ``(pod, container)`` ascending:
+    every one with an unreadable timestamp, and the ramp-flagged ones of the pods where one
+    may (``PodPart.first_step_at``) have passed its transition period. ``_settle`` decides;
+    the second of slack only ever adds a container it then leaves as it is."""
+    keys = set(parts.unreadable)
+    horizon = now - period_s + _SLACK_S
+    pods = parts.pods
+    for uid in parts.ramping:
+        part = pods[uid]
+        if part.first_step_at is not None and part.first_step_at < horizon:
+            keys.update((uid, name) for name in part.flagged)
+    return sorted(keys)
+
+
+#: Room for the rounding of ``now > started + period`` when the filter above is written as
+#: ``started < now - period``: a container within a second of its end is visited.
+_SLACK_S = 1.0
 
 
 def _settle(
@@ -197,18 +212,10 @@ def _settle(
     if not entry.ramp_up:
         return None
     passed = now > started + ctx.transition_period_s
-    step = _finish_ramp_up(container_phase(entry), passed)
+    step = finish_ramp_up_step(container_phase(entry), passed)
     if step is None:
         return None
     emit_step(txn, step, RampUpFinished(pod_uid, name))
     if step.dest == machine.POOLED:
         return txn.cpu.require_entry(pod_uid, name)
     return None
-
-
-@functools.cache
-def _finish_ramp_up(phase: str, transition_period_passed: bool) -> Step | None:
-    """``finish_ramp_up``'s step from ``phase``: a pure function of the ramp-up table, which
-    is constant, so it is asked once per answer rather than once per ramping container per
-    listing. An illegal phase raises ``RampUpError`` every time (exceptions are not kept)."""
-    return fire(phase, "finish_ramp_up", {"transition_period_passed": transition_period_passed})

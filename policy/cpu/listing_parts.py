@@ -31,12 +31,15 @@ function of the entries: the listing repairs them (§10.1) and need not look at 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import immutables
 
+from machines.lifecycle import Step
+from policy.cpu.ramp_steps import RampUpError, container_phase, fire
 from policy.cpu.replies import ContainerCPUAllocation
 from policy.cpu.timestamps import parse_qrm_time
 from policy.state.cpu_state import ContainerKey, CPUState
@@ -48,6 +51,7 @@ __all__ = [
     "PodAllocations",
     "PodPart",
     "PodShape",
+    "finish_ramp_up_step",
     "list_pods",
     "parse_init_timestamp",
 ]
@@ -86,11 +90,17 @@ class PodPart:
         containers: the pod's entries the part was made from (compared by identity).
         shape: their names and placements.
         unreadable: names of the containers whose ``init_timestamp`` does not parse.
+        flagged: names of the containers with the ramp-up flag set.
+        first_step_at: for a pod with ``flagged`` containers, the earliest ``init_timestamp``
+            among those the ramp-up table gives no step until their transition period has
+            passed, or ``-inf`` when one may take a step at any listing; None without.
     """
 
     containers: PodEntries
     shape: PodShape
     unreadable: tuple[str, ...]
+    flagged: tuple[str, ...] = ()
+    first_step_at: float | None = None
 
 
 #: A pod's part of the reply: container name → its ``cpu`` allocation, by name ascending.
@@ -110,6 +120,7 @@ class ListingParts:
         shapes: the shapes made so far, by value (those in use, and a bounded few more).
         unreadable: ``(pod, container)`` of every container whose ``init_timestamp`` does not
             parse, ascending.
+        ramping: the uids of the pods with ramp-flagged containers, ascending.
     """
 
     state: CPUState
@@ -118,6 +129,7 @@ class ListingParts:
     allocations: Mapping[PodShape, PodAllocations]
     shapes: Mapping[tuple[tuple[str, Placement], ...], PodShape]
     unreadable: tuple[ContainerKey, ...] = ()
+    ramping: tuple[str, ...] = ()
 
 
 def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingParts:
@@ -144,6 +156,7 @@ def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingP
     resources: dict[str, PodAllocations] = {}
     in_use = build.in_use
     unreadable: list[ContainerKey] = []
+    ramping: list[str] = []
     for uid, kept in _kept_parts(pods, build.kept_parts):
         containers = pods[uid]
         # 1. The pod's part.
@@ -160,7 +173,11 @@ def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingP
         resources[uid] = allocations
         if part.unreadable:
             unreadable.extend((uid, name) for name in part.unreadable)
-    return ListingParts(state, parts, resources, in_use, build.shapes(), tuple(unreadable))
+        if part.flagged:
+            ramping.append(uid)
+    return ListingParts(
+        state, parts, resources, in_use, build.shapes(), tuple(unreadable), tuple(ramping)
+    )
 
 
 def _kept_parts(
@@ -223,7 +240,11 @@ class _PartBuilder:
         unreadable = tuple(
             name for name in names if parse_init_timestamp(containers[name].init_timestamp) is None
         )
-        return PodPart(containers, shape, unreadable)
+        flagged = tuple(name for name in names if containers[name].ramp_up)
+        if not flagged:
+            return PodPart(containers, shape, unreadable)
+        first = min(_first_step_at(containers[name]) for name in flagged)
+        return PodPart(containers, shape, unreadable, flagged, first)
 
     def allocations(self, shape: PodShape) -> PodAllocations:
         """The allocations of ``shape``'s pods in ``state``: ``previous``'s unless a cpuset
@@ -268,3 +289,26 @@ def _followed(containers: tuple[tuple[str, Placement], ...]) -> Iterator[str | N
             yield placement.pool_name
         elif isinstance(placement, Ramping):
             yield None
+
+
+def _first_step_at(entry: ContainerEntry) -> float:
+    """When a ramp-flagged container may first take a lifecycle step at a listing (§10.1): at
+    its ``init_timestamp`` if the ramp-up table gives ``finish_ramp_up`` no step from its
+    phase until the transition period has passed, else at any time (``-inf``: an unreadable
+    timestamp, a level without lifecycle, a phase the trigger is illegal in)."""
+    started = parse_init_timestamp(entry.init_timestamp)
+    if started is None:
+        return -math.inf
+    try:
+        waits = finish_ramp_up_step(container_phase(entry), False) is None
+    except RampUpError:
+        waits = False
+    return started if waits else -math.inf
+
+
+@functools.cache
+def finish_ramp_up_step(phase: str, transition_period_passed: bool) -> Step | None:
+    """``finish_ramp_up``'s step from ``phase``: a pure function of the ramp-up table, which
+    is constant, so it is asked once per answer rather than once per ramping container per
+    listing. An illegal phase raises ``RampUpError`` every time (exceptions are not kept)."""
+    return fire(phase, "finish_ramp_up", {"transition_period_passed": transition_period_passed})

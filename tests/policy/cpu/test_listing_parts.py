@@ -105,7 +105,9 @@ class ListingMachine(RuleBasedStateMachine):
 
     @rule(pod=PODS)
     def remove(self, pod: str) -> None:
-        self.node.remove(pod)
+        # A level without lifecycle (break_timestamp) makes the removal refuse: no change.
+        with contextlib.suppress(PolicyError):
+            self.node.remove(pod)
 
     @rule(
         pod=PODS,
@@ -121,6 +123,17 @@ class ListingMachine(RuleBasedStateMachine):
             if level:
                 broken = dataclasses.replace(broken, qos_level=level)
             self.node.state = apply_all(self.node.state, [ContainerAllocated(broken)])
+
+    @rule(pod=PODS, level=st.sampled_from(["system_cores", "reclaimed_cores"]))
+    def flag_without_lifecycle(self, pod: str, level: str) -> None:
+        """A readable timestamp but no ``finish_ramp_up`` from the container's phase (a level
+        without lifecycle; a reclaimed container with the ramp-up flag): a warning at every
+        listing, ramp-up period or not."""
+        entry = self.node.state.cpu.entry(pod, "app")
+        if entry is not None:
+            odd = dataclasses.replace(entry, qos_level=level, ramp_up=True)
+            with contextlib.suppress(PolicyError):  # a placement the level cannot have
+                self.node.state = apply_all(self.node.state, [ContainerAllocated(odd)])
 
     @rule(seconds=st.sampled_from([0, 3, 29, 31]), older=st.integers(0, 5))
     def list_later(self, seconds: int, older: int) -> None:
@@ -260,3 +273,22 @@ def test_unreadable_timestamps_are_repaired_with_a_previous_listing() -> None:
     got = listed(node.state, T0 + 40, before)
     assert_same_listing(got, listed(node.state, T0 + 40))
     assert got.events[0].init_timestamp == format_qrm_time(T0 + 40)  # type: ignore[attr-defined]
+
+
+def test_a_flag_without_finish_ramp_up_warns_at_every_listing_within_the_period() -> None:
+    """A reclaimed container carrying the ramp-up flag, and a level without lifecycle, have
+    no step to wait for: their warnings come at every listing, as a walk over every container
+    gives them, also before any transition period has passed."""
+    node = Node(CTX)
+    node.allocate(request("web-0", cpu=1, qos="shared_cores"), T0)
+    node.allocate(request("batch-0", cpu=1, qos="reclaimed_cores"), T0)
+    for pod, level in (("web-0", "system_cores"), ("batch-0", "reclaimed_cores")):
+        entry = node.state.cpu.require_entry(pod, "app")
+        odd = dataclasses.replace(entry, qos_level=level, ramp_up=True)
+        node.state = apply_all(node.state, [ContainerAllocated(odd)])
+    previous = None
+    for now in (T0, T0 + 3, T0 + 40):
+        got = listed(node.state, now, previous)
+        assert_as_the_oracle(got, walk_every_container(node.state, CTX, now))
+        assert len(got.warnings) == 2
+        previous = got.reply
