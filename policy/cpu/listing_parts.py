@@ -30,6 +30,7 @@ function of the entries: the listing repairs them (§10.1) and need not look at 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -116,11 +117,13 @@ class ListingParts:
         pods: pod uid → its part, by uid ascending; every pod of ``state`` with a container.
         pod_resources: pod uid → its allocations, by uid ascending: the reply's map.
             Read-only; pods of one shape share one mapping while its cpusets hold.
-        allocations: each shape in use → its allocations in ``state``.
+        allocations: each shape in use → its allocations in ``state``, and up to ``spare``
+            shapes no longer in use (those of pods changed since the last full pass).
         shapes: the shapes made so far, by value (those in use, and a bounded few more).
         unreadable: ``(pod, container)`` of every container whose ``init_timestamp`` does not
             parse, ascending.
         ramping: the uids of the pods with ramp-flagged containers, ascending.
+        spare: at most how many of ``allocations``' shapes are not in use.
     """
 
     state: CPUState
@@ -130,6 +133,7 @@ class ListingParts:
     shapes: Mapping[tuple[tuple[str, Placement], ...], PodShape]
     unreadable: tuple[ContainerKey, ...] = ()
     ramping: tuple[str, ...] = ()
+    spare: int = 0
 
 
 def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingParts:
@@ -151,6 +155,10 @@ def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingP
         StateError: a placement follows a pool or a ramp-up cpuset the state does not have.
     """
     build = _PartBuilder(state, previous)
+    if previous is not None:
+        quick = _list_changed_pods(state, previous, build)
+        if quick is not None:
+            return quick
     pods = state.pods
     parts: dict[str, PodPart] = {}
     resources: dict[str, PodAllocations] = {}
@@ -177,6 +185,51 @@ def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingP
             ramping.append(uid)
     return ListingParts(
         state, parts, resources, in_use, build.shapes(), tuple(unreadable), tuple(ramping)
+    )
+
+
+def _list_changed_pods(
+    state: CPUState, previous: ListingParts, build: _PartBuilder
+) -> ListingParts | None:
+    """``list_pods`` when ``state`` holds the pods ``previous`` listed and none of the cpusets
+    ``previous``'s shapes follow moved: only the pods whose entry map changed are made again,
+    into copies of ``previous``'s maps (which keep their order). None when it does not apply.
+    """
+    pods = state.pods
+    kept = previous.pods
+    if len(kept) != len(pods):
+        return None
+    if build.moved and any(not build.moved.isdisjoint(s.follows) for s in previous.allocations):
+        return None
+    get = pods.get
+    changed = [uid for uid, part in kept.items() if part.containers is not get(uid)]
+    if not changed:
+        return dataclasses.replace(previous, state=state)
+    spare = previous.spare + len(changed)  # each may leave its old shape unused
+    if spare > _PartBuilder.SPARE_SHAPES or not all(get(uid) for uid in changed):
+        return None  # a pod came and another went (or a map is empty): the full pass
+    parts = dict(kept)
+    resources = dict(previous.pod_resources)
+    build.in_use.update(previous.allocations)
+    for uid in changed:
+        part = build.part(pods[uid])
+        parts[uid] = part
+        allocations = build.in_use.get(part.shape)
+        resources[uid] = build.allocations(part.shape) if allocations is None else allocations
+    again = set(changed)
+    unreadable = [key for key in previous.unreadable if key[0] not in again]
+    unreadable.extend((uid, name) for uid in changed for name in parts[uid].unreadable)
+    ramping = [uid for uid in previous.ramping if uid not in again]
+    ramping.extend(uid for uid in changed if parts[uid].flagged)
+    return ListingParts(
+        state,
+        parts,
+        resources,
+        build.in_use,
+        build.shapes(),
+        tuple(sorted(unreadable)),
+        tuple(sorted(ramping)),
+        spare,
     )
 
 
