@@ -19,12 +19,13 @@ answer: :func:`listed_as_is` lists the state as it is, settling nothing (the con
 ramping), and the next call settles again.
 
 Each listing keeps its per-pod parts (``policy.cpu.listing_parts``) in the reply it returns;
-handed that reply again as ``previous``, the next listing rebuilds only the pods that changed
-and visits only the containers that have a lifecycle step to take (ramp-flagged, or with an
-unreadable timestamp), in the order a walk of every container would take them. A state with
-nothing to settle gets ``previous`` itself back when ``previous`` listed that very state.
-Cost: one identity check per pod plus the pods that changed; the adjustment is the pool
-engine's.
+handed that reply again as ``previous``, the next listing makes again only the pods that
+changed, and visits only the containers that may have a lifecycle step to take — those with an
+unreadable timestamp, and the ramp-flagged ones of pods whose transition period may have
+passed — in the order a walk over every container would take them; ``_settle`` decides each
+exactly as that walk did. A state with nothing to settle gets ``previous`` itself back when
+``previous`` listed that very state. Cost: one identity check per pod and one comparison per
+ramping pod, plus the pods that changed; the adjustment is the pool engine's.
 """
 
 from __future__ import annotations
