@@ -68,6 +68,7 @@ from policy.cpu.advisor.decision import (
 )
 from policy.cpu.advisor.refusal import AddContainerRefused, undo_allocate
 from policy.cpu.advisor.response import AdvisorResponse
+from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.residual_check import ResidualEvidence
@@ -81,7 +82,11 @@ logger = logging.getLogger(__name__)
 
 
 def decide(
-    state: State, inputs: DecisionInputs, settings: PolicyContext, now: float
+    state: State,
+    inputs: DecisionInputs,
+    settings: PolicyContext,
+    now: float,
+    previous_listing: ResourcesAllocation | None = None,
 ) -> Decision[Any]:
     """Call the façade function that decides ``inputs``: the one table for live and re-run.
 
@@ -95,6 +100,8 @@ def decide(
             ``AddContainerRefused``).
         settings: the fixed context.
         now: the wall time the decision is taken at.
+        previous_listing: for GetResourcesAllocation, the last listing answered, whose
+            per-pod parts it reuses; the decision is the same without it.
 
     Returns:
         The decision.
@@ -119,7 +126,9 @@ def decide(
         case RemovePod():
             return cpu_policy.remove_pod(state, inputs, settings, now)
         case GetResourcesAllocation():
-            return cpu_policy.get_resources_allocation(state, inputs, settings, now)
+            return cpu_policy.get_resources_allocation(
+                state, inputs, settings, now, previous_listing
+            )
         case GetTopologyAwareResources():
             return cpu_policy.get_topology_aware_resources(state, inputs, settings, now)
         case GetTopologyAwareAllocatableResources():
@@ -187,6 +196,9 @@ class AllocatorCore:
         self.advisor = advisor
         # Set while GetResourcesAllocation answers as is because its commits are refused.
         self._reconcile_refused = False
+        # The last listing answered: the next one reuses the parts of the pods that did not
+        # change (policy.cpu.listing_parts). It holds only the pods it lists.
+        self._listing: ResourcesAllocation | None = None
 
     @property
     def snapshot(self) -> Snapshot:
@@ -267,7 +279,7 @@ class AllocatorCore:
 
     def _reconcile(self, command: GetResourcesAllocation, now: float) -> Any:
         """GetResourcesAllocation: settle and commit; on a refused commit, answer as is."""
-        decision = decide(self.snapshot.state, command, self.ctx, now)
+        decision = decide(self.snapshot.state, command, self.ctx, now, self._listing)
         try:
             self._commit(decision, command, command, now)
         except CommitRefused as err:
@@ -282,7 +294,11 @@ class AllocatorCore:
                 )
             self._reconcile_refused = True
             as_is = cpu_policy.get_resources_allocation_as_is
-            return as_is(self.snapshot.state, command, self.ctx, now).reply
+            # The refused listing differs from the durable state's only in the containers it
+            # settled: reuse its parts.
+            listed = as_is(self.snapshot.state, command, self.ctx, now, decision.reply).reply
+            self._listing = listed
+            return listed
         except CommitOutcomeUnknown as err:
             # The record may be on disk: the held state is not known to be the durable one.
             raise AllocatorUnavailable(
@@ -292,7 +308,9 @@ class AllocatorCore:
         if self._reconcile_refused and decision.events:
             logger.info("GetResourcesAllocation: settled again, the commit succeeded")
             self._reconcile_refused = False
-        return decision.reply
+        listed = decision.reply
+        self._listing = listed
+        return listed
 
     def _adopt(
         self,

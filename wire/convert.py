@@ -3,7 +3,8 @@
 Requests become the kubelet calls of ``policy.cpu.commands`` (the one type the Allocator
 receives and the policy decides on) holding the policy's ``ResourceRequest``; replies
 (``policy.cpu.replies``, ``policy.cpu.allocation_listing``) become the response messages
-(GetResourcesAllocation's straight into its bytes, for speed at thousands of containers).
+(GetResourcesAllocation's straight into its bytes, pod by pod, for speed at thousands of
+containers: ``wire.listing_bytes``).
 Nothing else in qrmd touches these message types.
 
 The rules enforced here, because only the wire sees them:
@@ -33,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policy.cpu.allocation_listing import ContainerCPUAllocation, ResourcesAllocation
+from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
     Allocate,
     GetResourcePluginOptions,
@@ -63,6 +64,7 @@ from policy.cpu.request import (
 )
 from policy.errors import describe_container
 from wire.gen import resourceplugin_pb2 as pb
+from wire.listing_bytes import ListingEncoder
 
 __all__ = [
     "MAX_MAP_BYTES",
@@ -299,88 +301,18 @@ def remove_pod_response(reply: None) -> pb.RemovePodResponse:
     return pb.RemovePodResponse()
 
 
-def _container_allocation(allocation: ContainerCPUAllocation) -> pb.ResourceAllocation:
-    # GetResourcesAllocation leaves resource_hints out (wire.md §4.3, ResourceAllocationInfo).
-    info = pb.ResourceAllocationInfo(
-        oci_property_name=allocation.oci_property_name,
-        is_node_resource=allocation.is_node_resource,
-        is_scalar_resource=allocation.is_scalar_resource,
-        allocated_quantity=float(allocation.allocated_quantity),
-        allocation_result=allocation.allocation_result,
-    )
-    return pb.ResourceAllocation(resource_allocation={RESOURCE_NAME: info})
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(tag: bytes, payload: bytes) -> bytes:
-    """One length-delimited field: ``tag``, the length as a varint, ``payload``."""
-    return tag + _varint(len(payload)) + payload
-
-
-# Tags of the length-delimited fields of a map entry and of the two maps (wire type 2):
-# map entry key = 1, value = 2; GetResourcesAllocationResponse.pod_resources = 1;
-# ContainerResources.container_resources = 1.
-_KEY = b"\x0a"
-_VALUE = b"\x12"
-_ENTRY = b"\x0a"
-
-
-class _LastListing:
-    """The bytes of the last listing encoded, and that listing.
-
-    The policy hands out the very same reply value while the state has not changed
-    (``policy.cpu.allocation_listing``); the value is immutable by contract, so its bytes are
-    too. One slot, replaced by a single assignment: gRPC's threads see the old pair or the
-    new one, never a mix.
-    """
-
-    last: tuple[ResourcesAllocation, bytes] | None = None
-
-
 def resources_allocation_response(reply: ResourcesAllocation) -> bytes:
-    """GetResourcesAllocation's reply → the serialized ``GetResourcesAllocationResponse``.
-
-    ``{pod uid: {container name: {"cpu": info}}}``. Written as bytes rather than built as a
-    message: kubelet asks every 3 s for every container, and building 5,000 nested map entries
-    with protobuf's Python API costs ~100 ms where joining bytes costs ~10 ms (measured with
-    ``bench/bench_grpc.py``). The encoding is protobuf's own (map = repeated entries of key 1
-    and value 2), and each distinct allocation (containers of one pool share one value) is
-    serialized once, by protobuf. The test suite parses the bytes back with the generated
-    class.
+    """GetResourcesAllocation's reply → the serialized ``GetResourcesAllocationResponse``,
+    encoded afresh; a served plugin keeps a ``wire.listing_bytes.ListingEncoder``, which
+    reuses the bytes of the pods that did not change.
 
     Args:
         reply: the policy's listing.
 
     Returns:
-        The response message's bytes (the same bytes again for the same reply value).
+        The response message's bytes, as ``ListingEncoder.encode`` writes them.
     """
-    last = _LastListing.last
-    if last is not None and last[0] is reply:
-        return last[1]
-    encoded: dict[int, bytes] = {}
-    pods = []
-    for pod_uid, containers in reply.pod_resources.items():
-        entries = []
-        for name, allocation in containers.items():
-            value = encoded.get(id(allocation))
-            if value is None:
-                value = _container_allocation(allocation).SerializeToString()
-                encoded[id(allocation)] = value
-            entry = _field(_KEY, name.encode()) + _field(_VALUE, value)
-            entries.append(_field(_ENTRY, entry))
-        pod_entry = _field(_KEY, pod_uid.encode()) + _field(_VALUE, b"".join(entries))
-        pods.append(_field(_ENTRY, pod_entry))
-    answer = b"".join(pods)
-    _LastListing.last = (reply, answer)
-    return answer
+    return ListingEncoder().encode(reply)
 
 
 def _quantities(

@@ -21,7 +21,7 @@ answer becomes the ``R`` the call names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar, cast
 
 import grpc
@@ -32,6 +32,7 @@ from policy.errors import describe_container
 from wire import convert
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
+from wire.listing_bytes import ListingEncoder
 from wire.rpc import ActorRef, RpcObserver, ask_timeout, unary_handler
 
 __all__ = [
@@ -134,6 +135,19 @@ RESOURCE_PLUGIN_RPCS = (
 )
 
 
+def _with_listing_encoder(
+    rows: tuple[ResourcePluginRpc[Any, Any], ...],
+) -> tuple[ResourcePluginRpc[Any, Any], ...]:
+    """The rows with GetResourcesAllocation's reply encoded by a ``ListingEncoder`` of this
+    service's own, which keeps the bytes of the pods that did not change between listings
+    (``wire.listing_bytes``): the memo belongs to the server that sends the bytes."""
+    encoder = ListingEncoder()
+    return tuple(
+        replace(rpc, response=encoder.encode) if rpc.name == "GetResourcesAllocation" else rpc
+        for rpc in rows
+    )
+
+
 def _subject(request: Any) -> str:
     """Who a request is about, for error messages: as much of its pod and container as it
     names (RemovePod only a pod UID), or ``""`` for a request about no pod."""
@@ -177,6 +191,6 @@ def handler(
         The generic handler to add to a ``grpc.Server``.
     """
     # Each row was checked on its own where it is written; here they are all just rows.
-    rows: tuple[ResourcePluginRpc[Any, Any], ...] = RESOURCE_PLUGIN_RPCS
+    rows: tuple[ResourcePluginRpc[Any, Any], ...] = _with_listing_encoder(RESOURCE_PLUGIN_RPCS)
     methods = {rpc.name: _method(rpc, allocator, ready, observer) for rpc in rows}
     return grpc.method_handlers_generic_handler(SERVICE, methods)

@@ -18,24 +18,36 @@ When the disk refuses the commit of what was settled, kubelet's reconcile must s
 answer: :func:`listed_as_is` lists the state as it is, settling nothing (the containers stay
 ramping), and the next call settles again.
 
-Cost: O(containers), which the reply itself is; the adjustment is the pool engine's.
+Each listing keeps its per-pod parts (``policy.cpu.listing_parts``) in the reply it returns;
+handed that reply again as ``previous``, the next listing makes again only the pods that
+changed, and visits only the containers that may have a lifecycle step to take — those with an
+unreadable timestamp, and the ramp-flagged ones of pods whose transition period may have
+passed — in the order a walk over every container would take them; ``_settle`` decides each
+exactly as that walk did. A state with nothing to settle gets ``previous`` itself back when
+``previous`` listed that very state. Cost: one identity check per pod and one comparison per
+ramping pod, plus the pods that changed; the adjustment is the pool engine's.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
 from machines import ramp_up as machine
 from policy.cpu.context import PolicyContext
+from policy.cpu.listing_parts import (
+    ListingParts,
+    finish_ramp_up_step,
+    list_pods,
+    parse_init_timestamp,
+)
 from policy.cpu.pool_engine import put_allocations_and_adjust
 from policy.cpu.ramp_steps import RampUpError, container_phase, emit_step, fire
-from policy.cpu.timestamps import format_qrm_time, parse_qrm_time
+from policy.cpu.replies import CPUSET_OCI_PROPERTY, ContainerCPUAllocation
+from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import PolicyError
-from policy.state.cpu_state import CPUState
+from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import ContainerEntry
 from policy.state.events import ContainerReRamped, RampUpFinished, TimestampReset
 from policy.topology.cpuset import CPUSet
@@ -48,63 +60,33 @@ __all__ = [
     "resources_allocation",
 ]
 
-#: The OCI property kubelet writes a container's cpuset to (§14).
-CPUSET_OCI_PROPERTY: Final = "CpusetCpus"
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerCPUAllocation:
-    """One container's ``cpu`` resource in the reply (§10.1 step 2)."""
-
-    allocated_quantity: int
-    allocation_result: str
-    oci_property_name: str = CPUSET_OCI_PROPERTY
-    is_node_resource: bool = False
-    is_scalar_resource: bool = True
-
 
 @dataclass(frozen=True, slots=True)
 class ResourcesAllocation:
     """The GetResourcesAllocation reply, plus what went wrong without failing the call.
 
+    Two replies are equal when their maps and warnings are; ``parts`` and ``settled`` are what
+    the next listing reuses, not part of the answer.
+
     Attributes:
-        pod_resources: ``{pod_uid: {container_name: allocation}}``, every stored container.
+        pod_resources: ``{pod_uid: {container_name: allocation}}``, every stored container,
+            by pod uid ascending. Read-only: pods on the same cpusets share their inner map.
         warnings: errors swallowed on the way (a failed pool adjustment, a container whose
             level has no lifecycle), for the caller to log.
+        parts: the per-pod parts the reply was built from, for the next listing to reuse.
+        settled: the listed state had nothing to settle (no ramp-flagged container, every
+            timestamp readable, no warning), so its listing is the same at any time.
     """
 
     pod_resources: Mapping[str, Mapping[str, ContainerCPUAllocation]]
     warnings: tuple[str, ...] = field(default=())
+    parts: ListingParts | None = field(default=None, compare=False, repr=False)
+    settled: bool = field(default=False, compare=False, repr=False)
 
 
-# kubelet lists every container every 3 s (wire.md §9.2) and a container's timestamp only
-# changes when it is re-ramped, so parsing each distinct string once keeps the listing cheap
-# at thousands of containers. Pure function of the string: caching cannot change an answer.
-_parse_init_timestamp = functools.lru_cache(maxsize=1 << 15)(parse_qrm_time)
-
-
-class _SettledListing:
-    """The last listing of a state in which nothing was left to settle, and that state.
-
-    Such a listing does not depend on ``now``: with no ramp-flagged container and every
-    timestamp readable, step 2 emits nothing and step 3 has nobody to place, so the reply is
-    a function of the (immutable) CPU state and the settings alone. kubelet asks every 3 s
-    (wire.md §9.2) and the state usually has not changed in between, so the same reply value
-    is handed out again — the wire layer then reuses its bytes too. One slot, replaced by a
-    single assignment: a reader sees the old pair or the new one, never a mix.
-    """
-
-    last: tuple[CPUState, PolicyContext, ResourcesAllocation] | None = None
-
-    @classmethod
-    def get(cls, state: CPUState, ctx: PolicyContext) -> ResourcesAllocation | None:
-        last = cls.last
-        if last is not None and last[0] is state and last[1] is ctx:
-            return last[2]
-        return None
-
-
-def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesAllocation:
+def resources_allocation(
+    txn: Txn, ctx: PolicyContext, now: float, previous: ResourcesAllocation | None = None
+) -> ResourcesAllocation:
     """Settle ramp-up and timestamps, report every container's cpuset (§10.1).
 
     1. ``pooled`` = the pooled CPUs of the state as it is now.
@@ -117,24 +99,29 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
         txn: the decision in progress; its events are what to commit.
         ctx: transition period, reserve and the pool engine's settings.
         now: the current time, seconds since the epoch.
+        previous: an earlier reply of this function or :func:`listed_as_is`, of any state,
+            whose parts to reuse; the answer is the same without it.
 
     Returns:
-        The reply, with cpusets as they were before step 3. A state with nothing to settle
-        gets the very reply value it got last time (``_SettledListing``).
+        The reply, with cpusets as they were before step 3. ``previous`` itself when it
+        listed this very state and that state had nothing to settle.
     """
     state = txn.cpu
-    settled = _SettledListing.get(state, ctx)
-    if settled is not None and not txn.events:
-        return settled
+    basis = None if previous is None else previous.parts
+    if _lists_settled(previous, state) and not txn.events:
+        assert previous is not None  # for the type checker: _lists_settled said so
+        return previous  # nothing to settle: the same answer at any time
+    parts = list_pods(state, basis)
     # 1. What a re-ramped shared container gets.
     pooled = state.pooled_cpus(ctx.reserved)
     stamp = format_qrm_time(now)
     warnings: list[str] = []
     just_finished: list[ContainerEntry] = []
-    pod_resources: dict[str, dict[str, ContainerCPUAllocation]] = {}
-    by_cpuset: dict[CPUSet, ContainerCPUAllocation] = {}
-    # 2. Each container: lifecycle first, then its cpuset as it now is.
-    for entry in state.entries():
+    # 2. Each container: lifecycle first. Only a ramp-flagged container or one whose timestamp
+    #    does not parse has a step to take (``_settle`` returns at once for any other), so
+    #    these are the ones visited, in the order of a walk over every container.
+    for key in _to_settle(parts, now, ctx.transition_period_s):
+        entry = state.require_entry(*key)
         try:
             finished = _settle(txn, ctx, entry, now=now, stamp=stamp, pooled=pooled)
         except RampUpError as err:
@@ -142,49 +129,65 @@ def resources_allocation(txn: Txn, ctx: PolicyContext, now: float) -> ResourcesA
             finished = None
         if finished is not None:
             just_finished.append(finished)
-        current = txn.cpu.require_entry(*entry.key)
-        allocation = _allocation(txn.cpu, current, by_cpuset)
-        pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = allocation
+    # ... then every cpuset as it now is: a step changes only its own container's entry, and
+    # the cpuset a ramping container is listed on stays the one it had.
+    if txn.cpu is not state:
+        parts = list_pods(txn.cpu, parts)
     # 3. Shared containers done ramping join their pools; errors are only reported.
     if just_finished:
         try:
             put_allocations_and_adjust(txn, ctx, just_finished, incr_by_req=True)
         except PolicyError as err:
             warnings.append(f"putAllocationsAndAdjustAllocationEntries failed with error: {err}")
-    reply = ResourcesAllocation(pod_resources, tuple(warnings))
-    if not txn.events and not warnings and not state.ramping_containers():
-        _SettledListing.last = (state, ctx, reply)
-    return reply
+    settled = not txn.events and not warnings and not state.ramping_containers()
+    return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled)
 
 
-def listed_as_is(state: CPUState) -> ResourcesAllocation:
+def listed_as_is(
+    state: CPUState, previous: ResourcesAllocation | None = None
+) -> ResourcesAllocation:
     """Every container's cpuset as ``state`` holds it, settling nothing (§10.1 step 2's
     listing without its lifecycle steps).
 
     Args:
         state: the durable CPU state.
+        previous: an earlier listing whose parts to reuse, as in :func:`resources_allocation`.
 
     Returns:
         The reply; ramping containers are listed on their ramp-up CPUs.
     """
-    by_cpuset: dict[CPUSet, ContainerCPUAllocation] = {}
-    pod_resources: dict[str, dict[str, ContainerCPUAllocation]] = {}
-    for entry in state.entries():
-        allocation = _allocation(state, entry, by_cpuset)
-        pod_resources.setdefault(entry.pod_uid, {})[entry.container_name] = allocation
-    return ResourcesAllocation(pod_resources)
+    parts = list_pods(state, None if previous is None else previous.parts)
+    return ResourcesAllocation(parts.pod_resources, (), parts)
 
 
-def _allocation(
-    state: CPUState, entry: ContainerEntry, by_cpuset: dict[CPUSet, ContainerCPUAllocation]
-) -> ContainerCPUAllocation:
-    result, _ = state.placement_cpus(entry.placement)
-    # Containers of one pool share one cpuset: format it once (values are immutable).
-    allocation = by_cpuset.get(result)
-    if allocation is None:
-        allocation = ContainerCPUAllocation(result.size(), str(result))
-        by_cpuset[result] = allocation
-    return allocation
+def _lists_settled(previous: ResourcesAllocation | None, state: CPUState) -> bool:
+    """Whether ``previous`` is the listing of this very state and it had nothing to settle."""
+    return (
+        previous is not None
+        and previous.settled
+        and previous.parts is not None
+        and previous.parts.state is state
+    )
+
+
+def _to_settle(parts: ListingParts, now: float, period_s: float) -> list[ContainerKey]:
+    """The containers that may have a lifecycle step to take, ``(pod, container)`` ascending:
+    every one with an unreadable timestamp, and the ramp-flagged ones of the pods where one
+    may (``PodPart.first_step_at``) have passed its transition period. ``_settle`` decides;
+    the second of slack only ever adds a container it then leaves as it is."""
+    keys = set(parts.unreadable)
+    horizon = now - period_s + _SLACK_S
+    pods = parts.pods
+    for uid in parts.ramping:
+        part = pods[uid]
+        if part.first_step_at is not None and part.first_step_at < horizon:
+            keys.update((uid, name) for name in part.flagged)
+    return sorted(keys)
+
+
+#: Room for the rounding of ``now > started + period`` when the filter above is written as
+#: ``started < now - period``: a container within a second of its end is visited.
+_SLACK_S = 1.0
 
 
 def _settle(
@@ -198,7 +201,7 @@ def _settle(
 ) -> ContainerEntry | None:
     """One container's lifecycle step; returns it when a shared ramp-up just finished."""
     pod_uid, name = entry.key
-    started = _parse_init_timestamp(entry.init_timestamp)
+    started = parse_init_timestamp(entry.init_timestamp)
     if started is None:
         step = fire(container_phase(entry), "repair_timestamp")
         assert step is not None  # repair_timestamp has no guards
@@ -210,7 +213,7 @@ def _settle(
     if not entry.ramp_up:
         return None
     passed = now > started + ctx.transition_period_s
-    step = fire(container_phase(entry), "finish_ramp_up", {"transition_period_passed": passed})
+    step = finish_ramp_up_step(container_phase(entry), passed)
     if step is None:
         return None
     emit_step(txn, step, RampUpFinished(pod_uid, name))

@@ -186,25 +186,38 @@ def remove_pod(
 
 
 def get_resources_allocation(
-    state: State, inputs: GetResourcesAllocation, settings: PolicyContext, now: float
+    state: State,
+    inputs: GetResourcesAllocation,
+    settings: PolicyContext,
+    now: float,
+    previous: ResourcesAllocation | None = None,
 ) -> Decision[ResourcesAllocation]:
-    """GetResourcesAllocation (§10.1): every container's cpuset; ramp-up ends here."""
+    """GetResourcesAllocation (§10.1): every container's cpuset; ramp-up ends here.
+
+    ``previous``, an earlier listing, only saves work: its per-pod parts are reused where
+    they still hold (``policy.cpu.listing_parts``); the decision is the same without it.
+    """
     del inputs
     txn = Txn(state)
-    reply = resources_allocation(txn, settings, now)
+    reply = resources_allocation(txn, settings, now, previous)
     return Decision(txn.events, reply, warnings=reply.warnings)
 
 
 def get_resources_allocation_as_is(
-    state: State, inputs: GetResourcesAllocation, settings: PolicyContext, now: float
+    state: State,
+    inputs: GetResourcesAllocation,
+    settings: PolicyContext,
+    now: float,
+    previous: ResourcesAllocation | None = None,
 ) -> Decision[ResourcesAllocation]:
     """GetResourcesAllocation's answer when what it settles cannot be committed: read-only.
 
     Every container's cpuset as the state holds it; ramp-ups that ended stay pending and
-    bad timestamps stay as they are until a call whose commit succeeds (§10.1).
+    bad timestamps stay as they are until a call whose commit succeeds (§10.1). ``previous``
+    as in :func:`get_resources_allocation`.
     """
     del inputs, settings, now
-    return Decision((), listed_as_is(state.cpu))
+    return Decision((), listed_as_is(state.cpu, previous))
 
 
 def get_topology_aware_resources(

@@ -30,6 +30,7 @@ __all__ = [
     "AllocatableResource",
     "AllocationReply",
     "CPUAllocation",
+    "ContainerCPUAllocation",
     "HintsReply",
     "PluginOptions",
     "TopologyAwareQuantity",
@@ -150,6 +151,24 @@ class HintsReply:
             annotations=annotations,
             native_qos_class=request.native_qos_class,
         )
+
+
+# -- GetResourcesAllocation ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerCPUAllocation:
+    """One container's ``cpu`` resource in the GetResourcesAllocation reply (cpu-policy §10.1
+    step 2): ``ResourceAllocationInfo`` without ``resource_hints``.
+
+    Containers on one cpuset share one value (values are immutable).
+    """
+
+    allocated_quantity: int
+    allocation_result: str
+    oci_property_name: str = CPUSET_OCI_PROPERTY
+    is_node_resource: bool = False
+    is_scalar_resource: bool = True
 
 
 # -- topology-aware queries and plugin options --------------------------------------------

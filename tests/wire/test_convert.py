@@ -24,6 +24,7 @@ from policy.cpu.request import ContainerType, RequestError, ResourceRequest, Top
 from tests.wire.plugin_node import resource_request
 from wire import convert
 from wire.gen import resourceplugin_pb2 as pb
+from wire.listing_bytes import ListingEncoder
 
 DOMAIN = ResourceRequest(
     pod_uid="pod-a",
@@ -271,8 +272,9 @@ def test_empty_listing_is_the_empty_message() -> None:
 def test_the_same_listing_value_gets_bytes_equal_to_a_fresh_encoding() -> None:
     pool = ContainerCPUAllocation(4, "1-4")
     reply = ResourcesAllocation({"pod-1": {"c": pool}, "pod-2": {"c": pool}})
-    first = convert.resources_allocation_response(reply)
-    again = convert.resources_allocation_response(reply)
+    encoder = ListingEncoder()  # what a served plugin keeps (wire.resource_plugin.handler)
+    first = encoder.encode(reply)
+    again = encoder.encode(reply)
     fresh = convert.resources_allocation_response(ResourcesAllocation(dict(reply.pod_resources)))
     assert again is first and fresh == first
     other = ResourcesAllocation({"pod-1": {"c": pool}})

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from policy.cpu import allocation_listing
-from policy.cpu.allocation_listing import ContainerCPUAllocation, resources_allocation
+from policy.cpu.allocation_listing import (
+    ContainerCPUAllocation,
+    ResourcesAllocation,
+    resources_allocation,
+)
 from policy.cpu.timestamps import format_qrm_time
 from policy.state.entries import RAMPING, InPool, OwnCPUs
 from policy.state.events import (
@@ -167,34 +170,33 @@ def test_with_enable_reclaim_the_surplus_stays_in_reclaim() -> None:
     assert pools_of(txn.state) == {"reclaim": "3-8,10-15", "reserve": "0,2", "share": "1,9"}
 
 
-def _listed_fresh(state: State, now: float) -> object:
-    """The listing built from nothing: no reply kept from an earlier call."""
-    allocation_listing._SettledListing.last = None
-    _, reply = decide(state, resources_allocation, CTX, now)
+def _listed(state: State, now: float, previous: ResourcesAllocation | None = None) -> object:
+    """The listing of ``state``, built from nothing unless ``previous`` is given."""
+    _, reply = decide(state, resources_allocation, CTX, now, previous)
     return reply
 
 
 def test_a_settled_state_gets_its_reply_again_equal_to_a_freshly_built_one() -> None:
     txn, _ = decide(after_allocate(), resources_allocation, CTX, T0 + 31)  # ramp-up ends
     settled = txn.state
-    first = _listed_fresh(settled, T0 + 62)
-    txn, again = decide(settled, resources_allocation, CTX, T0 + 93)
+    first = _listed(settled, T0 + 62)
+    txn, again = decide(settled, resources_allocation, CTX, T0 + 93, first)
     assert again is first and txn.events == ()
-    assert again == _listed_fresh(settled, T0 + 93)
+    assert again == _listed(settled, T0 + 93)
 
 
 def test_a_changed_state_gets_a_new_reply() -> None:
     txn, _ = decide(after_allocate(), resources_allocation, CTX, T0 + 31)
-    before = _listed_fresh(txn.state, T0 + 62)
+    before = _listed(txn.state, T0 + 62)
     changed = with_events(txn.state, reclaimed("pod-2"))
-    _, reply = decide(changed, resources_allocation, CTX, T0 + 62)
+    _, reply = decide(changed, resources_allocation, CTX, T0 + 62, before)
     assert reply is not before and "pod-2" in reply.pod_resources
-    assert reply == _listed_fresh(changed, T0 + 62)
+    assert reply == _listed(changed, T0 + 62)
 
 
 def test_a_state_with_a_ramping_container_is_listed_anew_each_time() -> None:
     """Its reply depends on the time: ramp-up ends when the period has passed (§10.1)."""
     state = after_allocate()
-    first = _listed_fresh(state, T0 + 1)
-    txn, again = decide(state, resources_allocation, CTX, T0 + 31)
+    first = _listed(state, T0 + 1)
+    txn, again = decide(state, resources_allocation, CTX, T0 + 31, first)
     assert again is not first and isinstance(txn.events[0], RampUpFinished)
