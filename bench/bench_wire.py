@@ -496,13 +496,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     parser.add_argument("--skip-daemon", action="store_true", help="only the in-process rows")
+    parser.add_argument("--skip-balance", action="store_true", help="no balance-round rows")
     args = parser.parse_args()
     samples, blocks, list_samples, repeats = (10, 3, 2, 1) if args.quick else (40, 5, 6, 3)
     bench_in_process(samples, blocks, list_samples)
     if not args.skip_daemon:
         bench_daemon(5000, repeats)
-    print("balance rounds inside the daemon (quiet vs planner alone; pressured vs msgpack of")
-    print("  the inputs): not measured in this pass (bench/bench_balancer.py: planner alone)")
+    if not args.skip_balance:
+        # The quiet and pressured balance rounds (bench/bench_balance_round.py), imported
+        # only when they run: --skip-balance loads none of the balancer.
+        from bench_balance_round import bench_balance_rounds  # noqa: PLC0415
+
+        bench_balance_rounds(quick=args.quick, row=row)
 
 
 if __name__ == "__main__":
