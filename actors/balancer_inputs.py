@@ -162,7 +162,7 @@ def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Cont
     if pod.container_ids is not None:
         by_id = read.containers
         return tuple(
-            Container(name, dict(by_id.get(cid, {})), cid)
+            Container(name, by_id.get(cid, {}), cid)
             for name, cid in zip(pod.containers, pod.container_ids, strict=True)
         ), True
     first, *others = pod.containers

@@ -124,7 +124,11 @@ class Container:
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
         as_str(self.container_id, f"container {self.name!r} id")
         frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
-        object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
+        numas = list(frozen)
+        ordered = sorted(numas)
+        if numas != ordered:  # readers give NUMA order already; sort only when they do not
+            frozen = {numa: frozen[numa] for numa in ordered}
+        object.__setattr__(self, "anon", MappingProxyType(frozen))
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,8 +402,17 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
+#: NUMA ids as JSON keys, made once: a round writes one per container and node.
+_NUMA_KEYS: tuple[str, ...] = tuple(map(str, range(1024)))
+
+
 def _container_to_json(c: Container) -> dict[str, object]:
-    plain: dict[str, object] = {"name": c.name, "anon": {str(n): v for n, v in c.anon.items()}}
+    anon = c.anon
+    if anon and max(anon) < len(_NUMA_KEYS):
+        keys = dict(zip(map(_NUMA_KEYS.__getitem__, anon), anon.values()))
+    else:
+        keys = {str(n): v for n, v in anon.items()}
+    plain: dict[str, object] = {"name": c.name, "anon": keys}
     if c.container_id:  # absent without a pod source: older records read the same
         plain["containerId"] = c.container_id
     return plain
