@@ -18,7 +18,7 @@
   the advice still names every container. A pod whose memory cannot be read is listed with
   no sample on any node, so the round skips it (§4.2) and the journaled inputs show it.
 * **Metrics** (§4.1) are sampled for every node of the distance map; **distances** (§4.4) are
-  read once, when the balancer starts.
+  read and checked once, when the balancer starts (``checked_distances``).
 
 A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
 and ``with_pods`` adds them when the façade's ``round_reads_pods`` says the round on the first
@@ -34,12 +34,22 @@ from dataclasses import replace
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
 from actors.ports.commit import Committer
 from actors.ports.pod_source import PodListSnapshot
-from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
+from policy.balance import (
+    BalanceError,
+    BalanceInfo,
+    BalancerConfig,
+    Container,
+    NumaDistance,
+    Pod,
+    RoundInputs,
+)
 from policy.balance.config import POOL_RECLAIM
+from policy.balance.distances import DistanceLists
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
 __all__ = [
     "PodsProvider",
+    "checked_distances",
     "container_ids_of",
     "metric_inputs",
     "store_pods",
@@ -60,6 +70,21 @@ def store_pods(committer: Committer) -> PodsProvider:
     The provider raises ``StoreUnavailable`` when the store cannot answer (the round fails).
     """
     return lambda: pods_in_pools(committer.latest().state.cpu)
+
+
+def checked_distances(
+    distances: Mapping[int, tuple[NumaDistance, ...]],
+) -> Mapping[int, tuple[NumaDistance, ...]]:
+    """The distance lists read at start, checked once for every round to come
+    (``policy.balance.distances``: they cannot change, so no round checks them again).
+
+    Lists the check refuses are kept as read: each round's inputs then refuse them and the
+    round fails with the reason, as it would if they were checked per round.
+    """
+    try:
+        return DistanceLists(distances)
+    except BalanceError:
+        return dict(distances)
 
 
 def metric_inputs(

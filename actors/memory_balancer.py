@@ -49,6 +49,7 @@ from typing import Any
 import pykka
 
 from actors.balancer_inputs import (
+    checked_distances,
     container_ids_of,
     metric_inputs,
     with_container_ids,
@@ -144,7 +145,7 @@ class MemoryBalancerCore:
         self._config = config
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
-        self._distances = dict(ports.distances.distances())
+        self._distances = checked_distances(ports.distances.distances())
         # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
         # The rounds coalesced since the last journaled one: memory only (a restart journals

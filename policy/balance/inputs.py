@@ -30,7 +30,7 @@ container order is pod-spec order and is kept, since it is part of the output (�
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from types import MappingProxyType
@@ -48,6 +48,7 @@ from policy.balance.decode import (
     reject_unknown,
     required,
 )
+from policy.balance.distances import DistanceLists, NumaDistance, distance_lists_from_rows
 from policy.balance.errors import BalanceError, within
 from policy.balance.gojson import check_time, parse_time
 from policy.balance.record import BalanceInfo
@@ -89,14 +90,6 @@ class NumaMetrics:
         if not isinstance(self.read_write_bandwidth, MissingSample):
             bandwidth = as_float(self.read_write_bandwidth, "readWriteBandwidth")
             object.__setattr__(self, "read_write_bandwidth", bandwidth)
-
-
-@dataclass(frozen=True, slots=True)
-class NumaDistance:
-    """One entry of a NUMA node's distance list (§4.4)."""
-
-    numa_id: int
-    distance: int
 
 
 def _bounded(value: str, where: str, limit: int) -> None:
@@ -198,18 +191,8 @@ class RoundInputs:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "now", check_time(self.now, "now"))
-        if not self.distances:
-            raise BalanceError("distances: the distance map holds no NUMA node")
-        distances: dict[int, tuple[NumaDistance, ...]] = {}
-        for numa in sorted(self.distances):
-            entries = tuple(self.distances[numa])
-            seen = [e.numa_id for e in entries]
-            if len(set(seen)) != len(seen):
-                raise BalanceError(f"distances[{numa}]: a NUMA id appears twice in {seen}")
-            for e in entries:
-                as_int(e.distance, f"distances[{numa}] distance to NUMA {e.numa_id}", minimum=1)
-            distances[numa] = entries
-        set_(self, "distances", MappingProxyType(distances))
+        if not isinstance(self.distances, DistanceLists):  # else checked when it was made
+            set_(self, "distances", DistanceLists(self.distances))
         set_(self, "numa_metrics", MappingProxyType(dict(sorted(self.numa_metrics.items()))))
         set_(
             self,
@@ -321,16 +304,6 @@ _INPUT_KEYS = (
 )
 
 
-def distance_lists_from_rows(
-    rows: Mapping[int, Sequence[int]],
-) -> dict[int, tuple[NumaDistance, ...]]:
-    """Distance lists as sysfs gives them: the i-th number of a node's row is its distance to
-    NUMA i, the node itself included (§4.4; positions are ids, O15)."""
-    return {
-        numa: tuple(NumaDistance(i, d) for i, d in enumerate(row)) for numa, row in rows.items()
-    }
-
-
 def _now_from_json(value: object, where: str) -> float:
     # Operators writing a round file may prefer a timestamp to Unix seconds.
     if isinstance(value, str):
@@ -409,7 +382,7 @@ _NUMA_KEYS: tuple[str, ...] = tuple(map(str, range(1024)))
 def _container_to_json(c: Container) -> dict[str, object]:
     anon = c.anon
     if anon and max(anon) < len(_NUMA_KEYS):
-        keys = dict(zip(map(_NUMA_KEYS.__getitem__, anon), anon.values()))
+        keys = dict(zip(map(_NUMA_KEYS.__getitem__, anon), anon.values(), strict=True))
     else:
         keys = {str(n): v for n, v in anon.items()}
     plain: dict[str, object] = {"name": c.name, "anon": keys}
