@@ -144,7 +144,8 @@ def with_container_ids(pods: PodsInPools, listing: PodListSnapshot | None) -> Po
         if ids is None or not all(ids):
             filled.append(pod)
             continue
-        filled.append(replace(pod, container_ids=tuple(cid for cid in ids if cid)))
+        ids_ = tuple(cid for cid in ids if cid)
+        filled.append(PoolPod(pod.uid, pod.namespace, pod.name, pod.pool, pod.containers, ids_))
     return PodsInPools(pods.pools, tuple(filled))
 
 

@@ -166,7 +166,11 @@ def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
     keys: list[object] = list(value.keys())
     raws: list[Any] = list(value.values())
     numas = _fast_numa_ids(keys)
-    if numas is not None and set(map(type, raws)) <= _NUMBER_TYPES:
+    kinds = set(map(type, raws))
+    if numas is not None and kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:
+        # Byte counts as readers give them: integers hold no NaN and no infinity.
+        return dict(zip(numas, map(float, raws), strict=True))
+    if numas is not None and kinds <= _NUMBER_TYPES:
         try:
             amounts = list(map(float, raws))
         except OverflowError:  # an int beyond any float: the slow path names it
@@ -184,6 +188,7 @@ def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
 
 
 _NUMBER_TYPES = {int, float}
+_INT_TYPE = {int}
 _INT64_MAX_F = float(INT64_MAX)
 
 
