@@ -39,6 +39,7 @@ from policy import names as k8s_names
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
     anon_by_numa,
+    anon_in_bulk,
     as_float,
     as_int,
     as_list,
@@ -94,6 +95,8 @@ class NumaMetrics:
 
 def _bounded(value: str, where: str, limit: int) -> None:
     """Kubernetes' bound on a name (``policy.names``): no pod carries a longer one."""
+    if len(value) * 4 <= limit:  # no code point takes more than 4 bytes in UTF-8
+        return
     reason = k8s_names.too_long(value, where, limit)
     if reason is not None:
         raise BalanceError(reason)
@@ -113,10 +116,14 @@ class Container:
     container_id: str = ""
 
     def __post_init__(self) -> None:
+        # Thousands of containers per round: each message's path is built only on a refusal.
         as_str(self.name, "container name", non_empty=True)
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
-        as_str(self.container_id, f"container {self.name!r} id")
-        frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
+        if not isinstance(self.container_id, str):
+            as_str(self.container_id, f"container {self.name!r} id")
+        frozen = anon_in_bulk(self.anon)
+        if frozen is None:
+            frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
         numas = list(frozen)
         ordered = sorted(numas)
         if numas != ordered:  # readers give NUMA order already; sort only when they do not
