@@ -193,12 +193,15 @@ def _plain_fast(value: object, depth: int) -> Any:
             raise _NotPlain
         if set(map(type, mapping.values())) <= _SCALARS:
             return dict(mapping)
-        return {key: _plain_fast(item, inner) for key, item in mapping.items()}
+        return {
+            key: item if type(item) in _SCALARS else _plain_fast(item, inner)
+            for key, item in mapping.items()
+        }
     if kind is list or kind is tuple:
         items: list[Any] = value  # type: ignore[assignment]
         if set(map(type, items)) <= _SCALARS:
             return list(items)
-        return [_plain_fast(item, inner) for item in items]
+        return [item if type(item) in _SCALARS else _plain_fast(item, inner) for item in items]
     # Subclasses and other mappings take the checked path, which accepts what it accepts.
     raise _NotPlain
 
