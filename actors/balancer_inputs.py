@@ -1,7 +1,7 @@
 """What a balance round reads, gathered from the ports into ``RoundInputs`` (memory-balancer §4).
 
 * **Pods in pools** (§4.5) come from the StateStore's latest CPU section, through the pure
-  query ``policy.state.pool_pods.pods_in_pools``.
+  query ``policy.state.pool_pods.pods_in_pools`` (asked again only when the section is new).
 * **Container IDs** are round inputs, not state (they change on every container restart):
   with a pod source, each round takes them from its latest listing (``with_container_ids``),
   for every pod the listing shows with an ID for each of its regular containers. The IDs
@@ -45,6 +45,7 @@ from policy.balance import (
 )
 from policy.balance.config import POOL_RECLAIM
 from policy.balance.distances import DistanceLists
+from policy.state.cpu_state import CPUState
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
 __all__ = [
@@ -67,9 +68,21 @@ def store_pods(committer: Committer) -> PodsProvider:
     """A ``PodsProvider`` on the StateStore's latest snapshot: one ``GetSnapshot`` per round,
     so each round sees the CPU state the Allocator last committed.
 
+    ``pods_in_pools`` is a pure query on the CPU section, an immutable value that a commit to
+    another section (the balancer's own rounds) leaves as it is: its answer for the last
+    section seen is kept and given again while the snapshot holds that very section.
+
     The provider raises ``StoreUnavailable`` when the store cannot answer (the round fails).
     """
-    return lambda: pods_in_pools(committer.latest().state.cpu)
+    last: list[tuple[CPUState, PodsInPools]] = []
+
+    def pods() -> PodsInPools:
+        cpu = committer.latest().state.cpu
+        if not last or last[0][0] is not cpu:
+            last[:] = [(cpu, pods_in_pools(cpu))]
+        return last[0][1]
+
+    return pods
 
 
 def checked_distances(
