@@ -157,8 +157,10 @@ def with_container_ids(pods: PodsInPools, listing: PodListSnapshot | None) -> Po
         if ids is None or not all(ids):
             filled.append(pod)
             continue
-        ids_ = tuple(cid for cid in ids if cid)
-        filled.append(PoolPod(pod.uid, pod.namespace, pod.name, pod.pool, pod.containers, ids_))
+        listed_ids = tuple(cid for cid in ids if cid)
+        filled.append(
+            PoolPod(pod.uid, pod.namespace, pod.name, pod.pool, pod.containers, listed_ids)
+        )
     return PodsInPools(pods.pools, tuple(filled))
 
 

@@ -14,11 +14,10 @@ write of ``current``, ``last`` and their flags, which fixes the reference's unlo
   ``round_without_pods`` decides the round when the pods cannot change it; otherwise the pods
   are read and ``balance_round`` decides: ``BalanceRoundRecorded`` (record and inputs) or
   ``BalanceRoundFailed`` (inputs and reason; ``current`` kept, O8); a port that fails gives
-  ``unreadable_round``. Then, even
-  after a failed round, the ``GetAdvices`` step: an advice not yet taken is planned by the
-  executor (the decision's ``MigrateMemory`` effect), ``BalanceAdviceTaken`` is committed
-  with the plan in its cause, and the plan is started. A tick never raises (the ticker
-  ``tell``s it): problems are in its ``RoundReport``.
+  ``unreadable_round``. Then, even after a failed round, the ``GetAdvices`` step: an advice
+  not yet taken is planned by the executor (the decision's ``MigrateMemory`` effect),
+  ``BalanceAdviceTaken`` is committed with the plan in its cause, and the plan is started. A
+  tick never raises (the ticker ``tell``s it): problems are in its ``RoundReport``.
 * Coalescing (``policy.balance.coalesce``): a round that repeats the last journaled round's
   outcome and hands nothing out is not committed; the balancer holds the stretch of such
   rounds and commits its summary with the next round it journals (an outcome change, or the
