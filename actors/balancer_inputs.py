@@ -1,7 +1,7 @@
 """What a balance round reads, gathered from the ports into ``RoundInputs`` (memory-balancer §4).
 
 * **Pods in pools** (§4.5) come from the StateStore's latest CPU section, through the pure
-  query ``policy.state.pool_pods.pods_in_pools``.
+  query ``policy.state.pool_pods.pods_in_pools`` (asked again only when the section is new).
 * **Container IDs** are round inputs, not state (they change on every container restart):
   with a pod source, each round takes them from its latest listing (``with_container_ids``),
   for every pod the listing shows with an ID for each of its regular containers. The IDs
@@ -18,7 +18,7 @@
   the advice still names every container. A pod whose memory cannot be read is listed with
   no sample on any node, so the round skips it (§4.2) and the journaled inputs show it.
 * **Metrics** (§4.1) are sampled for every node of the distance map; **distances** (§4.4) are
-  read once, when the balancer starts.
+  read and checked once, when the balancer starts (``checked_distances``).
 
 A round reads pods only once it needs them: ``metric_inputs`` builds the inputs without pods,
 and ``with_pods`` adds them when the façade's ``round_reads_pods`` says the round on the first
@@ -34,12 +34,23 @@ from dataclasses import replace
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
 from actors.ports.commit import Committer
 from actors.ports.pod_source import PodListSnapshot
-from policy.balance import BalanceInfo, BalancerConfig, Container, NumaDistance, Pod, RoundInputs
+from policy.balance import (
+    BalanceError,
+    BalanceInfo,
+    BalancerConfig,
+    Container,
+    NumaDistance,
+    Pod,
+    RoundInputs,
+)
 from policy.balance.config import POOL_RECLAIM
+from policy.balance.distances import DistanceLists
+from policy.state.cpu_state import CPUState
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
 __all__ = [
     "PodsProvider",
+    "checked_distances",
     "container_ids_of",
     "metric_inputs",
     "store_pods",
@@ -57,9 +68,36 @@ def store_pods(committer: Committer) -> PodsProvider:
     """A ``PodsProvider`` on the StateStore's latest snapshot: one ``GetSnapshot`` per round,
     so each round sees the CPU state the Allocator last committed.
 
+    ``pods_in_pools`` is a pure query on the CPU section, an immutable value that a commit to
+    another section (the balancer's own rounds) leaves as it is: its answer for the last
+    section seen is kept and given again while the snapshot holds that very section.
+
     The provider raises ``StoreUnavailable`` when the store cannot answer (the round fails).
     """
-    return lambda: pods_in_pools(committer.latest().state.cpu)
+    last: list[tuple[CPUState, PodsInPools]] = []
+
+    def pods() -> PodsInPools:
+        cpu = committer.latest().state.cpu
+        if not last or last[0][0] is not cpu:
+            last[:] = [(cpu, pods_in_pools(cpu))]
+        return last[0][1]
+
+    return pods
+
+
+def checked_distances(
+    distances: Mapping[int, tuple[NumaDistance, ...]],
+) -> Mapping[int, tuple[NumaDistance, ...]]:
+    """The distance lists read at start, checked once for every round to come
+    (``policy.balance.distances``: they cannot change, so no round checks them again).
+
+    Lists the check refuses are kept as read: each round's inputs then refuse them and the
+    round fails with the reason, as it would if they were checked per round.
+    """
+    try:
+        return DistanceLists(distances)
+    except BalanceError:
+        return dict(distances)
 
 
 def metric_inputs(
@@ -119,7 +157,10 @@ def with_container_ids(pods: PodsInPools, listing: PodListSnapshot | None) -> Po
         if ids is None or not all(ids):
             filled.append(pod)
             continue
-        filled.append(replace(pod, container_ids=tuple(cid for cid in ids if cid)))
+        listed_ids = tuple(cid for cid in ids if cid)
+        filled.append(
+            PoolPod(pod.uid, pod.namespace, pod.name, pod.pool, pod.containers, listed_ids)
+        )
     return PodsInPools(pods.pools, tuple(filled))
 
 
@@ -162,7 +203,7 @@ def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Cont
     if pod.container_ids is not None:
         by_id = read.containers
         return tuple(
-            Container(name, dict(by_id.get(cid, {})), cid)
+            Container(name, by_id.get(cid, {}), cid)
             for name, cid in zip(pod.containers, pod.container_ids, strict=True)
         ), True
     first, *others = pod.containers

@@ -10,14 +10,14 @@ write of ``current``, ``last`` and their flags, which fixes the reference's unlo
 ``last`` (§13, O16).
 
 * ``Tick(now)``: one advisor-loop iteration (§1.1). ``skip_round``: within the cool-down the
-  round is skipped and nothing is read or committed. Else the metrics are sampled, the pods
-  read only if ``round_reads_pods`` says they can change the round, and ``balance_round``
-  decides: ``BalanceRoundRecorded`` (record and inputs) or ``BalanceRoundFailed`` (inputs and
-  reason; ``current`` kept, O8); a port that fails gives ``unreadable_round``. Then, even
-  after a failed round, the ``GetAdvices`` step: an advice not yet taken is planned by the
-  executor (the decision's ``MigrateMemory`` effect), ``BalanceAdviceTaken`` is committed
-  with the plan in its cause, and the plan is started. A tick never raises (the ticker
-  ``tell``s it): problems are in its ``RoundReport``.
+  round is skipped and nothing is read or committed. Else the metrics are sampled, and
+  ``round_without_pods`` decides the round when the pods cannot change it; otherwise the pods
+  are read and ``balance_round`` decides: ``BalanceRoundRecorded`` (record and inputs) or
+  ``BalanceRoundFailed`` (inputs and reason; ``current`` kept, O8); a port that fails gives
+  ``unreadable_round``. Then, even after a failed round, the ``GetAdvices`` step: an advice
+  not yet taken is planned by the executor (the decision's ``MigrateMemory`` effect),
+  ``BalanceAdviceTaken`` is committed with the plan in its cause, and the plan is started. A
+  tick never raises (the ticker ``tell``s it): problems are in its ``RoundReport``.
 * Coalescing (``policy.balance.coalesce``): a round that repeats the last journaled round's
   outcome and hands nothing out is not committed; the balancer holds the stretch of such
   rounds and commits its summary with the next round it journals (an outcome change, or the
@@ -49,6 +49,7 @@ from typing import Any
 import pykka
 
 from actors.balancer_inputs import (
+    checked_distances,
     container_ids_of,
     metric_inputs,
     with_container_ids,
@@ -96,7 +97,7 @@ from policy.balance.decide import (
     balance_round,
     get_advices,
     get_evict_pods,
-    round_reads_pods,
+    round_without_pods,
     skip_round,
     unreadable_round,
 )
@@ -144,7 +145,7 @@ class MemoryBalancerCore:
         self._config = config
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
-        self._distances = dict(ports.distances.distances())
+        self._distances = checked_distances(ports.distances.distances())
         # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
         # The rounds coalesced since the last journaled one: memory only (a restart journals
@@ -286,9 +287,9 @@ class MemoryBalancerCore:
                 cpu_vendor=self._cpu_vendor,
                 last=state.last,
             )
-            if round_reads_pods(state, inputs):
-                inputs = self._with_pods(inputs)
-            decision = balance_round(state, inputs)
+            decision = round_without_pods(state, inputs)
+            if decision is None:
+                decision = balance_round(state, self._with_pods(inputs))
         except Exception as err:
             if not isinstance(err, BalanceError | OSError):
                 # Not a port that failed as ports do: a bug, worth its traceback.

@@ -25,8 +25,9 @@ only ratios are meant to be compared between runs.
   of the same mix.
 * **Resident memory** of the daemon serving 5,000 pods (absolute).
 
-The balance-round rows (quiet and pressured rounds inside the daemon vs the planner alone) are
-printed as not measured: ``bench/bench_balancer.py`` measures the planner alone so far.
+* **Balance rounds inside the daemon** (``bench/bench_balance_round.py``: the real MemoryBalancer
+  on the real StateStore, 32 NUMA nodes, 2,000 pods): a quiet round vs the planner alone on the
+  same inputs, and a pressured round, its inputs journaled, vs msgpack-encoding those inputs once.
 """
 
 from __future__ import annotations
@@ -568,6 +569,7 @@ def main() -> None:
     parser.add_argument(
         "--only-replay", action="store_true", help="only the journal replay rows (5,000 pods)"
     )
+    parser.add_argument("--skip-balance", action="store_true", help="no balance-round rows")
     args = parser.parse_args()
     if args.only_replay:
         bench_replay_only(5000)
@@ -576,8 +578,12 @@ def main() -> None:
     bench_in_process(samples, blocks, list_samples)
     if not args.skip_daemon:
         bench_daemon(5000, repeats)
-    print("balance rounds inside the daemon (quiet vs planner alone; pressured vs msgpack of")
-    print("  the inputs): not measured in this pass (bench/bench_balancer.py: planner alone)")
+    if not args.skip_balance:
+        # The quiet and pressured balance rounds (bench/bench_balance_round.py), imported
+        # only when they run: --skip-balance loads none of the balancer.
+        from bench_balance_round import bench_balance_rounds  # noqa: PLC0415
+
+        bench_balance_rounds(quick=args.quick, row=row)
 
 
 if __name__ == "__main__":

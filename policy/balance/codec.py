@@ -153,10 +153,61 @@ def _inputs(value: object, where: str) -> dict[str, Any]:
 def _plain(value: object, where: str, depth: int) -> Any:
     """A deep copy of ``value`` in plain types (str-keyed maps, lists, scalars).
 
+    A round's inputs hold a value per container and NUMA node (tens of thousands on a large
+    node), so the copy runs without building a path per value; only when it meets something
+    that is not plain does ``_plain_checked`` walk again to name the place.
+
     Raises:
         CodecError: a value of another type, a non-string key, or nesting deeper than
             ``MAX_DEPTH``.
     """
+    try:
+        return _plain_fast(value, depth)
+    except _NotPlain:
+        return _plain_checked(value, where, depth)
+
+
+class _NotPlain(Exception):  # noqa: N818 - an internal signal, never raised to a caller
+    """``_plain_fast`` met a value it does not copy; ``_plain_checked`` says why."""
+
+
+_SCALARS: Final = frozenset({type(None), bool, int, float, str})
+_STR: Final = frozenset({str})
+
+
+def _plain_fast(value: object, depth: int) -> Any:
+    """``_plain`` without the paths: the same copy, or ``_NotPlain``.
+
+    A map or list of scalars (each container's anon, each distance pair) is copied whole by
+    the builtins once the types of its items are known to be plain.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
+    inner = depth + 1
+    if kind is dict:
+        mapping: dict[Any, Any] = value  # type: ignore[assignment]
+        if not set(map(type, mapping)) <= _STR:
+            raise _NotPlain
+        if set(map(type, mapping.values())) <= _SCALARS:
+            return dict(mapping)
+        return {
+            key: item if type(item) in _SCALARS else _plain_fast(item, inner)
+            for key, item in mapping.items()
+        }
+    if kind is list or kind is tuple:
+        items: list[Any] = value  # type: ignore[assignment]
+        if set(map(type, items)) <= _SCALARS:
+            return list(items)
+        return [item if type(item) in _SCALARS else _plain_fast(item, inner) for item in items]
+    # Subclasses and other mappings take the checked path, which accepts what it accepts.
+    raise _NotPlain
+
+
+def _plain_checked(value: object, where: str, depth: int) -> Any:
+    """``_plain`` with the path of every value, for its messages."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if depth >= MAX_DEPTH:
@@ -166,8 +217,8 @@ def _plain(value: object, where: str, depth: int) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CodecError(f"{where}: keys must be strings, got {key!r:.40}")
-            out[key] = _plain(item, f"{where}.{key}", depth + 1)
+            out[key] = _plain_checked(item, f"{where}.{key}", depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [_plain(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
+        return [_plain_checked(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
     raise CodecError(f"{where}: {type(value).__name__} is not a plain value")

@@ -16,7 +16,8 @@ One tick (§1.1) is a round, then the ``GetAdvices`` step:
   or measured (§6.2 step 2). Otherwise None: the round reads its inputs.
 * ``round_reads_pods(section, inputs)``: whether a round on the metrics alone found pressure
   to act on, so that the pods (every pod's cgroup: the costly read) can change its outcome.
-  The reference, too, lists pods only from step 7 on (§7).
+  The reference, too, lists pods only from step 7 on (§7). ``round_without_pods`` answers
+  the same question with the round's decision when the pods cannot change it, planned once.
 * ``balance_round(section, inputs)``: ``start`` then ``conclude`` (``BalanceRoundRecorded``,
   the record stored as ``current``) or ``fail`` (``BalanceRoundFailed``, ``current`` kept,
   O8). Each event carries the round's ``RoundInputs.to_json()``: the round can be re-run from
@@ -53,7 +54,7 @@ from policy.balance.eviction import EvictOffer
 from policy.balance.inputs import RoundInputs
 from policy.balance.lifecycle import balancer_window, has_pods_to_move, record_machine_state
 from policy.balance.record import BalanceInfo, BalanceStatus
-from policy.balance.round import RoundResult, in_cool_down
+from policy.balance.round import RoundOutcome, RoundResult, in_cool_down
 from policy.balance.section import BalancerState, run_round, take_eviction
 from policy.decision import Decision, Effect
 
@@ -66,6 +67,7 @@ __all__ = [
     "get_advices",
     "get_evict_pods",
     "round_reads_pods",
+    "round_without_pods",
     "skip_round",
     "unreadable_round",
 ]
@@ -175,6 +177,26 @@ def round_reads_pods(section: BalancerState, inputs: RoundInputs) -> bool:
         BalanceError: ``inputs.last`` is not the section's last emitted round.
     """
     _, outcome = run_round(section, inputs)
+    return _reads_pods(outcome)
+
+
+def round_without_pods(section: BalancerState, inputs: RoundInputs) -> Decision[RoundReply] | None:
+    """The round decided on its metrics alone, when the pods cannot change it; None when it
+    must read them (``round_reads_pods``).
+
+    One plan for both answers: a quiet round (most rounds) is planned once, and the decision
+    is ``balance_round(section, inputs)``'s, the one a re-run of its journaled inputs makes.
+
+    Raises:
+        BalanceError: ``inputs.last`` is not the section's last emitted round.
+    """
+    _, outcome = run_round(section, inputs)
+    if _reads_pods(outcome):
+        return None
+    return _round_decision(section, inputs, outcome)
+
+
+def _reads_pods(outcome: RoundOutcome) -> bool:
     return outcome.record is not None and outcome.record.need_balance
 
 
@@ -196,6 +218,13 @@ def balance_round(section: BalancerState, inputs: RoundInputs) -> Decision[Round
             journal would record is not the round that ran.
     """
     _, outcome = run_round(section, inputs)
+    return _round_decision(section, inputs, outcome)
+
+
+def _round_decision(
+    section: BalancerState, inputs: RoundInputs, outcome: RoundOutcome
+) -> Decision[RoundReply]:
+    """``balance_round``'s decision from the planner's ``outcome`` on ``inputs``."""
     record = outcome.record
     # The planner skips by the cool-down rule and then has no record; that answers the
     # machine's ``in_cool_down`` guard, so the two cannot disagree.

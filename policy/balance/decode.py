@@ -16,6 +16,7 @@ from policy.balance.errors import BalanceError
 
 __all__ = [
     "anon_by_numa",
+    "anon_in_bulk",
     "as_bool",
     "as_float",
     "as_int",
@@ -163,19 +164,9 @@ def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
     Raises:
         BalanceError: a key is not a NUMA id or a value is not a byte count, named with its path.
     """
-    keys: list[object] = list(value.keys())
-    raws: list[Any] = list(value.values())
-    numas = _fast_numa_ids(keys)
-    if numas is not None and set(map(type, raws)) <= _NUMBER_TYPES:
-        try:
-            amounts = list(map(float, raws))
-        except OverflowError:  # an int beyond any float: the slow path names it
-            amounts = [math.nan]
-        # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
-        if not amounts or (
-            min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
-        ):
-            return dict(zip(numas, amounts, strict=True))
+    bulk = anon_in_bulk(value)
+    if bulk is not None:
+        return bulk
     out: dict[int, float] = {}
     for key, raw in value.items():
         numa = int_key(key, where) if isinstance(key, str) else as_int(key, f"{where} key")
@@ -183,7 +174,35 @@ def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
     return out
 
 
+def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:
+    """``anon_by_numa`` for the common case, checked in bulk with builtins; None when a key
+    or a value needs the per-value checks (which name it), so a caller builds the path of
+    its message only then.
+    """
+    keys: list[object] = list(value.keys())
+    raws: list[Any] = list(value.values())
+    numas = _fast_numa_ids(keys)
+    if numas is None:
+        return None
+    kinds = set(map(type, raws))
+    if kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:
+        # Byte counts as readers give them: integers hold no NaN and no infinity.
+        return dict(zip(numas, map(float, raws), strict=True))
+    if kinds <= _NUMBER_TYPES:
+        try:
+            amounts = list(map(float, raws))
+        except OverflowError:  # an int beyond any float: the per-value checks name it
+            return None
+        # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
+        if not amounts or (
+            min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
+        ):
+            return dict(zip(numas, amounts, strict=True))
+    return None
+
+
 _NUMBER_TYPES = {int, float}
+_INT_TYPE = {int}
 _INT64_MAX_F = float(INT64_MAX)
 
 

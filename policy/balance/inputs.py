@@ -30,7 +30,7 @@ container order is pod-spec order and is kept, since it is part of the output (�
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from types import MappingProxyType
@@ -39,6 +39,7 @@ from policy import names as k8s_names
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
     anon_by_numa,
+    anon_in_bulk,
     as_float,
     as_int,
     as_list,
@@ -48,6 +49,7 @@ from policy.balance.decode import (
     reject_unknown,
     required,
 )
+from policy.balance.distances import DistanceLists, NumaDistance, distance_lists_from_rows
 from policy.balance.errors import BalanceError, within
 from policy.balance.gojson import check_time, parse_time
 from policy.balance.record import BalanceInfo
@@ -91,16 +93,10 @@ class NumaMetrics:
             object.__setattr__(self, "read_write_bandwidth", bandwidth)
 
 
-@dataclass(frozen=True, slots=True)
-class NumaDistance:
-    """One entry of a NUMA node's distance list (§4.4)."""
-
-    numa_id: int
-    distance: int
-
-
 def _bounded(value: str, where: str, limit: int) -> None:
     """Kubernetes' bound on a name (``policy.names``): no pod carries a longer one."""
+    if len(value) * 4 <= limit:  # no code point takes more than 4 bytes in UTF-8
+        return
     reason = k8s_names.too_long(value, where, limit)
     if reason is not None:
         raise BalanceError(reason)
@@ -120,11 +116,19 @@ class Container:
     container_id: str = ""
 
     def __post_init__(self) -> None:
+        # Thousands of containers per round: each message's path is built only on a refusal.
         as_str(self.name, "container name", non_empty=True)
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
-        as_str(self.container_id, f"container {self.name!r} id")
-        frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
-        object.__setattr__(self, "anon", MappingProxyType(dict(sorted(frozen.items()))))
+        if not isinstance(self.container_id, str):
+            as_str(self.container_id, f"container {self.name!r} id")
+        frozen = anon_in_bulk(self.anon)
+        if frozen is None:
+            frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
+        numas = list(frozen)
+        ordered = sorted(numas)
+        if numas != ordered:  # readers give NUMA order already; sort only when they do not
+            frozen = {numa: frozen[numa] for numa in ordered}
+        object.__setattr__(self, "anon", MappingProxyType(frozen))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,18 +198,8 @@ class RoundInputs:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "now", check_time(self.now, "now"))
-        if not self.distances:
-            raise BalanceError("distances: the distance map holds no NUMA node")
-        distances: dict[int, tuple[NumaDistance, ...]] = {}
-        for numa in sorted(self.distances):
-            entries = tuple(self.distances[numa])
-            seen = [e.numa_id for e in entries]
-            if len(set(seen)) != len(seen):
-                raise BalanceError(f"distances[{numa}]: a NUMA id appears twice in {seen}")
-            for e in entries:
-                as_int(e.distance, f"distances[{numa}] distance to NUMA {e.numa_id}", minimum=1)
-            distances[numa] = entries
-        set_(self, "distances", MappingProxyType(distances))
+        if not isinstance(self.distances, DistanceLists):  # else checked when it was made
+            set_(self, "distances", DistanceLists(self.distances))
         set_(self, "numa_metrics", MappingProxyType(dict(sorted(self.numa_metrics.items()))))
         set_(
             self,
@@ -317,16 +311,6 @@ _INPUT_KEYS = (
 )
 
 
-def distance_lists_from_rows(
-    rows: Mapping[int, Sequence[int]],
-) -> dict[int, tuple[NumaDistance, ...]]:
-    """Distance lists as sysfs gives them: the i-th number of a node's row is its distance to
-    NUMA i, the node itself included (§4.4; positions are ids, O15)."""
-    return {
-        numa: tuple(NumaDistance(i, d) for i, d in enumerate(row)) for numa, row in rows.items()
-    }
-
-
 def _now_from_json(value: object, where: str) -> float:
     # Operators writing a round file may prefer a timestamp to Unix seconds.
     if isinstance(value, str):
@@ -398,8 +382,17 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
+#: NUMA ids as JSON keys, made once: a round writes one per container and node.
+_NUMA_KEYS: tuple[str, ...] = tuple(map(str, range(1024)))
+
+
 def _container_to_json(c: Container) -> dict[str, object]:
-    plain: dict[str, object] = {"name": c.name, "anon": {str(n): v for n, v in c.anon.items()}}
+    anon = c.anon
+    if anon and max(anon) < len(_NUMA_KEYS):
+        keys = dict(zip(map(_NUMA_KEYS.__getitem__, anon), anon.values(), strict=True))
+    else:
+        keys = {str(n): v for n, v in anon.items()}
+    plain: dict[str, object] = {"name": c.name, "anon": keys}
     if c.container_id:  # absent without a pod source: older records read the same
         plain["containerId"] = c.container_id
     return plain

@@ -7,12 +7,25 @@ from typing import Any
 
 import pytest
 
-from actors.balancer_inputs import container_ids_of, metric_inputs, with_container_ids, with_pods
+from actors.balancer_inputs import (
+    container_ids_of,
+    metric_inputs,
+    store_pods,
+    with_container_ids,
+    with_pods,
+)
 from actors.ports.pod_source import PodListing, PodListSnapshot
-from policy.balance import BalancerConfig, RoundInputs
-from policy.state.pool_pods import PodsInPools, PoolPod
+from policy.balance import BalanceInfo, BalancerConfig, RoundInputs
+from policy.balance.events import BalanceRoundRecorded
+from policy.state.entries import InPool
+from policy.state.events import ContainerAllocated, PoolSet
+from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
+from policy.state.sections import empty_state
+from policy.topology.cpuset import CPUSet
 from tests.actors.balancer_fakes import FakeDistances, FakeMemory, FakeMetrics, container_id
+from tests.actors.fakes import ApplyingCommitter
 from tests.policy.balance.examples import EX2_B, EX2_L, NOW, T4, GiB, pod
+from tests.policy.state_fixtures import SYNTH_16_2_4, container
 
 
 def _gather(pods: PodsInPools, memory: FakeMemory) -> tuple[RoundInputs, int]:
@@ -130,3 +143,21 @@ def test_an_unreadable_pod_still_names_the_ids_it_was_looked_up_by() -> None:
     assert [(c.name, c.container_id, dict(c.anon)) for c in got.containers] == [
         ("app", "cri-o://g1", {})
     ]
+
+
+def test_the_pods_in_pools_are_listed_again_only_for_a_new_cpu_section() -> None:
+    """A balance commit leaves the CPU section as it is: the same listing is given again; an
+    Allocator's commit makes a new section, listed anew."""
+    store = ApplyingCommitter(empty_state(SYNTH_16_2_4))
+    store.commit((PoolSet("share", CPUSet.parse("0-3")),), {"rpc": "test"})
+    pods = store_pods(store)
+    first = pods()
+    assert first == pods_in_pools(store.latest().state.cpu) and first.pods == ()
+    record = BalanceInfo(NOW)
+    store.commit((BalanceRoundRecorded(record, {"now": NOW}),), {"command": "Tick", "now": NOW})
+    assert pods() is first
+    entry = container("p1", "app", InPool("share"), owner="share")
+    store.commit((ContainerAllocated(entry),), {"rpc": "test"})
+    again = pods()
+    assert again is not first and [p.uid for p in again.pods] == ["p1"]
+    assert again == pods_in_pools(store.latest().state.cpu)

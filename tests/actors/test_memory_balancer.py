@@ -400,3 +400,14 @@ def test_a_round_without_pressure_reads_no_pod_and_journals_none() -> None:
     b.metrics.latency = list(EX2_L)
     assert b.core.handle(Tick(b.at(5))).advice is not None
     assert b.memory.reads == len(EX2_PODS)
+
+
+def test_distance_lists_the_check_refuses_fail_every_round_with_the_reason() -> None:
+    """The lists are checked once at start (``checked_distances``); lists it refuses do not
+    stop the balancer: each round fails with the reason, journaled, as a bad input does."""
+    b = Balancer(table={0: [(1, 11), (1, 21)], 1: [(0, 11)], 2: [(0, 21)], 3: [(0, 21)]})
+    for t in (0, 5):
+        report = b.core.handle(Tick(b.at(t)))
+        assert report.result is RoundResult.FAILED
+        assert "distances[0]: a NUMA id appears twice" in report.error
+    assert b.store.kinds() == ["BalanceRoundFailed", "BalanceRoundFailed"]

@@ -31,6 +31,7 @@ from policy.balance.decide import (
     get_advices,
     get_evict_pods,
     round_reads_pods,
+    round_without_pods,
     skip_round,
     unreadable_round,
 )
@@ -149,6 +150,25 @@ def test_pods_are_read_only_when_they_can_change_the_round(
         assert balance_round(BalancerState(), inputs).reply.record == (
             balance_round(BalancerState(), with_pods).reply.record
         ), "the pods could not have changed it"
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        pytest.param(replace(EX2, pods=(), pools={}), id="pressure: read the pods"),
+        pytest.param(replace(QUIET, pods=(), pools={}), id="no pressure"),
+        pytest.param(replace(MISSING_METRIC, pods=(), pools={}), id="a missing metric"),
+    ],
+)
+def test_a_round_decided_without_pods_is_the_balance_round_on_the_same_inputs(
+    inputs: RoundInputs,
+) -> None:
+    """The one plan that says the pods are not needed is the round's decision, the same one
+    a re-run of its journaled inputs makes."""
+    decision = round_without_pods(BalancerState(), inputs)
+    assert (decision is None) is round_reads_pods(BalancerState(), inputs)
+    if decision is not None:
+        assert decision == balance_round(BalancerState(), inputs)
 
 
 def test_a_round_whose_inputs_cannot_be_read_fails_with_its_time_only() -> None:

@@ -38,3 +38,21 @@ def test_an_oversized_name_is_refused(fields: dict[str, str], reason: str) -> No
 
 def test_names_at_their_bounds_pass() -> None:
     pod(uid="u" * 128, namespace="n" * 63, name="n" * 253, container="c" * 63)
+
+
+@pytest.mark.parametrize(
+    ("container", "refused"),
+    [
+        pytest.param("\U0001f600" * 15, False, id="fifteen 4-byte characters are 60 bytes"),
+        pytest.param("\U0001f600" * 16, True, id="sixteen 4-byte characters are 64 bytes"),
+        pytest.param("\u20ac" * 21, False, id="twenty-one 3-byte characters are 63 bytes"),
+        pytest.param("\u20ac" * 22, True, id="twenty-two 3-byte characters are 66 bytes"),
+        pytest.param("\ud800" * 22, True, id="a lone surrogate counts its 3 bytes"),
+    ],
+)
+def test_the_bounds_count_utf8_bytes_not_characters(container: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(BalanceError, match="container name is"):
+            pod(container=container)
+    else:
+        pod(container=container)

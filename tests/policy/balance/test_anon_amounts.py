@@ -1,0 +1,60 @@
+"""A container's anonymous memory per NUMA node as the inputs take it (memory-balancer §4.2,
+``policy.balance.decode.anon_by_numa``): the bulk checks give what the per-value checks give,
+and refuse what they refuse, naming the value."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policy.balance import BalanceError
+from policy.balance.decode import INT64_MAX, anon_by_numa, as_float, as_int, int_key
+
+AMOUNTS = st.integers(-5, INT64_MAX + 2**11) | st.floats() | st.booleans()
+KEYS = st.integers(-2, 64) | st.from_regex(r"\A(-?[0-9]{1,3}|x)\Z")
+
+
+def checked_one_by_one(value: dict[Any, Any]) -> dict[int, float] | str:
+    """The per-value rules, each value alone: the result, or the refusal's message."""
+    out: dict[int, float] = {}
+    try:
+        for key, raw in value.items():
+            numa = int_key(key, "anon") if isinstance(key, str) else as_int(key, "anon key")
+            out[numa] = as_float(raw, f"anon[{key!r}]", maximum=float(INT64_MAX))
+    except BalanceError as err:
+        return str(err)
+    return out
+
+
+@given(st.dictionaries(KEYS, AMOUNTS, max_size=8))
+def test_bulk_checks_agree_with_the_per_value_rules(value: dict[Any, Any]) -> None:
+    want = checked_one_by_one(value)
+    try:
+        got: dict[int, float] | str = anon_by_numa(value, "anon")
+    except BalanceError as err:
+        got = str(err)
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param({0: -1}, r"anon\[0\]: -1 is outside", id="a negative byte count"),
+        pytest.param({0: math.nan}, r"anon\[0\]: expected a finite number", id="not a number"),
+        pytest.param({0: True}, r"anon\[0\]: expected a number", id="a boolean"),
+        pytest.param({-1: 5}, "anon key: -1 is outside", id="a negative NUMA id"),
+    ],
+)
+def test_what_is_not_a_byte_count_is_refused_by_name(value: dict[Any, Any], message: str) -> None:
+    with pytest.raises(BalanceError, match=message):
+        anon_by_numa(value, "anon")
+
+
+def test_integer_byte_counts_become_floats_in_numa_order_given() -> None:
+    got = anon_by_numa({3: 4096, 1: 0, 2: INT64_MAX}, "anon")
+    assert got == {3: 4096.0, 1: 0.0, 2: float(INT64_MAX)}
+    assert all(type(v) is float for v in got.values())
