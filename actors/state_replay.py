@@ -16,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import immutables
+
 from actors.errors import ActorError
 from journal import Record
 from journal.recovery import collector_paused
 from policy.errors import ErrorKind, StateError
 from policy.state.codec import decode_event, decode_state
 from policy.state.events import Event
-from policy.state.sections import State, apply_all, empty_state
+from policy.state.sections import State, apply_to_sections, empty_state
 from policy.topology.model import CPUTopology
 
 __all__ = ["ReplayError", "decode_events", "replay_records", "state_from_checkpoint"]
@@ -102,6 +104,11 @@ def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int,
     """
     count = 0
     events_applied = 0
+    # The sections are kept in a plain dict from one record to the next and the state is
+    # built once at the end: the same state apply_all gives record after record
+    # (policy.state.sections.apply_to_sections), without a State per event. A record that
+    # does not fit ends the replay, so the partly applied dict is never used.
+    sections = dict(state.sections)
     # Every state rebuilt on the way is kept alive by the records and the next state: with
     # the collector running, its collections walked all of them again and again, which took
     # longer than the replay itself (journal.recovery.collector_paused, the why).
@@ -109,7 +116,7 @@ def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int,
         for record in records:
             events = decode_events(record)
             try:
-                state = apply_all(state, events)
+                apply_to_sections(sections, events)
             except StateError as err:
                 raise ReplayError(
                     record.seq,
@@ -118,4 +125,6 @@ def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int,
                 ) from err
             count += 1
             events_applied += len(events)
-    return state, count, events_applied
+    if not count:
+        return state, 0, 0
+    return State(immutables.Map(sections)), count, events_applied
