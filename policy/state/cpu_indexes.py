@@ -30,7 +30,7 @@ part of state equality.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 import immutables
@@ -345,6 +345,134 @@ class CPUIndexes(NamedTuple):
             shared_sum=shared_sum,
             shared_unknown=shared_unknown,
         )
+
+    def with_entries(
+        self, entries: Iterable[ContainerEntry], numa_masks: Mapping[int, int]
+    ) -> CPUIndexes:
+        """The indexes after each of ``entries`` is added, none of them indexed before.
+
+        Equal to ``replaced(entry.key, None, entry, numa_masks)`` for each entry in turn (a
+        hypothesis property holds the two together), built in one pass with map mutations
+        instead of a new value per entry: a checkpoint's thousands of entries are decoded
+        this way.
+        """
+        groups = _GroupsBuilder(self.by_owner)
+        unknown = _GroupsBuilder(self.shared_unknown)
+        in_pool = dict(self.in_pool)
+        nb_pools = dict(self.nb_pools)
+        dnb_numas = dict(self.dnb_numas)
+        nb_numas = dict(self.nb_numas)
+        sums = dict(self.shared_sum)
+        ramp_flagged = self.ramp_flagged.mutate()
+        dedicated = self.dedicated.mutate()
+        isolated = self.isolated.mutate()
+        unpooled = self.unpooled.mutate()
+        ramp_unsettled = self.ramp_unsettled.mutate()
+        unpooled_unflagged = self.unpooled_unflagged.mutate()
+        allocated = _CPURefsBuilder(self.allocated_refs, self.allocated_mask)
+        dedicated_cpus = _CPURefsBuilder(self.dedicated_refs, self.dedicated_mask)
+        on_ramp, nb_on_ramp = self.on_ramp, self.nb_on_ramp
+        for entry in entries:
+            b = _facts(entry, numa_masks)
+            if b is _NOTHING or b == _NOTHING:
+                continue
+            key = entry.key
+            if b.owner:
+                groups.add(b.owner, key)
+            if b.in_pool:
+                in_pool[b.in_pool] = in_pool.get(b.in_pool, 0) + 1
+            if b.ramp_flag:
+                ramp_flagged[key] = None
+            on_ramp += b.on_ramp
+            if b.dedicated:
+                dedicated[key] = None
+            if b.isolated:
+                isolated[key] = None
+            if b.unpooled:
+                unpooled[key] = None
+            if b.ramp_unsettled:
+                ramp_unsettled[key] = None
+            if b.unpooled_unflagged:
+                unpooled_unflagged[key] = None
+            allocated.add(b.allocated_bits)
+            dedicated_cpus.add(b.dedicated_bits)
+            for numa in b.dnb_numas:
+                dnb_numas[numa] = dnb_numas.get(numa, 0) + 1
+            for numa in b.nb_numas:
+                nb_numas[numa] = nb_numas.get(numa, 0) + 1
+            if b.nb_pool:
+                nb_pools[b.nb_pool] = nb_pools.get(b.nb_pool, 0) + 1
+            nb_on_ramp += b.nb_on_ramp
+            if b.shared_owner:
+                count, total = sums.get(b.shared_owner, (0, 0))
+                sums[b.shared_owner] = (count + 1, total + exact_units(b.shared_quantity))
+                if b.shared_quantity == 0:
+                    unknown.add(b.shared_owner, key)
+        allocated_refs, allocated_mask = allocated.finish()
+        dedicated_refs, dedicated_mask = dedicated_cpus.finish()
+        return CPUIndexes(
+            by_owner=groups.finish(),
+            in_pool=immutables.Map(in_pool),
+            ramp_flagged=ramp_flagged.finish(),
+            on_ramp=on_ramp,
+            dedicated=dedicated.finish(),
+            isolated=isolated.finish(),
+            unpooled=unpooled.finish(),
+            ramp_unsettled=ramp_unsettled.finish(),
+            unpooled_unflagged=unpooled_unflagged.finish(),
+            allocated_refs=allocated_refs,
+            allocated_mask=allocated_mask,
+            dedicated_refs=dedicated_refs,
+            dedicated_mask=dedicated_mask,
+            dnb_numas=immutables.Map(dnb_numas),
+            nb_numas=immutables.Map(nb_numas),
+            nb_pools=immutables.Map(nb_pools),
+            nb_on_ramp=nb_on_ramp,
+            shared_sum=immutables.Map(sums),
+            shared_unknown=unknown.finish(),
+        )
+
+
+class _GroupsBuilder:
+    """Adds members to a map of groups (group -> map of keys) in place, for ``with_entries``."""
+
+    def __init__(self, groups: immutables.Map[str, immutables.Map[ContainerKey, None]]) -> None:
+        self._groups = groups
+        self._added: dict[str, Any] = {}
+
+    def add(self, group: str, key: ContainerKey) -> None:
+        members = self._added.get(group)
+        if members is None:
+            members = self._added[group] = self._groups.get(group, _NO_KEYS).mutate()
+        members[key] = None
+
+    def finish(self) -> immutables.Map[str, immutables.Map[ContainerKey, None]]:
+        if not self._added:
+            return self._groups
+        groups = self._groups.mutate()
+        for group, members in self._added.items():
+            groups[group] = members.finish()
+        return groups.finish()
+
+
+class _CPURefsBuilder:
+    """Adds one holder of a set of CPUs at a time in place, keeping the union, for
+    ``with_entries``."""
+
+    def __init__(self, refs: immutables.Map[int, int], mask: int) -> None:
+        self._refs = refs.mutate()
+        self._mask = mask
+
+    def add(self, bits: int) -> None:
+        if not bits:
+            return
+        refs = self._refs
+        for cpu in _bits_ids(bits):
+            refs[cpu] = refs.get(cpu, 0) + 1
+        self._mask |= bits
+
+    def finish(self) -> tuple[immutables.Map[int, int], int]:
+        return self._refs.finish(), self._mask
 
 
 def _shared_changes(
