@@ -324,26 +324,28 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp += b.nb_on_ramp - a.nb_on_ramp
         if (a.shared_owner, a.shared_quantity) != (b.shared_owner, b.shared_quantity):
             shared_sum, shared_unknown = _shared_changes(shared_sum, shared_unknown, key, a, b)
+        # Positional, in field order (the order of the unpacking above): several times cheaper
+        # than by keyword, and this runs for every applied event.
         return CPUIndexes(
-            by_owner=by_owner,
-            in_pool=in_pool,
-            ramp_flagged=ramp_flagged,
-            on_ramp=on_ramp,
-            dedicated=dedicated,
-            isolated=isolated,
-            unpooled=unpooled,
-            ramp_unsettled=ramp_unsettled,
-            unpooled_unflagged=unpooled_unflagged,
-            allocated_refs=allocated_refs,
-            allocated_mask=allocated_mask,
-            dedicated_refs=dedicated_refs,
-            dedicated_mask=dedicated_mask,
-            dnb_numas=dnb_numas,
-            nb_numas=nb_numas,
-            nb_pools=nb_pools,
-            nb_on_ramp=nb_on_ramp,
-            shared_sum=shared_sum,
-            shared_unknown=shared_unknown,
+            by_owner,
+            in_pool,
+            ramp_flagged,
+            on_ramp,
+            dedicated,
+            isolated,
+            unpooled,
+            ramp_unsettled,
+            unpooled_unflagged,
+            allocated_refs,
+            allocated_mask,
+            dedicated_refs,
+            dedicated_mask,
+            dnb_numas,
+            nb_numas,
+            nb_pools,
+            nb_on_ramp,
+            shared_sum,
+            shared_unknown,
         )
 
     def with_entries(
