@@ -113,26 +113,46 @@ def fast_placement(value: object) -> Placement | None:
 
 _ENTRY_FIELDS: Final = tuple(f.name for f in dataclasses.fields(ContainerEntry))
 _ENTRY_KEYS: Final = frozenset(_ENTRY_FIELDS)
-# Every entry field the codec writes as a plain string (the rest are listed in fast_entry).
-_ENTRY_STR_FIELDS: Final = tuple(
-    name
+# The fields fast_entry checks and decodes itself; every other one the codec writes as a
+# plain string.
+_ENTRY_DECODED: Final = ("container_index", "ramp_up", "placement", "labels", "annotations")
+_ENTRY_FLOAT: Final = "request_quantity"
+
+
+def _slot_setter(name: str) -> Callable[[ContainerEntry, object], None]:
+    setter: Callable[[ContainerEntry, object], None] = getattr(ContainerEntry, name).__set__
+    return setter
+
+
+# Each entry field's slot, set directly: the dataclass __init__ of a frozen class sets each
+# field through object.__setattr__ by name, which was the larger part of decoding an entry.
+# Its __post_init__ only freezes the label and annotation maps, and fast_entry hands it
+# maps already frozen, so the entry is the one ContainerEntry(**fields) builds (the property
+# in tests/policy/state/test_codec_fast.py holds the two paths together).
+_ENTRY_STR_SLOTS: Final = tuple(
+    (name, _slot_setter(name))
     for name in _ENTRY_FIELDS
-    if name
-    not in ("container_index", "ramp_up", "placement", "labels", "annotations", "request_quantity")
+    if name not in _ENTRY_DECODED and name != _ENTRY_FLOAT
 )
+_SET_INDEX: Final = _slot_setter("container_index")
+_SET_RAMP_UP: Final = _slot_setter("ramp_up")
+_SET_PLACEMENT: Final = _slot_setter("placement")
+_SET_LABELS: Final = _slot_setter("labels")
+_SET_ANNOTATIONS: Final = _slot_setter("annotations")
+_SET_QUANTITY: Final = _slot_setter(_ENTRY_FLOAT)
+_new_object = object.__new__
 
 
 def fast_entry(value: object) -> ContainerEntry | None:
     """A container entry map as the codec writes it, or None."""
     if type(value) is not dict or value.keys() != _ENTRY_KEYS:
         return None
-    for name in _ENTRY_STR_FIELDS:
-        if type(value[name]) is not str:
-            return None
     index = value["container_index"]
     if type(index) is not int or not 0 <= index <= _UINT64_MAX:
         return None
-    if type(value["ramp_up"]) is not bool or type(value["request_quantity"]) is not float:
+    ramp_up = value["ramp_up"]
+    quantity = value[_ENTRY_FLOAT]
+    if type(ramp_up) is not bool or type(quantity) is not float:
         return None
     placement = fast_placement(value["placement"])
     if placement is None:
@@ -141,11 +161,19 @@ def fast_entry(value: object) -> ContainerEntry | None:
     annotations_ok, annotations = _str_map(value["annotations"])
     if not (labels_ok and annotations_ok):
         return None
-    fields = dict(value)
-    fields["placement"] = placement
-    fields["labels"] = labels
-    fields["annotations"] = annotations
-    return ContainerEntry(**fields)
+    entry: ContainerEntry = _new_object(ContainerEntry)
+    for name, set_slot in _ENTRY_STR_SLOTS:
+        text = value[name]
+        if type(text) is not str:
+            return None
+        set_slot(entry, text)
+    _SET_INDEX(entry, index)
+    _SET_RAMP_UP(entry, ramp_up)
+    _SET_PLACEMENT(entry, placement)
+    _SET_LABELS(entry, labels)
+    _SET_ANNOTATIONS(entry, annotations)
+    _SET_QUANTITY(entry, quantity)
+    return entry
 
 
 def _same_str(value: object) -> object:

@@ -23,7 +23,7 @@ derived views well defined:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -49,7 +49,7 @@ from policy.state.events import (
 )
 from policy.topology.cpuset import CPUSet
 
-__all__ = ["apply_cpu_event"]
+__all__ = ["allocate_all", "apply_cpu_event"]
 
 
 def apply_cpu_event(state: CPUState, event: CPUEvent) -> CPUState:
@@ -70,6 +70,47 @@ def apply_cpu_event(state: CPUState, event: CPUEvent) -> CPUState:
     if handler is None:
         raise StateError(f"{type(event).__name__} is not an event of the CPU state")
     return handler(state, event)
+
+
+def allocate_all(state: CPUState, entries: Sequence[ContainerEntry]) -> CPUState:
+    """The state after ``ContainerAllocated(entry)`` for each entry in turn, when none of
+    their containers is in ``state`` yet (decoding a checkpoint).
+
+    The state applying those events one by one gives, by construction: each entry gets the
+    same check, the pod map is built in one mutation, and the indexes once from all the
+    entries (``CPUIndexes.with_entries``) rather than a new state and new indexes per entry.
+
+    Args:
+        state: the state before (its pools and ramp-up cpuset already set: entries refer to
+            them).
+        entries: the new entries, no two for the same container.
+
+    Returns:
+        The new state (``state`` itself is unchanged).
+
+    Raises:
+        StateError: an entry does not fit (the message ``ContainerAllocated`` gives), or its
+            container already has an entry.
+    """
+    added: dict[str, Any] = {}
+    for entry in entries:
+        _check_entry(state, entry)
+        containers = added.get(entry.pod_uid)
+        if containers is None:
+            containers = added[entry.pod_uid] = state.pods.get(
+                entry.pod_uid, immutables.Map()
+            ).mutate()
+        if entry.container_name in containers:
+            raise StateError(f"{_who(entry)}: the container already has an entry")
+        containers[entry.container_name] = entry
+    pods = state.pods.mutate()
+    for pod_uid, containers in added.items():
+        pods[pod_uid] = containers.finish()
+    return _evolve(
+        state,
+        pods=pods.finish(),
+        indexes=state.indexes.with_entries(entries, state.topology.numa_masks()),
+    )
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ __all__ = [
     "State",
     "apply",
     "apply_all",
+    "apply_to_sections",
     "empty_state",
 ]
 
@@ -143,7 +144,40 @@ def apply_all(state: State, events: Iterable[Event]) -> State:
         try:
             state = apply(state, event)
         except StateError as err:
-            raise StateError(
-                f"event {position} ({type(event).__name__}): {err}", kind=err.kind
-            ) from err
+            raise _at_position(position, event, err) from err
     return state
+
+
+def apply_to_sections(sections: dict[str, object], events: Iterable[Event]) -> None:
+    """Apply every event in order to a working copy of a state's sections, in place.
+
+    What :func:`apply_all` does, for a caller that applies many records in a row (replay):
+    the sections are kept in a plain dict between records, and ``State(immutables.Map(
+    sections))`` at the end is the state ``apply_all`` would have given, record after record,
+    since a state is nothing but its sections.
+
+    Args:
+        sections: section values by name (``dict(state.sections)``), updated in place.
+        events: the events, in order.
+
+    Raises:
+        StateError: an event does not fit, with the message :func:`apply_all` gives; the
+            events before it were applied, so the caller drops ``sections``.
+    """
+    for position, event in enumerate(events):
+        name = type(event).section
+        try:
+            section_apply = SECTION_APPLY.get(name)
+            if section_apply is None:
+                raise StateError(
+                    f"{type(event).__name__} belongs to unknown state section {name!r}"
+                )
+            if name not in sections:
+                raise StateError(f"state has no section {name!r}")
+            sections[name] = section_apply(sections[name], event)
+        except StateError as err:
+            raise _at_position(position, event, err) from err
+
+
+def _at_position(position: int, event: Event, err: StateError) -> StateError:
+    return StateError(f"event {position} ({type(event).__name__}): {err}", kind=err.kind)

@@ -9,6 +9,7 @@ cpuset cache both empty and filled.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any
 
@@ -102,3 +103,6 @@ def test_the_fast_entry_path_gives_the_checked_result_or_steps_aside(
         assert not isinstance(want, CodecError) and got == want
         assert got.labels == want.labels and got.annotations == want.annotations
         assert type(got.request_quantity) is type(want.request_quantity)
+        # The fast path sets the slots itself: every field is set, to a value of the same type.
+        for field in dataclasses.fields(want):
+            assert type(getattr(got, field.name)) is type(getattr(want, field.name))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import immutables
 import msgpack
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -45,7 +47,7 @@ from policy.state.events import (
     TimestampReset,
 )
 from policy.state.machine_state import generate_machine_state
-from policy.state.sections import State, apply, apply_all, empty_state
+from policy.state.sections import State, apply, apply_all, apply_to_sections, empty_state
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import numa_aware_assignments
 from tests.policy.state_fixtures import (
@@ -299,17 +301,26 @@ class StateMachine(RuleBasedStateMachine):
     def refused(self, event: Event) -> None:
         before = self.state
         try:
-            apply(self.state, event)
-        except StateError:
+            apply_all(self.state, [event])
+        except StateError as err:
             assert self.state is before
+            message = str(err)
         else:
             raise AssertionError(f"{event!r} should not fit")
+        # Replay's in-place apply refuses the same event with the same message.
+        sections = dict(self.state.sections)
+        with pytest.raises(StateError) as refused:
+            apply_to_sections(sections, [event])
+        assert str(refused.value) == message
 
     # -- invariants ------------------------------------------------------------------------
 
     @invariant()
     def replay_equals_live_state(self) -> None:
         assert apply_all(empty_state(TOPO), self.events) == self.state
+        sections = dict(empty_state(TOPO).sections)
+        apply_to_sections(sections, self.events)
+        assert State(immutables.Map(sections)) == self.state
 
     @invariant()
     def codec_round_trip(self) -> None:
