@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -229,3 +230,27 @@ def test_hint_type_is_what_allocate_reads() -> None:
     reply = node.allocate(dedicated("p", cpu=2, hint=(1,)))
     assert reply.allocation is not None
     assert reply.allocation.resource_hints == (TopologyHint((1,), True),)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason=(
+        "known, not fixed: a Running pod's shared container put into an empty 'share' pool keeps "
+        "owner '' (§7.3 3a, §5.6 counts no owner-less container, §9.4 drops the 0-CPU pool, "
+        "§9.8 keeps its old CPUs), so a later NUMA-binding dedicated container on its NUMA "
+        "leaves it on CPUs §16.26 forbids; the reference does the same"
+    ),
+)
+def test_an_owner_less_shared_container_is_moved_off_a_numa_binding_numa() -> None:
+    # The machine above found this sequence (shrunk); replayed here step by step.
+    machine = PolicyMachine()
+    machine.start(sockets=1, numas_per_socket=1, per_numa=4, reserve=0)
+    machine.allocate_shared(cpu=1, phase=None, pod="web-1")
+    machine.reconcile_later(seconds=31)
+    machine.allocate_dedicated(cpu=1, exclusive=False, pick=0, pod="db-2")
+    machine.allocate_shared(cpu=1, phase=None, pod="web-1")
+    machine.allocate_dedicated(cpu=5, exclusive=False, pick=0, pod="db-2")
+    machine.allocate_shared(cpu=1, phase="Running", pod="web-0")
+    machine.allocate_dedicated(cpu=1, exclusive=False, pick=0, pod="db-0")
+    machine.shared_cpus_avoid_dedicated_numa_and_reserve()
