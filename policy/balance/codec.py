@@ -19,7 +19,7 @@ Decoding raises ``CodecError`` naming the field, and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import chain
 from typing import Any, Final
 
@@ -191,23 +191,29 @@ def _is_plain(value: object, depth: int) -> bool:
     the scalars of ``_SCALARS``), nested at most ``MAX_DEPTH`` levels below ``depth``.
 
     One level of the tree at a time: every key and every item of a level is typed by the
-    builtins (``map(type, ...)`` over the level's items chained together), so the cost is a
-    few calls per level and per map or list, not per value.
+    builtins (``map(type, ...)`` over the level's maps and lists chained together), so the
+    cost is a few calls per level and per map or list, not per value.
     """
-    level: list[Any] = [value]
+    if type(value) in _SCALARS:
+        return True
+    nested: list[Any] = [value]
     while True:
-        kinds = set(map(type, level))
-        if kinds <= _SCALARS:
-            return True
-        if not kinds <= _SCALARS | _CONTAINERS or depth >= MAX_DEPTH:
+        if not set(map(type, nested)) <= _CONTAINERS or depth >= MAX_DEPTH:
             return False
-        maps: list[dict[Any, Any]] = [item for item in level if type(item) is dict]
+        maps: list[dict[Any, Any]] = [item for item in nested if type(item) is dict]
         if maps and not set(map(type, chain.from_iterable(maps))) <= _STR:
             return False
-        below = list(chain.from_iterable(map(dict.values, maps)))
-        below.extend(chain.from_iterable(item for item in level if type(item) is list))
-        level = below
+        kinds = set(map(type, _items_below(nested, maps)))
+        if kinds <= _SCALARS:
+            return True
+        nested = [item for item in _items_below(nested, maps) if type(item) not in _SCALARS]
         depth += 1
+
+
+def _items_below(nested: list[Any], maps: list[dict[Any, Any]]) -> Iterator[Any]:
+    """The values of a level's maps and the items of its lists, chained."""
+    lists = (item for item in nested if type(item) is list)
+    return chain(chain.from_iterable(map(dict.values, maps)), chain.from_iterable(lists))
 
 
 def _plain_fast(value: object, depth: int) -> Any:
