@@ -1,7 +1,8 @@
 """Balance rounds inside the daemon, each against a baseline measured in the same run.
 
-Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick]`` (``bench/bench_wire.py``
-prints the same rows after its own).
+Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]``
+(``bench/bench_wire.py`` prints the same rows after its own). ``--stages`` also times the
+pressured round's steps one by one (gather, decide, encode, msgpack) on the balancer's core.
 
 The node: a 256-CPU, 2-socket, 32-NUMA synthetic machine whose CPU section holds 2,000 pods
 (two in three in pool ``share`` on NUMA 0-15, one in three in ``reclaim`` on every node), each
@@ -11,7 +12,8 @@ in a temporary directory, its default checkpoint settings), with the ports the d
 (``qrmd.balancer_wiring``): the pods in pools from the store's snapshots, the topology's
 distance lists, and at the machine's edge the simulators the demo uses (``SimulatedNumaMetrics``,
 ``SimulatedContainerMemory``), a kubelet-like pod listing with every container's ID, and the
-tests' recording executor in place of the cgroup migrator. Each figure is one ``Tick`` asked
+tests' recording executor in place of the cgroup migrator. The heap built by the set-up is
+frozen (``gc.freeze``) as ``qrmd run`` freezes its start-up's. Each figure is one ``Tick`` asked
 of the actor (gather, decide, commit, and the advice step), timed from the caller.
 
 * **Quiet round** (no NUMA node under pressure): the metrics are read, the round finds no
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import random
 import shutil
 import sys
@@ -47,7 +50,13 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.balancer_inputs import store_pods
+from actors.balancer_inputs import (
+    checked_distances,
+    metric_inputs,
+    store_pods,
+    with_container_ids,
+    with_pods,
+)
 from actors.balancer_messages import RoundReport, Tick
 from actors.balancer_ports import BalancerPorts
 from actors.memory_balancer import MemoryBalancerActor, MemoryBalancerCore
@@ -57,10 +66,12 @@ from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import Commit, GetSnapshot
 from journal import read_records
 from policy.balance import BalancerConfig, RoundInputs, RoundResult, plan_round
+from policy.balance.decide import balance_round, round_without_pods
 from policy.balance.events import BalanceRoundRecorded
-from policy.state.codec import decode_event
+from policy.state.codec import decode_event, encode_event
 from policy.state.entries import RECLAIMED_CORES, InPool
 from policy.state.events import ContainerAllocated, PoolSet
+from policy.state.pool_pods import PodsInPools
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.host.memory_simulator import SimulatedContainerMemory
@@ -209,13 +220,14 @@ class BalancedNode:
             self.metrics.put_under_pressure(0)
         self.now = NOW
         committer = StateStoreCommitter(self.store)
+        listing = ListedPods(pods)
         ports = BalancerPorts(
             metrics=self.metrics,
             distances=TopologyNumaDistances(TOPOLOGY.distances),
             memory=memory,
             pods=store_pods(committer),
             executor=RecordingExecutor(),
-            pod_source=ListedPods(pods),
+            pod_source=listing,
         )
         core = MemoryBalancerCore(
             self.store.ask(GetSnapshot(), timeout=TIMEOUT_S),
@@ -227,7 +239,13 @@ class BalancedNode:
             round_summary_every_s=summary_every_s,
         )
         self.executor = ports.executor
+        # For --stages only, used while the actor is idle between asks.
+        self.core, self.ports, self.memory, self.listing = core, ports, memory, listing
         self.balancer = ProfiledBalancer.start(core)
+        # As qrmd run does once start-up is over (qrmd/daemon.py, _collect_from_now_on): the
+        # node's state built above leaves the collector's reach, so a round's collections walk
+        # what the round allocates, not the 2,000 pods' entries the daemon would have frozen.
+        gc.freeze()
 
     def tick(self, step_s: float) -> tuple[float, RoundReport]:
         """Seconds of one ``Tick`` ``step_s`` after the last, and its report."""
@@ -250,6 +268,8 @@ class BalancedNode:
     def close(self) -> None:
         self.balancer.stop()
         self.store.stop()
+        # The next node freezes its own set-up only, as a freshly started daemon would.
+        gc.unfreeze()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -335,6 +355,65 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
     )
 
 
+class Steps:
+    """Seconds of each named step, for ``--stages``."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+
+    def run(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        value = fn(*args, **kwargs)
+        self.times.setdefault(name, []).append(time.perf_counter() - started)
+        return value
+
+
+def read_every_pod(memory: SimulatedContainerMemory, pods: PodsInPools) -> None:
+    for pod in pods.pods:
+        memory.anon_by_numa(pod.uid, pod.container_ids)
+
+
+def pressured_stages(samples: int) -> None:
+    """The pressured round's steps one by one, each timed on its own (``--stages``): the
+    balancer's core is driven from this thread between ticks, on the inputs the actor gathers,
+    so each step's share of the round can be read without a profiler's overhead."""
+    node = BalancedNode(summary_every_s=0.0, pressured=True)
+    steps = Steps()
+    try:
+        for _ in range(2):  # warm
+            node.tick(31.0)
+        core, ports, listing = node.core, node.ports, node.listing
+        distances = checked_distances(ports.distances.distances())
+        for _ in range(samples):
+            state = core.state
+            inputs = steps.run(
+                "metrics sampled (metric_inputs)", metric_inputs, now=node.now + 31.0,
+                distances=distances, metrics=ports.metrics, config=BalancerConfig(),
+                cpu_vendor="GenuineIntel", last=state.last,
+            )  # fmt: skip
+            steps.run(
+                "planned without pods (round_without_pods)", round_without_pods, state, inputs
+            )
+            pods = steps.run("pods in pools (store snapshot)", ports.pods)
+            listed = steps.run(
+                "container IDs (with_container_ids)", with_container_ids, pods, listing.latest()
+            )
+            steps.run("  memory reads alone (every pod)", read_every_pod, node.memory, listed)
+            full, _ = steps.run(
+                "memory read, pods made (with_pods)", with_pods, inputs, listed, node.memory
+            )
+            decision = steps.run("decided (balance_round)", balance_round, state, full)
+            steps.run("  of which: inputs to JSON (to_json)", full.to_json)
+            recorded = next(e for e in decision.events if isinstance(e, BalanceRoundRecorded))
+            encoded = steps.run("encoded for the journal (encode_event)", encode_event, recorded)
+            steps.run("msgpack of the encoded event", msgpack.packb, encoded)
+    finally:
+        node.close()
+    print("  pressured round, step by step (p50 of each, timed apart from the round):")
+    for name, seconds in steps.times.items():
+        print(f"    {name:<46} {p50_ms(seconds):8.2f} ms")
+
+
 def bench_balance_rounds(
     *, quick: bool, row: RowPrinter = print_row, profile: str | None = None
 ) -> None:
@@ -355,8 +434,13 @@ def main() -> None:
     parser.add_argument(
         "--profile", metavar="PREFIX", help="write the actors' cProfile to PREFIX-*.prof"
     )
+    parser.add_argument(
+        "--stages", action="store_true", help="also time the pressured round's steps one by one"
+    )
     args = parser.parse_args()
     bench_balance_rounds(quick=args.quick, profile=args.profile)
+    if args.stages:
+        pressured_stages(5 if args.quick else 15)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ Decoding raises ``CodecError`` naming the field, and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import Any, Final
 
 from policy.balance import BalanceError, BalanceInfo, BalancerState
@@ -151,16 +152,23 @@ def _inputs(value: object, where: str) -> dict[str, Any]:
 
 
 def _plain(value: object, where: str, depth: int) -> Any:
-    """A deep copy of ``value`` in plain types (str-keyed maps, lists, scalars).
+    """``value`` in plain types (str-keyed maps, lists, scalars): itself when it already is
+    one in exact types, else a deep copy in them.
 
     A round's inputs hold a value per container and NUMA node (tens of thousands on a large
-    node), so the copy runs without building a path per value; only when it meets something
-    that is not plain does ``_plain_checked`` walk again to name the place.
+    node). What ``RoundInputs.to_json`` builds, and what msgpack decodes, is plain in exact
+    types already: ``_is_plain`` proves it in bulk, level by level, and the value is encoded
+    as it is (it is packed at once, and nothing holds it to change it). Anything else (a
+    tuple, a read-only or derived map, a ``str`` subclass) is copied without building a path
+    per value; only when the copy meets something that is not plain does ``_plain_checked``
+    walk again to name the place.
 
     Raises:
         CodecError: a value of another type, a non-string key, or nesting deeper than
             ``MAX_DEPTH``.
     """
+    if _is_plain(value, depth):
+        return value
     try:
         return _plain_fast(value, depth)
     except _NotPlain:
@@ -173,6 +181,39 @@ class _NotPlain(Exception):  # noqa: N818 - an internal signal, never raised to 
 
 _SCALARS: Final = frozenset({type(None), bool, int, float, str})
 _STR: Final = frozenset({str})
+
+
+_CONTAINERS: Final = frozenset({dict, list})
+
+
+def _is_plain(value: object, depth: int) -> bool:
+    """Whether ``value`` is plain in exact types (``dict`` with ``str`` keys, ``list``, and
+    the scalars of ``_SCALARS``), nested at most ``MAX_DEPTH`` levels below ``depth``.
+
+    One level of the tree at a time: every key and every item of a level is typed by the
+    builtins (``map(type, ...)`` over the level's maps and lists chained together), so the
+    cost is a few calls per level and per map or list, not per value.
+    """
+    if type(value) in _SCALARS:
+        return True
+    nested: list[Any] = [value]
+    while True:
+        if not set(map(type, nested)) <= _CONTAINERS or depth >= MAX_DEPTH:
+            return False
+        maps: list[dict[Any, Any]] = [item for item in nested if type(item) is dict]
+        if maps and not set(map(type, chain.from_iterable(maps))) <= _STR:
+            return False
+        kinds = set(map(type, _items_below(nested, maps)))
+        if kinds <= _SCALARS:
+            return True
+        nested = [item for item in _items_below(nested, maps) if type(item) not in _SCALARS]
+        depth += 1
+
+
+def _items_below(nested: list[Any], maps: list[dict[Any, Any]]) -> Iterator[Any]:
+    """The values of a level's maps and the items of its lists, chained."""
+    lists = (item for item in nested if type(item) is list)
+    return chain(chain.from_iterable(map(dict.values, maps)), chain.from_iterable(lists))
 
 
 def _plain_fast(value: object, depth: int) -> Any:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 
@@ -382,17 +383,20 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
-#: NUMA ids as JSON keys, made once: a round writes one per container and node.
-_NUMA_KEYS: tuple[str, ...] = tuple(map(str, range(1024)))
+@lru_cache(maxsize=64)
+def _numa_keys(numas: tuple[int, ...]) -> tuple[str, ...]:
+    """A container's NUMA ids as JSON keys. A node's containers mostly hold memory on the
+    same nodes, so a round with a value per container and node makes these keys once (the
+    bound keeps a node with many distinct sets from holding more)."""
+    return tuple(map(str, numas))
 
 
 def _container_to_json(c: Container) -> dict[str, object]:
     anon = c.anon
-    if anon and max(anon) < len(_NUMA_KEYS):
-        keys = dict(zip(map(_NUMA_KEYS.__getitem__, anon), anon.values(), strict=True))
-    else:
-        keys = {str(n): v for n, v in anon.items()}
-    plain: dict[str, object] = {"name": c.name, "anon": keys}
+    plain: dict[str, object] = {
+        "name": c.name,
+        "anon": dict(zip(_numa_keys(tuple(anon)), anon.values(), strict=True)),
+    }
     if c.container_id:  # absent without a pod source: older records read the same
         plain["containerId"] = c.container_id
     return plain

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from actors.ports.balancer import AnonMemoryUnavailable, PodAnonMemory
 
@@ -30,7 +31,7 @@ class SimulatedContainerMemory:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pods: dict[str, dict[str, dict[int, int]]] = {}
+        self._pods: dict[str, _PodFigures] = {}
 
     def set_container(self, pod_uid: str, container_id: str, anon: Mapping[int, int]) -> None:
         """Set one container's anonymous memory per NUMA node, in bytes.
@@ -44,8 +45,13 @@ class SimulatedContainerMemory:
                     f"pod {pod_uid} container {container_id}: NUMA {numa} holds {amount} bytes; "
                     "ids and amounts must not be negative"
                 )
+        # In NUMA order, as memory.numa_stat lists its nodes (N0=... N1=...).
+        figures = dict(sorted(anon.items()))
         with self._lock:
-            self._pods.setdefault(pod_uid, {})[container_id] = dict(anon)
+            known = self._pods.get(pod_uid)
+            containers = {} if known is None else dict(known.containers)
+            containers[container_id] = figures
+            self._pods[pod_uid] = _PodFigures.of(containers)
 
     def remove_pod(self, pod_uid: str) -> None:
         """Forget a pod (it was deleted); unknown pods are ignored."""
@@ -59,20 +65,39 @@ class SimulatedContainerMemory:
             AnonMemoryUnavailable: the pod, or a listed container, has no figures.
         """
         with self._lock:
-            snapshot = self._pods.get(pod_uid)
-            every = None if snapshot is None else {c: dict(a) for c, a in snapshot.items()}
-        if every is None:
+            figures = self._pods.get(pod_uid)
+        if figures is None:
             raise AnonMemoryUnavailable(f"pod {pod_uid}: not simulated")
-        pod: dict[int, int] = {}
-        for anon in every.values():
-            for numa, amount in anon.items():
-                pod[numa] = pod.get(numa, 0) + amount
+        every = figures.containers
         if container_ids is None:
-            return PodAnonMemory(pod=pod, containers=every)
+            return PodAnonMemory(pod=figures.pod, containers=every)
         unknown = [cid for cid in container_ids if cid not in every]
         if unknown:
             raise AnonMemoryUnavailable(
                 f"pod {pod_uid}: container {unknown[0]} is not simulated "
                 f"(have {', '.join(sorted(every))})"
             )
-        return PodAnonMemory(pod=pod, containers={cid: every[cid] for cid in container_ids})
+        return PodAnonMemory(pod=figures.pod, containers={cid: every[cid] for cid in container_ids})
+
+
+@dataclass(frozen=True, slots=True)
+class _PodFigures:
+    """One pod's figures as a read sees them: its containers' and their per-node sum.
+
+    Replaced whole on every change and never changed in place, so a read takes it under the
+    lock and builds its answer outside it (``PodAnonMemory`` copies what it is given, as a
+    read of the cgroup files gives new values each time). The pod's sum is kept up to date
+    on each change, as the kernel keeps a pod cgroup's hierarchical counter, rather than
+    summed on every read.
+    """
+
+    containers: dict[str, dict[int, int]]
+    pod: dict[int, int]
+
+    @classmethod
+    def of(cls, containers: dict[str, dict[int, int]]) -> _PodFigures:
+        pod: dict[int, int] = {}
+        for anon in containers.values():
+            for numa, amount in anon.items():
+                pod[numa] = pod.get(numa, 0) + amount
+        return cls(containers, dict(sorted(pod.items())))

@@ -41,3 +41,20 @@ def test_unknown_pods_and_containers_raise_the_ports_error() -> None:
 def test_negative_figures_are_refused() -> None:
     with pytest.raises(ValueError, match="pod p container a: NUMA 0 holds -1 bytes"):
         SimulatedContainerMemory().set_container("p", "a", {0: -1})
+
+
+def test_a_read_keeps_what_it_read_and_lists_nodes_in_numa_order() -> None:
+    memory = SimulatedContainerMemory()
+    memory.set_container("p", "a", {1: GiB, 0: 2 * GiB})
+    read = memory.anon_by_numa("p", ["a"])
+    memory.set_container("p", "a", {0: 5 * GiB})
+    memory.set_container("p", "b", {0: GiB})
+    assert list(read.containers["a"].items()) == [(0, 2 * GiB), (1, GiB)]
+    assert list(read.pod.items()) == [(0, 2 * GiB), (1, GiB)]
+    assert memory.anon_by_numa("p", None).pod == {0: 6 * GiB}, "the sum follows every change"
+
+
+def test_figures_given_out_of_numa_order_are_put_in_order() -> None:
+    anon = PodAnonMemory(pod={3: 1, 0: 2}, containers={"b": {2: 1, 1: 1}, "a": {0: 2, 3: 0}})
+    assert list(anon.pod) == [0, 3]
+    assert list(anon.containers) == ["a", "b"] and list(anon.containers["b"]) == [1, 2]

@@ -1,5 +1,6 @@
-"""The codec's plain copy of a round's inputs (``policy.balance.codec``): the copy made without
-paths gives what the checked walk gives, and anything not plain is refused with its path."""
+"""The codec's plain form of a round's inputs (``policy.balance.codec``): a value plain in exact
+types is kept as it is, anything else is copied, the copy made without paths gives what the
+checked walk gives, and anything not plain is refused with its path."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.balance.codec import MAX_DEPTH, _plain, _plain_checked
+from policy.balance.codec import MAX_DEPTH, _is_plain, _plain, _plain_checked
 from policy.errors import CodecError
 
 
@@ -36,6 +37,50 @@ plain_values = st.recursive(
 @given(plain_values)
 def test_the_copy_equals_the_checked_walk(value: Any) -> None:
     assert _plain(value, "inputs", 0) == _plain_checked(value, "inputs", 0)
+
+
+exact_plain_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(exact_plain_values)
+def test_a_value_plain_in_exact_types_is_kept_as_it_is(value: Any) -> None:
+    assert _is_plain(value, 0)
+    assert _plain(value, "inputs", 0) is value
+
+
+def _exact(value: Any) -> bool:
+    """The rule, value by value: exact dicts with str keys, exact lists, exact scalars."""
+    if type(value) in (type(None), bool, int, float, str):
+        return True
+    if type(value) is dict:
+        return all(type(k) is str for k in value) and all(map(_exact, value.values()))
+    return type(value) is list and all(map(_exact, value))
+
+
+@given(plain_values)
+def test_the_bulk_check_agrees_with_the_rule_value_by_value(value: Any) -> None:
+    assert _is_plain(value, 0) == _exact(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"pods": [{"anon": {"0": 1.0}}, ({"anon": {"0": 2.0}},)]},
+                     id="a tuple deep inside"),
+        pytest.param({"pods": [{"anon": MappingProxyType({"0": 1.0})}]},
+                     id="a read-only map deep inside"),
+        pytest.param({"pods": [{"pool": Level.HIGH}]}, id="a str subclass deep inside"),
+        pytest.param({"pods": [{"anon": {1: 2.0}}]}, id="a number key deep inside"),
+    ],
+)  # fmt: skip
+def test_anything_else_is_not_taken_as_plain(value: Any) -> None:
+    assert not _is_plain(value, 0)
 
 
 def test_the_copy_is_a_copy_in_plain_types() -> None:
@@ -75,3 +120,9 @@ def test_what_is_not_plain_is_refused_with_its_path(value: Any, message: str) ->
 
 def test_a_nesting_at_the_limit_is_plain() -> None:
     assert _plain(_nested(MAX_DEPTH), "inputs", 0) == _nested(MAX_DEPTH)
+
+
+def test_the_bulk_check_keeps_the_depth_limit() -> None:
+    at_limit = _nested(MAX_DEPTH)
+    assert _is_plain(at_limit, 0) and _plain(at_limit, "inputs", 0) is at_limit
+    assert not _is_plain(_nested(MAX_DEPTH + 1), 0)
