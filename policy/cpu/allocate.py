@@ -10,7 +10,11 @@ The rule, in the reference's order (§7.1):
 9. Otherwise, by level:
 
    * **shared_cores** (§7.3): a new container ramps up on every pooled CPU when its pod is
-     Pending or unknown to the pod source, or when its pool does not exist yet; else it is
+     Pending or unknown to the pod source, or when its pool does not exist yet — or exists
+     but would not survive the resize (no other container sizes it, §5.6/§9.4 step 1: a pool a
+     failed re-allocation left behind), since joining it would leave the container owner-less
+     on its old CPUs (§9.8) where a later NUMA-binding container breaks §16.26; the reference
+     joins such a pool. Else it is
      stored on the pooled CPUs and the pools are resized *without* its request, then it joins
      its pool — the reply still says "all pooled CPUs" (§15.1). A ramping container is moved
      to the current pooled CPUs again; a pooled one makes its pool grow by its request and is
@@ -45,7 +49,11 @@ from machines.lifecycle import Step
 from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
-from policy.cpu.pool_engine import adjust_allocation_entries, put_allocations_and_adjust
+from policy.cpu.pool_engine import (
+    adjust_allocation_entries,
+    pool_quantities,
+    put_allocations_and_adjust,
+)
 from policy.cpu.prepare import PreparedRequest
 from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handled_level
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
@@ -206,7 +214,9 @@ def _allocate_shared(
             "allocate_shared",
             {
                 "pod_pending_or_unknown": pod.is_pending_or_unknown,
-                "target_pool_missing": state.pool_cpus(target) is None,
+                # A pool the resize would drop counts as missing (see the module docstring).
+                "target_pool_missing": state.pool_cpus(target) is None
+                or pool_quantities(state, ctx).get(target, 0) <= 0,
             },
         )
         if step.dest == lifecycle.RAMPING:

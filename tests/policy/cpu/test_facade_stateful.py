@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -232,18 +231,10 @@ def test_hint_type_is_what_allocate_reads() -> None:
     assert reply.allocation.resource_hints == (TopologyHint((1,), True),)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "known, not fixed: a Running pod's shared container put into an empty 'share' pool keeps "
-        "owner '' (§7.3 3a, §5.6 counts no owner-less container, §9.4 drops the 0-CPU pool, "
-        "§9.8 keeps its old CPUs), so a later NUMA-binding dedicated container on its NUMA "
-        "leaves it on CPUs §16.26 forbids; the reference does the same"
-    ),
-)
-def test_an_owner_less_shared_container_is_moved_off_a_numa_binding_numa() -> None:
-    # The machine above found this sequence (shrunk); replayed here step by step.
+def test_a_pool_left_unowned_is_not_joined_so_no_shared_container_stays_on_a_binding_numa() -> None:
+    # The machine above found this sequence (shrunk). A failed re-allocation of db-2 leaves an
+    # unowned, empty 'share'; web-0 (Running, so not ramping) used to join it, stay owner-less
+    # on its old CPUs when the resize dropped the pool, and keep them once db-0 bound the NUMA.
     machine = PolicyMachine()
     machine.start(sockets=1, numas_per_socket=1, per_numa=4, reserve=0)
     machine.allocate_shared(cpu=1, phase=None, pod="web-1")
@@ -251,6 +242,10 @@ def test_an_owner_less_shared_container_is_moved_off_a_numa_binding_numa() -> No
     machine.allocate_dedicated(cpu=1, exclusive=False, pick=0, pod="db-2")
     machine.allocate_shared(cpu=1, phase=None, pod="web-1")
     machine.allocate_dedicated(cpu=5, exclusive=False, pick=0, pod="db-2")
+    assert machine.node.state.cpu.pool_cpus("share") == CPUSet()  # left behind, unowned
     machine.allocate_shared(cpu=1, phase="Running", pod="web-0")
+    web_0 = machine.node.state.cpu.entry("web-0", "app")
+    assert web_0 is not None and web_0.ramp_up  # ramps, as into a missing pool (§7.3 3a)
     machine.allocate_dedicated(cpu=1, exclusive=False, pick=0, pod="db-0")
     machine.shared_cpus_avoid_dedicated_numa_and_reserve()
+    machine.replay_equals_live()
