@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from actors.errors import ActorError
 from policy.balance import MissingSample, NumaDistance, NumaMetrics
+from policy.balance.decode import in_numa_order
 from policy.errors import ErrorKind
 
 __all__ = [
@@ -100,13 +101,13 @@ class PodAnonMemory:
     containers: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pod", MappingProxyType(_ordered_copy(self.pod)))
+        object.__setattr__(self, "pod", MappingProxyType(in_numa_order(self.pod)))
         object.__setattr__(
             self,
             "containers",
             MappingProxyType(
                 {
-                    cid: MappingProxyType(_ordered_copy(anon))
+                    cid: MappingProxyType(in_numa_order(anon))
                     for cid, anon in sorted(self.containers.items())
                 }
             ),

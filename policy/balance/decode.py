@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from policy.balance.errors import BalanceError
 
@@ -23,10 +23,13 @@ __all__ = [
     "as_list",
     "as_object",
     "as_str",
+    "in_numa_order",
     "int_key",
     "reject_unknown",
     "required",
 ]
+
+V = TypeVar("V")
 
 #: Byte counts and ids must fit Go's int64, as the reference holds them.
 INT64_MAX = 2**63 - 1
@@ -172,6 +175,17 @@ def anon_by_numa(value: Mapping[Any, object], where: str) -> dict[int, float]:
         numa = int_key(key, where) if isinstance(key, str) else as_int(key, f"{where} key")
         out[numa] = as_float(raw, f"{where}[{key!r}]", maximum=_INT64_MAX_F)
     return out
+
+
+def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
+    """A copy of per-NUMA amounts in NUMA order; sorted only when not given in that order
+    already (readers give it: ``memory.numa_stat`` lists its nodes in order, and a round holds
+    thousands of these)."""
+    numas = list(amounts)
+    ordered = sorted(numas)
+    if numas == ordered:
+        return dict(amounts)
+    return {numa: amounts[numa] for numa in ordered}
 
 
 def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:

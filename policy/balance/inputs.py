@@ -46,6 +46,7 @@ from policy.balance.decode import (
     as_list,
     as_object,
     as_str,
+    in_numa_order,
     int_key,
     reject_unknown,
     required,
@@ -125,11 +126,7 @@ class Container:
         frozen = anon_in_bulk(self.anon)
         if frozen is None:
             frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
-        numas = list(frozen)
-        ordered = sorted(numas)
-        if numas != ordered:  # readers give NUMA order already; sort only when they do not
-            frozen = {numa: frozen[numa] for numa in ordered}
-        object.__setattr__(self, "anon", MappingProxyType(frozen))
+        object.__setattr__(self, "anon", MappingProxyType(in_numa_order(frozen)))
 
 
 @dataclass(frozen=True, slots=True)

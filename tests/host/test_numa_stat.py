@@ -355,3 +355,8 @@ def test_this_hosts_own_memory_cgroup_parses() -> None:
     anon = stat.anon(hierarchical=True)
     assert anon, "a NUMA kernel lists at least node 0"
     assert all(v >= 0 and v % (PAGE if stat.version == 1 else 1) == 0 for v in anon.values())
+
+
+def test_a_read_holds_its_figures_in_numa_order_whatever_order_they_came_in() -> None:
+    read = PodAnonMemory(pod={2: 5, 0: 7}, containers={"c": {1: 3, 0: 4}})
+    assert list(read.pod) == [0, 2] and list(read.containers["c"]) == [0, 1]

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.balance import BalanceError
-from policy.balance.decode import INT64_MAX, anon_by_numa, as_float, as_int, int_key
+from policy.balance import BalanceError, Container
+from policy.balance.decode import INT64_MAX, anon_by_numa, as_float, as_int, in_numa_order, int_key
 
 AMOUNTS = st.integers(-5, INT64_MAX + 2**11) | st.floats() | st.booleans()
 KEYS = st.integers(-2, 64) | st.from_regex(r"\A(-?[0-9]{1,3}|x)\Z")
@@ -58,3 +58,17 @@ def test_integer_byte_counts_become_floats_in_numa_order_given() -> None:
     got = anon_by_numa({3: 4096, 1: 0, 2: INT64_MAX}, "anon")
     assert got == {3: 4096.0, 1: 0.0, 2: float(INT64_MAX)}
     assert all(type(v) is float for v in got.values())
+
+
+@given(st.dictionaries(st.integers(-1, 64), st.integers(0, 2**40), max_size=10), st.randoms())
+def test_amounts_come_out_in_numa_order_whatever_order_they_came_in(
+    amounts: dict[int, int], shuffle: Any
+) -> None:
+    given_order = list(amounts.items())
+    shuffle.shuffle(given_order)
+    ordered = in_numa_order(dict(given_order))
+    assert list(ordered.items()) == sorted(amounts.items())
+
+
+def test_a_container_keeps_its_anon_in_numa_order() -> None:
+    assert list(Container("app", {3: 1.0, 0: 2.0, 1: 0.0}).anon) == [0, 1, 3]
