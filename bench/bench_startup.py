@@ -39,67 +39,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import grpc
-from bench_grpc import shared_message, stub  # type: ignore[import-not-found]
+from daemon_process import (  # type: ignore[import-not-found]
+    EMPTY_SERVER,
+    ROOT,
+    fill_journal,
+    qrmd_run_args,
+    start,
+)
 from startup_probe import STEPS  # type: ignore[import-not-found]
 
-from wire.gen import resourceplugin_pb2 as pb
-
-ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-TOPOLOGY_SPEC = "synthetic:cpus=256,sockets=2,numas=8"
-SERVICE = "resourceplugin.v1alpha1.ResourcePlugin"
-
-EMPTY_SERVER = """
-import sys, grpc
-from concurrent import futures
-path = sys.argv[1]
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-handler = grpc.unary_unary_rpc_method_handler(
-    lambda request, context: b"", request_deserializer=None, response_serializer=None)
-server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-    "resourceplugin.v1alpha1.ResourcePlugin", {"GetResourcePluginOptions": handler}),))
-server.add_insecure_port("unix:" + path)
-server.start()
-server.wait_for_termination()
-"""
-
 # --- the parent: starts processes and reads their marks ---------------------------------------
-
-
-def first_answer(socket: str, process: subprocess.Popen[bytes], started: float) -> float:
-    """Seconds from ``started`` until GetResourcePluginOptions on ``socket`` is answered."""
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"exited early: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        if os.path.exists(socket):
-            channel = grpc.insecure_channel(f"unix:{socket}")
-            try:
-                options = channel.unary_unary(
-                    f"/{SERVICE}/GetResourcePluginOptions",
-                    request_serializer=lambda m: m.SerializeToString(),
-                    response_deserializer=lambda b: b,
-                )
-                options(pb.Empty(), timeout=0.5)
-                return time.monotonic() - started
-            except grpc.RpcError:
-                pass
-            finally:
-                channel.close()
-        time.sleep(0.002)
-
-
-def start(
-    argv: list[str], socket: str, env: dict[str, str] | None = None, cwd: Path = ROOT
-) -> tuple[subprocess.Popen[bytes], float, float]:
-    """Start ``argv`` in ``cwd``: the process, its monotonic exec time, seconds to the answer."""
-    if os.path.exists(socket):
-        os.unlink(socket)
-    started = time.monotonic()
-    process = subprocess.Popen(
-        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-    )
-    return process, started, first_answer(socket, process, started)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -113,17 +63,6 @@ def cpu_seconds(pid: int) -> float:
 def stop(process: subprocess.Popen[bytes], how: signal.Signals) -> None:
     process.send_signal(how)
     process.communicate(timeout=120)
-
-
-def journal_pods(argv: list[str], socket: str, pods: int, env: dict[str, str]) -> None:
-    """Fill the journal: ``pods`` shared pods allocated over gRPC, durability none."""
-    process, _, _ = start([*argv, "--durability", "none"], socket, env)
-    channel = grpc.insecure_channel(f"unix:{socket}")
-    allocate = stub(channel, "Allocate", pb.ResourceAllocationResponse)
-    for i in range(pods):
-        allocate(shared_message(f"pod-{i:05d}"), timeout=30)
-    channel.close()
-    stop(process, signal.SIGTERM)
 
 
 def median(values: list[float]) -> float:
@@ -204,19 +143,7 @@ def main() -> None:
 
 
 def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[Path]) -> None:
-    sockets = f"{directory}/sock"
-    os.makedirs(sockets)
-    socket = f"{sockets}/qrm_cpu_plugin_dynamic.sock"
-    qrmd_run = [
-        "run",
-        "--state-dir", f"{directory}/state",
-        "--topology", TOPOLOGY_SPEC,
-        "--reserved-cpu-cores", "4",
-        "--socket-dir", sockets,
-        "--plugin-registration-dir", f"{directory}/reg",
-        "--metrics-address", "off",
-        "--node-name", "bench",
-    ]  # fmt: skip
+    qrmd_run, socket = qrmd_run_args(directory)
     daemon = [*python, "-m", "qrmd.cli", *qrmd_run, "--durability", "always"]
     base_socket = f"{directory}/empty.sock"
     empty_server = [*python, "-c", EMPTY_SERVER, base_socket]
@@ -225,7 +152,7 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
     with_writes = dict(os.environ)
     if len(python) > 1:
         with_writes.pop("PYTHONDONTWRITEBYTECODE", None)
-    journal_pods([*python, "-m", "qrmd.cli", *qrmd_run], socket, pods, env=with_writes)
+    fill_journal([*python, "-m", "qrmd.cli", *qrmd_run], socket, pods, env=with_writes)
     empty, _, _ = start(empty_server, base_socket, env=with_writes)
     empty.kill()
     empty.wait()

@@ -36,7 +36,6 @@ import argparse
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -65,6 +64,7 @@ from bench_grpc import (
     start_allocator,
     stub,
 )
+from daemon_process import EMPTY_SERVER, fill_journal, qrmd_run_args, start
 
 from actors.allocator_messages import Allocate, GetResourcesAllocation
 from actors.state_store import StateStoreCore, StoreConfig
@@ -75,9 +75,7 @@ from journal.segments import read_segment_header
 from wire.gen import resourceplugin_pb2 as pb
 from wire.plugin_server import PluginServer
 
-ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-TOPOLOGY_SPEC = "synthetic:cpus=256,sockets=2,numas=8"
 RAW_WRITE = b"\0" * 300
 
 
@@ -335,50 +333,6 @@ def mix(node: ServedNode, calls: int) -> tuple[list[float], list[float]]:
 
 # --- the daemon as a process -----------------------------------------------------------------
 
-EMPTY_SERVER = """
-import sys, grpc
-from concurrent import futures
-path = sys.argv[1]
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-handler = grpc.unary_unary_rpc_method_handler(
-    lambda request, context: b"", request_deserializer=None, response_serializer=None)
-server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-    "resourceplugin.v1alpha1.ResourcePlugin", {"GetResourcePluginOptions": handler}),))
-server.add_insecure_port("unix:" + path)
-server.start()
-server.wait_for_termination()
-"""
-
-
-def time_to_serving(
-    argv: list[str], socket: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], float]:
-    """Start ``argv``; seconds until GetResourcePluginOptions on ``socket`` is answered."""
-    if os.path.exists(socket):
-        os.unlink(socket)
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"{argv[:3]} exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        if os.path.exists(socket):
-            channel = grpc.insecure_channel(f"unix:{socket}")
-            try:
-                options = channel.unary_unary(
-                    f"/{SERVICE}/GetResourcePluginOptions",
-                    request_serializer=lambda m: m.SerializeToString(),
-                    response_deserializer=lambda b: b,
-                )
-                options(pb.Empty(), timeout=0.5)
-                return process, time.perf_counter() - started
-            except grpc.RpcError:
-                pass
-            finally:
-                channel.close()
-        time.sleep(0.002)
-
 
 def daemon_rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
@@ -390,9 +344,6 @@ def daemon_rss_mib(pid: int) -> float:
 
 def bench_daemon(pods: int, repeats: int) -> None:
     directory = tempfile.mkdtemp(dir="/tmp", prefix="qd")
-    sockets = f"{directory}/sock"
-    os.makedirs(sockets)
-    socket = f"{sockets}/qrm_cpu_plugin_dynamic.sock"
     # Every process reads compiled bytecode, as an installed wheel does: the checkout has no
     # __pycache__ and PYTHONDONTWRITEBYTECODE may be set, and qrmd would otherwise compile its
     # ~180 modules at every start while grpc's site-packages are compiled. The cache is filled
@@ -400,53 +351,33 @@ def bench_daemon(pods: int, repeats: int) -> None:
     python = [PYTHON, "-X", f"pycache_prefix={directory}/pycache"]
     with_writes = dict(os.environ)
     with_writes.pop("PYTHONDONTWRITEBYTECODE", None)
-    argv = [
-        *python, "-m", "qrmd.cli", "run",
-        "--state-dir", f"{directory}/state",
-        "--topology", TOPOLOGY_SPEC,
-        "--reserved-cpu-cores", "4",
-        "--socket-dir", sockets,
-        "--plugin-registration-dir", f"{directory}/reg",
-        "--metrics-address", "off",
-        "--node-name", "bench",
-    ]  # fmt: skip
-    env_socket = socket
+    qrmd_run, socket = qrmd_run_args(directory)
+    argv = [*python, "-m", "qrmd.cli", *qrmd_run]
     try:
-        process, _ = time_to_serving([*argv, "--durability", "none"], env_socket, with_writes)
-        channel = grpc.insecure_channel(f"unix:{socket}")
-        allocate = stub(channel, "Allocate", pb.ResourceAllocationResponse)
-        for i in range(pods):
-            allocate(shared_message(f"pod-{i:05d}"), timeout=30)
-        channel.close()
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        fill_journal(argv, socket, pods, with_writes)
         kill_t: list[float] = []
         term_t: list[float] = []
         base_t: list[float] = []
         rss = float("nan")
         base_socket = f"{directory}/empty.sock"
-        empty, _ = time_to_serving(
-            [*python, "-c", EMPTY_SERVER, base_socket], base_socket, with_writes
-        )
+        empty, _, _ = start([*python, "-c", EMPTY_SERVER, base_socket], base_socket, with_writes)
         empty.kill()
         empty.wait()
         for _ in range(repeats):
-            process, seconds = time_to_serving([*argv, "--durability", "always"], socket)
+            process, _, seconds = start([*argv, "--durability", "always"], socket)
             kill_t.append(seconds)  # measured after the previous stop (SIGTERM first time)
             rss = daemon_rss_mib(process.pid)
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=60)
-            process, seconds = time_to_serving([*argv, "--durability", "always"], socket)
+            process, _, seconds = start([*argv, "--durability", "always"], socket)
             kill_t[-1] = seconds  # after SIGKILL
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
-            process, seconds = time_to_serving([*argv, "--durability", "always"], socket)
+            process, _, seconds = start([*argv, "--durability", "always"], socket)
             term_t.append(seconds)  # after SIGTERM
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
-            empty, seconds = time_to_serving(
-                [*python, "-c", EMPTY_SERVER, base_socket], base_socket
-            )
+            empty, _, seconds = start([*python, "-c", EMPTY_SERVER, base_socket], base_socket)
             base_t.append(seconds)
             empty.kill()
             empty.wait()
@@ -534,29 +465,9 @@ def bench_replay(state_dir: str) -> None:
 def bench_replay_only(pods: int) -> None:
     """The journal replay rows alone, on the journal ``qrmd run`` writes for ``pods`` pods."""
     directory = tempfile.mkdtemp(dir="/tmp", prefix="qr")
-    sockets = f"{directory}/sock"
-    os.makedirs(sockets)
-    socket = f"{sockets}/qrm_cpu_plugin_dynamic.sock"
-    argv = [
-        PYTHON, "-m", "qrmd.cli", "run",
-        "--state-dir", f"{directory}/state",
-        "--topology", TOPOLOGY_SPEC,
-        "--reserved-cpu-cores", "4",
-        "--socket-dir", sockets,
-        "--plugin-registration-dir", f"{directory}/reg",
-        "--metrics-address", "off",
-        "--node-name", "bench",
-        "--durability", "none",
-    ]  # fmt: skip
+    qrmd_run, socket = qrmd_run_args(directory)
     try:
-        process, _ = time_to_serving(argv, socket)
-        channel = grpc.insecure_channel(f"unix:{socket}")
-        allocate = stub(channel, "Allocate", pb.ResourceAllocationResponse)
-        for i in range(pods):
-            allocate(shared_message(f"pod-{i:05d}"), timeout=30)
-        channel.close()
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
+        fill_journal([PYTHON, "-m", "qrmd.cli", *qrmd_run], socket, pods)
         bench_replay(f"{directory}/state")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
