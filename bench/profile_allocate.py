@@ -93,25 +93,27 @@ def instrument() -> None:
         else row
         for row in plugin_module.RESOURCE_PLUGIN_RPCS
     )
-    plugin_module.ask_allocator = timed("ask allocator", plugin_module.ask_allocator)  # type: ignore[assignment]
-    actor = allocator_module.AllocatorActor
-    actor.on_receive = timed("allocator turn", actor.on_receive)  # type: ignore[method-assign]
-    allocator_module.decide = timed("decision", allocator_module.decide)  # type: ignore[assignment]
-    allocator_module.cause_of = timed("cause", allocator_module.cause_of)  # type: ignore[assignment]
-    committer = commit_module.StateStoreCommitter
-    committer.commit = timed("ask store", committer.commit)  # type: ignore[method-assign]
-    adopted = commit_module.AdoptedSnapshot
-    adopted.commit = timed("commit and adopt", adopted.commit)  # type: ignore[method-assign]
-    store = store_module.StateStoreActor
-    store.on_receive = timed("store turn", store.on_receive)  # type: ignore[method-assign]
-    store_module.apply_all = timed("apply events", store_module.apply_all)  # type: ignore[assignment]
-    store_module.encode_event = timed("encode events", store_module.encode_event)  # type: ignore[assignment]
-    journal = writer_module.Journal
-    journal.append = timed("journal append", journal.append)  # type: ignore[method-assign]
-    os.fsync = timed("fsync", os.fsync)
+    for owner, name, label in WRAPPED:
+        setattr(owner, name, timed(label, getattr(owner, name)))
 
 
-# (stage, its figure, the stages nested in it), printed as self time.
+#: (where the caller looks it up, the name it looks up, the stage's label).
+WRAPPED: tuple[tuple[Any, str, str], ...] = (
+    (plugin_module, "ask_allocator", "ask allocator"),
+    (allocator_module.AllocatorActor, "on_receive", "allocator turn"),
+    (allocator_module, "decide", "decision"),
+    (allocator_module, "cause_of", "cause"),
+    (commit_module.StateStoreCommitter, "commit", "ask store"),
+    (commit_module.AdoptedSnapshot, "commit", "commit and adopt"),
+    (store_module.StateStoreActor, "on_receive", "store turn"),
+    (store_module, "apply_all", "apply events"),
+    (store_module, "encode_event", "encode events"),
+    (writer_module.Journal, "append", "journal append"),
+    (os, "fsync", "fsync"),
+)
+
+
+# (stage, the stages nested in it): each stage is printed as its time less theirs.
 NESTING = [
     ("client round trip", ["servicer work", "wire decode", "reply serialise"]),
     ("servicer work", ["to domain call", "ask allocator", "reply message"]),
