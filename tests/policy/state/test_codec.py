@@ -233,18 +233,26 @@ PRIMITIVES = st.recursive(
 VALID_EVENTS = [encode_event(e) for e in ONE_OF_EACH]
 
 
-@st.composite
-def mutated_event(draw: st.DrawFn) -> object:
-    """A valid encoded event with one field (possibly nested) replaced by garbage."""
-    data = copy.deepcopy(draw(st.sampled_from(VALID_EVENTS)))
+def replace_one_field(
+    draw: st.DrawFn, data: dict[str, Any], garbage: st.SearchStrategy[Any]
+) -> None:
+    """Replace one field of ``data`` (possibly nested) by a value drawn from ``garbage``."""
     target = data
     while True:
         key = draw(st.sampled_from(sorted(target)))
         if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
             target = target[key]
             continue
-        target[key] = draw(PRIMITIVES)
-        return data
+        target[key] = draw(garbage)
+        return
+
+
+@st.composite
+def mutated_event(draw: st.DrawFn) -> object:
+    """A valid encoded event with one field (possibly nested) replaced by garbage."""
+    data = copy.deepcopy(draw(st.sampled_from(VALID_EVENTS)))
+    replace_one_field(draw, data, PRIMITIVES)
+    return data
 
 
 @settings(max_examples=300, deadline=None)

@@ -21,7 +21,13 @@ from policy.errors import CodecError
 from policy.state import codec, codec_fast
 from policy.state.codec import encode_event
 from policy.state.events import ContainerAllocated
-from tests.policy.state.test_codec import ONE_OF_EACH, PRIMITIVES, VALID_EVENTS, mutated_event
+from tests.policy.state.test_codec import (
+    ONE_OF_EACH,
+    PRIMITIVES,
+    VALID_EVENTS,
+    mutated_event,
+    replace_one_field,
+)
 
 
 def checked_event(data: object) -> Any:
@@ -61,14 +67,8 @@ def mutated_entry(draw: st.DrawFn) -> object:
     """A valid encoded container entry with one field (possibly nested) replaced by garbage."""
     entries = [e for e in VALID_EVENTS if e["kind"] == ContainerAllocated.__name__]
     data = copy.deepcopy(draw(st.sampled_from(entries))["entry"])
-    target = data
-    while True:
-        key = draw(st.sampled_from(sorted(target)))
-        if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
-            target = target[key]
-            continue
-        target[key] = draw(PRIMITIVES | st.integers() | st.floats(allow_nan=False))
-        return data
+    replace_one_field(draw, data, PRIMITIVES | st.integers() | st.floats(allow_nan=False))
+    return data
 
 
 @settings(max_examples=400, deadline=None)
