@@ -9,23 +9,23 @@ Start, in order:
 3. the Supervisor: the StateStore (it recovers from the journal), then the Allocator, built
    from the recovered snapshot and sent ``StartPolicy`` (§6.2 steps 4–6); then the store's
    checkpoint ticker, so an idle node still writes its time-due checkpoint
-   (``qrmd.store_wiring``);
+   (``qrmd.store.subsystem``);
 4. the endpoint starts answering; with ``--pod-source kubelet`` the pod list publisher (built
    in step 3, the Allocator reads pod phases from it, cpu-policy §7.3) and the periodic
-   checkers start (``qrmd.checkers_wiring``; their actor is the Supervisor's
+   checkers start (``qrmd.pods.subsystem``; their actor is the Supervisor's
    child after the Allocator); without a pod source, like the reference without pod metadata
    (§12.4 step 1), no checker runs and a log line says that residual state is never cleaned;
 5. one PluginServer per socket directory (wire.md §2, §8.1): only now, with the state
    recovered and the actors ready, does a socket appear for kubelet to dial;
 6. with ``--enable-memory-balancer``: the MemoryBalancer is the Supervisor's third child
    (after the StateStore and the Allocator, so rest-for-one restarts it with the store), and
-   once it runs, its ticker and eviction plugin start (``qrmd.balancer_wiring``);
+   once it runs, its ticker and eviction plugin start (``qrmd.balancer.subsystem``);
 7. with ``--enable-cpu-pressure-eviction``: the CPU pressure actor is the next child, and
-   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure_wiring``);
+   once it runs, its ticker and its two eviction plugins start (``qrmd.cpu_pressure.subsystem``);
 8. with ``--enable-cpu-advisor``: the policy context has ``advisor_enabled``, the Allocator
    calls the advisor, and the AdvisorLink is the Supervisor's last child, which serves
    GetCheckpoint on ``--cpu-plugin-socket`` before it dials; once it runs, the fallback's
-   silence ticker starts (``qrmd.advisor_wiring``). kubelet is served whatever the advisor
+   silence ticker starts (``qrmd.advisor.subsystem``). kubelet is served whatever the advisor
    does (beyond the reference, which refuses to start without it).
 
 Stop (SIGTERM/SIGINT): the advisor's ticker, the CPU pressure plugins and ticker, the
@@ -66,17 +66,17 @@ from policy.cpu.qos import QoSConfig
 from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from policy.topology.model import CPUTopology
 from qrmd.config import ConfigError, DaemonConfig
-from qrmd.hardening_settings import (
+from qrmd.cpu_plugin.connection_cap import (
     DEFAULT_MAX_CONNECTIONS,
     check_connection_cap,
     raise_open_file_limit,
 )
-from qrmd.health import HealthRegistry
-from qrmd.journal_settings import journal_retention
-from qrmd.metrics import DaemonMetrics, MetricSources
-from qrmd.start_record import start_cause
-from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
-from qrmd.topology_source import load_topology
+from qrmd.cpu_plugin.topology_source import load_topology
+from qrmd.status.health import HealthRegistry
+from qrmd.status.metrics import DaemonMetrics, MetricSources
+from qrmd.store.settings import journal_retention
+from qrmd.store.start_record import start_cause
+from qrmd.store.subsystem import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
 from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
@@ -85,11 +85,11 @@ if TYPE_CHECKING:
     # node that leaves them off does not load them: the advisor link, the memory balancer,
     # CPU pressure eviction, the pod source's checkers, and the HTTP endpoint with
     # ``--metrics-address off`` (DESIGN.md "Who uses it": ``qrmd run`` on every node).
-    from qrmd.advisor_wiring import AdvisorWiring
-    from qrmd.balancer_wiring import BalancerWiring
-    from qrmd.checkers_wiring import CheckersWiring
-    from qrmd.cpu_pressure_wiring import CPUPressureWiring
-    from qrmd.endpoint import StatusEndpoint
+    from qrmd.advisor.subsystem import AdvisorWiring
+    from qrmd.balancer.subsystem import BalancerWiring
+    from qrmd.cpu_pressure.subsystem import CPUPressureWiring
+    from qrmd.pods.subsystem import CheckersWiring
+    from qrmd.status.endpoint import StatusEndpoint
 
 __all__ = [
     "RESOURCE_NAME",
@@ -136,7 +136,7 @@ BalancerFactory = Callable[[DaemonConfig, CPUTopology, Clock], "BalancerWiring"]
 
 
 def _host_balancer(config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
-    from qrmd.balancer_wiring import BalancerWiring  # noqa: PLC0415 (lazy: optional)
+    from qrmd.balancer.subsystem import BalancerWiring  # noqa: PLC0415 (lazy: optional)
     from qrmd.host.cpu_vendor import read_cpu_vendor  # noqa: PLC0415
 
     return BalancerWiring(config, topology, clock, cpu_vendor=read_cpu_vendor())
@@ -147,7 +147,7 @@ CPUPressureFactory = Callable[[DaemonConfig, Clock, PolicyContext], "CPUPressure
 
 
 def _host_cpu_pressure(config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
-    from qrmd.cpu_pressure_wiring import CPUPressureWiring  # noqa: PLC0415 (lazy: optional)
+    from qrmd.cpu_pressure.subsystem import CPUPressureWiring  # noqa: PLC0415 (lazy: optional)
 
     return CPUPressureWiring(config, clock, reserved=ctx.reserved, qos=ctx.qos)
 
@@ -283,7 +283,7 @@ class Daemon:
         )
         self.store = store
         if config.pod_source.enabled:
-            from qrmd.checkers_wiring import CheckersWiring  # noqa: PLC0415 (lazy: optional)
+            from qrmd.pods.subsystem import CheckersWiring  # noqa: PLC0415 (lazy: optional)
 
             self.checkers = CheckersWiring(
                 config, ctx, self._clock, self.health, lambda: store.latest
@@ -291,7 +291,7 @@ class Daemon:
         # The Allocator reads pod phases from the same publisher the checkers read (§7.3).
         pods = self.checkers.publisher if self.checkers is not None else None
         if config.cpu_advisor.enabled:
-            from qrmd.advisor_wiring import AdvisorWiring  # noqa: PLC0415 (lazy: optional)
+            from qrmd.advisor.subsystem import AdvisorWiring  # noqa: PLC0415 (lazy: optional)
 
             self.advisor = AdvisorWiring(
                 config.cpu_advisor, self._clock, self.health, lambda: store.latest
@@ -347,7 +347,7 @@ class Daemon:
             self.metrics.registry.register(advisor.collector())
         # 2. The endpoint's socket, before recovery: a taken port fails fast.
         if config.metrics_address is not None:
-            from qrmd.endpoint import StatusEndpoint  # noqa: PLC0415 (lazy: optional)
+            from qrmd.status.endpoint import StatusEndpoint  # noqa: PLC0415 (lazy: optional)
 
             host, port = config.metrics_address
             self.endpoint = StatusEndpoint(
@@ -563,7 +563,8 @@ def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = N
             _log.info("%s: stopping", signal.Signals(signum).name)
         stop.set()
 
-    # Room for the journal and health beside the capped connections (qrmd.hardening_settings).
+    # Room for the journal and health beside the capped connections
+    # (qrmd.cpu_plugin.connection_cap).
     limit = raise_open_file_limit()
     sockets = len(config.socket_dirs) + (1 if config.enable_memory_balancer else 0)
     try:

@@ -22,6 +22,7 @@ from rich.text import Text
 from journal import journal_identity, read_records
 from qrmd import config
 from qrmd.commands.journal_common import DIR_HELP
+from qrmd.cpu_plugin.topology_source import SPEC_FORMS
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
@@ -38,7 +39,6 @@ from qrmd.forensics.report import collect_series, render_html
 from qrmd.forensics.rerun import RerunSummary, rerun_steps
 from qrmd.forensics.state_view import render_state, state_document
 from qrmd.journal_view import format_time
-from qrmd.topology_source import SPEC_FORMS
 
 __all__ = ["EXIT_DIVERGED", "add_topology_argument", "register", "walk_of"]
 

@@ -28,7 +28,7 @@ from journal import Journal, JournalError
 from policy.cpu.request import ContainerType, ResourceRequest
 from qrmd.config import DaemonConfig, load_config
 from qrmd.daemon import Daemon, DaemonError
-from qrmd.metrics import DaemonMetrics
+from qrmd.status.metrics import DaemonMetrics
 from tests.integration.daemon_process import PluginClient
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"

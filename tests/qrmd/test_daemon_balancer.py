@@ -22,7 +22,7 @@ from actors.supervisor import SupervisedRef
 from journal import read_records
 from policy.balance import BalanceStatus
 from policy.topology.model import CPUTopology
-from qrmd.balancer_wiring import BALANCER_CHILD, BalancerWiring
+from qrmd.balancer.subsystem import BALANCER_CHILD, BalancerWiring
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
 from qrmd.daemon import Daemon

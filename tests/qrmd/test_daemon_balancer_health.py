@@ -14,8 +14,8 @@ import pytest
 
 from policy.balance.constants import FREE_TEXT_FAILED_REASON
 from policy.topology.synthetic import parse_synthetic_spec
-from qrmd.balancer_checks import check_memory_cgroup_root, metrics_file_warnings
-from qrmd.balancer_wiring import BalancerWiring
+from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
+from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.config import load_config
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 from tests.qrmd.test_daemon import http

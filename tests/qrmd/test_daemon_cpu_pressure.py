@@ -21,7 +21,7 @@ from actors.store_messages import GetSnapshot
 from policy.cpu.context import PolicyContext
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
-from qrmd.cpu_pressure_wiring import CPU_PRESSURE_CHILD, CPUPressureWiring
+from qrmd.cpu_pressure.subsystem import CPU_PRESSURE_CHILD, CPUPressureWiring
 from qrmd.daemon import Daemon
 from qrmd.host.cpu_load_sources import SimulatedContainerLoads
 from tests.qrmd.test_daemon import Harness, http, shared

@@ -1,4 +1,4 @@
-"""``qrmd run`` with and without a pod source, in process (qrmd.daemon, qrmd.checkers_wiring):
+"""``qrmd run`` with and without a pod source, in process (qrmd.daemon, qrmd.pods.subsystem):
 the start-up line of ``--pod-source none``, and with ``--pod-source kubelet`` the checkers child,
 its handlers on /healthz, its metrics, and a clean stop."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pykka
 import pytest
 
-from qrmd.checkers_wiring import CHECKERS_CHILD
 from qrmd.kubelet_sim import Container, Kubelet, Pod
 from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
+from qrmd.pods.subsystem import CHECKERS_CHILD
 from tests.qrmd.test_daemon import Harness, harness, http, wait_until
 
 __all__ = ["harness"]  # the fixture, shared with test_daemon

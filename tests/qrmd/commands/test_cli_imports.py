@@ -24,11 +24,11 @@ NOT_FOR_THE_DAEMON = ("qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim", "rich
 # checkers, the HTTP endpoint with --metrics-address off; and the machine-file and YAML
 # parsers when neither --config nor --topology names a file.
 NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
-    "qrmd.advisor_wiring",
-    "qrmd.balancer_wiring",
-    "qrmd.cpu_pressure_wiring",
-    "qrmd.checkers_wiring",
-    "qrmd.endpoint",
+    "qrmd.advisor.subsystem",
+    "qrmd.balancer.subsystem",
+    "qrmd.cpu_pressure.subsystem",
+    "qrmd.pods.subsystem",
+    "qrmd.status.endpoint",
     "qrmd.host.cpu_vendor",
     "qrmd.host.migrate",
     "qrmd.host.pod_publisher",

@@ -1,0 +1,64 @@
+"""Resolve a ``--topology`` SPEC into a CPUTopology: sysfs, synthetic, or a machine file.
+
+SPEC forms (spec cpu-policy §1.2, §1.3):
+
+- ``sysfs`` (the default): this host, read from ``/sys``; ``sysfs:ROOT`` reads a tree laid
+  out like ``/sys`` under ROOT (a copy taken from another host, or a test fixture).
+- ``synthetic:cpus=N,sockets=S,numas=M``: the reference's generated layout.
+- a path ending in ``.yaml``, ``.yml`` or ``.json``, or ``file:PATH`` for any name: a
+  machine file (format in ``policy.topology.machine_file`` and the README).
+"""
+
+from __future__ import annotations
+
+from policy.topology.model import CPUTopology, TopologyError
+from qrmd.cpu_plugin.settings import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
+
+__all__ = ["DEFAULT_TOPOLOGY_SPEC", "SPEC_FORMS", "load_topology"]
+
+
+def load_topology(spec: str) -> CPUTopology:
+    """Build the topology a SPEC names.
+
+    Args:
+        spec: one of the forms in the module docstring.
+
+    Returns:
+        The topology, with its NUMA distances.
+
+    Raises:
+        TopologyError: the spec is not one of the forms, or what it names is invalid or
+            unreadable (the message names the file, key or value).
+    """
+    # Each form imports its reader when it is used: ``qrmd run`` on a host reads sysfs and
+    # never loads the machine-file parser (nor YAML), nor the synthetic generator.
+    if spec == "sysfs" or spec.startswith("sysfs:"):
+        from qrmd.host.sysfs_topology import (  # noqa: PLC0415 (lazy: one form)
+            DEFAULT_SYSFS_ROOT,
+            read_sysfs_topology,
+        )
+
+        return read_sysfs_topology(
+            DEFAULT_SYSFS_ROOT if spec == "sysfs" else _nonempty(spec, "sysfs:")
+        )
+    if spec.startswith("synthetic:"):
+        from policy.topology.synthetic import parse_synthetic_spec  # noqa: PLC0415
+
+        return parse_synthetic_spec(spec)
+    from qrmd.host.machine_file import (  # noqa: PLC0415 (lazy: one form)
+        MACHINE_FILE_SUFFIXES,
+        read_machine_file,
+    )
+
+    if spec.startswith("file:"):
+        return read_machine_file(_nonempty(spec, "file:"))
+    if spec.lower().endswith(MACHINE_FILE_SUFFIXES):
+        return read_machine_file(spec)
+    raise TopologyError(f"unknown topology spec {spec!r}: expected {SPEC_FORMS}")
+
+
+def _nonempty(spec: str, prefix: str) -> str:
+    rest = spec[len(prefix) :]
+    if not rest:
+        raise TopologyError(f"topology spec {spec!r} names no path after {prefix!r}")
+    return rest
