@@ -83,6 +83,7 @@ __all__ = [
     "MIN_CHECKPOINT_EVERY_S",
     "OPTIONS",
     "PLUGIN_SOCKET_NAME",
+    "RUN_USAGE",
     "SECTIONS",
     "ConfigError",
     "DaemonConfig",
@@ -94,6 +95,7 @@ __all__ = [
     "help_group",
     "load_config",
     "parse_duration",
+    "summary",
 ]
 
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
@@ -258,33 +260,55 @@ def help_group(opt: Option) -> str:
     return next(name for name, options in SECTIONS if opt in options)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and every option's flag to ``parser``, grouped by concern.
+#: ``qrmd run --help`` names each flag and what it is for on one line; the whole text is
+#: ``docs/flags.md`` (``qrmd.flags_doc``).
+SUMMARY_WIDTH = 50
+RUN_USAGE = "%(prog)s [--config PATH] [--FLAG VALUE ...]"
+
+
+def summary(opt: Option) -> str:
+    """An option's one-line ``--help`` text: the first clause of its help, cut to
+    ``SUMMARY_WIDTH`` at a word."""
+    text = " ".join(opt.help.split(";")[0].split())
+    if len(text) <= SUMMARY_WIDTH:
+        return text
+    return text[: SUMMARY_WIDTH - 1].rsplit(" ", 1)[0] + "…"
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, one_line: bool = False) -> None:
+    """Add ``--config`` and every option's flag to ``parser``, grouped by subsystem.
 
     Values stay strings here and are checked by ``load_config``, so a bad value is one error
     line naming its key rather than argparse's usage text.
+
+    Args:
+        parser: the parser to add to.
+        one_line: each flag's help is its ``summary`` (``qrmd run --help``); otherwise its
+            whole text, default, reference flag and environment variable.
     """
     parser.add_argument(
         "--config",
         metavar="PATH",
         default=argparse.SUPPRESS,
-        help="YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
+        help="YAML or TOML file of these flags"
+        if one_line
+        else "YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
         "(with - or _); environment variables QRMD_<FLAG> win over it, flags over both",
     )
     groups = {name: parser.add_argument_group(f"{name} options") for name, _ in SECTIONS}
     for opt in OPTIONS:
         group = groups[help_group(opt)]
-        env = f"; env {env_name(opt.flag)}"
+        text = summary(opt) if one_line else f"{opt.help_text()}; env {env_name(opt.flag)}"
         if opt.switch:
             # ``--flag`` alone is true; ``--flag=false`` as the reference's Go flags accept.
             group.add_argument(
                 f"--{opt.flag}", nargs="?", const=True, default=argparse.SUPPRESS,
-                metavar="true|false", help=opt.help_text() + env,
+                metavar="true|false", help=text,
             )  # fmt: skip
         else:
             group.add_argument(
                 f"--{opt.flag}", metavar=opt.metavar, default=argparse.SUPPRESS,
-                action="append" if opt.repeatable else "store", help=opt.help_text() + env,
+                action="append" if opt.repeatable else "store", help=text,
             )  # fmt: skip
 
 
