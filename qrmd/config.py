@@ -40,8 +40,11 @@ from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
+    PolicyContext,
 )
 from policy.cpu.pressure import PressureSettings
+from policy.cpu.qos import QoSConfig
+from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
 from qrmd.advisor.settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer.settings import (
     BALANCER_OPTIONS,
@@ -65,6 +68,7 @@ from qrmd.cpu_plugin.settings import (
     DEFAULT_TOPOLOGY_SPEC,
     PLUGIN_NAME,
     PLUGIN_SOCKET_NAME,
+    reserve_error,
 )
 from qrmd.cpu_pressure.settings import (
     CPU_EVICTION_OPTIONS,
@@ -72,6 +76,7 @@ from qrmd.cpu_pressure.settings import (
     cpu_eviction_values,
 )
 from qrmd.host.source_settings import BalancerSourceSettings
+from qrmd.host.topology_source import load_topology
 from qrmd.pods.settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.store.settings import DEFAULT_STATE_DIR, MIN_CHECKPOINT_EVERY_S, STORE_OPTIONS
 
@@ -89,6 +94,7 @@ __all__ = [
     "DaemonConfig",
     "Option",
     "add_arguments",
+    "build_context",
     "config_from_args",
     "env_name",
     "environment_values",
@@ -470,3 +476,38 @@ def _read_file(path: str) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ConfigError(f"--config: {path!r} must hold a mapping of flag names to values")
     return data
+
+
+def build_context(config: DaemonConfig) -> PolicyContext:
+    """The machine every subsystem shares: the topology, its system reserve and the policy's
+    fixed inputs (QoS configuration, options), from the configuration.
+
+    Raises:
+        TopologyError, QoSConfigError: the machine or an option is invalid.
+        ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
+    """
+    topology = load_topology(config.topology)
+    try:
+        reserved = reserved_cpus(
+            topology,
+            use_kubelet_reserved_config=False,
+            reserved_cpu_cores=config.reserved_cpu_cores,
+        )
+        require_cpus_outside_reserve(topology, reserved)
+    except ReserveError as err:
+        raise ConfigError(reserve_error(config, err)) from err
+    qos = QoSConfig.build(
+        enhancement_defaults=dict(config.qos_enhancement_defaults),
+        debug_annotation_keys=config.pod_debug_anno_keys,
+    )
+    return PolicyContext(
+        topology=topology,
+        reserved=reserved,
+        qos=qos,
+        enable_reclaim=config.enable_reclaim,
+        advisor_enabled=config.cpu_advisor.enabled,
+        transition_period_s=config.transition_period_s,
+        max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
+        max_hints=config.max_hints,
+        residual_sightings=config.pod_source.residual_sightings,
+    )

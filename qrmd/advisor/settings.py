@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from policy.cpu.advisor.decision import DEFAULT_UNHEALTHY_AFTER_S
 from qrmd.config_values import Option, positive_duration, socket_file, switch
@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_CPU_ADVISOR_SOCKET",
     "DEFAULT_CPU_PLUGIN_SOCKET",
+    "AdvisorFields",
     "AdvisorLinkConfig",
     "advisor_values",
 ]
@@ -115,3 +116,10 @@ def advisor_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, Any]
             "run without it (pools are sized by requests)"
         )
     return {"cpu_advisor": config}
+
+
+class AdvisorFields(Protocol):
+    """The ``DaemonConfig`` field the advisor link is made of (``qrmd.advisor.subsystem``)."""
+
+    @property
+    def cpu_advisor(self) -> AdvisorLinkConfig: ...

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import pykka
+from prometheus_client.registry import Collector
 
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.advisor_messages import CheckAdvisorSilence
@@ -42,8 +43,9 @@ from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from qrmd.advisor.health import register_advisor_health
 from qrmd.advisor.metrics import AdvisorLinkCollector
-from qrmd.advisor.settings import AdvisorLinkConfig
+from qrmd.advisor.settings import AdvisorFields, AdvisorLinkConfig
 from qrmd.status.health import HandlerHealth, HealthRegistry
+from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
 from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, is_served
 from wire.advisor_client import GrpcAdvisorClient
 
@@ -51,6 +53,7 @@ __all__ = [
     "ADVISOR_CHILD",
     "CHECKPOINT_WATCH_S",
     "AdvisorWiring",
+    "build",
     "silence_tick_period",
 ]
 
@@ -94,7 +97,20 @@ class _Tell:
             _log.info("%s stopped: %s dropped", self.name, type(message).__name__)
 
 
-class AdvisorWiring:
+def build(settings: AdvisorFields, shared: Shared) -> AdvisorWiring:
+    """The advisor link subsystem; it offers the Allocator its calls to sys-advisor."""
+    ports = shared.ports
+
+    def latest() -> Snapshot | None:
+        # Read through the ports at each call: whoever offers the snapshot, built before or after.
+        return ports.latest()
+
+    advisor = AdvisorWiring(settings.cpu_advisor, shared.clock, shared.health, latest)
+    ports.advisor = advisor.advisor_calls
+    return advisor
+
+
+class AdvisorWiring(SubsystemParts):
     """Everything ``--enable-cpu-advisor`` adds to the daemon; see the module docstring.
 
     Args:
@@ -129,6 +145,26 @@ class AdvisorWiring:
         self._watch_stop = threading.Event()
         self._watchdog: threading.Thread | None = None
 
+    # -- the subsystem ---------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The link, the last child: rest-for-one restarts it with the Allocator (it then
+        pushes again)."""
+        return (self.child_spec(),)
+
+    def collectors(self) -> Sequence[Collector]:
+        """The link's metrics."""
+        return (self.collector(),)
+
+    def start(self, running: Running) -> None:
+        """The fallback's silence ticker and the checkpoint watchdog (the link runs)."""
+        self.start_ticking(running.supervisor)
+
+    def serving(self) -> str:
+        """The sockets it dials and serves, for the serving line."""
+        link = self.config
+        return f"sys-advisor: dialling {link.advisor_socket}, GetCheckpoint on {link.plugin_socket}"
+
     # -- the Allocator's side ----------------------------------------------------------------
 
     def advisor_calls(self) -> AdvisorCalls:
@@ -154,7 +190,7 @@ class AdvisorWiring:
         self.serve_checkpoint()
         # The Allocator's own ref: rest-for-one restarts the link whenever the Allocator
         # restarts, so this ref is the running Allocator's for the link's whole life.
-        allocator = _Tell("allocator", refs["allocator"])
+        allocator = _Tell(ALLOCATOR_CHILD, refs[ALLOCATOR_CHILD])
 
         def build(timers: Timers, spawn: Spawn, deliver: Callable[[Any], None]) -> AdvisorLinkCore:
             return AdvisorLinkCore(
@@ -175,10 +211,10 @@ class AdvisorWiring:
         self._link.ref = ref
         return ref
 
-    def start(self, supervisor: Supervisor) -> None:
+    def start_ticking(self, supervisor: Supervisor) -> None:
         """Once the actors run: the silence ticker and the checkpoint watchdog."""
         self._ticker = Ticker(
-            supervisor.ref("allocator"),
+            supervisor.ref(ALLOCATOR_CHILD),
             silence_tick_period(self.config.unhealthy_after_s),
             self._clock.time,
             CheckAdvisorSilence,

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from policy.balance import BalanceError, BalancerConfig
 from policy.balance.constants import EVICTION_PLUGIN_NAME
@@ -53,6 +53,7 @@ __all__ = [
     "BALANCER_OPTIONS",
     "DEFAULT_METRICS_SOURCE",
     "DEFAULT_PLUGIN_REGISTRATION_DIR",
+    "BalancerFields",
     "MetricsSourceSpec",
     "balancer_value",
     "balancer_values",
@@ -411,3 +412,29 @@ def balancer_values(
         "numa_metric_sources": build_source_settings(spec, groups.get("sources", {})),
         "simulated_pressure": spec.pressure,
     }
+
+
+class BalancerFields(Protocol):
+    """The ``DaemonConfig`` fields the memory balancer's wiring reads
+    (``qrmd.balancer.subsystem``)."""
+
+    @property
+    def qos_aware_sync_period_s(self) -> float: ...
+
+    @property
+    def balance_round_summary_every_s(self) -> float: ...
+
+    @property
+    def memory_balance_execute(self) -> bool: ...
+
+    @property
+    def plugin_registration_dir(self) -> str: ...
+
+    @property
+    def simulated_pressure(self) -> tuple[int, ...]: ...
+
+    @property
+    def memory_balancer(self) -> BalancerConfig: ...
+
+    @property
+    def numa_metric_sources(self) -> BalancerSourceSettings: ...

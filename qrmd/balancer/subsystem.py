@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pykka
@@ -58,16 +58,24 @@ from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
 from policy.topology.model import CPUTopology
 from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
-from qrmd.config import DaemonConfig
+from qrmd.balancer.settings import BalancerFields
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
+from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_distances import TopologyNumaDistances
-from qrmd.status.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, HealthRegistry
+from qrmd.status.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, ProblemSource
+from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginServer
 from wire.rpc import RpcObserver
 
-__all__ = ["BALANCER_CHILD", "PLUGIN_RETRY_S", "ROUND_HEALTH_CHECK", "BalancerWiring"]
+__all__ = [
+    "BALANCER_CHILD",
+    "PLUGIN_RETRY_S",
+    "ROUND_HEALTH_CHECK",
+    "BalancerWiring",
+    "build",
+]
 
 _log = logging.getLogger("qrmd.balancer")
 
@@ -100,11 +108,18 @@ class _BalancerRef:
         return any(c.name == BALANCER_CHILD and c.alive for c in self._supervisor.status().children)
 
 
-class BalancerWiring:
+def build(settings: BalancerFields, shared: Shared) -> BalancerWiring:
+    """The memory balancer subsystem on this host's sources, as the settings choose them."""
+    return BalancerWiring(
+        settings, shared.machine.topology, shared.clock, cpu_vendor=read_cpu_vendor()
+    ).attach(shared)
+
+
+class BalancerWiring(SubsystemParts):
     """Builds the balancer's ports and actor, and runs its ticker and eviction plugin.
 
     Args:
-        config: the validated configuration (``enable_memory_balancer`` set).
+        config: the balancer's settings.
         topology: the machine; its distance matrix gives the distance lists (§4.4).
         clock: the daemon's clock: rounds, the cool-down and the ping-pong window use it.
         cpu_vendor: the CPUID vendor string (§3.1).
@@ -119,7 +134,7 @@ class BalancerWiring:
 
     def __init__(
         self,
-        config: DaemonConfig,
+        config: BalancerFields,
         topology: CPUTopology,
         clock: Clock,
         *,
@@ -174,6 +189,41 @@ class BalancerWiring:
         self._supervisor: Supervisor | None = None
         self._stop = threading.Event()
         self._retry: threading.Thread | None = None
+        self._shared: Shared | None = None
+
+    def attach(self, shared: Shared) -> BalancerWiring:
+        """Join the daemon: each round takes the containers' IDs from the pod source's
+        publisher, the Allocator's (memory-balancer §4.2), read when the actor starts."""
+        self._shared = shared
+        return self
+
+    # -- the subsystem ---------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The balancer, after the Allocator (rest-for-one restarts it with the store)."""
+        pods = None if self._shared is None else self._shared.ports.pod_source
+        return (self.child_spec(pods),)
+
+    def health_sources(self) -> Sequence[ProblemSource]:
+        """The round check (module docstring, point 5)."""
+        return (self.problems,)
+
+    def collectors(self) -> Sequence[Collector]:
+        """The §12 metrics."""
+        return (self.collector(),)
+
+    def start(self, running: Running) -> None:
+        """Tick the rounds and serve the eviction plugin (the actor runs)."""
+        self.start_serving(running.supervisor, running.metrics)
+
+    def serving(self) -> str:
+        """The rounds and the eviction plugin, for the serving line."""
+        plugin = self.server
+        return (
+            f"memory balancer: every {self.config.qos_aware_sync_period_s:g} s, "
+            f"{'executing' if self.config.memory_balance_execute else 'dry run'}, eviction "
+            f"plugin {plugin.socket_path if plugin is not None else 'not serving yet'}"
+        )
 
     # -- the supervised actor ----------------------------------------------------------------
 
@@ -188,7 +238,7 @@ class BalancerWiring:
         self.pod_source = pods
         return ChildSpec(
             BALANCER_CHILD,
-            lambda refs: self._start_actor(refs["store"]),
+            lambda refs: self._start_actor(refs[STORE_CHILD]),
             _wait_ready,
             unavailable=BalancerUnavailable,
         )
@@ -224,10 +274,6 @@ class BalancerWiring:
         """The balancer's tick went well (None) or not; from the actor's thread."""
         self.round_health.update(error, self._clock.monotonic())
 
-    def watch_health(self, health: HealthRegistry) -> None:
-        """Make ``/healthz`` ask the round check (module docstring, point 5)."""
-        health.add_source(self.problems)
-
     def problems(self) -> list[str]:
         """Why the balancer is unhealthy now: its rounds keep failing, or it stopped."""
         why = self.round_health.failing(self._clock.monotonic())
@@ -235,7 +281,7 @@ class BalancerWiring:
 
     # -- ticker and eviction plugin ---------------------------------------------------------
 
-    def start(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
+    def start_serving(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
         """Start ticking and serve the eviction plugin (the actor is running).
 
         A plugin that cannot be served is retried every ``PLUGIN_RETRY_S`` (§10); nothing

@@ -43,7 +43,7 @@ from policy.state.katalyst_decode import decode_document
 from policy.state.katalyst_file import encode_document
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.model import CPUTopology
-from qrmd.cpu_plugin.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 from qrmd.journal_view import parse_time
 
 __all__ = ["IMPORT_COMMAND", "STATE_FILE", "register", "run_export", "run_import"]

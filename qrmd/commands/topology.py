@@ -23,8 +23,8 @@ from rich.tree import Tree
 
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
-from qrmd.cpu_plugin.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 from qrmd.host.machine_file import TOPOLOGY_DOCUMENT_FORMAT
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = [
     "DOCUMENT_FORMAT",

@@ -10,13 +10,14 @@ these without loading gRPC. The plugin's socket name is wire.md §2's ``<agent n
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol
 
 from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
 )
 from qrmd.config_values import Option, count, duration, nonempty, single_value, switch
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 
 __all__ = [
     "CPU_PLUGIN_OPTIONS",
@@ -26,6 +27,8 @@ __all__ = [
     "PLUGIN_NAME",
     "PLUGIN_SOCKET_NAME",
     "SPEC_FORMS",
+    "CpuPluginFields",
+    "reserve_error",
 ]
 
 #: The CPU plugin instance name: agent ``qrm_cpu_plugin``, policy ``dynamic`` (wire.md §12.5).
@@ -36,12 +39,6 @@ DEFAULT_SOCKET_DIR: Final = "/var/lib/kubelet/plugins_registry"
 #: kubelet and katalyst-agent each keep one connection; the cap only bites a runaway client
 #: (``qrmd.cpu_plugin.connection_cap``).
 DEFAULT_MAX_CONNECTIONS: Final = 1024
-
-DEFAULT_TOPOLOGY_SPEC: Final = "sysfs"
-SPEC_FORMS: Final = (
-    "'sysfs' (this host), 'sysfs:ROOT', 'synthetic:cpus=N,sockets=S,numas=M', "
-    "a machine file (.yaml, .yml, .json) or 'file:PATH'"
-)
 
 
 def _key_value(raw: object) -> tuple[str, str]:
@@ -84,3 +81,29 @@ CPU_PLUGIN_OPTIONS: tuple[Option, ...] = (
            "server argument. Each socket's connections must fit under the open-file limit, "
            "which qrmd raises to its hard limit at start", "none", "N"),
 )  # fmt: skip
+
+
+class CpuPluginFields(Protocol):
+    """The ``DaemonConfig`` fields the CPU plugin's wiring reads (``qrmd.cpu_plugin.subsystem``);
+    the policy's own inputs reach it as the daemon's machine (``qrmd.config.build_context``)."""
+
+    @property
+    def topology(self) -> str: ...
+
+    @property
+    def reserved_cpu_cores(self) -> int: ...
+
+    @property
+    def socket_dirs(self) -> tuple[str, ...]: ...
+
+    @property
+    def max_connections(self) -> int: ...
+
+
+def reserve_error(settings: CpuPluginFields, err: Exception) -> str:
+    """A reserve the machine cannot hold, as the flags that asked for it: the policy names
+    CPUs, the operator needs the flag to change."""
+    return (
+        f"--reserved-cpu-cores={settings.reserved_cpu_cores} on --topology {settings.topology}: "
+        f"{err}"
+    )

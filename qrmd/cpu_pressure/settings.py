@@ -44,6 +44,8 @@ from qrmd.config_values import (
 __all__ = [
     "CPU_EVICTION_OPTIONS",
     "DEFAULT_CPU_LOAD_SOURCE",
+    "CPUPressureFields",
+    "PressureFields",
     "cpu_eviction_values",
     "pressure_settings",
 ]
@@ -203,6 +205,17 @@ class PressureFields(Protocol):
 
     @property
     def enable_reclaim(self) -> bool: ...
+
+
+class CPUPressureFields(PressureFields, Protocol):
+    """The ``DaemonConfig`` fields the CPU pressure wiring reads
+    (``qrmd.cpu_pressure.subsystem``)."""
+
+    @property
+    def cpu_load_metrics_source(self) -> str: ...
+
+    @property
+    def plugin_registration_dir(self) -> str: ...
 
 
 def pressure_settings(config: PressureFields) -> PressureSettings:

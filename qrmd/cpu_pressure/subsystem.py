@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pykka
@@ -45,14 +45,14 @@ from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 from policy.cpu.pressure.settings import EVICTION_SCOPE_LOAD
 from policy.cpu.qos import QoSConfig
 from policy.topology.cpuset import CPUSet
-from qrmd.config import DaemonConfig
-from qrmd.cpu_pressure.settings import pressure_settings
+from qrmd.cpu_pressure.settings import CPUPressureFields, pressure_settings
 from qrmd.host.cpu_load_sources import build_container_load_source
+from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
 from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginRpc, EvictionPluginServer
 from wire.rpc import RpcObserver
 
-__all__ = ["CPU_PRESSURE_CHILD", "CPUPressureCollector", "CPUPressureWiring"]
+__all__ = ["CPU_PRESSURE_CHILD", "CPUPressureCollector", "CPUPressureWiring", "build"]
 
 _log = logging.getLogger("qrmd.cpu_pressure")
 
@@ -100,11 +100,18 @@ class _SupervisedPressureRef:
         return any(c.name == CPU_PRESSURE_CHILD and c.alive for c in children)
 
 
-class CPUPressureWiring:
+def build(settings: CPUPressureFields, shared: Shared) -> CPUPressureWiring:
+    """The CPU pressure eviction subsystem on the load source the settings name."""
+    return CPUPressureWiring(
+        settings, shared.clock, reserved=shared.machine.reserved, qos=shared.machine.qos
+    )
+
+
+class CPUPressureWiring(SubsystemParts):
     """Builds the CPU pressure actor and runs its ticker and its two eviction plugins.
 
     Args:
-        config: the validated configuration (``enable_cpu_pressure_eviction`` set).
+        config: its settings.
         clock: the daemon's clock.
         reserved: the system's reserved CPUs.
         qos: how QoS levels are resolved (the Allocator's configuration).
@@ -116,7 +123,7 @@ class CPUPressureWiring:
 
     def __init__(
         self,
-        config: DaemonConfig,
+        config: CPUPressureFields,
         clock: Clock,
         *,
         reserved: CPUSet,
@@ -140,11 +147,30 @@ class CPUPressureWiring:
         self._stop = threading.Event()
         self._retry: threading.Thread | None = None
 
+    # -- the subsystem ---------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The CPU pressure actor, after the Allocator."""
+        return (self.child_spec(),)
+
+    def collectors(self) -> Sequence[Collector]:
+        """Its metrics."""
+        return (self.collector(),)
+
+    def start(self, running: Running) -> None:
+        """Collect the loads and serve both plugins (the actor runs)."""
+        self.start_serving(running.supervisor, running.metrics)
+
+    def serving(self) -> str:
+        """The two plugins' sockets, for the serving line."""
+        sockets = ", ".join(str(p.socket_path) for p in self.servers.values())
+        return f"cpu pressure eviction: {sockets or 'not serving yet'}"
+
     def child_spec(self) -> ChildSpec:
         """The Supervisor's ``cpu_pressure`` child: built from the store's snapshot."""
         return ChildSpec(
             CPU_PRESSURE_CHILD,
-            lambda refs: self._start_actor(refs["store"]),
+            lambda refs: self._start_actor(refs[STORE_CHILD]),
             _wait_ready,
             unavailable=PressureUnavailable,
         )
@@ -165,7 +191,7 @@ class CPUPressureWiring:
         )
         return CPUPressureActor.start(core)
 
-    def start(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
+    def start_serving(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
         """Start collecting and serve both plugins (the actor is running); a plugin that
         cannot be served is retried every ``PLUGIN_RETRY_S``. Never raises for a plugin."""
         self._supervisor = supervisor

@@ -12,7 +12,7 @@ the segment headers' before anything is replayed. ``--topology journal`` (the de
 from the newest daemon start record that holds the node's machine
 (``qrmd.store.start_record``), so a journal copied off a node needs nothing else; a journal
 without one falls back to this host's sysfs, and any other SPEC is the user's
-(``qrmd.cpu_plugin.topology_source``).
+(``qrmd.host.topology_source``).
 Long replays show a rich progress bar on stderr when it is a terminal.
 """
 
@@ -32,8 +32,8 @@ from journal.checkpoints import checkpoint_name, list_checkpoints
 from journal.fileops import OsFileOps
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
-from qrmd.cpu_plugin.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 from qrmd.forensics.renderers import cause_kind
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 from qrmd.journal_view import format_time
 from qrmd.store.start_record import START_KIND, topology_of_start
 
@@ -171,7 +171,7 @@ def resolve_topology(directory: str, spec: str) -> tuple[CPUTopology, str]:
 
     Args:
         directory: the journal directory.
-        spec: ``journal`` (module docstring) or any ``qrmd.cpu_plugin.topology_source`` SPEC.
+        spec: ``journal`` (module docstring) or any ``qrmd.host.topology_source`` SPEC.
 
     Returns:
         ``(topology, description)``; the description names where it came from.

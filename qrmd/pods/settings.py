@@ -19,15 +19,17 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from qrmd.config_values import Option, choice, count, nonempty, positive_duration, switch
 from qrmd.host.kubelet_endpoint import DEFAULT_FETCH_TIMEOUT_S, KubeletEndpoint
+from qrmd.host.source_settings import BalancerSourceSettings
 
 __all__ = [
     "DEFAULT_API_AUTH_TOKEN_FILE",
     "POD_SOURCE_OPTIONS",
     "PodSourceSettings",
+    "PodsFields",
     "pod_source_values",
 ]
 
@@ -220,3 +222,14 @@ def pod_source_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, A
             "(the reclaimed pods' cgroup)"
         )
     return {"pod_source": settings}
+
+
+class PodsFields(Protocol):
+    """The ``DaemonConfig`` fields the pod source and its checkers read (``qrmd.pods.subsystem``):
+    their own, and the cgroup layout the memory balancer's sources name."""
+
+    @property
+    def pod_source(self) -> PodSourceSettings: ...
+
+    @property
+    def numa_metric_sources(self) -> BalancerSourceSettings: ...

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pykka
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from actors.checkers import (
     CHECK_CPUSET,
@@ -54,14 +55,21 @@ from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from policy.cpu.context import PolicyContext
 from policy.state.sections import State
-from qrmd.config import DaemonConfig
 from qrmd.host.cpu_idle import CgroupCpuIdle
 from qrmd.host.cpuset_cgroups import CgroupCpusetReader
 from qrmd.host.kubelet_pods import KubeletPodFetcher, runs_as_pod
 from qrmd.host.pod_publisher import FETCH_HANDLER, PodListPublisher
+from qrmd.pods.settings import PodsFields
 from qrmd.status.health import HandlerHealth, HealthRegistry
+from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
 
-__all__ = ["CHECKERS_CHILD", "HEARTBEAT_PERIOD_S", "SYNC_CPU_IDLE_PERIOD_S", "CheckersWiring"]
+__all__ = [
+    "CHECKERS_CHILD",
+    "HEARTBEAT_PERIOD_S",
+    "SYNC_CPU_IDLE_PERIOD_S",
+    "CheckersWiring",
+    "build",
+]
 
 _log = logging.getLogger("qrmd.checkers")
 
@@ -86,11 +94,24 @@ class _Refresh:
         self._checkers.tell(PodListFetched(message))
 
 
-class CheckersWiring:
+def build(settings: PodsFields, shared: Shared) -> CheckersWiring:
+    """The pod source subsystem; it offers the others kubelet's pod list (its publisher)."""
+    ports = shared.ports
+
+    def latest() -> Snapshot | None:
+        # Read through the ports at each call: whoever offers the snapshot, built before or after.
+        return ports.latest()
+
+    checkers = CheckersWiring(settings, shared.machine, shared.clock, shared.health, latest)
+    ports.pod_source = checkers.publisher
+    return checkers
+
+
+class CheckersWiring(SubsystemParts):
     """Builds the pod source and the checkers, and runs their tickers.
 
     Args:
-        config: the validated configuration (``pod_source.enabled``).
+        config: its settings (``pod_source.enabled``).
         ctx: the CPU policy's context (the residual threshold is ``ctx.residual_sightings``).
         clock: the daemon's clock.
         health: where the handlers' checks are registered.
@@ -101,7 +122,7 @@ class CheckersWiring:
 
     def __init__(
         self,
-        config: DaemonConfig,
+        config: PodsFields,
         ctx: PolicyContext,
         clock: Clock,
         health: HealthRegistry,
@@ -149,11 +170,29 @@ class CheckersWiring:
         self.tickers: list[Ticker] = []
         self._first: threading.Thread | None = None
 
+    # -- the subsystem ---------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The checkers, after the Allocator they tell."""
+        return (self.child_spec(),)
+
+    def collectors(self) -> Sequence[Collector]:
+        """The pod source's and the checkers' metrics (this wiring is the collector)."""
+        return (self,)
+
+    def start(self, running: Running) -> None:
+        """Fetch the pod list and run the handlers (the checkers' actor runs)."""
+        self.start_tickers(running.supervisor)
+
+    def serving(self) -> str:
+        """Nothing of its own in the serving line (it logs its own line at start)."""
+        return ""
+
     # -- the supervised actor ----------------------------------------------------------------
 
     def child_spec(self) -> ChildSpec:
         """The Supervisor's ``checkers`` child, after the Allocator."""
-        return ChildSpec(CHECKERS_CHILD, lambda refs: self._start_actor(refs["allocator"]))
+        return ChildSpec(CHECKERS_CHILD, lambda refs: self._start_actor(refs[ALLOCATOR_CHILD]))
 
     def _report(self, handler: str, error: str | None) -> None:
         self.checks[handler].update(error, self._clock.monotonic())
@@ -189,7 +228,7 @@ class CheckersWiring:
 
     # -- tickers ------------------------------------------------------------------------------
 
-    def start(self, supervisor: Supervisor) -> None:
+    def start_tickers(self, supervisor: Supervisor) -> None:
         """Start the fetch ticker and one ticker per handler (the actor is running)."""
         ref = supervisor.ref(CHECKERS_CHILD)
         fetch = Ticker(

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Final
+from typing import Final, Protocol
 
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_DURABILITY,
     DURABILITIES,
+    Durability,
     Retention,
 )
 from qrmd.config_values import (
@@ -167,3 +168,28 @@ STORE_OPTIONS: tuple[Option, ...] = (
            "node name written into the journal, checked when it is reopened", "", "NAME"),
     *JOURNAL_OPTIONS,
 )  # fmt: skip
+
+
+class StoreFields(Protocol):
+    """The ``DaemonConfig`` fields the state store is made of (``qrmd.store.subsystem``)."""
+
+    @property
+    def state_dir(self) -> str: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+    @property
+    def durability(self) -> Durability: ...
+
+    @property
+    def checkpoint_every_records(self) -> int: ...
+
+    @property
+    def checkpoint_every_s(self) -> float: ...
+
+    @property
+    def journal_retention_max_bytes(self) -> int | None: ...
+
+    @property
+    def journal_retention_max_age_s(self) -> float | None: ...

@@ -15,6 +15,8 @@ Rules:
 * The ticker starts after the Supervisor has started the store and stops before the
   Supervisor stops it. It tells the store through a ``SupervisedRef``, so it follows the
   store across a restart; a tick while the store is down is counted as missed, not an error.
+* Once the store runs, the daemon's start is its first record of the run (version, settings,
+  what recovery did: ``qrmd.store.start_record``).
 * The metrics and the health check never touch the store's core (its owner is the actor's
   thread): the store publishes a frozen ``StoreStatus`` at every change — health and its
   reason, commits and refusals, journal figures, recovery — and the wiring keeps the latest
@@ -25,33 +27,48 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pykka
 
 from actors.ports.clock import Clock
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
-from actors.store_messages import CheckpointIfDue, GetSnapshot, Snapshot
+from actors.store_messages import (
+    CheckpointIfDue,
+    Commit,
+    CommitRefused,
+    GetSnapshot,
+    Snapshot,
+)
 from actors.store_status import StoreStatus
 from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
+from policy.cpu.context import PolicyContext
 from policy.topology.model import CPUTopology
+from qrmd.status.health import ProblemSource
+from qrmd.store.settings import StoreFields, journal_retention
+from qrmd.store.start_record import start_cause
+from qrmd.subsystem import (
+    RECOVERY_TIMEOUT_S,
+    STORE_CHILD,
+    DaemonError,
+    Running,
+    Shared,
+    SubsystemParts,
+)
 
 __all__ = [
     "MAX_CHECKPOINT_TICK_S",
     "RECOVERY_TIMEOUT_S",
     "STORE_CHILD",
     "StoreWiring",
+    "build",
     "checkpoint_tick_period",
 ]
 
 _log = logging.getLogger("qrmd.store")
 
-#: The store's name among the Supervisor's children.
-STORE_CHILD = "store"
-#: Recovery replays the journal tail; a big one on a slow disk takes a while.
-RECOVERY_TIMEOUT_S = 600.0
 #: The checkpoint ticker's longest period: how late a time-due checkpoint may be at worst.
 MAX_CHECKPOINT_TICK_S = 30.0
 
@@ -74,7 +91,29 @@ def checkpoint_tick_period(checkpoint_every_s: float) -> float:
     return min(checkpoint_every_s / 4, MAX_CHECKPOINT_TICK_S)
 
 
-class StoreWiring:
+def build(settings: StoreFields, shared: Shared) -> StoreWiring:
+    """The state store subsystem; it offers the others its latest snapshot and status."""
+    store = StoreWiring(
+        StoreConfig(
+            settings.state_dir,
+            settings.node_name,
+            settings.durability,
+            checkpoint_every_records=settings.checkpoint_every_records,
+            checkpoint_every_s=settings.checkpoint_every_s,
+            retention=journal_retention(
+                settings.journal_retention_max_bytes, settings.journal_retention_max_age_s
+            ),
+        ),
+        shared.machine.topology,
+        shared.clock,
+        machine=shared.machine,
+    )
+    shared.ports.latest = lambda: store.latest
+    shared.ports.store_status = lambda: store.status
+    return store
+
+
+class StoreWiring(SubsystemParts):
     """Opens the StateStore for its actor, ticks its checkpoints, and keeps what it publishes
     for the metrics and health (the latest snapshot and the latest status).
 
@@ -82,12 +121,21 @@ class StoreWiring:
         config: the journal directory and settings.
         topology: this node's topology; the journal must have been written for it.
         clock: the daemon's clock: the journal's, and the time the ticks carry.
+        machine: the daemon's machine, written into its start record.
     """
 
-    def __init__(self, config: StoreConfig, topology: CPUTopology, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        topology: CPUTopology,
+        clock: Clock,
+        *,
+        machine: PolicyContext,
+    ) -> None:
         self.config = config
         self._topology = topology
         self._clock = clock
+        self._machine = machine
         self.open_error: Exception | None = None
         self.latest: Snapshot | None = None
         self.status: StoreStatus | None = None
@@ -177,6 +225,47 @@ class StoreWiring:
         if self.ticker is None:
             raise RuntimeError("the checkpoint ticker is not started")
         return self.ticker.tick()
+
+    # -- the subsystem -------------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The store, the Supervisor's first child."""
+        return (self.child_spec(),)
+
+    def health_sources(self) -> Sequence[ProblemSource]:
+        """The store's own health (``problems``)."""
+        return (self.problems,)
+
+    def start(self, running: Running) -> None:
+        """Tick the checkpoints, then journal the daemon's start (the store has recovered)."""
+        self.start_ticker(running.supervisor)
+        self._journal_start(running.supervisor)
+
+    def stop(self) -> None:
+        """Stop the checkpoint ticker (before the Supervisor stops the store)."""
+        self.stop_ticker()
+
+    def serving(self) -> str:
+        """What recovery did, for the serving line."""
+        if self.status is None:
+            return "nothing recovered"
+        r = self.status.recovery
+        return (
+            f"recovered seq {r.last_seq} from {r.directory} ({r.records_replayed} records "
+            f"replayed, {r.bytes_truncated} bytes truncated, in {r.elapsed_s:.3f} s)"
+        )
+
+    def _journal_start(self, supervisor: Supervisor) -> None:
+        # The Supervisor has started the store: it recovered and published its status.
+        assert self.status is not None
+        try:
+            # Blocking on the store is the commit protocol's one wait (DESIGN.md): it calls no one.
+            supervisor.ref(STORE_CHILD).ask(
+                Commit((), start_cause(self._machine, self.status.recovery)),
+                timeout=RECOVERY_TIMEOUT_S,
+            )
+        except CommitRefused as err:
+            raise DaemonError(f"cannot journal the daemon's start: {err}") from err
 
     # -- observability -------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ import pytest
 from policy.topology.model import CPUTopology
 from qrmd.cli import main
 from qrmd.commands.topology import topology_document
-from qrmd.cpu_plugin.topology_source import load_topology
 from qrmd.host.machine_file import MachineFileReadError, read_machine_file
+from qrmd.host.topology_source import load_topology
 from tests.qrmd.forensics.scenario import write_scenario
 from tests.topologies import (
     HYBRID_12_1_2,

@@ -22,7 +22,7 @@ from policy.cpu.context import PolicyContext
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
 from qrmd.cpu_pressure.subsystem import CPU_PRESSURE_CHILD, CPUPressureWiring
-from qrmd.daemon import Daemon
+from qrmd.daemon import Builder, Daemon
 from qrmd.host.cpu_load_sources import SimulatedContainerLoads
 from tests.qrmd.test_daemon import Harness, http, shared
 from tests.qrmd.test_daemon_balancer import START, FakeClock
@@ -77,9 +77,13 @@ class PressureHarness(Harness):
                 "transition-period": "1s",
             }
         )
-        return Daemon(
-            config, server_factory=self.factory, clock=self.clock, cpu_pressure_factory=self.wiring
-        )
+        builders: dict[str, Builder] = {
+            **self.builders(),
+            "cpu_pressure": lambda settings, shared: self.wiring(
+                settings, shared.clock, shared.machine
+            ),
+        }
+        return Daemon(config, builders=builders, clock=self.clock)
 
 
 @pytest.fixture
@@ -108,8 +112,10 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
     daemon = ph.pressure_daemon()
     daemon.start()
     try:
-        assert daemon.cpu_pressure is not None
-        sockets = {name: s.socket_path for name, s in daemon.cpu_pressure.servers.items()}
+        assert daemon.find(CPUPressureWiring) is not None
+        sockets = {
+            name: s.socket_path for name, s in daemon.find(CPUPressureWiring).servers.items()
+        }
         assert {p.name for p in sockets.values()} == {
             "cpu-pressure-load-plugin.sock",
             "cpu-pressure-suppression-plugin.sock",
@@ -124,7 +130,7 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
         ph.loads.set_load("web", "app", share * 1.5)
         ph.loads.set_load("api", "app", share * 0.5)  # together 2 × the pool: over 1.8 ×
         for _ in range(2):
-            daemon.cpu_pressure.tick()
+            daemon.find(CPUPressureWiring).tick()
             ph.clock.advance(30)
         etl = pod(
             "etl",
@@ -247,9 +253,9 @@ def test_a_plugin_that_cannot_be_served_is_counted_and_the_daemon_runs(ph: Press
     daemon = ph.pressure_daemon()
     daemon.start()
     try:
-        assert daemon.cpu_pressure is not None
-        assert daemon.cpu_pressure.servers == {}
-        assert daemon.cpu_pressure.plugin_start_failures == {
+        assert daemon.find(CPUPressureWiring) is not None
+        assert daemon.find(CPUPressureWiring).servers == {}
+        assert daemon.find(CPUPressureWiring).plugin_start_failures == {
             "cpu-pressure-load-plugin": 1,
             "cpu-pressure-suppression-plugin": 1,
         }

@@ -8,6 +8,7 @@ import pytest
 from journal import Retention
 from qrmd.config import ConfigError, load_config
 from qrmd.store.settings import journal_retention, retention_age, retention_size
+from qrmd.store.subsystem import StoreWiring
 from tests.qrmd.test_daemon import Harness, harness  # noqa: F401 (the fixture)
 
 
@@ -72,7 +73,9 @@ def test_the_daemon_hands_the_limits_to_the_journal(harness: Harness) -> None:  
     daemon = harness.daemon(**{"journal-retention-size": "1Mi", "journal-retention-age": "none"})
     daemon.start()
     try:
-        assert daemon.store is not None
-        assert daemon.store.config.retention == Retention(max_bytes=1 << 20, max_age_s=None)
+        assert daemon.find(StoreWiring) is not None
+        assert daemon.find(StoreWiring).config.retention == Retention(
+            max_bytes=1 << 20, max_age_s=None
+        )
     finally:
         daemon.stop()

@@ -15,7 +15,12 @@ import pytest
 from actors.allocator_messages import Allocate
 from actors.store_messages import GetSnapshot, Snapshot
 from qrmd.daemon import Daemon
-from qrmd.store.subsystem import MAX_CHECKPOINT_TICK_S, STORE_CHILD, checkpoint_tick_period
+from qrmd.store.subsystem import (
+    MAX_CHECKPOINT_TICK_S,
+    STORE_CHILD,
+    StoreWiring,
+    checkpoint_tick_period,
+)
 from tests.journal.helpers import FakeClock
 from tests.qrmd.test_daemon import Harness, shared, wait_until
 
@@ -51,7 +56,7 @@ class TickHarness(Harness):
         config = self.config(
             **{"checkpoint-every": "1m", "checkpoint-every-records": "1000", **flags}
         )
-        return Daemon(config, server_factory=self.factory, clock=self.clock)
+        return Daemon(config, builders=self.builders(), clock=self.clock)
 
     def checkpoints(self) -> list[str]:
         return sorted(p.name for p in (self.root / "state").glob("*.ckpt"))
@@ -66,8 +71,8 @@ def th() -> Iterator[TickHarness]:
 
 def tick(daemon: Daemon) -> int:
     """One checkpoint tick, handled: the store's seq afterwards."""
-    assert daemon.store is not None and daemon.supervisor is not None
-    assert daemon.store.tick()
+    assert daemon.find(StoreWiring) is not None and daemon.supervisor is not None
+    assert daemon.find(StoreWiring).tick()
     snapshot = daemon.supervisor.ref(STORE_CHILD).ask(GetSnapshot(), timeout=10)
     assert isinstance(snapshot, Snapshot)
     return snapshot.seq
@@ -77,8 +82,11 @@ def test_an_idle_node_writes_its_checkpoint_after_the_interval(th: TickHarness) 
     daemon = th.tick_daemon()
     daemon.start()
     try:
-        assert daemon.store is not None and daemon.store.ticker is not None
-        assert daemon.store.ticker.running and daemon.store.ticker.period_s == 15.0
+        assert daemon.find(StoreWiring) is not None and daemon.find(StoreWiring).ticker is not None
+        assert (
+            daemon.find(StoreWiring).ticker.running
+            and daemon.find(StoreWiring).ticker.period_s == 15.0
+        )
         th.servers[0].allocator.ask(Allocate(shared("pod-a")))
         seq = tick(daemon)
         assert seq >= 1 and th.checkpoints() == []  # recorded, not yet due
@@ -88,22 +96,22 @@ def test_an_idle_node_writes_its_checkpoint_after_the_interval(th: TickHarness) 
         th.clock.advance(1)  # a minute since the store opened, and nothing committed since
         assert tick(daemon) == seq
         assert th.checkpoints() == [f"checkpoint-{seq:016d}.ckpt"]
-        assert daemon.store.status is not None  # what the store published, not its core
-        assert daemon.store.status.checkpoint_seq == seq
+        assert daemon.find(StoreWiring).status is not None  # what the store published, not its core
+        assert daemon.find(StoreWiring).status.checkpoint_seq == seq
         th.clock.advance(600)  # idle: nothing new, nothing written
         tick(daemon)
         assert th.checkpoints() == [f"checkpoint-{seq:016d}.ckpt"]
     finally:
         daemon.stop()
-    assert daemon.store is not None and daemon.store.ticker is not None
-    assert not daemon.store.ticker.running
+    assert daemon.find(StoreWiring) is not None and daemon.find(StoreWiring).ticker is not None
+    assert not daemon.find(StoreWiring).ticker.running
 
 
 def test_the_ticker_reaches_the_restarted_store(th: TickHarness) -> None:
     daemon = th.tick_daemon()
     daemon.start()
     try:
-        assert daemon.supervisor is not None and daemon.store is not None
+        assert daemon.supervisor is not None and daemon.find(StoreWiring) is not None
         daemon.supervisor.current(STORE_CHILD).stop()  # it writes a checkpoint as it stops
         wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
         before = th.checkpoints()
@@ -113,7 +121,10 @@ def test_the_ticker_reaches_the_restarted_store(th: TickHarness) -> None:
         th.clock.advance(60)
         assert tick(daemon) == seq
         assert th.checkpoints() == sorted({*before, f"checkpoint-{seq:016d}.ckpt"})
-        assert daemon.store.ticker is not None and daemon.store.ticker.ticks_missed == 0
+        assert (
+            daemon.find(StoreWiring).ticker is not None
+            and daemon.find(StoreWiring).ticker.ticks_missed == 0
+        )
     finally:
         daemon.stop()
 
@@ -134,8 +145,8 @@ def test_the_record_limit_reaches_the_store(th: TickHarness) -> None:
 def test_a_tick_while_the_store_is_down_is_missed_not_an_error(th: TickHarness) -> None:
     daemon = th.tick_daemon()
     daemon.start()
-    assert daemon.store is not None and daemon.supervisor is not None
-    store = daemon.store
+    assert daemon.find(StoreWiring) is not None and daemon.supervisor is not None
+    store = daemon.find(StoreWiring)
     ticker = store.ticker
     assert ticker is not None
     daemon.supervisor.stop()  # the actors are gone, the ticker not yet
@@ -148,15 +159,15 @@ def test_the_published_status_follows_the_store_across_a_restart(th: TickHarness
     daemon = th.tick_daemon()
     daemon.start()
     try:
-        assert daemon.supervisor is not None and daemon.store is not None
+        assert daemon.supervisor is not None and daemon.find(StoreWiring) is not None
         th.servers[0].allocator.ask(Allocate(shared("pod-a")))
         seq = tick(daemon)  # the store has handled everything before this
-        before = daemon.store.status
+        before = daemon.find(StoreWiring).status
         assert before is not None and before.last_seq == seq and before.commits_total >= 1
         as_published = (before.last_seq, before.commits_total, before.recovery)
         daemon.supervisor.current(STORE_CHILD).stop()
         wait_until(lambda: daemon.supervisor is not None and daemon.supervisor.available())
-        after = daemon.store.status
+        after = daemon.find(StoreWiring).status
         assert after is not None and after is not before
         # The restarted store's own figures: it recovered what the old one acknowledged.
         assert after.recovery.last_seq == seq and after.recovery is not before.recovery

@@ -12,9 +12,17 @@ SPEC forms (spec cpu-policy §1.2, §1.3):
 from __future__ import annotations
 
 from policy.topology.model import CPUTopology, TopologyError
-from qrmd.cpu_plugin.settings import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
+from policy.topology.synthetic import parse_synthetic_spec
+from qrmd.host.sysfs_topology import DEFAULT_SYSFS_ROOT, read_sysfs_topology
 
 __all__ = ["DEFAULT_TOPOLOGY_SPEC", "SPEC_FORMS", "load_topology"]
+
+DEFAULT_TOPOLOGY_SPEC = "sysfs"
+
+SPEC_FORMS = (
+    "'sysfs' (this host), 'sysfs:ROOT', 'synthetic:cpus=N,sockets=S,numas=M', "
+    "a machine file (.yaml, .yml, .json) or 'file:PATH'"
+)
 
 
 def load_topology(spec: str) -> CPUTopology:
@@ -30,22 +38,15 @@ def load_topology(spec: str) -> CPUTopology:
         TopologyError: the spec is not one of the forms, or what it names is invalid or
             unreadable (the message names the file, key or value).
     """
-    # Each form imports its reader when it is used: ``qrmd run`` on a host reads sysfs and
-    # never loads the machine-file parser (nor YAML), nor the synthetic generator.
     if spec == "sysfs" or spec.startswith("sysfs:"):
-        from qrmd.host.sysfs_topology import (  # noqa: PLC0415 (lazy: one form)
-            DEFAULT_SYSFS_ROOT,
-            read_sysfs_topology,
-        )
-
         return read_sysfs_topology(
             DEFAULT_SYSFS_ROOT if spec == "sysfs" else _nonempty(spec, "sysfs:")
         )
     if spec.startswith("synthetic:"):
-        from policy.topology.synthetic import parse_synthetic_spec  # noqa: PLC0415
-
         return parse_synthetic_spec(spec)
-    from qrmd.host.machine_file import (  # noqa: PLC0415 (lazy: one form)
+    # The one form whose reader loads a parser (YAML): imported only when --topology names a
+    # file, so ``qrmd run`` on a host, and ``qrmd.config`` that lists the forms, never load it.
+    from qrmd.host.machine_file import (  # noqa: PLC0415
         MACHINE_FILE_SUFFIXES,
         read_machine_file,
     )

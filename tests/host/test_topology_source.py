@@ -9,8 +9,8 @@ import yaml
 from policy.topology.machine_file import machine_from_topology
 from policy.topology.model import TopologyError
 from policy.topology.synthetic import generate_dummy_cpu_topology
-from qrmd.cpu_plugin.topology_source import load_topology
 from qrmd.host.sysfs_topology import read_sysfs_topology
+from qrmd.host.topology_source import load_topology
 from tests.host.sysfs_tree import tree_of
 
 SYNTH_16_2_4 = generate_dummy_cpu_topology(16, 2, 4)
