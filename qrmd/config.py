@@ -2,10 +2,17 @@
 
 Rules (DESIGN.md "Time, config, errors"):
 
-* Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
-  ``qrmd.balancer.settings``; the parsers from ``qrmd.config_values``): its flag name, its
-  default, what it does and the reference (katalyst-agent) flag it maps to. The argparse
-  flags, the config-file keys and the README's table all come from that one list.
+* Every setting is an ``Option`` row (``qrmd.config_values``): its flag name, its config key,
+  its parser, its default, what it does and the reference (katalyst-agent) flag it maps to.
+  Each subsystem's ``settings.py`` holds its rows; ``SECTIONS`` lists them in the daemon's
+  order, then the daemon's own (metrics address, logging), and ``OPTIONS`` is all of them.
+  The argparse flags (grouped by section), the config-file keys, the environment variables
+  and ``docs/flags.md`` come from those rows.
+* Reading the settings is plain data: this module and every ``settings.py`` import the
+  standard library, ``policy``, ``journal`` and qrmd's own settings modules, never gRPC,
+  pykka, prometheus_client, ``wire`` or ``actors`` (a test and an import contract say so).
+* The machine every subsystem shares (topology, reserve, policy context) is built here too
+  (``build_context``), so an offline command has it without loading the daemon.
 * A config file (``--config PATH``) is YAML (``.yaml``/``.yml``) or TOML (``.toml``); its keys
   are the flag names without ``--``, written with ``-`` or ``_``. A flag given on the command
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
