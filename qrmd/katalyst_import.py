@@ -82,12 +82,24 @@ def holds_journal(directory: str) -> bool:
     return bool(list_segments(fs, directory) or list_checkpoints(fs, directory))
 
 
+def _not_a_directory(path: str) -> str | None:
+    """The first component of ``path`` that exists but is not a directory, if any."""
+    current = os.path.abspath(path)
+    while not os.path.lexists(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None if os.path.isdir(current) else current
+
+
 def _refuse_foreign_directory(directory: str) -> None:
-    """Rule 2: files but no journal. A path that is not a directory is refused too."""
-    if os.path.exists(directory) and not os.path.isdir(directory):
+    """Rule 2: files but no journal. A path through a file is refused too."""
+    blocking = _not_a_directory(directory)
+    if blocking is not None:
         raise KatalystCheckpointError(
-            f"{directory} is a file, not a state directory: pass qrmd run's --state-dir "
-            f"(a new directory is created)"
+            f"{blocking} is a file, not a directory, so the state directory {directory} "
+            f"cannot be there: pass qrmd run's --state-dir (a missing one is created)"
         )
     if not os.path.isdir(directory) or holds_journal(directory):
         return

@@ -253,6 +253,8 @@ def _output_path(out: str, force: bool) -> str:
     """
     path = os.path.join(out, STATE_FILE) if os.path.isdir(out) else out
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise KatalystCheckpointError(f"cannot write {path}: {directory} is not a directory")
     if not os.path.isdir(directory):
         raise KatalystCheckpointError(
             f"cannot write {path}: directory {directory} does not exist (create it, or pass "

@@ -330,7 +330,7 @@ def test_export_writes_the_file_owner_only(
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
-def test_export_into_a_missing_directory_says_which(
+def test_export_into_a_missing_directory_or_a_file_says_which(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     state = tmp_path / "state"
@@ -338,6 +338,9 @@ def test_export_into_a_missing_directory_says_which(
     code, _, err = export(capsys, state, tmp_path / "nowhere" / "cpu_plugin_state")
     assert code == 2 and f"directory {tmp_path / 'nowhere'} does not exist" in err
     assert "Errno" not in err
+    (tmp_path / "a-file").write_text("")
+    code, _, err = export(capsys, state, tmp_path / "a-file" / "cpu_plugin_state")
+    assert code == 2 and f"{tmp_path / 'a-file'} is not a directory" in err
 
 
 # -- import refuses what is not its to change ---------------------------------------------------
@@ -357,16 +360,17 @@ def test_import_refuses_a_directory_of_other_files_and_changes_nothing(
     assert stat.S_IMODE(state.stat().st_mode) == 0o755
 
 
-def test_import_onto_a_file_says_it_is_a_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("under", ["", "sub"], ids=["onto a file", "under a file"])
+def test_import_through_a_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], under: str
 ) -> None:
-    state = tmp_path / "state"
-    state.write_text("")
+    blocking = tmp_path / "state"
+    blocking.write_text("")
     code, _, err = run(
-        capsys, "import-katalyst", str(state), str(FIXTURE),
+        capsys, "import-katalyst", str(blocking / under if under else blocking), str(FIXTURE),
         "--topology", TOPOLOGY_SPEC, "--node-name", NODE,
     )  # fmt: skip
-    assert code == 2 and "is a file, not a state directory" in err and "Errno" not in err
+    assert code == 2 and f"{blocking} is a file, not a directory" in err and "Errno" not in err
 
 
 def test_the_import_records_the_machine_so_state_needs_no_topology(
