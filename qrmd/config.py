@@ -66,6 +66,7 @@ from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
 from qrmd.host.balancer_sources import BalancerSourceSettings
 from qrmd.journal_settings import JOURNAL_OPTIONS
 from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
+from qrmd.takeover_settings import TAKEOVER_OPTIONS, TakeoverSettings, takeover_values
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
 
@@ -147,6 +148,7 @@ class DaemonConfig:
         cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
+        takeover: what to do with katalyst-agent's checkpoint (``qrmd.takeover_settings``).
         config_file: the file the settings were read from, if any.
     """
 
@@ -184,6 +186,7 @@ class DaemonConfig:
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
+    takeover: TakeoverSettings = field(default_factory=TakeoverSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -290,6 +293,7 @@ OPTIONS: tuple[Option, ...] = (
     *CPU_EVICTION_OPTIONS,
     *ADVISOR_OPTIONS,
     *POD_SOURCE_OPTIONS,
+    *TAKEOVER_OPTIONS,
 )  # fmt: skip
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
@@ -324,6 +328,7 @@ _MODULE_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
     ("memory balancer", BALANCER_OPTIONS),
     ("pod source and periodic checkers", POD_SOURCE_OPTIONS),
     ("CPU pressure eviction", CPU_EVICTION_OPTIONS),
+    ("Katalyst takeover", TAKEOVER_OPTIONS),
 )
 _GROUP_ORDER = (
     "kubelet and the machine",
@@ -332,6 +337,7 @@ _GROUP_ORDER = (
     "memory balancer",
     "pod source and periodic checkers",
     "CPU pressure eviction",
+    "Katalyst takeover",
     "metrics, health and logs",
     "general",
 )
@@ -454,6 +460,7 @@ def load_config(
         "advisor": {},
         "cpu_eviction": {},
         "pod_source": {},
+        "takeover": {},
     }
     for opt in OPTIONS:
         if opt.flag not in raw:
@@ -472,6 +479,7 @@ def load_config(
         values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
         values.update(pod_source_values(groups))
+        values.update(takeover_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent

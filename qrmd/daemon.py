@@ -73,6 +73,7 @@ from qrmd.hardening_settings import (
 )
 from qrmd.health import HealthRegistry
 from qrmd.journal_settings import journal_retention
+from qrmd.katalyst_takeover import adopt_katalyst_state
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
@@ -267,6 +268,8 @@ class Daemon:
         # 1. The machine, its reserve and the policy context.
         ctx = build_context(config)
         self.context = ctx
+        # 1b. Katalyst's state is taken over, or the start refused (qrmd.katalyst_takeover).
+        adopt_katalyst_state(config.takeover, config.state_dir, config.node_name, ctx.topology)
         store = StoreWiring(
             StoreConfig(
                 config.state_dir,

@@ -9,9 +9,9 @@ the journal's lock: a live node's directory can be read while the daemon appends
 
 The topology must be the one the journal was written for: its fingerprint is checked against
 the segment headers' before anything is replayed. ``--topology journal`` (the default) takes it
-from the newest daemon start record that holds the node's machine (``qrmd.start_record``), so a
-journal copied off a node needs nothing else; a journal without one falls back to this host's
-sysfs, and any other SPEC is the user's (``qrmd.topology_source``).
+from the newest daemon start (``qrmd.start_record``) or Katalyst import record that holds the
+machine, so a journal copied off a node needs nothing else; a journal without one falls back to
+this host's sysfs, and any other SPEC is the user's (``qrmd.topology_source``).
 Long replays show a rich progress bar on stderr when it is a terminal.
 """
 
@@ -33,6 +33,7 @@ from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
 from qrmd.forensics.renderers import cause_kind
 from qrmd.journal_view import format_time
+from qrmd.katalyst_import import IMPORT_COMMAND
 from qrmd.start_record import START_KIND, topology_of_start
 from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 
@@ -186,7 +187,8 @@ def resolve_topology(directory: str, spec: str) -> tuple[CPUTopology, str]:
     try:
         if os.path.isdir(directory):
             for record in read_records(directory):
-                if cause_kind(record.cause) == START_KIND:
+                # A daemon start and a Katalyst import both record the machine.
+                if cause_kind(record.cause) in (START_KIND, IMPORT_COMMAND):
                     topology = topology_of_start(record.cause)
                     if topology is not None:
                         found = (record.seq, topology)
