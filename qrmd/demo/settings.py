@@ -58,3 +58,4 @@ class DemoResult:
     balance: BalanceOutcome
     kept_pid: int | None  # the daemon left running (--keep), else None
     elapsed_s: float
+    qrmd_command: str  # how the user runs qrmd from where the demo was started
