@@ -374,8 +374,8 @@ def _removal_words(removed: tuple[str, ...], evidence: ResidualEvidence) -> str:
     listing = evidence.listing
     if listing is not None:
         words += (
-            f"; last listing {_utc(listing.fetched_at)}: {listing.pods} pods, "
-            f"fingerprint {listing.fingerprint}"
+            f"; last listing {_utc(listing.fetched_at)}: {listing.pods} "
+            f"pod{'' if listing.pods == 1 else 's'}, fingerprint {listing.fingerprint}"
         )
     return words
 
