@@ -146,7 +146,9 @@ class _Demo:
         )
         # The kubelet's /pods on loopback, for qrmd's pod source (bound now: its port is a flag).
         self.pods = PodsEndpoint(self.sim.kubelet)
-        self.pod_source = PodSourceOptions(self.pods.port, node / "cpuset")
+        self.pod_source = PodSourceOptions(
+            self.pods.port, node / "cpuset", residual_max_age=settings.residual_max_age
+        )
         self.collector = NumaMetricsCollector(
             self.balancer.metrics_file, len(self.topology.numa_nodes()), read_cpu_vendor()
         )
