@@ -512,6 +512,7 @@ class _Demo:
         pid = self.daemon.kill()
         self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
         serving_before = len(self.daemon.log_lines_matching(SERVING_LINE))
+        journaled = self._journal_end() - 1  # what recovery must come back to
         # From now on the daemon talks to sys-advisor (phase 7); none is up yet.
         self.advisor.options.advisor_socket.parent.mkdir(mode=0o700, exist_ok=True)
         self.daemon.options = dataclasses.replace(self.daemon.options, advisor=self.advisor.options)
@@ -526,6 +527,11 @@ class _Demo:
         said = self._wait_log_line(SERVING_LINE, "recovered", after=serving_before)
         if said is None:
             raise DemoError(f"the restarted daemon did not log {SERVING_LINE!r}")
+        if f"recovered seq {journaled} " not in said:
+            raise DemoError(
+                f"the journal held records up to seq {journaled}, but the restarted daemon "
+                f"said: {said.strip()}"
+            )
         self._say_daemon(said)
         try:
             after = snapshot(again.connection.get_resources_allocation())
