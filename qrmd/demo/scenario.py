@@ -400,13 +400,11 @@ class _Demo:
     def _tell_deletions(self, deletions: Deletions, forgotten: Pod) -> None:
         """What the record showed: each removal with its journal seq, and the daemon's words."""
         names = {p.uid: p.name for p in WORKLOAD}
-        removed = ", ".join(
-            f"{names.get(uid, uid)} (journal seq {seq})"
-            for uid, seq in sorted(deletions.removed_by_kubelet.items(), key=lambda i: i[1])
-        )
+        removed = sorted(deletions.removed_by_kubelet.items(), key=lambda item: item[1])
         self.console.print(
-            f"  kubelet: {removed}: containers stopped, its garbage collection sent RemovePod "
-            "and the journal holds the removal; then the pods left /pods",
+            f"  kubelet deleted {', '.join(names.get(uid, uid) for uid, _ in removed)}: their "
+            "containers stopped, its garbage collection sent RemovePod for each (journal seq "
+            f"{', '.join(str(seq) for _, seq in removed)}), then they left /pods",
             soft_wrap=True,
             markup=False,
         )

@@ -92,7 +92,11 @@ def check_forgotten_pod(out: str, state_dir: str) -> None:
     told = " ".join(phase.split())
     assert "kubelet forgot batch-2: no RemovePod came" in told
     assert "cause RemoveResidualPods [uid-batch-2]" in told
-    assert re.search(r"kubelet: (api|db-replica) \(journal seq \d+\), (api|db-replica) ", told)
+    assert re.search(
+        r"kubelet deleted (api, db-replica|db-replica, api): their containers stopped, its "
+        r"garbage collection sent RemovePod for each \(journal seq \d+, \d+\)",
+        told,
+    )
     assert "daemon: qrmd.checkers: residual pods removed: uid-batch-2 (missing from" in told
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     shown = subprocess.run(
