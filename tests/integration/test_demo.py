@@ -1,7 +1,7 @@
 """``qrmd demo --fast`` end to end: the real daemon, the kubelet simulator, the memory
 balancer with a node under pressure, SIGKILL, recovery.
 
-Slow (about 10 s a run, each a real ``qrmd run`` process started twice); marked ``slow``.
+Slow (about 20 s a run, each a real ``qrmd run`` process started twice); marked ``slow``.
 """
 
 from __future__ import annotations
