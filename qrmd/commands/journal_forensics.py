@@ -16,12 +16,12 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
 from journal import journal_identity, read_records
 from qrmd import config
 from qrmd.commands.journal_common import DIR_HELP
+from qrmd.console import make_console
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
@@ -190,7 +190,7 @@ def run_state(args: argparse.Namespace) -> int:
         return 0
     when = "" if wall is None else f" ({format_time(wall)})"
     header = f"{args.directory} after seq {seq}{when}: {len(document['pods'])} pods"
-    Console(highlight=False, soft_wrap=True).print(render_state(state, header, document["balance"]))
+    make_console(soft_wrap=True).print(render_state(state, header, document["balance"]))
     return 0
 
 
@@ -216,7 +216,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(document)
         return 0
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     out.print(Text(f"{args.directory}: seq {start_seq} → seq {end_seq}", style="bold"))
     if not diff.containers and not diff.pools and not diff.balance_changed and not diff.sections:
         out.print(Text("no change in containers, pools or any other state section"))
@@ -264,7 +264,7 @@ def run_explain(args: argparse.Namespace) -> int:
             {"pod": pod.describe(), "uid": pod.uid, "records": [e.to_json() for e in found]}
         )
         return 0
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     what = pod.describe() + (f" container {args.container}" if args.container else "")
     out.print(Text(f"{what}: {len(found)} records", style="bold"))
     for item in found:
@@ -296,7 +296,7 @@ def _written(args: argparse.Namespace, path: str, what: str, count: int) -> int:
     if args.json:
         _write_json({"directory": args.directory, "written": path, what: count})
     else:
-        Console(highlight=False, soft_wrap=True).print(
+        make_console(soft_wrap=True).print(
             Text(f"{args.directory}: wrote {count} {what} to {path}")
         )
     return 0
@@ -337,7 +337,7 @@ def run_rerun(args: argparse.Namespace) -> int:
         raise ForensicsError(f"the range seq {first} to seq {last} is empty")
     summary = RerunSummary()
     steps = (s for s in walk.steps(last, what="re-running") if s.record.seq >= first)
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     for divergence in rerun_steps(steps, settings, summary):
         if args.json:
             continue

@@ -32,6 +32,7 @@ from rich.text import Text
 
 from journal import Gap, JournalError, Record, read_records
 from qrmd.commands.journal_common import DIR_HELP, EXIT_PROBLEMS, need_segments, refuse
+from qrmd.console import make_console
 from qrmd.forensics.explain import KnownPod, known_pods_in_records, match_pod
 from qrmd.forensics.points import TIME_FORMS, resolve_time
 from qrmd.forensics.renderers import RENDERERS, render_cause
@@ -102,7 +103,7 @@ def run_show(args: argparse.Namespace) -> int:
     need_segments(args.directory)
     scope = _show_scope(args)
     selection = _show_filter(args, scope)
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     gaps = _GapReport()
     shown = 0
     try:

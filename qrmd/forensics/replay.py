@@ -22,7 +22,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
@@ -31,6 +30,7 @@ from journal.checkpoints import checkpoint_name, list_checkpoints
 from journal.fileops import OsFileOps
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
+from qrmd.console import make_console
 from qrmd.forensics.renderers import cause_kind
 from qrmd.journal_view import format_time
 from qrmd.katalyst_import import IMPORT_COMMAND
@@ -288,7 +288,8 @@ class _Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),  # stdout is the answer (--json): never draw there
+                # stdout is the answer (--json): never draw there
+                console=make_console(stderr=True, highlight=True),
                 transient=True,
             )
         self._total = total
