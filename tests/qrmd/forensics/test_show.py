@@ -6,16 +6,28 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors.state_store import StateStoreCore, StoreConfig
-from journal import read_records
+from journal import Retention, read_records
+from journal.fileops import OsFileOps
+from journal.follow import Skipped
+from journal.segments import list_segments
 from qrmd.cli import main
+from qrmd.commands import journal_show
 from qrmd.commands.journal_show import follow_records
 from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.actors.store_helpers import share_pool
-from tests.journal.helpers import FakeClock, newest_segment, record_offsets
+from tests.journal.helpers import (
+    FakeClock,
+    cause_of,
+    events_of,
+    newest_segment,
+    open_journal,
+    record_offsets,
+)
 from tests.policy.state_fixtures import SYNTH_16_2_4
 from tests.qrmd.forensics.scenario import NODE, Scenario, write_scenario
 
@@ -190,9 +202,79 @@ def test_follow_yields_records_appended_after_the_ones_shown(tmp_path: Path) -> 
             store.commit([appended.pop(0)], {"rpc": "Tick"})
         return len(passes) <= 3
 
-    seen = [r.seq for r in follow_records(str(tmp_path / "j"), 1, wait)]
+    skipped: list[Skipped] = []
+    seen = [r.seq for r in follow_records(str(tmp_path / "j"), 1, wait, on_skip=skipped.append)]
     store.close(checkpoint=False)
-    assert seen == [2, 3]
+    assert seen == [2, 3] and skipped == []
+
+
+def test_follow_goes_on_after_the_last_record_shown_when_the_daemon_appends_meanwhile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(directory)
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    scope_of = journal_show._show_scope
+
+    def scope_then_appends(args: Any) -> Any:
+        # The daemon appends seqs 6 and 7 after show has read the journal's range, before
+        # the records are printed.
+        scope = scope_of(args)
+        for n in (6, 7):
+            journal.append(cause_of(n), events_of(n))
+        return scope
+
+    passes: list[int] = []
+
+    def one_more_record_then_stop() -> bool:
+        passes.append(len(passes))
+        if len(passes) == 1:
+            journal.append(cause_of(8), events_of(8))
+        return len(passes) <= 2
+
+    monkeypatch.setattr(journal_show, "_show_scope", scope_then_appends)
+    monkeypatch.setattr(journal_show, "_poll_wait", one_more_record_then_stop)
+    code, out, err = run(capsys, "show", str(directory), "--follow", "--json")
+    journal.close()
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert (code, err) == (0, "")
+
+
+def test_follow_says_which_seqs_retention_deleted_before_it_read_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(
+        directory, segment_max_bytes=2048, retention=Retention(max_bytes=0, max_age_s=None)
+    )
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    passes: list[int] = []
+
+    def checkpoints_then_stop() -> bool:
+        # Between two looks the daemon appends 200 records and writes two checkpoints:
+        # retention deletes the segments holding seqs 6 on before the follower read them.
+        passes.append(len(passes))
+        if len(passes) == 1:
+            for _ in range(2):
+                for _ in range(100):
+                    n = journal.last_seq + 1
+                    journal.append(cause_of(n), events_of(n))
+                journal.write_checkpoint(journal.last_seq, {})
+        return len(passes) <= 2
+
+    monkeypatch.setattr(journal_show, "_poll_wait", checkpoints_then_stop)
+    code, out, err = run(capsys, "show", str(directory), "--follow", "--json")
+    journal.close()
+    oldest = list_segments(OsFileOps(), str(directory))[0][0]
+    seqs = [json.loads(line)["seq"] for line in out.splitlines()]
+    assert seqs == [1, 2, 3, 4, 5, *range(oldest, 206)]
+    assert err.startswith(
+        f"qrmd journal: not shown: seqs 6-{oldest - 1}: deleted by retention before they were "
+        f"read (the checkpoint at seq 105 covers them)"
+    )
+    assert code == 1
 
 
 def test_show_json_keeps_one_object_per_record(
