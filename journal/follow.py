@@ -43,7 +43,7 @@ class Skipped:
     Attributes:
         first_seq: the oldest of them.
         last_seq: the newest of them.
-        reason: why, in words, with the files and seqs.
+        reason: what and why, in words, with the seqs and files.
     """
 
     first_seq: int
@@ -171,8 +171,9 @@ class JournalFollower:
                 Skipped(
                     want,
                     first - 1,
-                    f"deleted by retention before they were read (the checkpoint at seq "
-                    f"{covering[0]} covers them); {path} is the oldest segment kept",
+                    f"{_seqs(want, first - 1)} deleted by retention before they were read "
+                    f"(the checkpoint at seq {covering[0]} covers them); {path} is the oldest "
+                    f"segment kept",
                 )
             )
             self._last = first - 1
@@ -289,6 +290,10 @@ class JournalFollower:
             resumed = gap.resumed_at_seq if gap.resumed_at_seq is not None else resumed_at_seq
             self._on_damage(Gap(gap.path, gap.offset, gap.first_missing_seq, resumed, gap.reason))
         self._pending.clear()
+
+
+def _seqs(first: int, last: int) -> str:
+    return f"seq {first} was" if first == last else f"seqs {first}-{last} were"
 
 
 def _same_frame(data: bytes, frame_header: bytes) -> bool:

@@ -205,12 +205,7 @@ class _SkipReport:
         self.reported = 0
 
     def add(self, skipped: Skipped) -> None:
-        seqs = (
-            f"seq {skipped.first_seq}"
-            if skipped.first_seq == skipped.last_seq
-            else f"seqs {skipped.first_seq}-{skipped.last_seq}"
-        )
-        sys.stderr.write(f"qrmd journal: not shown: {seqs}: {skipped.reason}\n")
+        sys.stderr.write(f"qrmd journal: {skipped.reason}\n")
         sys.stderr.flush()
         self.reported += 1
 

@@ -271,10 +271,32 @@ def test_follow_says_which_seqs_retention_deleted_before_it_read_them(
     seqs = [json.loads(line)["seq"] for line in out.splitlines()]
     assert seqs == [1, 2, 3, 4, 5, *range(oldest, 206)]
     assert err.startswith(
-        f"qrmd journal: not shown: seqs 6-{oldest - 1}: deleted by retention before they were "
-        f"read (the checkpoint at seq 105 covers them)"
+        f"qrmd journal: seqs 6-{oldest - 1} were deleted by retention before they were read "
+        f"(the checkpoint at seq 105 covers them)"
     )
     assert code == 1
+
+
+def test_follow_stops_at_to_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(directory)
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    passes: list[int] = []
+
+    def three_more_records() -> bool:
+        passes.append(len(passes))
+        for n in range(journal.last_seq + 1, journal.last_seq + 4):
+            journal.append(cause_of(n), events_of(n))
+        return True
+
+    monkeypatch.setattr(journal_show, "_poll_wait", three_more_records)
+    code, out, _ = run(capsys, "show", str(directory), "--follow", "--to-seq", "6", "--json")
+    journal.close()
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4, 5, 6]
+    assert code == 0 and len(passes) == 1
 
 
 def test_show_json_keeps_one_object_per_record(
