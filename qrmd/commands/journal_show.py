@@ -26,7 +26,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +55,7 @@ from qrmd.journal_view import (
     record_kinds,
 )
 
-__all__ = ["FOLLOW_POLL_S", "follow_records", "register", "run_show"]
+__all__ = ["FOLLOW_POLL_S", "register", "run_show"]
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -384,35 +384,3 @@ FOLLOW_POLL_S = 0.5
 def _poll_wait() -> bool:
     time.sleep(FOLLOW_POLL_S)  # a live tail waits on the daemon, not on a test
     return True
-
-
-def follow_records(
-    directory: str,
-    after_seq: int | None,
-    wait: Callable[[], bool],
-    *,
-    on_skip: Callable[[Skipped], None],
-    on_damage: Callable[[Gap], None] | None = None,
-) -> Iterator[Record]:
-    """Records appended after ``after_seq``, as they come, until ``wait`` returns False.
-
-    Takes no lock and never writes (``journal.follow.JournalFollower``: each seq once, in
-    order; a record being written is read whole on a later pass; seqs passed over go to
-    ``on_skip``).
-
-    Args:
-        directory: the live journal.
-        after_seq: the newest record already shown (None: from the oldest kept).
-        wait: called before each pass; blocks until it is time to look, returns False to stop.
-        on_skip: told of seqs that will never be yielded, and why.
-        on_damage: told of damage read past; None raises instead.
-
-    Yields:
-        New records, ascending.
-
-    Raises:
-        CorruptRecord: damage before the tail (without ``on_damage``).
-    """
-    follower = JournalFollower(directory, after_seq, on_skip=on_skip, on_damage=on_damage)
-    while wait():
-        yield from follower.poll()

@@ -13,11 +13,10 @@ import pytest
 from actors.state_store import StateStoreCore, StoreConfig
 from journal import Retention, read_records
 from journal.fileops import OsFileOps
-from journal.follow import Skipped
+from journal.follow import JournalFollower, Skipped
 from journal.segments import list_segments
 from qrmd.cli import main
 from qrmd.commands import journal_show
-from qrmd.commands.journal_show import follow_records
 from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.actors.store_helpers import share_pool
 from tests.journal.helpers import (
@@ -187,23 +186,20 @@ def test_show_renders_a_kind_it_has_no_renderer_for_generically(
     assert "AdvisorResponse: version=2 [inputs]" in out.splitlines()[0]
 
 
-def test_follow_yields_records_appended_after_the_ones_shown(tmp_path: Path) -> None:
+def test_follow_yields_records_the_state_store_appends_after_the_ones_shown(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock()
     config = StoreConfig(str(tmp_path / "j"), NODE, durability="none")
     store = StateStoreCore.open(config, SYNTH_16_2_4, clock=clock)
     store.commit([share_pool("4-15")], {"rpc": "Start"})
-    appended = [share_pool("5-15"), share_pool("6-15")]
-    passes = []
-
-    def wait() -> bool:
-        # the daemon appends between two looks; the third look finds nothing and stops
-        passes.append(len(passes))
-        if appended:
-            store.commit([appended.pop(0)], {"rpc": "Tick"})
-        return len(passes) <= 3
-
     skipped: list[Skipped] = []
-    seen = [r.seq for r in follow_records(str(tmp_path / "j"), 1, wait, on_skip=skipped.append)]
+    follower = JournalFollower(str(tmp_path / "j"), 1, on_skip=skipped.append)
+    seen = []
+    for cpus in ("5-15", "6-15", None):
+        if cpus is not None:
+            store.commit([share_pool(cpus)], {"rpc": "Tick"})
+        seen += [r.seq for r in follower.poll()]
     store.close(checkpoint=False)
     assert seen == [2, 3] and skipped == []
 
