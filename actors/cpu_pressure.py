@@ -242,7 +242,8 @@ class CPUPressureCore:
 
         Raises:
             PressureUnavailable: the state could not be read or the timers not committed.
-            SuppressionError: the CPU state has no reclaim pool.
+            SuppressionError: the CPU state has no reclaim pool (``get reclaim pool failed:
+                pool not found``, the reference's text).
         """
         now = self._now()
         self.counters["suppression_calls_total"] += 1
