@@ -14,6 +14,7 @@ import pytest
 
 from policy.cpu.pressure.plan import parse_plan, run_plan
 from qrmd.cli import main
+from qrmd.commands.eviction import plan_json
 from tests.policy.cpu.pressure.reference_cases import ALL_CASES, ReferenceCase
 from tests.policy.cpu.pressure.test_reference_cases import check_answers
 
@@ -41,7 +42,7 @@ def test_reference_table_case_through_the_command(
     assert (code, err) == (0, "")
     lines = [json.loads(line) for line in out.splitlines()]
     in_process, _ = run_plan(parse_plan(case.plan))
-    assert lines == [json.loads(json.dumps(r.to_json())) for r in in_process]
+    assert lines == [json.loads(json.dumps(plan_json(r))) for r in in_process]
     check_answers(lines[-1], case.want)
 
 
@@ -121,7 +122,18 @@ def test_a_missing_reclaim_pool_is_an_answer_error_not_a_crash(
     }
     code, out, _ = plan(capsys, write(tmp_path, document))
     assert code == 0
-    assert "evict_pods: error: get reclaim pool failed" in out
+    # The reference's text ("get reclaim pool failed: " + GetCPUSetForPool's "pool not
+    # found"), after the RPC's name, with the status qrmd's plugin answers (wire.errors).
+    assert out.splitlines()[1] == (
+        "  evict_pods: error (FAILED_PRECONDITION): "
+        "GetEvictPods: get reclaim pool failed: pool not found"
+    )
+    code, out, _ = plan(capsys, "--json", write(tmp_path, document))
+    assert code == 0
+    assert json.loads(out)["evict_pods"] == {
+        "code": "FAILED_PRECONDITION",
+        "error": "GetEvictPods: get reclaim pool failed: pool not found",
+    }
 
 
 def test_the_readme_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
