@@ -9,6 +9,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from policy.cpu.pressure.plan import parse_plan, run_plan
 from qrmd.cli import main
 from qrmd.commands.eviction import plan_json
 from tests.policy.cpu.pressure.reference_cases import ALL_CASES, ReferenceCase
+from tests.policy.cpu.pressure.suppression_timeline import PODS, SETTINGS, TIMELINES, Timeline
 from tests.policy.cpu.pressure.test_reference_cases import check_answers
 
 REPO = Path(__file__).resolve().parents[3]
@@ -143,3 +145,36 @@ def test_the_readme_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_pa
     code, out, err = plan(capsys, write(tmp_path, json.loads(block)))
     assert (code, err) == (0, "")
     assert "collect: share load 11 (soft > 8, hard > 14.4)" in out
+
+
+def timeline_plan(timeline: Timeline) -> dict[str, Any]:
+    """The timeline as a plan: one tick per step asking ``GetEvictPods`` only."""
+    ticks, now = [], 1_000.0
+    for step in timeline.steps:
+        now += step.advance_s
+        pools = {} if step.reclaim_pool is None else {"reclaim": step.reclaim_pool}
+        ticks.append(
+            {
+                "time": now,
+                "settings": {"enable_suppression_eviction": step.enabled},
+                "pools": pools,
+                "pods": [PODS[p].to_json() for p in step.pods],
+                "calls": ["evict_pods"],
+            }
+        )
+    return {"settings": SETTINGS.to_json(), "ticks": ticks}
+
+
+@pytest.mark.parametrize("timeline", TIMELINES, ids=lambda t: t.id)
+def test_the_suppression_timers_through_the_early_returns(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, timeline: Timeline
+) -> None:
+    code, out, err = plan(capsys, "--json", write(tmp_path, timeline_plan(timeline)))
+    assert (code, err) == (0, "")
+    for n, (step, line) in enumerate(zip(timeline.steps, out.splitlines(), strict=True)):
+        answer = json.loads(line)["evict_pods"]
+        if step.error:
+            # The reference's text, after the RPC's name, as qrmd's plugin answers it.
+            assert answer == {"code": "FAILED_PRECONDITION", "error": f"GetEvictPods: {step.error}"}
+        else:
+            assert [o["pod_uid"] for o in answer["evict_pods"]] == list(step.offered), f"step {n}"
