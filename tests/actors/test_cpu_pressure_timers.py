@@ -12,7 +12,7 @@ import pytest
 from actors.cpu_pressure import CPUPressureCore, PressurePorts
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from policy.cpu.pressure import SuppressionError
-from policy.state.events import PoolRemoved, PoolSet
+from policy.state.events import CPUEvent, PoolRemoved, PoolSet
 from policy.state.sections import apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from qrmd.host.cpu_load_sources import SimulatedContainerLoads
@@ -33,6 +33,7 @@ RECLAIM = cpus("8-11")
 def set_reclaim_pool(committer: ApplyingCommitter, size: int | None) -> None:
     """Make the CPU state's reclaim pool ``size`` CPUs (None: no pool), as the allocator would."""
     current = committer.latest().state.cpu.pools.get("reclaim")
+    events: tuple[CPUEvent, ...]
     if size is None:
         events = () if current is None else (PoolRemoved("reclaim"),)
     else:

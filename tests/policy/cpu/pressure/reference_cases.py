@@ -136,7 +136,7 @@ def _met(kind: str) -> dict[str, Any]:
     }
 
 
-NO_TARGETS = {"pod_uids": [], "deletion_options": None}
+NO_TARGETS: dict[str, Any] = {"pod_uids": [], "deletion_options": None}
 #: The pool a met threshold names (not on the wire: the plan's ``answer_pools``).
 MET_IN_SHARE = {"threshold_met": "share"}
 
