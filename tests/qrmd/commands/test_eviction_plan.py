@@ -22,6 +22,7 @@ from tests.policy.cpu.pressure.test_reference_cases import check_answers
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "docs" / "examples" / "eviction" / "squeezed-reclaim.json"
+GONE = REPO / "docs" / "examples" / "eviction" / "reclaim-pool-gone.json"
 
 
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -178,3 +179,47 @@ def test_the_suppression_timers_through_the_early_returns(
             assert answer == {"code": "FAILED_PRECONDITION", "error": f"GetEvictPods: {step.error}"}
         else:
             assert [o["pod_uid"] for o in answer["evict_pods"]] == list(step.offered), f"step {n}"
+
+
+def test_the_reclaim_pool_gone_example_offers_the_pod_when_the_pool_is_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = plan(capsys, str(GONE))
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[1] == "  evict_pods: no pods; no condition"
+    assert lines[3] == (
+        "  evict_pods: error (FAILED_PRECONDITION): "
+        "GetEvictPods: get reclaim pool failed: pool not found"
+    )
+    assert lines[5] == (
+        "  evict_pods: evict batch/etl (uid-etl): current pool suppression rate 2.00 is over "
+        "than the pod suppression tolerance rate 1.20 (force_evict false, "
+        'eviction_plugin_name "", no deletion options); no condition'
+    )
+
+
+def field_names(value: object, parent: str = "") -> set[str]:
+    """Every key of the JSON output, but the names of pools and calls (values, not fields)."""
+    names: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if parent not in ("pools", "answer_pools"):
+                names.add(key)
+            names |= field_names(item, key)
+    elif isinstance(value, list):
+        for item in value:
+            names |= field_names(item, parent)
+    return names
+
+
+def test_the_docs_name_every_field_of_the_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = (REPO / "docs" / "eviction-plan.md").read_text()
+    names: set[str] = set()
+    for example in (EXAMPLE, GONE):
+        code, out, _ = plan(capsys, "--json", str(example))
+        assert code == 0
+        for line in out.splitlines():
+            names |= field_names(json.loads(line))
+    assert {"force_evict", "deletion_options", "shared_pools_limit", "code"} <= names
+    assert sorted(n for n in names if f"`{n}`" not in docs) == []
