@@ -68,8 +68,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "ThresholdMet, GetTopEvictionPods and GetEvictPods answers."
         ),
         epilog="The file format is in the README, section 'Asking the CPU eviction plugins "
-        "offline'; an example "
-        "is docs/examples/eviction/squeezed-reclaim.json.",
+        "offline', and every field printed in docs/eviction-plan.md; examples are in "
+        "docs/examples/eviction/.",
     )
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")
     plan.add_argument("--json", action="store_true", help="print one JSON object per tick")
