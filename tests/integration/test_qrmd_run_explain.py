@@ -205,6 +205,10 @@ def test_explain_names_exactly_the_replies_kubelet_received(
                 checked[reply["rpc"]] += 1
             else:
                 assert reply is None and record["replies"] == {}, f"{where}: a reply never sent"
+            # The pod's own removal is what kubelet asked for: neither a reply nor a move.
+            if answer is not None and answer.rpc == "RemovePod" and answer.pod_uid == uid:
+                assert record["moves"] == {}, where
+                continue
             # Every other change to the pod's containers is a move, never a reply.
             for change in record["changes"]:
                 name = change["container"]
