@@ -280,6 +280,8 @@ def run_explain(args: argparse.Namespace) -> int:
             )
         for container, reply in doc["replies"].items():
             out.print(Text(f"          reply to kubelet for {container}: {reply}"))
+        for container, move in doc["moves"].items():
+            out.print(Text(f"          {container} {move}, not a reply: kubelet sees it listed"))
         for event in doc["events"]:
             out.print(Text(f"          event {event}"))
     return 0
