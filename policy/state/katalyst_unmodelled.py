@@ -50,8 +50,11 @@ _INTERRUPT_POOL: Final = "interrupt"
 
 
 def _who(record: Mapping[str, Any]) -> str:
+    container = f"container {record['container_name']!r}"
+    if not (record["pod_namespace"] or record["pod_name"]):
+        return f"pod uid {record['pod_uid']} {container}"
     pod = f"{record['pod_namespace']}/{record['pod_name']}"
-    return f"pod {pod} (uid {record['pod_uid']}) container {record['container_name']!r}"
+    return f"pod {pod} (uid {record['pod_uid']}) {container}"
 
 
 def _annotation(record: Mapping[str, Any], key: str) -> str | None:

@@ -252,7 +252,9 @@ def snb(doc: dict[str, Any]) -> None:
 
 
 def pre_occupation(doc: dict[str, Any]) -> None:
-    doc["machineState"]["1"]["pre_occ_pod_entries"] = {"gone-pod": {"app": {"pod_uid": "gone-pod"}}}
+    doc["machineState"]["1"]["pre_occ_pod_entries"] = {
+        "gone-pod": {"app": {"pod_uid": "gone-pod", "container_name": "app"}}
+    }
 
 
 def system_cores(doc: dict[str, Any]) -> None:
@@ -287,7 +289,7 @@ def overlap(doc: dict[str, Any]) -> None:
         ),
         pytest.param(
             pre_occupation,
-            r"machineState.1.pre_occ_pod_entries: pod /\s?\(uid gone-pod\).*pre-occupation",
+            r"machineState.1.pre_occ_pod_entries: pod uid gone-pod container 'app' holds a pre-occ",
             id="a pre-occupation is refused by pod",
         ),
         pytest.param(
