@@ -10,11 +10,12 @@ it back (spec cpu-policy §13; the mapping is ``policy.state.katalyst_checkpoint
   reference's checkpoint writer (kubelet's ``checkpointmanager``) writes its own file: a
   ``.``-prefixed temporary in the same directory, owner-only (0600), fsync, rename (§13.1),
   then the directory fsynced; in the layout of ``--katalyst-version`` (default v0.5.3, the
-  layouts are ``policy.state.katalyst_layouts``). It only reads DIR: no lock, so it works beside a running daemon
-  and on a read-only copy; a torn tail being written is not part of any state. Rollback must
-  not hand katalyst-agent a lie, so it refuses a DIR that holds no journal (an empty state
-  would free every dedicated pod's CPUs), and refuses to replace an existing OUT unless
-  ``--force``, which first keeps the old file as ``OUT.bak`` (its mode and content).
+  layouts are ``policy.state.katalyst_layouts``). It only reads DIR: no lock, so it works
+  beside a running daemon and on a read-only copy; a torn tail being written is not part of
+  any state. Rollback must not hand katalyst-agent a lie, so it refuses a DIR that holds no
+  journal (an empty state would free every dedicated pod's CPUs), and refuses to replace an
+  existing OUT unless ``--force``, which first keeps the old file as ``OUT.bak`` (its mode
+  and content).
 
 Exit status 0 on success; 2 for an error, one line on stderr (``qrmd.cli``).
 """
