@@ -66,12 +66,15 @@ class ImportResult:
         containers: the containers taken over.
         pools: the pools' names.
         notes: differences the reference would have rewritten silently (``ImportPlan.notes``).
+        layout: the katalyst release layout the file was read as, and how it was told
+            (``katalyst v0.5.34–v0.5.47 (its checksum verifies)``).
     """
 
     seq: int
     containers: int
     pools: tuple[str, ...]
     notes: tuple[str, ...]
+    layout: str = ""
 
 
 def holds_journal(directory: str) -> bool:
@@ -207,4 +210,6 @@ def import_checkpoint(
         if machine is not None:
             cause["machine"] = machine
         seq = journal.append(cause, [encode_event(event) for event in events])
-    return ImportResult(seq, plan.containers, tuple(plan.pools), tuple(plan.notes))
+    how = "its checksum verifies" if plan.layout_verified else "told by its fields"
+    layout = f"katalyst {plan.layout.name} ({how})"
+    return ImportResult(seq, plan.containers, tuple(plan.pools), tuple(plan.notes), layout)

@@ -9,11 +9,13 @@ it back (spec cpu-policy §13; the mapping is ``policy.state.katalyst_checkpoint
   record at or before ``--at TIME``) in the reference's byte layout with its checksum, as the
   reference's checkpoint writer (kubelet's ``checkpointmanager``) writes its own file: a
   ``.``-prefixed temporary in the same directory, owner-only (0600), fsync, rename (§13.1),
-  then the directory fsynced. It only reads DIR: no lock, so it works beside a running daemon
-  and on a read-only copy; a torn tail being written is not part of any state. Rollback must
-  not hand katalyst-agent a lie, so it refuses a DIR that holds no journal (an empty state
-  would free every dedicated pod's CPUs), and refuses to replace an existing OUT unless
-  ``--force``, which first keeps the old file as ``OUT.bak`` (its mode and content).
+  then the directory fsynced; in the layout of ``--katalyst-version`` (default v0.5.3, the
+  layouts are ``policy.state.katalyst_layouts``). It only reads DIR: no lock, so it works
+  beside a running daemon and on a read-only copy; a torn tail being written is not part of
+  any state. Rollback must not hand katalyst-agent a lie, so it refuses a DIR that holds no
+  journal (an empty state would free every dedicated pod's CPUs), and refuses to replace an
+  existing OUT unless ``--force``, which first keeps the old file as ``OUT.bak`` (its mode
+  and content).
 
 Exit status 0 on success; 2 for an error, one line on stderr (``qrmd.cli``).
 """
@@ -32,8 +34,10 @@ from actors.state_replay import ReplayError, replay_records, state_from_checkpoi
 from journal import JournalError, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from journal.segments import SegmentHeaderError, list_segments, read_segment_header
+from policy.errors import StateError
 from policy.state.katalyst_checkpoint import export_document
 from policy.state.katalyst_file import encode_document
+from policy.state.katalyst_layouts import DEFAULT_VERSION, layout_of_version, normalize_version
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.journal_view import parse_time
@@ -99,7 +103,22 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     when.add_argument(
         "--at", metavar="TIME", help="the state at TIME (epoch seconds or ISO 8601, UTC default)"
     )
+    e.add_argument(
+        "--katalyst-version",
+        default=DEFAULT_VERSION,
+        type=_katalyst_version,
+        metavar="TAG",
+        help="write the layout of this katalyst-agent release, v0.5.0 to v0.5.47 "
+        "(docs/katalyst-checkpoints.md); default: %(default)s",
+    )
     e.set_defaults(run=run_export)
+
+
+def _katalyst_version(text: str) -> str:
+    try:
+        return normalize_version(text)
+    except StateError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 # -- import ------------------------------------------------------------------------------------
@@ -114,6 +133,7 @@ def run_import(args: argparse.Namespace) -> int:
         args.node_name,
         skip_corruption=bool(args.skip_corruption),
     )
+    print(f"checkpoint layout: {result.layout}")
     for note in result.notes:
         print(f"note: {note}")
     print(
@@ -284,8 +304,11 @@ def run_export(args: argparse.Namespace) -> int:
     target = _target_seq(args.directory, args.seq, args.at)
     state, seq = state_at(args.directory, topology, target)
     out = _output_path(args.out, bool(args.force))
-    document = export_document(state.cpu)
-    data = encode_document(document)
+    try:
+        document = export_document(state.cpu, args.katalyst_version)
+    except StateError as err:
+        raise KatalystCheckpointError(f"{err}; nothing was written") from None
+    data = encode_document(document, layout_of_version(args.katalyst_version))
     kept = ""
     try:
         if os.path.lexists(out):

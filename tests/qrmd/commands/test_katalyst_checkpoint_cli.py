@@ -12,9 +12,12 @@ import pytest
 from journal import OsFileOps, read_records
 from journal.lock import lock_directory
 from policy.state.katalyst_decode import decode_document
+from policy.state.katalyst_detect import layout_by_checksum
+from policy.state.katalyst_file import checksum_of, encode_document
+from policy.state.katalyst_layouts import V0_5_34, layout_of_version
 from qrmd.cli import main
 from tests.actors.store_helpers import NODE, node_history, open_store
-from tests.qrmd.commands.katalyst_fixture import TOPOLOGY_SPEC, file_bytes
+from tests.qrmd.commands.katalyst_fixture import TOPOLOGY_SPEC, file_bytes, file_bytes_in
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "katalyst" / "cpu_plugin_state"
 
@@ -383,3 +386,94 @@ def test_the_import_records_the_machine_so_state_needs_no_topology(
     assert "uid-web" in said
     code, _, err = run(capsys, "verify", str(state))
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(v, id=f"a {v} file is imported and exported again byte for byte")
+        for v in ("v0.5.3", "v0.5.5", "v0.5.12", "v0.5.16", "v0.5.47")
+    ],
+)
+def test_each_layout_round_trips_through_the_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    layout = layout_of_version(version)
+    source = tmp_path / "cpu_plugin_state"
+    source.write_bytes(file_bytes_in(layout))
+    state = tmp_path / "state"
+    code, said, err = run(
+        capsys,
+        "import-katalyst",
+        str(state),
+        str(source),
+        "--topology",
+        TOPOLOGY_SPEC,
+        "--node-name",
+        NODE,
+    )
+    assert code == 0, err
+    assert f"checkpoint layout: katalyst {layout.name} (its checksum verifies)" in said
+    out = tmp_path / "out"
+    code, _, err = run(
+        capsys,
+        "export-katalyst",
+        str(state),
+        str(out),
+        "--topology",
+        TOPOLOGY_SPEC,
+        "--katalyst-version",
+        version,
+    )
+    assert code == 0, err
+    assert out.read_bytes() == source.read_bytes()
+    assert layout_by_checksum(decode_document(out.read_bytes())) is layout
+
+
+def test_export_refuses_a_release_it_does_not_know(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    assert imported(capsys, state, FIXTURE) == 0
+    with pytest.raises(SystemExit) as exit_info:
+        run(
+            capsys,
+            "export-katalyst",
+            str(state),
+            str(tmp_path / "out"),
+            "--topology",
+            TOPOLOGY_SPEC,
+            "--katalyst-version",
+            "v0.5.48",
+        )
+    assert exit_info.value.code == 2
+    assert "'v0.5.48' is not a release qrmd knows" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_v0_5_47_file_with_a_shared_numa_binding_pod_is_refused_by_pod(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = decode_document(file_bytes_in(V0_5_34))
+    web = doc["pod_entries"]["uid-web"]["app"]
+    web["annotations"].update(numa_binding="true", numa_hint="1")
+    doc["checksum"] = checksum_of(doc, V0_5_34)
+    source = tmp_path / "snb"
+    source.write_bytes(encode_document(doc, V0_5_34))
+    state = tmp_path / "state"
+    code, _, err = run(
+        capsys,
+        "import-katalyst",
+        str(state),
+        str(source),
+        "--topology",
+        TOPOLOGY_SPEC,
+        "--node-name",
+        NODE,
+    )
+    assert code == 2
+    assert (
+        "pod default/name-uid-web (uid uid-web) container 'app': shared_cores NUMA binding" in err
+    )
+    assert "was not imported" in err
+    assert not (state.exists() and any(read_records(str(state))))
