@@ -201,7 +201,7 @@ class _SkipReport:
         self.reported = 0
 
     def add(self, skipped: Skipped) -> None:
-        sys.stderr.write(f"qrmd journal: {skipped.reason}\n")
+        sys.stderr.write(f"qrmd journal show: {skipped.reason}\n")
         sys.stderr.flush()
         self.reported += 1
 
