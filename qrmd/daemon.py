@@ -63,12 +63,18 @@ from journal import JournalMismatch
 from machines.registration import REGISTERED
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import QoSConfig
-from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
+from policy.cpu.reserve import (
+    ReserveError,
+    most_reservable_cpus,
+    require_cpus_outside_reserve,
+    reserved_cpus,
+)
 from policy.topology.model import CPUTopology
 from qrmd.config import ConfigError, DaemonConfig
 from qrmd.hardening_settings import (
     DEFAULT_MAX_CONNECTIONS,
     check_connection_cap,
+    log_open_file_limit,
     raise_open_file_limit,
 )
 from qrmd.health import HealthRegistry
@@ -77,7 +83,7 @@ from qrmd.katalyst_takeover import adopt_katalyst_state
 from qrmd.metrics import DaemonMetrics, MetricSources
 from qrmd.start_record import start_cause
 from qrmd.store_wiring import RECOVERY_TIMEOUT_S, STORE_CHILD, StoreWiring
-from qrmd.topology_source import load_topology
+from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 from qrmd.version import VERSION
 from wire.plugin_server import PLUGIN_NAME, PluginServer, distinct_socket_dirs
 
@@ -180,6 +186,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
     """
     topology = load_topology(config.topology)
+    _require_reserve_fits(config, topology)
     try:
         reserved = reserved_cpus(
             topology,
@@ -523,6 +530,21 @@ def _start_policy(allocator: pykka.ActorRef[Any], config: DaemonConfig) -> None:
         raise ConfigError(_reserve_flag(config, err)) from err
 
 
+def _require_reserve_fits(config: DaemonConfig, topology: CPUTopology) -> None:
+    # The operator's terms (the flag, the node's CPUs, the most it takes) rather than the
+    # reference's construction error, which names neither the flag nor the limit.
+    most = most_reservable_cpus(topology)
+    if config.reserved_cpu_cores <= most:
+        return
+    node = (
+        "this node" if config.topology == DEFAULT_TOPOLOGY_SPEC else f"--topology {config.topology}"
+    )
+    raise ConfigError(
+        f"--reserved-cpu-cores {config.reserved_cpu_cores}: {node} has {topology.cpus().size()} "
+        f"CPUs; reserve at most {most} (the reclaim pool needs one)"
+    )
+
+
 def _reserve_flag(config: DaemonConfig, err: ReserveError) -> str:
     return (
         f"--reserved-cpu-cores={config.reserved_cpu_cores} on --topology {config.topology}: {err}"
@@ -580,6 +602,8 @@ def run_daemon(config: DaemonConfig, *, server_factory: ServerFactory | None = N
             daemon.start()
         finally:
             _collect_from_now_on()
+        # Said once started: a refused setting above is one error line, not a log line first.
+        log_open_file_limit(limit)
         # A bounded wait, so the signal handler runs promptly on every platform.
         while not stop.wait(0.5):
             pass

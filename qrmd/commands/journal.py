@@ -98,6 +98,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     journal_forensics.register(actions)
     katalyst_checkpoint.register(actions)
+    for action in actions.choices.values():
+        # An action's errors carry the prefix of its usage errors (argparse's `qrmd journal
+        # state: error: ...`), not the command's alone (qrmd.cli).
+        action.set_defaults(error_prefix=action.prog)
 
 
 # -- verify ------------------------------------------------------------------------------------

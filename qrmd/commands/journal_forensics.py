@@ -61,13 +61,18 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     """Add ``state``, ``diff``, ``explain``, ``export`` and ``report`` to ``qrmd journal``."""
     s = actions.add_parser(
         "state",
-        help="the CPU state and the balancer section at a point",
-        description="Replay the journal up to a point and print the node as it was: pods, "
-        "containers and their cpusets, pools, the per-NUMA map, the balancer's rounds.",
+        help="the CPU state and the balancer section at a point (default: the newest)",
+        description="Replay the journal up to a point (by default its newest record) and "
+        "print the node as it was: pods, containers and their cpusets, pools, the per-NUMA "
+        "map, the balancer's rounds.",
     )
     s.add_argument("directory", metavar="DIR", help=DIR_HELP)
-    where = s.add_mutually_exclusive_group(required=True)
-    where.add_argument("--at", metavar="TIME", help=f"the last record at or before: {TIME_FORMS}")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument(
+        "--at",
+        metavar="TIME",
+        help=f"the last record at or before: {TIME_FORMS} (default: the newest record)",
+    )
     where.add_argument("--seq", type=int, metavar="N", help="after record N")
     add_topology_argument(s)
     s.add_argument("--json", action="store_true", help="print one JSON document")
@@ -180,8 +185,12 @@ def _wall_time_of(walk: JournalWalk, seq: int) -> float | None:
 
 def run_state(args: argparse.Namespace) -> int:
     walk = walk_of(args)
-    point = Point(seq=args.seq) if args.seq is not None else Point(time=args.at)
-    seq = _seq_of(walk, point)
+    if args.seq is not None:
+        seq = _seq_of(walk, Point(seq=args.seq))
+    elif args.at is not None:
+        seq = _seq_of(walk, Point(time=args.at))
+    else:  # the newest state, what an operator means by "the state"
+        seq = walk.last_seq if walk.last_seq is not None else walk.base_seq
     state = walk.state_at(seq)
     wall = _wall_time_of(walk, seq) if seq > 0 else None
     document = state_document(state, seq=seq, wall_time=wall)

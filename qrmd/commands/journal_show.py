@@ -127,7 +127,7 @@ def run_show(args: argparse.Namespace) -> int:
     except JournalError as err:
         raise _stopped_at(err, args) from err
     if shown == 0:
-        sys.stderr.write(f"qrmd journal: {_nothing_matched(args, scope)}\n")
+        sys.stderr.write(f"qrmd journal show: {_nothing_matched(args, scope)}\n")
         return EXIT_PROBLEMS
     return EXIT_PROBLEMS if gaps.reported else 0
 
@@ -201,7 +201,7 @@ class _SkipReport:
         self.reported = 0
 
     def add(self, skipped: Skipped) -> None:
-        sys.stderr.write(f"qrmd journal: {skipped.reason}\n")
+        sys.stderr.write(f"qrmd journal show: {skipped.reason}\n")
         sys.stderr.flush()
         self.reported += 1
 
@@ -224,7 +224,7 @@ class _GapReport:
                 else "nothing intact follows in that segment"
             )
             sys.stderr.write(
-                f"qrmd journal: gap: damage in {gap.path} @ {gap.offset} from seq "
+                f"qrmd journal show: gap: damage in {gap.path} @ {gap.offset} from seq "
                 f"{gap.first_missing_seq} ({gap.reason}); {resumed}\n"
             )
             self.reported += 1

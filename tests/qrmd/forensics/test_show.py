@@ -267,7 +267,7 @@ def test_follow_says_which_seqs_retention_deleted_before_it_read_them(
     seqs = [json.loads(line)["seq"] for line in out.splitlines()]
     assert seqs == [1, 2, 3, 4, 5, *range(oldest, 206)]
     assert err.startswith(
-        f"qrmd journal: seqs 6-{oldest - 1} were deleted by retention before they were read "
+        f"qrmd journal show: seqs 6-{oldest - 1} were deleted by retention before they were read "
         f"(the checkpoint at seq 105 covers them)"
     )
     assert code == 1

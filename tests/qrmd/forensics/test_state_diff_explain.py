@@ -62,6 +62,15 @@ def test_state_at_every_seq_equals_the_live_state_after_that_record(
         assert shown == live_document(scenario, seq), f"seq {seq}"
 
 
+def test_state_without_a_point_is_the_newest_state(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    newest = max(scenario.live)
+    assert run_json(capsys, "state", str(scenario.directory)) == live_document(scenario, newest)
+    code, out, _ = run(capsys, "state", str(scenario.directory), "--topology", TOPOLOGY_SPEC)
+    assert code == 0 and f"after seq {newest} (" in out
+
+
 def test_state_at_a_time_is_the_last_record_at_or_before_it(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:
