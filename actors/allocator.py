@@ -39,7 +39,13 @@ import pykka
 
 from actors.advisor_messages import AdvisorLinkChanged, ApplyAdvice, CheckAdvisorSilence
 from actors.allocator_advisor import AdvisorCalls, AdvisorMessage
-from actors.allocator_cause import AdvisorSilence, DecisionInputs, ResidualPods, cause_of
+from actors.allocator_cause import (
+    AdvisorSilence,
+    DecisionInputs,
+    ResidualPods,
+    cause_of,
+    reply_of,
+)
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -348,7 +354,10 @@ class AllocatorCore:
         for warning in decision.warnings:
             logger.warning("%s: %s", type(command).__name__, warning)
         if decision.events:
-            self._durable.commit(decision.events, cause_of(inputs, now))
+            # The cause keeps what kubelet is about to be answered, so forensics shows the
+            # answer itself (``actors.allocator_cause``, "The reply").
+            cause = cause_of(inputs, now, reply_of(inputs, decision))
+            self._durable.commit(decision.events, cause)
 
     def _resync_if_stale(self) -> None:
         """After an unanswered commit, re-read the durable state before deciding again."""

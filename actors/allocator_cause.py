@@ -30,6 +30,21 @@ shape: ``ListAndWatch`` holds the response (``AdvisorResponse.to_json``), ``Advi
 the fallback's ``silent_since`` and the ``unhealthy_after_s`` it was compared with, and
 ``AddContainerRefused`` the container whose Allocate the advisor refused, with the reason.
 
+The reply. A committed kubelet call's cause also holds what kubelet was answered, under
+``reply`` (:func:`reply_of`), so ``qrmd journal explain`` shows the answer itself rather than
+a guess from a later state. It is not an input: re-runs ignore it, and a cause without it (a
+journal written before it was kept) reads as before, its reply unknown. Compact by kind:
+
+* Allocate: ``{"allocation": {"allocation_result": "1,3-15", "allocated_quantity": 14.0}}``
+  — the ``cpu`` allocation sent (the hint it echoes is the request's, already in the cause);
+  ``{"allocation": null}`` for an answer without one; ``{"error": "..."}`` when the call
+  failed after committing (§7.2's finaliser).
+* GetResourcesAllocation: ``{"listed_after_events": 2}`` — the listing covers every
+  container, so instead of thousands of cpusets it names the state listed: the state before
+  the record with its first 2 events (the lifecycle steps) applied, before the pool
+  adjustment's (cpu-policy §10.1, §15.6). ``policy.cpu.listing_parts.pod_allocations`` of
+  that state is the listing's part for a pod, by the code that made it live.
+
 Versions. Version 1 (qrmd up to ``ac84ea9``) had no ``cause_version`` key and no ``pod``: the
 decision read the pod phase from a live callable, which always answered "unknown". Version 2
 adds ``cause_version`` and Allocate's ``pod``. Version 3 gives a residual removal its evidence
@@ -55,6 +70,7 @@ from actors.errors import ActorError
 from policy.cpu.advisor.decision import SilenceCheck, response_cause, silence_cause
 from policy.cpu.advisor.refusal import AddContainerRefused
 from policy.cpu.advisor.response import AdvisorResponse
+from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -67,13 +83,16 @@ from policy.cpu.commands import (
     PreStartContainer,
     RemovePod,
 )
+from policy.cpu.replies import AllocationReply
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from policy.cpu.residual_check import ListingSummary, ResidualEvidence, Sighting
 from policy.cpu.residual_removal import ResidualPods
+from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "CAUSE_VERSION",
+    "REPLY_KEY",
     "AdvisorSilence",
     "CauseError",
     "DecisionCause",
@@ -82,6 +101,7 @@ __all__ = [
     "cause_of",
     "decode_cause",
     "plain",
+    "reply_of",
     "upgrade_cause",
 ]
 
@@ -89,6 +109,9 @@ __all__ = [
 CAUSE_VERSION: Final = 3
 
 _VERSION_KEY: Final = "cause_version"
+
+#: The key of the answer kubelet got (module docstring, "The reply").
+REPLY_KEY: Final = "reply"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +168,15 @@ class DecisionCause:
     version: int
 
 
-def cause_of(inputs: object, now: float) -> dict[str, Any]:
+def cause_of(inputs: object, now: float, reply: dict[str, Any] | None = None) -> dict[str, Any]:
     """The journal cause of a decision taken on ``inputs`` at ``now`` (current version).
 
     Args:
         inputs: the decision's inputs: ``AllocateInputs``, ``ResidualPods``, or a command
             that is its own inputs (a frozen dataclass: ``RemovePod``, ``StartPolicy``, ...).
         now: the wall time, in seconds since the epoch, the policy was given.
+        reply: what kubelet was answered (:func:`reply_of`), kept under ``reply``; None
+            keeps nothing.
 
     Returns:
         ``{"rpc": <command name>, "cause_version": 3, "now": now, <field>: <plain>, ...}``;
@@ -182,7 +207,41 @@ def cause_of(inputs: object, now: float) -> dict[str, Any]:
         fields = {f.name: plain(getattr(inputs, f.name)) for f in dataclasses.fields(inputs)}
     else:
         raise TypeError(f"no cause for inputs of type {type(inputs).__name__}")
+    if reply is not None:
+        fields[REPLY_KEY] = reply
     return {"rpc": rpc, _VERSION_KEY: CAUSE_VERSION, "now": now, **fields}
+
+
+def reply_of(inputs: object, decision: Decision[Any]) -> dict[str, Any] | None:
+    """What kubelet was answered by the decision on ``inputs``, as a record keeps it.
+
+    Args:
+        inputs: the decision's inputs.
+        decision: the decision taken on them.
+
+    Returns:
+        The ``reply`` of the module docstring for Allocate and GetResourcesAllocation; None
+        for every other decision (kubelet's other committing calls answer nothing about a
+        container, and the advisor's and checkers' decisions answer no kubelet call).
+    """
+    if isinstance(inputs, AllocateInputs):
+        if decision.error is not None:
+            return {"error": str(decision.error)}
+        reply = decision.reply
+        allocation = reply.allocation if isinstance(reply, AllocationReply) else None
+        if allocation is None:
+            return {"allocation": None}
+        return {
+            "allocation": {
+                "allocation_result": allocation.allocation_result,
+                "allocated_quantity": allocation.allocated_quantity,
+            }
+        }
+    if isinstance(inputs, GetResourcesAllocation) and isinstance(
+        decision.reply, ResourcesAllocation
+    ):
+        return {"listed_after_events": decision.reply.listed_after_events}
+    return None
 
 
 def plain(value: object) -> Any:

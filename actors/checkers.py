@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pykka
@@ -244,13 +245,7 @@ class CheckersCore:
                 )
             if answer.removed:
                 self._removed += len(answer.removed)
-                plain = evidence.to_plain()
-                _log.info(
-                    "residual pods removed: %s (missing from the pod list: %s; listing %s)",
-                    ", ".join(answer.removed),
-                    {uid: plain["sightings"].get(uid) for uid in answer.removed},
-                    plain["listing"],
-                )
+                _log.info("residual pods removed: %s", _removal_words(answer.removed, evidence))
             if answer.warnings:
                 return "; ".join(answer.warnings)
         return None
@@ -354,6 +349,35 @@ class CheckersCore:
     def heartbeat(self, now: float) -> None:
         """Record the beat (the ``heartbeat`` gauge's time)."""
         self._heartbeat_at = now
+
+
+def _utc(wall: float) -> str:
+    """A wall time as a reader of the log wants it: ISO-8601 UTC to the millisecond."""
+    return (
+        datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def _removal_words(removed: tuple[str, ...], evidence: ResidualEvidence) -> str:
+    """The removed pods with their evidence in words (the journal holds it as data)."""
+    parts = []
+    for uid in removed:
+        seen = evidence.sightings.get(uid)
+        if seen is None:
+            parts.append(uid)
+            continue
+        parts.append(
+            f"{uid} (missing from {seen.count} pod listings in a row over "
+            f"{seen.last_at - seen.first_at:.1f} s, since {_utc(seen.first_at)})"
+        )
+    words = ", ".join(parts)
+    listing = evidence.listing
+    if listing is not None:
+        words += (
+            f"; last listing {_utc(listing.fetched_at)}: {listing.pods} "
+            f"pod{'' if listing.pods == 1 else 's'}, fingerprint {listing.fingerprint}"
+        )
+    return words
 
 
 class CheckersActor(pykka.ThreadingActor):

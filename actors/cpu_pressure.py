@@ -9,8 +9,8 @@ command (``actors.cpu_pressure_messages``) the core:
 2. gathers the inputs (the pool map, the loads from the ``ContainerLoadSource`` port, the
    request's pods) and calls the pure decision of ``policy.cpu.pressure``;
 3. commits the decision's events with its inputs as the record's cause (``{"command", "now",
-   "settings", "inputs", "answer"}``, and the offered ``pod_uids``; re-run it with
-   ``policy.cpu.pressure.rerun``), so ``qrmd journal show`` tells which
+   "settings", "inputs", "answer"}``, the offered ``pod_uids`` and the answer's ``pool``;
+   re-run it with ``policy.cpu.pressure.rerun``), so ``qrmd journal show`` tells which
    samples a threshold was met on and why a pod was offered; a decision without events is not
    journaled;
 4. answers (or, after a refused commit, raises ``PressureUnavailable``).
@@ -242,7 +242,8 @@ class CPUPressureCore:
 
         Raises:
             PressureUnavailable: the state could not be read or the timers not committed.
-            SuppressionError: the CPU state has no reclaim pool.
+            SuppressionError: the CPU state has no reclaim pool (``get reclaim pool failed:
+                pool not found``, the reference's text).
         """
         now = self._now()
         self.counters["suppression_calls_total"] += 1
@@ -295,7 +296,8 @@ class CPUPressureCore:
         """Journal the decision's events with its inputs, or raise ``PressureUnavailable``.
 
         The cause names the offered pods (``pod_uids``; ``pod_uid`` too when there is one, so
-        ``qrmd journal show --pod UID`` finds the record that offered it).
+        ``qrmd journal show --pod UID`` finds the record that offered it), the answer as the
+        response sent (``answer``) and the pool it was chosen from (``pool``), if any.
         """
         for warning in decision.warnings:
             _log.info("%s: %s", command, warning)
@@ -314,6 +316,11 @@ class CPUPressureCore:
         reply = getattr(decision.reply, "to_json", None)
         if reply is not None:
             cause["answer"] = reply()
+        pool = getattr(decision.reply, "pool", "")
+        if pool:
+            # The answer is the response as sent; the pool it was chosen from is not on the
+            # wire (policy.cpu.pressure.answers), so the cause names it beside.
+            cause["pool"] = pool
         try:
             # Blocking on the store from inside an actor: the StateStore never calls anyone,
             # so this wait cannot be part of a cycle (DESIGN.md, the commit protocol step 1).

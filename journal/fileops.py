@@ -68,6 +68,10 @@ class FileOps(Protocol):
         """The whole content of a file."""
         ...
 
+    def read_from(self, path: str, offset: int) -> bytes:
+        """The content of a file from ``offset`` to its end (empty past the end)."""
+        ...
+
     def open_append(self, path: str, *, create: bool) -> int:
         """Open for appending (``O_WRONLY|O_APPEND``); ``create`` makes it, exclusively, 0600."""
         ...
@@ -133,6 +137,11 @@ class OsFileOps:
 
     def read_file(self, path: str) -> bytes:
         with open(path, "rb") as handle:
+            return handle.read()
+
+    def read_from(self, path: str, offset: int) -> bytes:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
             return handle.read()
 
     def open_append(self, path: str, *, create: bool) -> int:

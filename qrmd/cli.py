@@ -100,7 +100,10 @@ def _main(argv: Sequence[str], command: str | None) -> int:
     except (CommandError, ValueError, OSError, LookupError) as exc:
         if os.environ.get("QRMD_DEBUG"):
             traceback.print_exc()
-        print(f"qrmd {args.command}: error: {exc}", file=sys.stderr)
+        # A command whose actions are parsers of their own names the action (`qrmd journal
+        # state`), as argparse's usage errors do.
+        prefix = getattr(args, "error_prefix", f"qrmd {args.command}")
+        print(f"{prefix}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE_OR_INPUT
     return code
 

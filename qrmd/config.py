@@ -51,7 +51,13 @@ from policy.cpu.context import (
 )
 from policy.cpu.pressure import PressureSettings
 from policy.cpu.qos import QoSConfig
-from policy.cpu.reserve import ReserveError, require_cpus_outside_reserve, reserved_cpus
+from policy.cpu.reserve import (
+    ReserveError,
+    most_reservable_cpus,
+    require_cpus_outside_reserve,
+    reserved_cpus,
+)
+from policy.topology.model import CPUTopology
 from qrmd.advisor.settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
 from qrmd.balancer.settings import (
     BALANCER_OPTIONS,
@@ -86,6 +92,7 @@ from qrmd.host.source_settings import BalancerSourceSettings
 from qrmd.host.topology_source import load_topology
 from qrmd.pods.settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
 from qrmd.store.settings import DEFAULT_STATE_DIR, MIN_CHECKPOINT_EVERY_S, STORE_OPTIONS
+from qrmd.store.takeover_settings import TAKEOVER_OPTIONS, TakeoverSettings, takeover_values
 
 __all__ = [
     "DEFAULT_METRICS_ADDRESS",
@@ -159,6 +166,7 @@ class DaemonConfig:
         cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor.settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
+        takeover: what to do with katalyst-agent's checkpoint (``qrmd.store.takeover_settings``).
         config_file: the file the settings were read from, if any.
     """
 
@@ -196,6 +204,7 @@ class DaemonConfig:
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
+    takeover: TakeoverSettings = field(default_factory=TakeoverSettings)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -244,10 +253,11 @@ DAEMON_OPTIONS: tuple[Option, ...] = (
 
 #: The options of each subsystem's settings module, in the daemon's order, then the daemon's
 #: own: ``--help`` groups by them, and the config file's keys and ``docs/flags.md``
-#: (``qrmd.flags_doc``) are made from the same rows.
+#: (``qrmd.commands.run_flags``) are made from the same rows.
 SECTIONS: tuple[tuple[str, tuple[Option, ...]], ...] = (
     ("CPU plugin", CPU_PLUGIN_OPTIONS),
     ("state store", STORE_OPTIONS),
+    ("Katalyst takeover", TAKEOVER_OPTIONS),
     ("sys-advisor link", ADVISOR_OPTIONS),
     ("memory balancer", BALANCER_OPTIONS),
     ("pod source and checkers", POD_SOURCE_OPTIONS),
@@ -274,7 +284,7 @@ def help_group(opt: Option) -> str:
 
 
 #: ``qrmd run --help`` names each flag and what it is for on one line; the whole text is
-#: ``docs/flags.md`` (``qrmd.flags_doc``).
+#: ``docs/flags.md`` (``qrmd.commands.run_flags``).
 SUMMARY_WIDTH = 50
 RUN_USAGE = "%(prog)s [--config PATH] [--FLAG VALUE ...]"
 
@@ -396,6 +406,7 @@ def load_config(
         "advisor": {},
         "cpu_eviction": {},
         "pod_source": {},
+        "takeover": {},
     }
     for opt in OPTIONS:
         if opt.flag not in raw:
@@ -414,6 +425,7 @@ def load_config(
         values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
         values.update(pod_source_values(groups))
+        values.update(takeover_values(groups))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     # A DaemonSet passes the node's name in NODE_NAME (the downward API), as katalyst-agent
@@ -494,6 +506,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
     """
     topology = load_topology(config.topology)
+    _require_reserve_fits(config, topology)
     try:
         reserved = reserved_cpus(
             topology,
@@ -517,4 +530,19 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
         residual_sightings=config.pod_source.residual_sightings,
+    )
+
+
+def _require_reserve_fits(config: DaemonConfig, topology: CPUTopology) -> None:
+    # The operator's terms (the flag, the node's CPUs, the most it takes) rather than the
+    # reference's construction error, which names neither the flag nor the limit.
+    most = most_reservable_cpus(topology)
+    if config.reserved_cpu_cores <= most:
+        return
+    node = (
+        "this node" if config.topology == DEFAULT_TOPOLOGY_SPEC else f"--topology {config.topology}"
+    )
+    raise ConfigError(
+        f"--reserved-cpu-cores {config.reserved_cpu_cores}: {node} has {topology.cpus().size()} "
+        f"CPUs; reserve at most {most} (the reclaim pool needs one)"
     )

@@ -14,6 +14,8 @@ Start, in order:
    (``qrmd.config.build_context``), shared by every subsystem;
 2. every enabled subsystem is built in list order (a subsystem offers the others its ports
    here: the store its snapshot, the pod source its publisher, the advisor link its calls);
+   the store first takes katalyst-agent's checkpoint over, or refuses the start
+   (``qrmd.store.katalyst_takeover``);
 3. the Supervisor of every subsystem's children, in list order: the StateStore, the
    Allocator, the MemoryBalancer, the CPU pressure actor, the checkers, the AdvisorLink (the
    link last, so rest-for-one restarts it with the Allocator); the health sources and the
@@ -55,7 +57,11 @@ from actors.supervisor import Supervisor, SupervisorError
 from journal import JournalMismatch
 from policy.cpu.context import PolicyContext
 from qrmd.config import DaemonConfig, build_context
-from qrmd.cpu_plugin.connection_cap import check_connection_cap, raise_open_file_limit
+from qrmd.cpu_plugin.connection_cap import (
+    check_connection_cap,
+    log_open_file_limit,
+    raise_open_file_limit,
+)
 from qrmd.status.endpoint import StatusEndpoint
 from qrmd.status.health import HealthRegistry
 from qrmd.status.metrics import DaemonMetrics, MetricSources
@@ -336,6 +342,8 @@ def run_daemon(config: DaemonConfig, *, builders: Mapping[str, Builder] | None =
             daemon.start()
         finally:
             _collect_from_now_on()
+        # Said once started: a refused setting above is one error line, not a log line first.
+        log_open_file_limit(limit)
         # A bounded wait, so the signal handler runs promptly on every platform.
         while not stop.wait(0.5):
             pass

@@ -76,12 +76,17 @@ class ResourcesAllocation:
         parts: the per-pod parts the reply was built from, for the next listing to reuse.
         settled: the listed state had nothing to settle (no ramp-flagged container, every
             timestamp readable, no warning), so its listing is the same at any time.
+        listed_after_events: how many of the decision's events (its lifecycle steps) the
+            listed state holds; the pool adjustment's events come after them (§15.6). The
+            listing is ``list_pods`` of the decision's state with these events applied, which
+            is how a journal record of the decision names it without holding it.
     """
 
     pod_resources: Mapping[str, Mapping[str, ContainerCPUAllocation]]
     warnings: tuple[str, ...] = field(default=())
     parts: ListingParts | None = field(default=None, compare=False, repr=False)
     settled: bool = field(default=False, compare=False, repr=False)
+    listed_after_events: int = field(default=0, compare=False, repr=False)
 
 
 def resources_allocation(
@@ -133,6 +138,7 @@ def resources_allocation(
     # the cpuset a ramping container is listed on stays the one it had.
     if txn.cpu is not state:
         parts = list_pods(txn.cpu, parts)
+    listed_after = len(txn.events)
     # 3. Shared containers done ramping join their pools; errors are only reported.
     if just_finished:
         try:
@@ -140,7 +146,7 @@ def resources_allocation(
         except PolicyError as err:
             warnings.append(f"putAllocationsAndAdjustAllocationEntries failed with error: {err}")
     settled = not txn.events and not warnings and not state.ramping_containers()
-    return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled)
+    return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled, listed_after)
 
 
 def listed_as_is(

@@ -55,6 +55,7 @@ __all__ = [
     "finish_ramp_up_step",
     "list_pods",
     "parse_init_timestamp",
+    "pod_allocations",
 ]
 
 #: A pod's entries by container name, as the state stores them.
@@ -186,6 +187,30 @@ def list_pods(state: CPUState, previous: ListingParts | None = None) -> ListingP
     return ListingParts(
         state, parts, resources, in_use, build.shapes(), tuple(unreadable), tuple(ramping)
     )
+
+
+def pod_allocations(state: CPUState, pod_uid: str) -> PodAllocations | None:
+    """One pod's part of the listing of ``state``, made as :func:`list_pods` makes it.
+
+    For forensics, which shows what one listing answered for one pod without listing them
+    all (``qrmd.forensics.explain``).
+
+    Args:
+        state: the CPU state listed.
+        pod_uid: the pod.
+
+    Returns:
+        Its containers' allocations, by name ascending; None when the listing has no part for
+        it (no container in ``state``).
+
+    Raises:
+        StateError: a placement follows a pool or a ramp-up cpuset the state does not have.
+    """
+    containers = state.pods.get(pod_uid)
+    if not containers:
+        return None
+    build = _PartBuilder(state, None)
+    return build.allocations(build.part(containers).shape)
 
 
 def _list_changed_pods(

@@ -34,6 +34,7 @@ __all__ = [
     "ReserveChangeRefused",
     "ReserveError",
     "kubelet_reserved_cores",
+    "most_reservable_cpus",
     "parse_cpu_quantity",
     "require_cpus_outside_reserve",
     "reserved_cpu_count",
@@ -233,6 +234,16 @@ def _construction_error(
     )
 
 
+def most_reservable_cpus(topology: CPUTopology) -> int:
+    """The largest reserve the node can start with (module rule 3): all CPUs but one.
+
+    The reclaim pool must exist (§6.1); on a fresh state start-up takes ``min(4, available)``
+    of the CPUs outside the reserve (§6.2 step 6c), so one left outside is enough. (Over a
+    state whose containers hold those CPUs, start-up re-plans or refuses on its own terms.)
+    """
+    return topology.cpus().size() - 1
+
+
 def require_cpus_outside_reserve(topology: CPUTopology, reserved: CPUSet) -> None:
     """Refuse a reserve that leaves no CPU of the node outside it (module rule 3).
 
@@ -250,6 +261,6 @@ def require_cpus_outside_reserve(topology: CPUTopology, reserved: CPUSet) -> Non
     raise ReserveError(
         f"the reserve ({reserved}) holds all {total} CPUs of the node: none is left for the "
         f"reclaim pool, which needs at least one (cpu-policy §6.2 step 6); reserve at most "
-        f"{total - 1}",
+        f"{most_reservable_cpus(topology)}",
         kind=ErrorKind.SHORTAGE,
     )

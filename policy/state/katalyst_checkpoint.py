@@ -2,12 +2,18 @@
 
 **Export** writes what the reference would hold for this state: every container's §5.1 record
 and every pool entry (§5.3) under ``pod_entries``, the machine state regenerated as
-``generate_machine_state`` does (§5.4), policy ``dynamic`` and the §13.4 checksum.
+``generate_machine_state`` does (§5.4), policy ``dynamic`` and the §13.4 checksum, in the
+layout of the katalyst release the caller names (``policy.state.katalyst_layouts``; v0.5.3 by
+default). The fields later layouts add take the values a freshly started reference holds: no
+overlap, no NUMA headroom (``null``), no pre-occupation.
 
 **Import** is the reference's restore (§13.3) followed by a translation into events:
 
-1. the checksum must match (step 3) and the policy be ``dynamic`` (step 4), unless the caller
-   skips corruption, as the reference's ``skip-cpu-state-corruption`` does;
+1. the checksum must match one layout's (step 3; ``policy.state.katalyst_detect``) and the
+   policy be ``dynamic`` (step 4), unless the caller skips corruption, as the reference's
+   ``skip-cpu-state-corruption`` does (the layout is then told by the fields the file names);
+   what that layout's release wrote and qrmd does not model is refused by pod and feature
+   (``policy.state.katalyst_unmodelled``), skip or not;
 2. every CPU named must exist on this machine and every NUMA id be one of its NUMA nodes (the
    reference would hand such CPUs to containers that cannot have them);
 3. the machine state is regenerated from the pod entries and only compared with the stored
@@ -42,7 +48,23 @@ from policy.state.entries import (
     Placement,
 )
 from policy.state.events import ContainerAllocated, CPUEvent, PoolSet, RampCPUsSet
-from policy.state.katalyst_file import AI_FIELDS, POLICY_NAME, Document, checksum_of
+from policy.state.katalyst_detect import layout_by_checksum, layout_by_fields
+from policy.state.katalyst_file import (
+    AI_FIELDS,
+    HEADROOM_KEY,
+    OVERLAP_KEY,
+    POLICY_NAME,
+    Document,
+    checksum_of,
+)
+from policy.state.katalyst_layouts import (
+    DEFAULT_VERSION,
+    V0_5_0,
+    KatalystLayout,
+    layout_of_version,
+    normalize_version,
+)
+from policy.state.katalyst_unmodelled import dropped_notes, unexportable, unmodelled_features
 from policy.state.machine_state import NUMANodeState, generate_machine_state
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
@@ -50,6 +72,7 @@ from policy.topology.model import CPUTopology
 __all__ = [
     "CheckpointCorruptedError",
     "CheckpointMismatchError",
+    "CheckpointUnmodelledError",
     "ImportPlan",
     "export_document",
     "imported_state",
@@ -68,6 +91,10 @@ class CheckpointMismatchError(CodecError):
     """The checkpoint names CPUs or NUMA nodes this machine lacks, or what qrmd cannot hold."""
 
 
+class CheckpointUnmodelledError(CheckpointMismatchError):
+    """Entries use a feature of a later katalyst release that qrmd does not model (by pod)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ImportPlan:
     """What importing a document commits, and what the operator should be told.
@@ -78,12 +105,17 @@ class ImportPlan:
             null entries dropped), one line each.
         containers: how many container entries are imported.
         pools: the pool names imported.
+        layout: the release layout the file is in.
+        layout_verified: True when its checksum verified under ``layout``; False when
+            corruption was skipped and the layout was told by the fields the file names.
     """
 
     events: tuple[CPUEvent, ...]
     notes: tuple[str, ...]
     containers: int
     pools: tuple[str, ...]
+    layout: KatalystLayout = V0_5_0
+    layout_verified: bool = True
 
 
 # -- export --------------------------------------------------------------------------------
@@ -145,25 +177,40 @@ def _machine_state(state: CPUState) -> dict[int, Any]:
     return {numa: _numa(node) for numa, node in generate_machine_state(state).items()}
 
 
-def export_document(state: CPUState) -> Document:
+def export_document(state: CPUState, version: str = DEFAULT_VERSION) -> Document:
     """The reference's checkpoint for ``state``, checksum included (§13.2, §13.4).
 
     Args:
         state: the CPU section.
+        version: the katalyst release to write for, e.g. ``v0.5.47``; its layout decides the
+            fields and the checksum (``katalyst_layouts``).
 
     Returns:
-        The document; ``katalyst_file.encode_document`` gives its bytes.
+        The document; ``katalyst_file.encode_document(document, layout_of_version(version))``
+        gives its bytes.
+
+    Raises:
+        CodecError: ``version`` is not a release qrmd knows.
+        CheckpointUnmodelledError: an entry that release would read as a feature qrmd does not
+            model (a shared_cores container with ``numa_binding``, from v0.5.4).
     """
+    version = normalize_version(version)
+    layout = layout_of_version(version)
+    refusal = unexportable(state.allocation_infos(), version)
+    if refusal is not None:
+        raise CheckpointUnmodelledError(refusal)
     pods = _pods(state.allocation_infos())
     for pool in state.pool_entries():
         pods[pool.pod_uid] = {"": _record(pool)}
     document: Document = {
         "policyName": POLICY_NAME,
         "machineState": _machine_state(state),
+        HEADROOM_KEY: None,
         "pod_entries": pods,
+        OVERLAP_KEY: False,
         "checksum": 0,
     }
-    document["checksum"] = checksum_of(document)
+    document["checksum"] = checksum_of(document, layout)
     return document
 
 
@@ -218,17 +265,20 @@ def _show(split: Mapping[int, CPUSet] | None) -> str:
     return "{" + ", ".join(f"{n}: {c}" for n, c in sorted(split.items())) + "}"
 
 
-def _verify(document: Document, skip_corruption: bool, notes: list[str]) -> None:
-    """§13.3 steps 3–4."""
-    expected = checksum_of(document)
-    if expected != document["checksum"]:
+def _verify(document: Document, skip_corruption: bool, notes: list[str]) -> KatalystLayout | None:
+    """§13.3 steps 3–4, under each layout; the layout whose checksum verifies, if any."""
+    layout = layout_by_checksum(document)
+    if layout is None:
+        guess = layout_by_fields(document)
+        found = (
+            f"checksum {document['checksum']} stored, {checksum_of(document, guess)} computed "
+            f"for the katalyst {guess.name} layout its fields suggest, and no layout from "
+            f"v0.5.0 to v0.5.47 gives it"
+        )
         if not skip_corruption:
-            raise CheckpointCorruptedError(
-                f"{CORRUPTED_MESSAGE}: checksum {document['checksum']} stored, {expected} computed"
-            )
+            raise CheckpointCorruptedError(f"{CORRUPTED_MESSAGE}: {found}")
         notes.append(
-            f"{CORRUPTED_MESSAGE} (checksum {document['checksum']} stored, {expected} "
-            f"computed): used anyway, as skip-cpu-state-corruption does"
+            f"{CORRUPTED_MESSAGE} ({found}): used anyway, as skip-cpu-state-corruption does"
         )
     if document["policyName"] != POLICY_NAME:
         message = (
@@ -238,6 +288,18 @@ def _verify(document: Document, skip_corruption: bool, notes: list[str]) -> None
         if not skip_corruption:
             raise CheckpointCorruptedError(message)
         notes.append(f"{message}: used anyway, as skip-cpu-state-corruption does")
+    return layout
+
+
+def _refuse_unmodelled(document: Document, layout: KatalystLayout) -> None:
+    found = unmodelled_features(document, layout)
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise CheckpointUnmodelledError(
+            f"the katalyst {layout.name} checkpoint uses what qrmd does not model: "
+            f"{'; '.join(found[:3])}{more}; drain those pods (or wait for the advisor to "
+            f"clear the flag) and take the checkpoint again"
+        )
 
 
 def _placement(
@@ -337,9 +399,15 @@ def plan_import(document: Document, topology: CPUTopology, *, skip_corruption: b
         CheckpointCorruptedError: checksum or policy mismatch without ``skip_corruption``.
         CheckpointMismatchError: CPUs or NUMA nodes this machine lacks, keys that disagree with
             their record, or topology fields qrmd cannot represent.
+        CheckpointUnmodelledError: entries or fields of a later release qrmd does not model
+            (``katalyst_unmodelled``), named by pod and feature; skipping corruption does not
+            lift it.
     """
     notes: list[str] = []
-    _verify(document, skip_corruption, notes)
+    verified = _verify(document, skip_corruption, notes)
+    layout = verified or layout_by_fields(document)
+    _refuse_unmodelled(document, layout)
+    notes.extend(dropped_notes(document))
     for numa in document["machineState"] or {}:
         if numa not in topology.numa_nodes():
             raise CheckpointMismatchError(
@@ -354,12 +422,30 @@ def plan_import(document: Document, topology: CPUTopology, *, skip_corruption: b
     events.extend(ContainerAllocated(_entry(r, _placement(r, pools, ramp))) for r in records)
     plan = ImportPlan(tuple(events), (), len(records), tuple(sorted(pools)))
     regenerated = _regenerated(plan, topology)
-    if regenerated != document["machineState"]:
+    if regenerated != _v0_5_3_machine_state(document["machineState"]):
         notes.append(
             "the stored machine state differs from the one regenerated from pod_entries; "
             "the regenerated one is used, as the reference does (§13.3 step 5)"
         )
-    return ImportPlan(plan.events, tuple(notes), plan.containers, plan.pools)
+    return ImportPlan(
+        plan.events,
+        tuple(notes),
+        plan.containers,
+        plan.pools,
+        layout=layout,
+        layout_verified=verified is not None,
+    )
+
+
+def _v0_5_3_machine_state(machine: Mapping[int, Any] | None) -> Mapping[int, Any] | None:
+    """The stored machine state without what later layouts add (pre-occupation is refused)."""
+    if machine is None:
+        return None
+    keys = ("default_cpuset", "allocated_cpuset", "pod_entries")
+    return {
+        numa: None if node is None else {key: node[key] for key in keys}
+        for numa, node in machine.items()
+    }
 
 
 def imported_state(plan: ImportPlan, topology: CPUTopology) -> CPUState:

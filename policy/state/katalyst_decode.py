@@ -4,6 +4,12 @@ Readers MUST accept any valid JSON formatting and key order and ignore unknown k
 fields take Go's zero values (``""``, 0, false, the uninitialized CPUSet, a null map), except
 the top-level ``machineState`` and ``pod_entries``, which decode as empty maps when absent
 and as null when explicitly null. The document's shape is ``policy.state.katalyst_file``'s.
+
+The fields later layouts add (``policy.state.katalyst_layouts``) are read whatever the file's
+layout: ``numa_headroom`` decodes as ``machineState`` does (v0.5.16+ ``NewCPUPluginCheckpoint``
+makes it an empty map before unmarshalling), ``allow_shared_cores_overlap_reclaimed_cores`` as a
+bool and a NUMA's ``pre_occ_pod_entries`` as a null map when absent. Which of them the file
+named is kept under ``PRESENT_KEY``, for telling a layout by its fields.
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from policy.errors import CodecError
-from policy.state.katalyst_file import AI_FIELDS, Document
+from policy.state.katalyst_file import (
+    AI_FIELDS,
+    HEADROOM_KEY,
+    OVERLAP_KEY,
+    PRE_OCC_KEY,
+    PRESENT_KEY,
+    Document,
+)
 from policy.topology.cpuset import CPUSet
 
 __all__ = ["decode_document"]
@@ -131,15 +144,25 @@ def _pods(value: object, where: str) -> dict[str, dict[str, Any] | None] | None:
     return out
 
 
-def _numa(value: object, where: str) -> dict[str, Any] | None:
+def _numa(value: object, where: str, present: set[str]) -> dict[str, Any] | None:
     items = _object(value, where)
     if items is None:
         return None
+    if PRE_OCC_KEY in items:
+        present.add(PRE_OCC_KEY)
     return {
         "default_cpuset": _cpuset(items.get("default_cpuset"), f"{where}.default_cpuset"),
         "allocated_cpuset": _cpuset(items.get("allocated_cpuset"), f"{where}.allocated_cpuset"),
         "pod_entries": _pods(items.get("pod_entries"), f"{where}.pod_entries"),
+        PRE_OCC_KEY: _pods(items.get(PRE_OCC_KEY), f"{where}.{PRE_OCC_KEY}"),
     }
+
+
+def _headroom(value: object, where: str) -> dict[int, float] | None:
+    items = _object(value, where)
+    if items is None:
+        return None
+    return {_int_key(k, where): _float(v, f"{where}.{k}") for k, v in items.items()}
 
 
 def decode_document(text: str | bytes) -> Document:
@@ -161,6 +184,7 @@ def decode_document(text: str | bytes) -> Document:
     top = _object(raw, "checkpoint")
     if top is None:
         raise CodecError("checkpoint: expected an object, got null")
+    present: set[str] = {key for key in (OVERLAP_KEY, HEADROOM_KEY) if key in top}
     machine: dict[int, Any] | None = {}
     if "machineState" in top:  # absent decodes as empty, explicit null as null (§13.2)
         numas = _object(top["machineState"], "machineState")
@@ -168,13 +192,18 @@ def decode_document(text: str | bytes) -> Document:
             None
             if numas is None
             else {
-                _int_key(k, "machineState"): _numa(v, f"machineState.{k}") for k, v in numas.items()
+                _int_key(k, "machineState"): _numa(v, f"machineState.{k}", present)
+                for k, v in numas.items()
             }
         )
     pods = _pods(top["pod_entries"], "pod_entries") if "pod_entries" in top else {}
+    headroom = _headroom(top[HEADROOM_KEY], HEADROOM_KEY) if HEADROOM_KEY in top else {}
     return {
         "policyName": _str(top.get("policyName"), "policyName"),
         "machineState": machine,
+        HEADROOM_KEY: headroom,
         "pod_entries": pods,
+        OVERLAP_KEY: _bool(top.get(OVERLAP_KEY), OVERLAP_KEY),
         "checksum": _uint(top.get("checksum"), "checksum") & 0xFFFFFFFF,
+        PRESENT_KEY: frozenset(present),
     }

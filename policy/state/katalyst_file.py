@@ -8,8 +8,11 @@ implementation").
 The document is plain data:
 
 * ``{"policyName": str, "machineState": {numa: NUMA | None} | None,
-  "pod_entries": PODS | None, "checksum": int}``;
-* a NUMA is ``{"default_cpuset": CPUSet, "allocated_cpuset": CPUSet, "pod_entries": PODS|None}``;
+  "pod_entries": PODS | None, "checksum": int}``, and the fields later layouts add
+  (``policy.state.katalyst_layouts``): ``"allow_shared_cores_overlap_reclaimed_cores": bool``,
+  ``"numa_headroom": {numa: float} | None``; a document without them holds their zero values;
+* a NUMA is ``{"default_cpuset": CPUSet, "allocated_cpuset": CPUSet, "pod_entries": PODS|None}``,
+  from v0.5.34 also ``"pre_occ_pod_entries": PODS | None``;
 * PODS is ``{pod: {container: AI | None} | None}`` and an AI holds every §5.1 field under its
   JSON key, in ``AI_FIELDS`` order, CPU sets as ``CPUSet`` (the uninitialized set kept),
   topology fields as ``{numa: CPUSet} | None`` and labels/annotations as ``{str: str} | None``.
@@ -19,6 +22,10 @@ keys in field order, map keys sorted as strings, whole floats without a fraction
 ``&`` (and U+2028/U+2029) escaped, the omission rules of §5.1. Control characters other than
 ``\\n``, ``\\r``, ``\\t`` are written as ``\\u00XX`` — what the Go releases katalyst-agent
 v0.5.3 was built with write (Go 1.22 later spells ``\\b`` and ``\\f`` short; both decode alike).
+
+Every function takes the layout to write or checksum (default: v0.5.0–v0.5.4, qrmd's own). The
+layouts differ in which fields exist, the JSON order of a record's fields and the DUMP's
+struct nesting; the checksum algorithm is the same for all (kubelet v1.24.6's).
 
 Reading a file into a document is ``policy.state.katalyst_decode``. No file access here: the
 commands in ``qrmd.commands.katalyst_checkpoint`` read and write.
@@ -32,11 +39,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from policy.errors import CodecError
+from policy.state.katalyst_layouts import V0_5_0, KatalystLayout
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
     "AI_FIELDS",
+    "HEADROOM_KEY",
+    "META_KEYS",
+    "OVERLAP_KEY",
     "POLICY_NAME",
+    "PRESENT_KEY",
+    "PRE_OCC_KEY",
     "checksum_of",
     "dump_of",
     "encode_document",
@@ -71,6 +84,35 @@ AI_FIELDS: Final[tuple[tuple[str, str, str, bool], ...]] = (
     ("qosLevel", "QoSLevel", "str", False),
     ("request_quantity", "RequestQuantity", "float", True),
 )
+
+#: From v0.5.12 these fields are those of the embedded ``commonstate.AllocationMeta``, which
+#: comes first; the others follow it, each group in ``AI_FIELDS`` order (state.go and
+#: commonstate/state.go at v0.5.12–v0.5.47).
+META_KEYS: Final = frozenset(
+    {
+        "pod_uid",
+        "pod_namespace",
+        "pod_name",
+        "container_name",
+        "container_type",
+        "container_index",
+        "owner_pool_name",
+        "pod_role",
+        "pod_type",
+        "labels",
+        "annotations",
+        "qosLevel",
+    }
+)
+_META_FIELDS: Final = tuple(f for f in AI_FIELDS if f[0] in META_KEYS)
+_OWN_FIELDS: Final = tuple(f for f in AI_FIELDS if f[0] not in META_KEYS)
+#: Top-level keys of the later layouts (``katalyst_layouts``).
+OVERLAP_KEY: Final = "allow_shared_cores_overlap_reclaimed_cores"
+HEADROOM_KEY: Final = "numa_headroom"
+PRE_OCC_KEY: Final = "pre_occ_pod_entries"
+#: The document key ``katalyst_decode`` lists the later layouts' keys a file named under; it is
+#: never written.
+PRESENT_KEY: Final = "present_layout_keys"
 
 _FNV_OFFSET: Final = 0x811C9DC5
 _FNV_PRIME: Final = 0x01000193
@@ -164,11 +206,16 @@ def _json_map(items: Mapping[Any, Any] | None, value: Callable[[Any], str]) -> s
     return "{" + ",".join(f"{_go_string(k)}:{value(v)}" for k, v in keyed) + "}"
 
 
-def _json_allocation_info(info: Mapping[str, Any] | None) -> str:
+def _record_fields(layout: KatalystLayout) -> tuple[tuple[str, str, str, bool], ...]:
+    """A record's fields in the order ``layout`` marshals them (JSON and DUMP alike)."""
+    return _META_FIELDS + _OWN_FIELDS if layout.allocation_meta else AI_FIELDS
+
+
+def _json_allocation_info(info: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
     if info is None:
         return "null"
     parts = []
-    for key, _, kind, omit_zero in AI_FIELDS:
+    for key, _, kind, omit_zero in _record_fields(layout):
         value = info[key]
         if omit_zero and not value:
             continue
@@ -190,26 +237,42 @@ def _json_allocation_info(info: Mapping[str, Any] | None) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def _json_pods(pods: Mapping[str, Any] | None) -> str:
-    return _json_map(pods, lambda containers: _json_map(containers, _json_allocation_info))
-
-
-def _json_numa(numa: Mapping[str, Any] | None) -> str:
-    if numa is None:
-        return "null"
-    return (
-        f'{{"default_cpuset":{_json_cpuset(numa["default_cpuset"])},'
-        f'"allocated_cpuset":{_json_cpuset(numa["allocated_cpuset"])},'
-        f'"pod_entries":{_json_pods(numa["pod_entries"])}}}'
+def _json_pods(pods: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
+    return _json_map(
+        pods, lambda containers: _json_map(containers, lambda i: _json_allocation_info(i, layout))
     )
 
 
-def encode_document(document: Document) -> bytes:
-    """The bytes the reference writes for ``document``, its ``checksum`` field as given."""
+def _json_numa(numa: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
+    if numa is None:
+        return "null"
+    pre_occ = ""
+    if layout.pre_occupation:
+        pre_occ = f',"{PRE_OCC_KEY}":{_json_pods(numa.get(PRE_OCC_KEY), layout)}'
+    return (
+        f'{{"default_cpuset":{_json_cpuset(numa["default_cpuset"])},'
+        f'"allocated_cpuset":{_json_cpuset(numa["allocated_cpuset"])},'
+        f'"pod_entries":{_json_pods(numa["pod_entries"], layout)}{pre_occ}}}'
+    )
+
+
+def encode_document(document: Document, layout: KatalystLayout = V0_5_0) -> bytes:
+    """The bytes release ``layout`` writes for ``document``, its ``checksum`` field as given.
+
+    Fields ``layout`` lacks are not written; fields it has that ``document`` lacks are written
+    with their zero values.
+    """
+    headroom = ""
+    if layout.numa_headroom:
+        headroom = f',"{HEADROOM_KEY}":{_json_map(document.get(HEADROOM_KEY), _go_json_float)}'
+    overlap = ""
+    if layout.overlap_flag:
+        overlap = f',"{OVERLAP_KEY}":{"true" if document.get(OVERLAP_KEY) else "false"}'
+    machine = _json_map(document["machineState"], lambda n: _json_numa(n, layout))
     text = (
         f'{{"policyName":{_go_string(document["policyName"])},'
-        f'"machineState":{_json_map(document["machineState"], _json_numa)},'
-        f'"pod_entries":{_json_pods(document["pod_entries"])},'
+        f'"machineState":{machine}{headroom},'
+        f'"pod_entries":{_json_pods(document["pod_entries"], layout)}{overlap},'
         f'"checksum":{document["checksum"]}}}'
     )
     return text.encode()
@@ -264,39 +327,65 @@ _DUMP_TYPES: Final = {
 }
 
 
-def _dump_allocation_info(info: Mapping[str, Any] | None) -> str:
+def _dump_fields(info: Mapping[str, Any], fields: tuple[tuple[str, str, str, bool], ...]) -> str:
+    return " ".join(
+        f"{name}:{_DUMP_TYPES[kind]}{_DUMPERS[kind](info[key])}" for key, name, kind, _ in fields
+    )
+
+
+def _dump_allocation_info(info: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
     if info is None:
         return "<nil>"
-    fields = " ".join(
-        f"{name}:{_DUMP_TYPES[kind]}{_DUMPERS[kind](info[key])}" for key, name, kind, _ in AI_FIELDS
+    if layout.allocation_meta:
+        # spew prints an embedded struct as a field named by its type.
+        meta = _dump_fields(info, _META_FIELDS)
+        own = _dump_fields(info, _OWN_FIELDS)
+        return f"<*>{{AllocationMeta:(commonstate.AllocationMeta){{{meta}}} {own}}}"
+    return "<*>{" + _dump_fields(info, AI_FIELDS) + "}"
+
+
+def _dump_pods(pods: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
+    return _dump_map(
+        pods, lambda containers: _dump_map(containers, lambda i: _dump_allocation_info(i, layout))
     )
-    return "<*>{" + fields + "}"
 
 
-def _dump_pods(pods: Mapping[str, Any] | None) -> str:
-    return _dump_map(pods, lambda containers: _dump_map(containers, _dump_allocation_info))
-
-
-def _dump_numa(numa: Mapping[str, Any] | None) -> str:
+def _dump_numa(numa: Mapping[str, Any] | None, layout: KatalystLayout) -> str:
     if numa is None:
         return "<nil>"
+    pre_occ = ""
+    if layout.pre_occupation:
+        pre_occ = f" PreOccPodEntries:(state.PodEntries){_dump_pods(numa.get(PRE_OCC_KEY), layout)}"
     return (
         f"<*>{{DefaultCPUSet:{_dump_cpuset(numa['default_cpuset'])} "
         f"AllocatedCPUSet:{_dump_cpuset(numa['allocated_cpuset'])} "
-        f"PodEntries:(state.PodEntries){_dump_pods(numa['pod_entries'])}}}"
+        f"PodEntries:(state.PodEntries){_dump_pods(numa['pod_entries'], layout)}{pre_occ}}}"
     )
 
 
-def dump_of(document: Document) -> str:
-    """The reference's deep-hash rendering of ``document`` with checksum 0 (§13.4 DUMP)."""
+def dump_of(document: Document, layout: KatalystLayout = V0_5_0) -> str:
+    """The deep-hash rendering release ``layout`` checksums ``document`` with (§13.4 DUMP).
+
+    The checksum field is rendered as 0, as ``MarshalCheckpoint`` and ``VerifyChecksum`` zero
+    it first; fields ``layout`` lacks are left out, fields it has take their zero values.
+    """
+    machine = _dump_map(document["machineState"], lambda n: _dump_numa(n, layout))
+    headroom = ""
+    if layout.numa_headroom:
+        values = _dump_map(document.get(HEADROOM_KEY), go_float)
+        headroom = f" NUMAHeadroom:(map[int]float64){values}"
+    overlap = ""
+    if layout.overlap_flag:
+        flag = "true" if document.get(OVERLAP_KEY) else "false"
+        overlap = f" AllowSharedCoresOverlapReclaimedCores:(bool){flag}"
     return (
         f"(*state.CPUPluginCheckpoint){{PolicyName:(string){document['policyName']}"
-        f" MachineState:(state.NUMANodeMap){_dump_map(document['machineState'], _dump_numa)}"
-        f" PodEntries:(state.PodEntries){_dump_pods(document['pod_entries'])}"
+        f" MachineState:(state.NUMANodeMap){machine}{headroom}"
+        f" PodEntries:(state.PodEntries){_dump_pods(document['pod_entries'], layout)}{overlap}"
         " Checksum:(checksum.Checksum)0}"
     )
 
 
-def checksum_of(document: Document) -> int:
-    """The §13.4 checksum of ``document`` (its own ``checksum`` field is ignored)."""
-    return fnv1a_32(dump_of(document).encode())
+def checksum_of(document: Document, layout: KatalystLayout = V0_5_0) -> int:
+    """The §13.4 checksum release ``layout`` gives ``document`` (its ``checksum`` is ignored)."""
+    return fnv1a_32(dump_of(document, layout).encode())

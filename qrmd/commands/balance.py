@@ -61,6 +61,7 @@ from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
 from qrmd.balancer_rerun import rerun_journaled_round
+from qrmd.console import make_console
 
 __all__ = [
     "EXIT_ROUND_FAILED",
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(encode(plan_document(outcome)) + "\n")
     else:
-        _render(inputs, outcome, Console(highlight=False))
+        _render(inputs, outcome, make_console())
     return EXIT_ROUND_FAILED if outcome.result is RoundResult.FAILED else 0
 
 
@@ -188,7 +189,7 @@ def _run_from_journal(args: argparse.Namespace) -> int:
         document = {**plan_document(outcome), "journal": rerun.document()}
         sys.stdout.write(encode(document) + "\n")
         return 0 if rerun.matches else 1
-    console = Console(highlight=False)
+    console = make_console()
     verdict = "matches the journal" if rerun.matches else "DIFFERS from the journal"
     console.print(
         Text(f"Record {rerun.seq} re-computed with this qrmd's policy: {verdict}", style="bold"),

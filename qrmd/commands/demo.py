@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
 from qrmd.commands import CommandError
+from qrmd.console import make_console
 from qrmd.demo.scenario import DemoError, DemoSettings, run_demo
 from qrmd.demo.workload import TOPOLOGY
 
@@ -29,7 +28,9 @@ sidecar containers, reclaimed pods), ramp-up, pod deletion, the NUMA memory bala
 NUMA node under read-latency pressure (its rounds, dry-run advice and eviction offer, fed by a
 metrics file and a cgroup tree the demo writes), then SIGKILL and a restart that recovers
 every allocation from the journal. Prints a per-NUMA CPU map and the pools after each phase.
-Takes about 20 s (about 10 s with --fast).
+Each narrated step is checked against the journal and the simulator's record first: one that
+did not happen stops the demo with an error naming the phase (exit status 2). Takes about 45 s
+(about 20 s with --fast).
 """
 
 
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = make_console()
     settings = DemoSettings(state_dir=args.state_dir, keep=args.keep, fast=args.fast)
     try:
         result = run_demo(settings, console)
@@ -69,12 +70,13 @@ def run(args: argparse.Namespace) -> int:
     console.rule(f"[bold]done in {result.elapsed_s:.1f} s[/]")
     state = result.state_dir
     console.print(f"journal and checkpoints kept in {state}; try:")
+    qrmd = result.qrmd_command  # as pasted from here: after `make demo` qrmd is not on the PATH
     for line in (
-        f"qrmd journal show {state}",
-        f"qrmd journal show --pod uid-web {state}",
-        f"qrmd journal show {state} --kind BalanceRoundRecorded",
-        f"qrmd journal stats {state}",
-        f"qrmd journal verify --topology {TOPOLOGY} {state}",
+        f"{qrmd} journal show {state}",
+        f"{qrmd} journal show --pod uid-web {state}",
+        f"{qrmd} journal show {state} --kind BalanceRoundRecorded",
+        f"{qrmd} journal stats {state}",
+        f"{qrmd} journal verify --topology {TOPOLOGY} {state}",
     ):
         console.print(f"    {line}", soft_wrap=True)
     console.print(f"daemon log: {result.log_path}")

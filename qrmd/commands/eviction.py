@@ -7,15 +7,22 @@ configuration). qrmd runs the decisions the daemon runs for ``cpu-pressure-load-
 ``cpu-pressure-suppression-plugin`` (katalyst-core v0.5.3 ``cpueviction``), tick by tick with
 one history, and prints for each tick:
 
-* the load collection: each pool's sample and the bounds it was judged by, and the pools
-  left unsampled for a missing load;
-* ``ThresholdMet``: NOT_MET, SOFT_MET or HARD_MET, the pool and the over-bound ratio;
-* ``GetTopEvictionPods``: the pods offered, in order, and the grace period;
-* ``GetEvictPods`` (suppression): each pod offered with its reason;
+* the load collection: each pool's sample and the bounds it was judged by, the pools left
+  unsampled for a missing load and, with the advised bounds, the shared pools' size against
+  their limit;
+* ``ThresholdMet``: NOT_MET, SOFT_MET or HARD_MET, the pool, the over-bound ratio and the
+  condition;
+* ``GetTopEvictionPods``: the pods offered, in order, and the deletion options;
+* ``GetEvictPods`` (suppression): each pod offered with its reason, ``force_evict``, the
+  plugin name and the deletion options, and the response's condition;
+* an RPC's error as the plugin answers it (status code and message);
 * the warnings each decision gave.
 
-With ``--json``, one JSON object per tick, one per line (``TickResult.to_json``). A bad file
-is one error line naming the file and the field; nothing is printed to stdout.
+With ``--json``, one JSON object per tick, one per line (``plan_json``): each call's answer is
+the response the running plugin sends for the same inputs, field for field
+(``policy.cpu.pressure.answers``), and an RPC's error is ``{"code", "error"}``, the status
+and message the plugin answers (``wire.errors``). A bad file is one error line naming the
+file and the field; nothing is printed to stdout.
 
 ``qrmd eviction rerun DIR`` takes every journaled CPU pressure decision again from its record
 (``qrmd.pressure_rerun``) and says whether it gives the recorded events.
@@ -33,8 +40,16 @@ from typing import Any
 from policy.cpu.pressure.plan import PlanTick, TickResult, parse_plan, run_plan
 from qrmd.journal_view import format_time
 from qrmd.pressure_rerun import rerun_journal
+from wire.errors import status_for
 
-__all__ = ["load_plan", "register", "render_tick", "run", "run_rerun"]
+__all__ = ["RPC_OF_CALL", "load_plan", "plan_json", "register", "render_tick", "run", "run_rerun"]
+
+#: The RPC each plan call is (the load collection is the plugin's own ticker, no RPC).
+RPC_OF_CALL = {
+    "threshold_met": "ThresholdMet",
+    "top_eviction_pods": "GetTopEvictionPods",
+    "evict_pods": "GetEvictPods",
+}
 
 #: A plan of thousands of ticks of hundreds of pods is a few hundred MB at most.
 MAX_INPUT_BYTES = 256 << 20
@@ -53,8 +68,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "ThresholdMet, GetTopEvictionPods and GetEvictPods answers."
         ),
         epilog="The file format is in the README, section 'Asking the CPU eviction plugins "
-        "offline'; an example "
-        "is docs/examples/eviction/squeezed-reclaim.json.",
+        "offline', and every field printed in docs/eviction-plan.md; examples are in "
+        "docs/examples/eviction/.",
     )
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")
     plan.add_argument("--json", action="store_true", help="print one JSON object per tick")
@@ -80,10 +95,23 @@ def run(args: argparse.Namespace) -> int:
     results, _ = run_plan(ticks)
     for tick, result in zip(ticks, results, strict=True):
         if args.json:
-            sys.stdout.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
+            sys.stdout.write(json.dumps(plan_json(result), sort_keys=True) + "\n")
         else:
             sys.stdout.write(render_tick(tick, result) + "\n")
     return 0
+
+
+def plan_json(result: TickResult) -> dict[str, Any]:
+    """A tick's result as ``--json`` prints it: ``TickResult.to_json`` with each RPC's error
+    as the plugin answers it, ``{"code": STATUS, "error": MESSAGE}`` (``wire.errors``; the
+    message is the RPC's name before the decision's text)."""
+    document = result.to_json()
+    for call, err in result.errors.items():
+        rpc = RPC_OF_CALL.get(call)
+        if rpc is not None:
+            status = status_for(err, rpc)
+            document[call] = {"code": status.code.name, "error": status.message}
+    return document
 
 
 def run_rerun(args: argparse.Namespace) -> int:
@@ -142,52 +170,73 @@ def render_tick(tick: PlanTick, result: TickResult) -> str:
     when = datetime.fromtimestamp(tick.time, UTC).isoformat(timespec="milliseconds")
     lines = [f"tick {when.replace('+00:00', 'Z')} ({tick.time:.3f})"]
     names = {pod.uid: f"{pod.uniq_key} ({pod.uid})" for pod in tick.active_pods}
+    document = plan_json(result)
     for call in tick.calls:
-        answer = result.answers[call]
+        answer = document[call]
         if "error" in answer:
-            lines.append(f"  {call}: error: {answer['error']}")
+            code = f" ({answer['code']})" if "code" in answer else ""
+            lines.append(f"  {call}: error{code}: {answer['error']}")
         else:
-            lines.append(f"  {call}: {_RENDER[call](answer, names)}")
+            pool = result.answer_pools.get(call, "")
+            lines.append(f"  {call}: {_RENDER[call](answer, names, pool)}")
     lines += [f"  warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
 
-def _collect(answer: dict[str, Any], names: dict[str, str]) -> str:
+def _collect(answer: dict[str, Any], names: dict[str, str], pool: str) -> str:
     parts = [
-        f"{pool} load {s['value']:g} (soft > {s['lower_bound']:g}, hard > {s['upper_bound']:g})"
-        for pool, s in answer["pools"].items()
+        f"{name} load {s['value']:g} (soft > {s['lower_bound']:g}, hard > {s['upper_bound']:g})"
+        for name, s in answer["pools"].items()
     ]
-    parts += [f"{pool} not sampled" for pool in answer["unsampled_pools"]]
+    parts += [f"{name} not sampled" for name in answer["unsampled_pools"]]
     if answer["advised"]:
-        parts.append("advised bounds" + (", shared pools full" if answer["under_pressure"] else ""))
+        size, limit = answer["shared_pools_size"], answer["shared_pools_limit"]
+        full = ", full" if answer["under_pressure"] else ""
+        parts.append(f"advised bounds: shared pools {size} of their limit {limit} CPUs{full}")
     return "; ".join(parts) or "nothing sampled"
 
 
-def _threshold(answer: dict[str, Any], names: dict[str, str]) -> str:
+def _condition(condition: dict[str, Any] | None) -> str:
+    if condition is None:
+        return "no condition"
+    effects = ",".join(condition["effects"]) or "no effects"
+    met = "met" if condition["met_condition"] else "not met"
+    return (
+        f"condition {condition['condition_name']} ({condition['condition_type']}, {effects}, {met})"
+    )
+
+
+def _deletion(options: dict[str, Any] | None) -> str:
+    if options is None:
+        return "no deletion options"
+    return f"grace period {options['grace_period_seconds']} s"
+
+
+def _threshold(answer: dict[str, Any], names: dict[str, str], pool: str) -> str:
     if answer["met_type"] == "NOT_MET":
         return "NOT_MET"
     return (
-        f"{answer['met_type']} pool {answer['pool']}: {answer['threshold_value']:g} of the ring "
-        f"over the bound (>= {answer['observed_value']:g}), condition CPUPressure"
+        f"{answer['met_type']} pool {pool}: {answer['threshold_value']:g} of the ring "
+        f"over the bound (>= {answer['observed_value']:g}), {_condition(answer['condition'])}"
     )
 
 
-def _top(answer: dict[str, Any], names: dict[str, str]) -> str:
+def _top(answer: dict[str, Any], names: dict[str, str], pool: str) -> str:
     if not answer["pod_uids"]:
         return "no pods"
-    grace = answer["grace_period_seconds"]
-    suffix = "" if grace is None else f", grace period {grace} s"
     pods = ", ".join(names.get(uid, uid) for uid in answer["pod_uids"])
-    return f"pool {answer['pool']}: evict {pods}{suffix}"
+    return f"pool {pool}: evict {pods}, {_deletion(answer['deletion_options'])}"
 
 
-def _evict(answer: dict[str, Any], names: dict[str, str]) -> str:
-    offers = answer["evict_pods"]
-    if not offers:
-        return "no pods"
-    return "; ".join(
-        f"evict {names.get(o['pod_uid'], o['pod_uid'])}: {o['reason']}" for o in offers
-    )
+def _evict(answer: dict[str, Any], names: dict[str, str], pool: str) -> str:
+    offers = [
+        f"evict {names.get(o['pod_uid'], o['pod_uid'])}: {o['reason']} "
+        f"(force_evict {json.dumps(o['force_evict'])}, "
+        f"eviction_plugin_name {json.dumps(o['eviction_plugin_name'])}, "
+        f"{_deletion(o['deletion_options'])})"
+        for o in answer["evict_pods"]
+    ]
+    return "; ".join([*(offers or ["no pods"]), _condition(answer["condition"])])
 
 
 _RENDER = {

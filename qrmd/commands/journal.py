@@ -56,6 +56,7 @@ from qrmd.commands.journal_common import (
     need_segments,
     refuse,
 )
+from qrmd.console import make_console
 from qrmd.forensics.replay import resolve_topology
 from qrmd.journal_view import (
     JournalSums,
@@ -97,6 +98,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     journal_forensics.register(actions)
     katalyst_checkpoint.register(actions)
+    for action in actions.choices.values():
+        # An action's errors carry the prefix of its usage errors (argparse's `qrmd journal
+        # state: error: ...`), not the command's alone (qrmd.cli).
+        action.set_defaults(error_prefix=action.prog)
 
 
 # -- verify ------------------------------------------------------------------------------------
@@ -104,7 +109,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     need_directory(args.directory)
-    out = Console(highlight=False, soft_wrap=True, quiet=args.json)
+    out = make_console(soft_wrap=True, quiet=args.json)
     report = verify(args.directory)
     topology, described = resolve_topology(args.directory, args.topology)
     if report.topology_fingerprint and report.topology_fingerprint != topology.fingerprint():
@@ -240,7 +245,7 @@ def run_repair(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
     else:
-        Console(highlight=False, soft_wrap=True).print(Text(report.description))
+        make_console(soft_wrap=True).print(Text(report.description))
     return EXIT_PROBLEMS if report.needs_force and not report.applied else 0
 
 
@@ -291,7 +296,7 @@ def _file_sizes(directory: str) -> dict[str, list[int]]:
 
 
 def _print_stats(doc: dict[str, Any]) -> None:
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     seqs = "none" if doc["first_seq"] is None else f"{doc['first_seq']}-{doc['last_seq']}"
     lines = [
         f"journal    {doc['directory']}",

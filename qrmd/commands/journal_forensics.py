@@ -16,12 +16,12 @@ import json
 import sys
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
 from journal import journal_identity, read_records
 from qrmd import config
 from qrmd.commands.journal_common import DIR_HELP
+from qrmd.console import make_console
 from qrmd.forensics.changes import diff_states
 from qrmd.forensics.explain import explain, known_pods, match_pod
 from qrmd.forensics.export import event_rows, write_parquet
@@ -61,13 +61,18 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     """Add ``state``, ``diff``, ``explain``, ``export`` and ``report`` to ``qrmd journal``."""
     s = actions.add_parser(
         "state",
-        help="the CPU state and the balancer section at a point",
-        description="Replay the journal up to a point and print the node as it was: pods, "
-        "containers and their cpusets, pools, the per-NUMA map, the balancer's rounds.",
+        help="the CPU state and the balancer section at a point (default: the newest)",
+        description="Replay the journal up to a point (by default its newest record) and "
+        "print the node as it was: pods, containers and their cpusets, pools, the per-NUMA "
+        "map, the balancer's rounds.",
     )
     s.add_argument("directory", metavar="DIR", help=DIR_HELP)
-    where = s.add_mutually_exclusive_group(required=True)
-    where.add_argument("--at", metavar="TIME", help=f"the last record at or before: {TIME_FORMS}")
+    where = s.add_mutually_exclusive_group()
+    where.add_argument(
+        "--at",
+        metavar="TIME",
+        help=f"the last record at or before: {TIME_FORMS} (default: the newest record)",
+    )
     where.add_argument("--seq", type=int, metavar="N", help="after record N")
     add_topology_argument(s)
     s.add_argument("--json", action="store_true", help="print one JSON document")
@@ -180,8 +185,12 @@ def _wall_time_of(walk: JournalWalk, seq: int) -> float | None:
 
 def run_state(args: argparse.Namespace) -> int:
     walk = walk_of(args)
-    point = Point(seq=args.seq) if args.seq is not None else Point(time=args.at)
-    seq = _seq_of(walk, point)
+    if args.seq is not None:
+        seq = _seq_of(walk, Point(seq=args.seq))
+    elif args.at is not None:
+        seq = _seq_of(walk, Point(time=args.at))
+    else:  # the newest state, what an operator means by "the state"
+        seq = walk.last_seq if walk.last_seq is not None else walk.base_seq
     state = walk.state_at(seq)
     wall = _wall_time_of(walk, seq) if seq > 0 else None
     document = state_document(state, seq=seq, wall_time=wall)
@@ -190,7 +199,7 @@ def run_state(args: argparse.Namespace) -> int:
         return 0
     when = "" if wall is None else f" ({format_time(wall)})"
     header = f"{args.directory} after seq {seq}{when}: {len(document['pods'])} pods"
-    Console(highlight=False, soft_wrap=True).print(render_state(state, header, document["balance"]))
+    make_console(soft_wrap=True).print(render_state(state, header, document["balance"]))
     return 0
 
 
@@ -216,7 +225,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(document)
         return 0
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     out.print(Text(f"{args.directory}: seq {start_seq} → seq {end_seq}", style="bold"))
     if not diff.containers and not diff.pools and not diff.balance_changed and not diff.sections:
         out.print(Text("no change in containers, pools or any other state section"))
@@ -264,7 +273,7 @@ def run_explain(args: argparse.Namespace) -> int:
             {"pod": pod.describe(), "uid": pod.uid, "records": [e.to_json() for e in found]}
         )
         return 0
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     what = pod.describe() + (f" container {args.container}" if args.container else "")
     out.print(Text(f"{what}: {len(found)} records", style="bold"))
     for item in found:
@@ -280,6 +289,8 @@ def run_explain(args: argparse.Namespace) -> int:
             )
         for container, reply in doc["replies"].items():
             out.print(Text(f"          reply to kubelet for {container}: {reply}"))
+        for container, move in doc["moves"].items():
+            out.print(Text(f"          {container} {move}, not a reply: kubelet sees it listed"))
         for event in doc["events"]:
             out.print(Text(f"          event {event}"))
     return 0
@@ -296,7 +307,7 @@ def _written(args: argparse.Namespace, path: str, what: str, count: int) -> int:
     if args.json:
         _write_json({"directory": args.directory, "written": path, what: count})
     else:
-        Console(highlight=False, soft_wrap=True).print(
+        make_console(soft_wrap=True).print(
             Text(f"{args.directory}: wrote {count} {what} to {path}")
         )
     return 0
@@ -333,7 +344,7 @@ def run_rerun(args: argparse.Namespace) -> int:
         raise ForensicsError(f"the range seq {first} to seq {last} is empty")
     summary = RerunSummary()
     steps = (s for s in walk.steps(last, what="re-running") if s.record.seq >= first)
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     for divergence in rerun_steps(steps, settings, summary):
         if args.json:
             continue

@@ -13,17 +13,20 @@ per record per line. Filters are ``qrmd.journal_view.RecordFilter``'s; what this
   selection nothing matches says so on stderr (exit 1).
 - ``--skip-damaged`` reads past damage in the middle of the log, reporting each gap on stderr
   where the timeline meets it (exit 1); without it the timeline stops there (exit 2).
-- ``--follow`` re-reads the newest records after each poll, without the journal's lock.
+- ``--follow`` prints what the journal holds, then each record the daemon appends, every seq
+  once and in order, without the journal's lock (``journal.follow``); seqs it passes over
+  (retention deleted them before they were read, the journal was cut back) are said on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +34,9 @@ from rich.console import Console
 from rich.text import Text
 
 from journal import Gap, JournalError, Record, read_records
+from journal.follow import JournalFollower, Skipped
 from qrmd.commands.journal_common import DIR_HELP, EXIT_PROBLEMS, need_segments, refuse
+from qrmd.console import make_console
 from qrmd.forensics.explain import KnownPod, known_pods_in_records, match_pod
 from qrmd.forensics.points import TIME_FORMS, resolve_time
 from qrmd.forensics.renderers import RENDERERS, render_cause
@@ -46,7 +51,7 @@ from qrmd.journal_view import (
     record_kinds,
 )
 
-__all__ = ["FOLLOW_POLL_S", "follow_records", "register", "run_show"]
+__all__ = ["FOLLOW_POLL_S", "register", "run_show"]
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -102,8 +107,10 @@ def run_show(args: argparse.Namespace) -> int:
     need_segments(args.directory)
     scope = _show_scope(args)
     selection = _show_filter(args, scope)
-    out = Console(highlight=False, soft_wrap=True)
+    out = make_console(soft_wrap=True)
     gaps = _GapReport()
+    if args.follow:
+        return _show_following(args, scope, selection, out, gaps)
     shown = 0
     try:
         records = read_records(
@@ -112,29 +119,91 @@ def run_show(args: argparse.Namespace) -> int:
             args.to_seq,
             on_damage=gaps.add if args.skip_damaged else None,
         )
-        picked: Iterator[tuple[Record, list[Any]]] = (
-            (r, e) for r in records if (e := selection.select(r)) is not None
-        )
-        if args.tail is not None:
-            picked = iter(collections.deque(picked, maxlen=args.tail))
-        for record, events in picked:
+        for record, events in _picked(records, selection, args.tail):
             gaps.flush()
             _print_record(out, record, events, as_json=args.json)
             shown += 1
         gaps.flush()
-        if args.follow:
-            for record in follow_records(args.directory, scope.last_seq, _poll_wait):
-                chosen = selection.select(record)
-                if chosen is not None:
-                    _print_record(out, record, chosen, as_json=args.json)
-            return 0
     except JournalError as err:
-        hint = "" if args.skip_damaged else "; --skip-damaged reads past it"
-        raise refuse(f"{err} (the records before it were shown{hint})") from err
+        raise _stopped_at(err, args) from err
     if shown == 0:
-        sys.stderr.write(f"qrmd journal: {_nothing_matched(args, scope)}\n")
+        sys.stderr.write(f"qrmd journal show: {_nothing_matched(args, scope)}\n")
         return EXIT_PROBLEMS
     return EXIT_PROBLEMS if gaps.reported else 0
+
+
+def _show_following(
+    args: argparse.Namespace,
+    scope: _Scope,
+    selection: RecordFilter,
+    out: Console,
+    gaps: _GapReport,
+) -> int:
+    """``--follow``: what the journal holds, then each record appended, every seq once.
+
+    One ``JournalFollower`` reads both, so the first record followed is the one after the
+    last record the first pass read (``journal.follow`` for the rules).
+    """
+    after = (
+        args.from_seq - 1
+        if args.from_seq is not None and args.from_seq > (scope.first_seq or 0)
+        else None
+    )
+    skips = _SkipReport()
+    follower = JournalFollower(
+        args.directory,
+        after,
+        on_skip=skips.add,
+        on_damage=gaps.add if args.skip_damaged else None,
+    )
+    try:
+        first_pass = _up_to(follower.poll(), args.to_seq)
+        for record, events in _picked(first_pass, selection, args.tail):
+            gaps.flush()
+            _print_record(out, record, events, as_json=args.json)
+        gaps.flush()
+        while not _reached(follower, args.to_seq) and _poll_wait():
+            for record, events in _picked(_up_to(follower.poll(), args.to_seq), selection, None):
+                gaps.flush()
+                _print_record(out, record, events, as_json=args.json)
+            gaps.flush()
+    except JournalError as err:
+        raise _stopped_at(err, args) from err
+    return EXIT_PROBLEMS if gaps.reported or skips.reported else 0
+
+
+def _picked(
+    records: Iterator[Record], selection: RecordFilter, tail: int | None
+) -> Iterator[tuple[Record, list[Any]]]:
+    picked: Iterator[tuple[Record, list[Any]]] = (
+        (r, e) for r in records if (e := selection.select(r)) is not None
+    )
+    return iter(collections.deque(picked, maxlen=tail)) if tail is not None else picked
+
+
+def _up_to(records: Iterator[Record], to_seq: int | None) -> Iterator[Record]:
+    return records if to_seq is None else itertools.takewhile(lambda r: r.seq <= to_seq, records)
+
+
+def _reached(follower: JournalFollower, to_seq: int | None) -> bool:
+    return to_seq is not None and (follower.last_seq or 0) >= to_seq
+
+
+def _stopped_at(err: JournalError, args: argparse.Namespace) -> Exception:
+    hint = "" if args.skip_damaged else "; --skip-damaged reads past it"
+    return refuse(f"{err} (the records before it were shown{hint})")
+
+
+class _SkipReport:
+    """Seqs ``--follow`` passed over (``journal.follow.Skipped``), each said on stderr."""
+
+    def __init__(self) -> None:
+        self.reported = 0
+
+    def add(self, skipped: Skipped) -> None:
+        sys.stderr.write(f"qrmd journal show: {skipped.reason}\n")
+        sys.stderr.flush()
+        self.reported += 1
 
 
 class _GapReport:
@@ -155,7 +224,7 @@ class _GapReport:
                 else "nothing intact follows in that segment"
             )
             sys.stderr.write(
-                f"qrmd journal: gap: damage in {gap.path} @ {gap.offset} from seq "
+                f"qrmd journal show: gap: damage in {gap.path} @ {gap.offset} from seq "
                 f"{gap.first_missing_seq} ({gap.reason}); {resumed}\n"
             )
             self.reported += 1
@@ -311,30 +380,3 @@ FOLLOW_POLL_S = 0.5
 def _poll_wait() -> bool:
     time.sleep(FOLLOW_POLL_S)  # a live tail waits on the daemon, not on a test
     return True
-
-
-def follow_records(
-    directory: str, after_seq: int | None, wait: Callable[[], bool]
-) -> Iterator[Record]:
-    """Records appended after ``after_seq``, as they come, until ``wait`` returns False.
-
-    Takes no lock and never writes: it re-reads the newest segments after each ``wait``. A
-    record being written (a torn tail) is not yet a record; it is read on a later pass.
-
-    Args:
-        directory: the live journal.
-        after_seq: the newest record already shown (None: from the first).
-        wait: called between passes; blocks until it is time to look again, returns False to
-            stop.
-
-    Yields:
-        New records, ascending.
-
-    Raises:
-        JournalError: damage before the tail.
-    """
-    seq = after_seq or 0
-    while wait():
-        for record in read_records(directory, from_seq=seq + 1):
-            seq = record.seq
-            yield record

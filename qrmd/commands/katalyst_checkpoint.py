@@ -1,18 +1,21 @@
 """``qrmd journal import-katalyst|export-katalyst``: take a node over from katalyst-agent, or hand
 it back (spec cpu-policy §13; the mapping is ``policy.state.katalyst_checkpoint``).
 
-- ``import-katalyst DIR FILE``: reads the reference's ``cpu_plugin_state``, verifies its
-  checksum (refused unless ``--skip-corruption``, the reference's
-  ``skip-cpu-state-corruption``), checks it against this machine, and journals it into DIR as
-  *one* decision whose cause holds the file's text, so ``qrmd journal show`` and ``rerun`` see
-  where the state came from. It takes the journal's writer lock (a running qrmd on DIR makes it
-  fail) and refuses a journal that already holds containers; pools written by a ``qrmd run``
-  start-up alone are replaced (that start wrote them from no state at all).
+- ``import-katalyst DIR FILE``: journals the reference's ``cpu_plugin_state`` into DIR as *one*
+  decision whose cause holds the file's text and the machine (``qrmd.store.katalyst_import`` says
+  what it checks and refuses: a bad checksum, a directory of other files, a running qrmd's
+  journal, one that holds containers).
 - ``export-katalyst DIR OUT``: writes the state at the newest record (or ``--seq N``, or the last
-  record at or before ``--at TIME``) in the reference's byte layout with its checksum, atomically
-  as the reference writes its own file (a ``.``-prefixed temporary in the same directory,
-  fsync, rename, §13.1). It only reads DIR: no lock, so it works beside a running daemon and on
-  a read-only copy; a torn tail being written is not part of any state.
+  record at or before ``--at TIME``) in the reference's byte layout with its checksum, as the
+  reference's checkpoint writer (kubelet's ``checkpointmanager``) writes its own file: a
+  ``.``-prefixed temporary in the same directory, owner-only (0600), fsync, rename (§13.1),
+  then the directory fsynced; in the layout of ``--katalyst-version`` (default v0.5.3, the
+  layouts are ``policy.state.katalyst_layouts``). It only reads DIR: no lock, so it works
+  beside a running daemon and on a read-only copy; a torn tail being written is not part of
+  any state. Rollback must not hand katalyst-agent a lie, so it refuses a DIR that holds no
+  journal (an empty state would free every dedicated pod's CPUs), and refuses to replace an
+  existing OUT unless ``--force``, which first keeps the old file as ``OUT.bak`` (its mode
+  and content).
 
 Exit status 0 on success; 2 for an error, one line on stderr (``qrmd.cli``).
 """
@@ -20,42 +23,34 @@ Exit status 0 on success; 2 for an error, one line on stderr (``qrmd.cli``).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import shutil
 import socket
 import sys
 import tempfile
-from typing import Any, Final
 
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
-from journal import Journal, JournalError, OsFileOps, Record, load_checkpoint, read_records
+from journal import JournalError, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from journal.segments import SegmentHeaderError, list_segments, read_segment_header
 from policy.errors import StateError
-from policy.state.codec import encode_event
-from policy.state.events import CPUEvent, PoolRemoved
-from policy.state.katalyst_checkpoint import (
-    CheckpointCorruptedError,
-    ImportPlan,
-    export_document,
-    plan_import,
-)
-from policy.state.katalyst_decode import decode_document
+from policy.state.katalyst_checkpoint import export_document
 from policy.state.katalyst_file import encode_document
-from policy.state.sections import State, apply_all, empty_state
+from policy.state.katalyst_layouts import DEFAULT_VERSION, layout_of_version, normalize_version
+from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 from qrmd.journal_view import parse_time
+from qrmd.store.katalyst_import import (
+    IMPORT_COMMAND,
+    STATE_FILE,
+    KatalystCheckpointError,
+    holds_journal,
+    import_checkpoint,
+)
 
 __all__ = ["IMPORT_COMMAND", "STATE_FILE", "register", "run_export", "run_import"]
-
-#: The reference's file name in its ``qrm-state-dir`` (§13.1).
-STATE_FILE: Final = "cpu_plugin_state"
-#: The cause's ``command`` of an import record.
-IMPORT_COMMAND: Final = "import-katalyst"
-
-
-class KatalystCheckpointError(ValueError):
-    """A failure reported as one line (``qrmd.cli`` prints every ``ValueError`` so)."""
 
 
 def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,92 +93,52 @@ def register(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         metavar="SPEC",
         help=f"the node's topology: {SPEC_FORMS}; default: %(default)s",
     )
+    e.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace an existing OUT (katalyst-agent's own {STATE_FILE}), keeping it as OUT.bak",
+    )
     when = e.add_mutually_exclusive_group()
     when.add_argument("--seq", type=int, metavar="N", help="the state after record N")
     when.add_argument(
         "--at", metavar="TIME", help="the state at TIME (epoch seconds or ISO 8601, UTC default)"
     )
+    e.add_argument(
+        "--katalyst-version",
+        default=DEFAULT_VERSION,
+        type=_katalyst_version,
+        metavar="TAG",
+        help="write the layout of this katalyst-agent release, v0.5.0 to v0.5.47 "
+        "(docs/katalyst-checkpoints.md); default: %(default)s",
+    )
     e.set_defaults(run=run_export)
+
+
+def _katalyst_version(text: str) -> str:
+    try:
+        return normalize_version(text)
+    except StateError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 # -- import ------------------------------------------------------------------------------------
 
 
-def _read_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as err:
-        raise KatalystCheckpointError(f"cannot read {path}: {err.strerror}") from None
-
-
-def _plan(path: str, data: bytes, topology: CPUTopology, skip: bool) -> ImportPlan:
-    try:
-        return plan_import(decode_document(data), topology, skip_corruption=skip)
-    except CheckpointCorruptedError as err:
-        raise KatalystCheckpointError(
-            f"could not restore state from checkpoint: {err}; {path} was not imported (pass "
-            f"--skip-corruption to import it anyway, as --skip-cpu-state-corruption would)"
-        ) from None
-    except StateError as err:
-        raise KatalystCheckpointError(
-            f"could not restore state from checkpoint: {err}; {path} was not imported"
-        ) from None
-
-
-def _takeover_events(state: State, plan: ImportPlan) -> list[CPUEvent]:
-    """Pools left by a start-up are replaced by the file's; containers make the journal taken.
-
-    Raises:
-        KatalystCheckpointError: the journal holds container entries already.
-    """
-    cpu = state.cpu
-    held = [f"{pod}/{name}" for pod, name in (e.key for e in cpu.entries())]
-    if held:
-        raise KatalystCheckpointError(
-            f"the journal already holds CPU state ({len(held)} containers, e.g. {held[0]}); "
-            f"import only into a new state directory, or one only qrmd run's start-up wrote"
-        )
-    removed = [PoolRemoved(name) for name in sorted(cpu.pools) if name not in plan.pools]
-    return [*removed, *plan.events]
-
-
 def run_import(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
-    data = _read_file(args.file)
-    plan = _plan(args.file, data, topology, args.skip_corruption)
-    try:
-        journal, recovery = Journal.open(
-            args.directory, node_name=args.node_name, topology_fingerprint=topology.fingerprint()
-        )
-    except JournalError as err:
-        raise KatalystCheckpointError(str(err)) from None
-    with journal:
-        try:
-            state = state_from_checkpoint(
-                recovery.checkpoint_state, recovery.checkpoint_seq, topology
-            )
-            state, _, _ = replay_records(state, recovery.records)
-        except ReplayError as err:
-            raise KatalystCheckpointError(str(err)) from None
-        events = _takeover_events(state, plan)
-        try:
-            apply_all(state, events)  # the journal only ever holds events that apply
-        except StateError as err:
-            raise KatalystCheckpointError(f"the imported entries do not apply: {err}") from None
-        cause: dict[str, Any] = {
-            "command": IMPORT_COMMAND,
-            "file": os.path.abspath(args.file),
-            "skip_corruption": bool(args.skip_corruption),
-            "checkpoint": data.decode("utf-8", errors="replace"),
-            "notes": list(plan.notes),
-        }
-        seq = journal.append(cause, [encode_event(event) for event in events])
-    for note in plan.notes:
+    result = import_checkpoint(
+        args.directory,
+        args.file,
+        topology,
+        args.node_name,
+        skip_corruption=bool(args.skip_corruption),
+    )
+    print(f"checkpoint layout: {result.layout}")
+    for note in result.notes:
         print(f"note: {note}")
     print(
-        f"imported {args.file} into {args.directory} as record {seq}: {plan.containers} "
-        f"containers, pools {', '.join(plan.pools) or 'none'}"
+        f"imported {args.file} into {args.directory} as record {result.seq}: "
+        f"{result.containers} containers, pools {', '.join(result.pools) or 'none'}"
     )
     return 0
 
@@ -264,16 +219,38 @@ def state_at(directory: str, topology: CPUTopology, to_seq: int | None) -> tuple
     return state, last
 
 
+def _backup(path: str) -> str:
+    """Keep ``path`` as ``path.bak`` before it is replaced: a hard link, so the old file keeps
+    its inode, content and mode; a copy where the file system has no hard links.
+
+    Returns:
+        The backup's path.
+    """
+    backup = f"{path}.bak"
+    temp = f"{os.path.dirname(backup)}/.{os.path.basename(backup)}.tmp"
+    if os.path.lexists(temp):
+        os.unlink(temp)
+    try:
+        os.link(path, temp)
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+            raise
+        shutil.copy2(path, temp)
+    os.replace(temp, backup)
+    return backup
+
+
 def _write_atomically(path: str, data: bytes) -> None:
-    """Temporary ``.``-file in the same directory, fsync, rename (as the reference, §13.1)."""
+    """Temporary ``.``-file in the same directory (0600, as ``os.CreateTemp`` makes kubelet's
+    checkpoint writer's), fsync, rename (as the reference, §13.1), directory fsync."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)  # mkstemp's mode already; said for the reader
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(temp, 0o644)
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
@@ -287,19 +264,63 @@ def _write_atomically(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def _output_path(out: str, force: bool) -> str:
+    """OUT, or OUT/cpu_plugin_state for a directory; refused when it exists without --force.
+
+    Raises:
+        KatalystCheckpointError: OUT's directory is missing, or OUT exists and ``force`` is
+            not given.
+    """
+    path = os.path.join(out, STATE_FILE) if os.path.isdir(out) else out
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise KatalystCheckpointError(f"cannot write {path}: {directory} is not a directory")
+    if not os.path.isdir(directory):
+        raise KatalystCheckpointError(
+            f"cannot write {path}: directory {directory} does not exist (create it, or pass "
+            f"katalyst-agent's --qrm-state-dir)"
+        )
+    if os.path.isdir(path):
+        raise KatalystCheckpointError(f"cannot write {path}: it is a directory")
+    if os.path.lexists(path) and not force:
+        raise KatalystCheckpointError(
+            f"{path} exists (katalyst-agent's own checkpoint?): nothing was written; pass "
+            f"--force to replace it (the old file is kept as {path}.bak)"
+        )
+    return path
+
+
 def run_export(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.directory):
         raise KatalystCheckpointError(f"no journal at {args.directory}: not a directory")
+    if not holds_journal(args.directory):
+        # An empty state handed to katalyst-agent would free every dedicated pod's CPUs.
+        raise KatalystCheckpointError(
+            f"no journal in {args.directory}: it holds no qrmd segment or checkpoint, so there "
+            f"is no state to export; pass qrmd run's --state-dir (nothing was written)"
+        )
     topology = load_topology(args.topology)
     _check_topology(args.directory, topology, args.topology)
     target = _target_seq(args.directory, args.seq, args.at)
     state, seq = state_at(args.directory, topology, target)
-    out = os.path.join(args.out, STATE_FILE) if os.path.isdir(args.out) else args.out
-    document = export_document(state.cpu)
-    _write_atomically(out, encode_document(document))
+    out = _output_path(args.out, bool(args.force))
+    try:
+        document = export_document(state.cpu, args.katalyst_version)
+    except StateError as err:
+        raise KatalystCheckpointError(f"{err}; nothing was written") from None
+    data = encode_document(document, layout_of_version(args.katalyst_version))
+    kept = ""
+    try:
+        if os.path.lexists(out):
+            kept = f" (the old file kept as {_backup(out)})"
+        _write_atomically(out, data)
+    except OSError as err:
+        raise KatalystCheckpointError(
+            f"cannot write {out}: {err.strerror}; the state was not exported"
+        ) from None
     count = sum(1 for _ in state.cpu.entries())
     sys.stdout.write(
         f"exported the state after record {seq} of {args.directory} to {out}: {count} "
-        f"containers, checksum {document['checksum']}\n"
+        f"containers, checksum {document['checksum']}{kept}\n"
     )
     return 0

@@ -23,6 +23,7 @@ from rich.tree import Tree
 
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
+from qrmd.console import make_console
 from qrmd.host.machine_file import TOPOLOGY_DOCUMENT_FORMAT
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(document_json(topology_document(topology, args.topology)))
     else:
-        _render(topology, args.topology, Console(highlight=False))
+        _render(topology, args.topology, make_console())
     return 0
 
 

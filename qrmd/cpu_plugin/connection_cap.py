@@ -7,9 +7,9 @@ plugin socket, gRPC's accept loop met EMFILE, logged ``File descriptor limit rea
 Retrying.`` every second and burned a core, ``/healthz`` timed out and checkpoints failed.
 Two measures, both needed:
 
-* at start the soft limit is raised to the hard limit (logged), so the journal, the health
-  endpoint and the kernel's other needs have room; only root may raise the hard limit, and
-  qrmd does not try;
+* at start the soft limit is raised to the hard limit, so the journal, the health endpoint
+  and the kernel's other needs have room; only root may raise the hard limit, and qrmd does
+  not try. It is logged once the daemon has started, so a refused setting is one error line;
 * each plugin socket accepts at most ``--max-connections`` connections at once. grpcio's
   ``maximum_concurrent_rpcs`` caps RPCs, not connections, so it cannot help against idle
   connections; the cap is gRPC core's ``grpc.max_allowed_incoming_connections`` server
@@ -34,6 +34,7 @@ __all__ = [
     "FD_HEADROOM",
     "OpenFileLimit",
     "check_connection_cap",
+    "log_open_file_limit",
     "raise_open_file_limit",
 ]
 
@@ -52,15 +53,17 @@ class OpenFileLimit:
         soft_before: the soft limit qrmd was started with.
         soft: the soft limit now.
         hard: the hard limit (``RLIM_INFINITY`` as -1).
+        error: why the soft limit could not be raised ("" when it was, or needed not be).
     """
 
     soft_before: int
     soft: int
     hard: int
+    error: str = ""
 
 
 def raise_open_file_limit() -> OpenFileLimit:
-    """Raise the soft open-file limit to the hard limit, and log what was done.
+    """Raise the soft open-file limit to the hard limit; :func:`log_open_file_limit` says so.
 
     Returns:
         The limits before and after. An unlimited hard limit is raised to the kernel's
@@ -68,18 +71,31 @@ def raise_open_file_limit() -> OpenFileLimit:
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == hard:
-        _log.info("open-file limit %d (soft = hard), nothing to raise", soft)
         return OpenFileLimit(soft, soft, hard)
-    target = hard
     try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ValueError, OSError) as err:  # an infinite hard limit past nr_open
+        return OpenFileLimit(soft, soft, hard, error=str(err))
+    return OpenFileLimit(soft, hard, hard)
+
+
+def log_open_file_limit(limit: OpenFileLimit) -> None:
+    """Log what :func:`raise_open_file_limit` did (a warning when it could not)."""
+    if limit.error:
         _log.warning(
-            "could not raise the open-file limit from %d to the hard limit %d: %s", soft, hard, err
+            "could not raise the open-file limit from %d to the hard limit %d: %s",
+            limit.soft_before,
+            limit.hard,
+            limit.error,
         )
-        return OpenFileLimit(soft, soft, hard)
-    _log.info("raised the open-file limit (soft nofile) from %d to the hard limit %d", soft, target)
-    return OpenFileLimit(soft, target, hard)
+    elif limit.soft == limit.soft_before:
+        _log.info("open-file limit %d (soft = hard), nothing to raise", limit.soft)
+    else:
+        _log.info(
+            "raised the open-file limit (soft nofile) from %d to the hard limit %d",
+            limit.soft_before,
+            limit.soft,
+        )
 
 
 def check_connection_cap(max_connections: int, sockets: int, limit: OpenFileLimit) -> None:

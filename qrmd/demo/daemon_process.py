@@ -204,7 +204,9 @@ class DaemonProcess:
             directories.append(self.options.balancer.plugin_registration_dir)
         for directory in directories:
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                # Owner only, as the daemon wants its journal directory (it would otherwise
+                # tighten it, with a warning, about a directory the demo made).
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:
                 raise DaemonError(f"cannot create directory {directory}: {exc.strerror}") from None
         try:

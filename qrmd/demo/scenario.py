@@ -6,11 +6,14 @@
    start on every pooled CPU (ramp-up, cpu-policy §9.6).
 3. **Ramp-up**: reconcile passes (wire.md §9.2) until shared containers have left the ramp-up
    cpuset for their pool and two passes agree.
-4. **Delete**: some pods go; garbage collection calls ``RemovePod`` (wire.md §9.3) and the
-   freed CPUs return to the pools. One of them the kubelet forgets instead: no ``RemovePod``
-   ever comes, and qrmd's residual-state checker, reading the simulator's ``/pods``, removes
-   it after ``--residual-max-age`` in one journaled decision (cpu-policy §12.4), shown from
-   the journal.
+4. **Delete**: some pods go: their containers stop, the kubelet's next garbage collection
+   calls ``RemovePod`` (wire.md §9.3), and only then do they leave ``/pods`` (as a kubelet's
+   pod manager keeps a deleted pod until it is cleaned up), so qrmd's residual-state checker
+   never races the kubelet for them, whatever ``--residual-max-age``. One pod the kubelet
+   forgets instead: no ``RemovePod`` ever comes, and the residual-state checker, reading the
+   simulator's ``/pods``, removes it after ``--residual-max-age`` in one journaled decision
+   (cpu-policy §12.4). Each removal is told only once the journal and the simulator's record
+   of what it sent show it (``claims``).
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
@@ -25,8 +28,9 @@
    kubelet keeps admitting pods; at the reconnect every stored container is pushed again
    (``advisor_phase``).
 
-After each phase the map and pool table of ``view`` show what the kubelet sees. Any failure
-raises ``DemoError`` with one line saying what went wrong; the daemon is killed first.
+After each phase the map and pool table of ``view`` show what the kubelet sees. Any failure,
+a narrated claim the record does not bear out included, raises ``DemoError`` with one line
+naming the phase and what went wrong; the daemon is killed first.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
-from journal import JournalError, read_records
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.cpu.pressure import EVICTION_NAME_SUPPRESSION
 from policy.topology.cpuset import CPUSet
@@ -50,6 +54,7 @@ from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
 from qrmd.demo.advisor_phase import AdvisorOptions, AdvisorPhase
 from qrmd.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
+from qrmd.demo.claims import ClaimError, Deletions, check_deletions, journaled_causes
 from qrmd.demo.daemon_process import (
     BalancerOptions,
     CPUPressureOptions,
@@ -58,6 +63,7 @@ from qrmd.demo.daemon_process import (
     DaemonProcess,
     PodSourceOptions,
 )
+from qrmd.demo.invocation import qrmd_command
 from qrmd.demo.node_files import NumaMetricsCollector, write_container_cpusets
 from qrmd.demo.pressure_phase import PressureOutcome, PressurePhase, PressurePhaseError
 from qrmd.demo.settings import DemoError, DemoResult, DemoSettings
@@ -92,6 +98,13 @@ SUPPRESSION_SOCKET_NAME = f"{EVICTION_NAME_SUPPRESSION}.sock"
 SUPPRESSION_MIN_DURATION = "1s"
 REGISTER_TIMEOUT_S = 20.0
 WATCH_PERIOD_S = 0.2
+POLL_S = 0.05
+#: How long a daemon log line the demo shows may take to be written after what it tells.
+LOG_WAIT_S = 3.0
+#: The daemon's log line when it serves after recovery (``qrmd.daemon``).
+SERVING_LINE = "qrmd serving:"
+RESIDUAL_LINE = "residual pods removed:"
+UNLISTED_CPUSET = "unreadable: the pod source does not list the pod"
 
 
 def _free_loopback_port() -> int:
@@ -133,7 +146,9 @@ class _Demo:
         )
         # The kubelet's /pods on loopback, for qrmd's pod source (bound now: its port is a flag).
         self.pods = PodsEndpoint(self.sim.kubelet)
-        self.pod_source = PodSourceOptions(self.pods.port, node / "cpuset")
+        self.pod_source = PodSourceOptions(
+            self.pods.port, node / "cpuset", residual_max_age=settings.residual_max_age
+        )
         self.collector = NumaMetricsCollector(
             self.balancer.metrics_file, len(self.topology.numa_nodes()), read_cpu_vendor()
         )
@@ -164,6 +179,7 @@ class _Demo:
             log_lines=self.daemon.log_lines_matching,
         )
         self.admitted: list[Pod] = []
+        self.qrmd = qrmd_command()  # how the user runs the commands the demo suggests
         self.started = time.monotonic()
         self.phase = "setting up"
 
@@ -319,67 +335,125 @@ class _Demo:
 
     def delete(self) -> Snapshot:
         names = [p.name for p in self.admitted if p.uid in DELETED]
-        forgotten = next(p.name for p in self.admitted if p.uid == FORGOTTEN)
-        self._phase(4, f"delete pods {', '.join(names)} (the kubelet forgets {forgotten}'s)")
+        forgotten = next(p for p in self.admitted if p.uid == FORGOTTEN)
+        self._phase(4, f"delete pods {', '.join(names)} (the kubelet forgets {forgotten.name}'s)")
+        kubelet = self.sim.kubelet
         journal_end = self._journal_end()
-        for uid in DELETED:
-            if uid == FORGOTTEN:
-                self.sim.kubelet.forget_pod(uid)  # gone without a RemovePod
-            else:
-                self.sim.kubelet.delete_pod(uid)
+        sent_before = len(kubelet.removals_sent())
+        stopped = [uid for uid in DELETED if uid != FORGOTTEN]
+        for uid in stopped:
+            kubelet.stop_pod(uid)  # still listed until its RemovePod has gone
+        kubelet.forget_pod(FORGOTTEN)  # gone without a RemovePod
         self.admitted = [p for p in self.admitted if p.uid not in DELETED]
+        self._wait_removals_sent(stopped, sent_before)
+        for uid in stopped:
+            kubelet.delete_pod(uid)  # cleaned up: the pod leaves /pods
 
         def gone(view: Snapshot) -> bool:
-            held = self.sim.kubelet.checkpointed_pods()
+            held = kubelet.checkpointed_pods()
             return not any(uid in view or uid in held for uid in DELETED)
 
         view = self._wait_stable("removal of the deleted pods", gone)
         self._write_cpusets()
+        try:
+            deletions = check_deletions(
+                journaled_causes(self.state_dir, journal_end),
+                kubelet.removals_sent()[sent_before:],
+                stopped,
+                FORGOTTEN,
+            )
+        except ClaimError as exc:
+            raise DemoError(str(exc)) from None
         self._show(
             "CPUs back in the pools: RemovePod from the kubelet's garbage collection, and the "
             "residual-state checker for the forgotten pod",
             view,
         )
-        self._show_residual_removal(forgotten, journal_end)
+        self._tell_deletions(deletions, forgotten)
         return view
+
+    def _wait_removals_sent(self, uids: list[str], sent_before: int) -> None:
+        """Until the kubelet's garbage collection (each reconcile pass) has removed ``uids``."""
+        timeout_s = 2 * self.settings.reconcile_period_s + 10
+        deadline = time.monotonic() + timeout_s
+        while True:
+            sent = self.sim.kubelet.removals_sent()[sent_before:]
+            missing = [u for u in uids if not any(s.pod_uid == u and s.error is None for s in sent)]
+            if not missing:
+                return
+            self.daemon.check_alive()
+            if time.monotonic() > deadline:
+                raise DemoError(
+                    f"the kubelet's garbage collection sent no successful RemovePod for "
+                    f"{', '.join(missing)} within {timeout_s:g} s"
+                )
+            time.sleep(POLL_S)
 
     def _journal_end(self) -> int:
         """The seq the next record will have (records before it are not looked at)."""
         try:
-            last = 0
-            for record in read_records(str(self.state_dir)):
-                last = record.seq
-            return last + 1
-        except JournalError as exc:
-            raise DemoError(f"reading the journal {self.state_dir}: {exc}") from None
+            causes = journaled_causes(self.state_dir)
+        except ClaimError as exc:
+            raise DemoError(str(exc)) from None
+        return causes[-1].seq + 1 if causes else 1
 
-    def _show_residual_removal(self, name: str, from_seq: int) -> None:
-        """The journal's record of the residual removal, and the checker's log line."""
-        try:
-            causes = [(r.seq, r.cause, len(r.events))
-                      for r in read_records(str(self.state_dir), from_seq=from_seq)]  # fmt: skip
-        except JournalError as exc:
-            raise DemoError(f"reading the journal {self.state_dir}: {exc}") from None
-        residual = [
-            (seq, cause, events)
-            for seq, cause, events in causes
-            if cause.get("rpc") == "RemoveResidualPods" and FORGOTTEN in cause.get("pod_uids", ())
+    def _tell_deletions(self, deletions: Deletions, forgotten: Pod) -> None:
+        """What the record showed: each removal with its journal seq, and the daemon's words."""
+        names = {p.uid: p.name for p in WORKLOAD}
+        removed = sorted(deletions.removed_by_kubelet.items(), key=lambda item: item[1])
+        self.console.print(
+            f"  kubelet deleted {', '.join(names.get(uid, uid) for uid, _ in removed)}: their "
+            "containers stopped, its garbage collection sent RemovePod for each (journal seq "
+            f"{', '.join(str(seq) for _, seq in removed)}), then they left /pods",
+            soft_wrap=True,
+            markup=False,
+        )
+        residual = deletions.residual
+        plural = "" if residual.events == 1 else "s"
+        self.console.print(
+            f"  kubelet forgot {forgotten.name}: no RemovePod came; qrmd's residual-state "
+            f"checker removed it once /pods had missed it for "
+            f"{self.pod_source.residual_max_age}: journal seq {residual.seq}, cause "
+            f"RemoveResidualPods [{', '.join(residual.residual_uids)}], {residual.events} "
+            f"event{plural}",
+            soft_wrap=True,
+            markup=False,
+        )
+        # The checker logs the removal when it collects the answer, a round later.
+        said = self._wait_log_line(RESIDUAL_LINE, FORGOTTEN)
+        if said is not None:
+            self._say_daemon(said)
+        label = f"{forgotten.namespace}/{forgotten.name}/"
+        unreadable = [
+            line for line in self.daemon.log_lines_matching(UNLISTED_CPUSET) if f" {label}" in line
         ]
-        removals = [c for _, c, _ in causes if c.get("rpc") == "RemovePod"]
-        if not residual or any(c.get("pod_uid") == FORGOTTEN for c in removals):
-            raise DemoError(f"{name} was removed, but not by the residual-state checker")
-        seq, cause, events = residual[0]
-        plural = "" if events == 1 else "s"
-        self.console.print(
-            f"  kubelet forgot {name}: no RemovePod came; qrmd's residual-state checker removed "
-            f"it once /pods had missed it for {self.pod_source.residual_max_age}: journal seq "
-            f"{seq}, cause RemoveResidualPods {list(cause['pod_uids'])}, {events} event{plural}"
-        )
-        for line in self.daemon.log_lines_matching("residual pods removed:")[-1:]:
-            self.console.print(f"  [dim]daemon: {line.strip()}[/]")
-        self.console.print(
-            f"  [dim]see it: qrmd journal show {self.state_dir} --pod {FORGOTTEN}[/]"
-        )
+        if unreadable:
+            self.console.print(
+                f"  [dim]until then the cpuset checker could not read {forgotten.name}'s "
+                f"cpuset, the pod source no longer listing it: {len(unreadable)} warning"
+                f"{'' if len(unreadable) == 1 else 's'} in the daemon log[/]",
+                soft_wrap=True,
+            )
+        see = f"{self.qrmd} journal show {self.state_dir} --pod {FORGOTTEN}"
+        self.console.print(f"  [dim]see it: {escape(see)}[/]", soft_wrap=True)
+
+    def _wait_log_line(self, needle: str, also: str, after: int = 0) -> str | None:
+        """The newest daemon log line (of those past the first ``after``) holding both
+        strings, waiting up to ``LOG_WAIT_S`` for it; None when none came."""
+        deadline = time.monotonic() + LOG_WAIT_S
+        while True:
+            lines = [ln for ln in self.daemon.log_lines_matching(needle)[after:] if also in ln]
+            if lines:
+                return lines[-1]
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(POLL_S)
+
+    def _say_daemon(self, line: str) -> None:
+        """A daemon log line, without its timestamp and level (the words are the point)."""
+        words = line.strip().split(" ", 2)
+        said = words[2] if len(words) == 3 and words[1].isupper() else line.strip()
+        self.console.print(f"  [dim]daemon: {escape(said)}[/]", soft_wrap=True)
 
     @staticmethod
     def _topology_aware(endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
@@ -435,6 +509,8 @@ class _Demo:
         aware_before = self._topology_aware(endpoint, before)
         pid = self.daemon.kill()
         self.console.print(f"  killed qrmd run (pid {pid}) with SIGKILL")
+        serving_before = len(self.daemon.log_lines_matching(SERVING_LINE))
+        journaled = self._journal_end() - 1  # what recovery must come back to
         # From now on the daemon talks to sys-advisor (phase 7); none is up yet.
         self.advisor.options.advisor_socket.parent.mkdir(mode=0o700, exist_ok=True)
         self.daemon.options = dataclasses.replace(self.daemon.options, advisor=self.advisor.options)
@@ -445,8 +521,16 @@ class _Demo:
         )
         again = self._register(newer_than=endpoint.generation)
         self._registered(again)
-        for line in self.daemon.log_lines_matching("qrmd serving:")[-1:]:
-            self.console.print(f"  [dim]daemon: {line.strip()}[/]")
+        # The restarted daemon's own line (the kubelet may register it before it is logged).
+        said = self._wait_log_line(SERVING_LINE, "recovered", after=serving_before)
+        if said is None:
+            raise DemoError(f"the restarted daemon did not log {SERVING_LINE!r}")
+        if f"recovered seq {journaled} " not in said:
+            raise DemoError(
+                f"the journal held records up to seq {journaled}, but the restarted daemon "
+                f"said: {said.strip()}"
+            )
+        self._say_daemon(said)
         try:
             after = snapshot(again.connection.get_resources_allocation())
         except PluginCallError as exc:
@@ -548,4 +632,5 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         balance=balance,
         kept_pid=kept,
         elapsed_s=time.monotonic() - demo.started,
+        qrmd_command=demo.qrmd,
     )

@@ -23,12 +23,17 @@ class DemoSettings:
         keep: leave the daemon running at the end.
         fast: 1 s reconcile and transition periods instead of the kubelet's 3 s.
         metrics: serve the daemon's metrics on a free loopback port (else ``off``).
+        residual_max_age: the daemon's ``--residual-max-age``: how long ``/pods`` must miss
+            the forgotten pod before qrmd removes it (short, so the demo sees it go). The
+            deleted pods stay listed until their ``RemovePod``, so it may be shorter than
+            the kubelet's garbage collection period without changing the story.
     """
 
     state_dir: Path | None = None
     keep: bool = False
     fast: bool = False
     metrics: bool = True
+    residual_max_age: str = "2s"
 
     @property
     def reconcile_period_s(self) -> float:
@@ -58,3 +63,4 @@ class DemoResult:
     balance: BalanceOutcome
     kept_pid: int | None  # the daemon left running (--keep), else None
     elapsed_s: float
+    qrmd_command: str  # how the user runs qrmd from where the demo was started

@@ -5,10 +5,12 @@ cpuset, pool, placement or ramp-up flag — ``qrmd.forensics.changes``), which c
 resizes, advisor responses and residual removal, or when its cause or events name the pod's
 UID anywhere (an Allocate, a balance round offering it for eviction, an eviction answer, any
 kind a later qrmd writes): the search is over the record's plain data, so it needs no
-knowledge of the kind. For each, the CPUs before → after per container, and the reply kubelet
-got: the record's own ``reply`` when it holds one, else — for the kubelet RPCs that answer
-with a cpuset — the container's cpuset in the state after the record, which is what the
-Allocator answered from (DESIGN.md, the commit protocol step 2).
+knowledge of the kind. For each, the CPUs before → after per container, the reply kubelet got
+and the moves kubelet did not hear of.
+
+The reply is the answer of the call that wrote the record, for exactly the containers it
+covered, as sent; a move is a change kubelet was not answered about
+(``qrmd.forensics.replies``).
 
 A pod is named by UID, ``namespace/name`` or name; a name several pods had is an error listing
 them.
@@ -24,6 +26,7 @@ from journal import Record
 from qrmd.forensics.changes import ContainerChange, container_changes
 from qrmd.forensics.renderers import cause_kind, render_cause, render_event
 from qrmd.forensics.replay import ForensicsError, Step
+from qrmd.forensics.replies import Reply, moves_of, reply_to
 from qrmd.journal_view import format_time, mentions
 
 __all__ = [
@@ -35,9 +38,6 @@ __all__ = [
     "match_pod",
     "mentions",
 ]
-
-#: RPCs whose answer to kubelet is the container's cpuset.
-_CPUSET_REPLIES = frozenset({"Allocate", "GetResourcesAllocation", "GetTopologyAwareResources"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +121,31 @@ def match_pod(query: str, pods: dict[str, KnownPod]) -> KnownPod:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """One record that touched the pod."""
+    """One record that touched the pod.
+
+    Attributes:
+        record: the record.
+        how: how it touched the pod (names it, through its pool, ...).
+        changes: the pod's containers it changed, before → after.
+        reply: the answer of the call that caused it, where that call answered kubelet about
+            the pod's containers (module docstring); None for other records.
+        moves: container → ``moved by ...`` for each change the reply did not tell kubelet.
+        events: its events, rendered.
+    """
 
     record: Record
     how: str
     changes: tuple[ContainerChange, ...]
-    replies: dict[str, str]
+    reply: Reply | None
+    moves: dict[str, str]
     events: tuple[str, ...]
+
+    @property
+    def replies(self) -> dict[str, str]:
+        """Covered container → the reply's one line of text."""
+        if self.reply is None:
+            return {}
+        return {name: self.reply.describe(name) for name in self.reply.containers}
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values."""
@@ -140,6 +158,8 @@ class Explanation:
             "how": self.how,
             "changes": [c.to_json() for c in self.changes],
             "replies": self.replies,
+            "reply": None if self.reply is None else self.reply.to_json(),
+            "moves": self.moves,
             "events": list(self.events),
         }
 
@@ -154,6 +174,9 @@ def explain(steps: Iterable[Step], pod: KnownPod, container: str | None) -> Iter
 
     Yields:
         The explanations.
+
+    Raises:
+        ForensicsError: a record's reply names a listing that cannot be remade from it.
     """
     for step in steps:
         keys = {
@@ -174,11 +197,13 @@ def explain(steps: Iterable[Step], pod: KnownPod, container: str | None) -> Iter
             and _names_other_container(record, container)
         ):
             continue
+        reply = reply_to(step, pod.uid, container)
         yield Explanation(
             record,
             _how(step, changes, direct),
             changes,
-            _replies(step, pod.uid, keys),
+            reply,
+            moves_of(record, changes, reply),
             tuple(_events_about(record, pod.uid, changes, every=direct)),
         )
 
@@ -202,24 +227,6 @@ def _how(step: Step, changes: tuple[ContainerChange, ...], direct: bool) -> str:
     if step.before.cpu.ramp_cpus != step.after.cpu.ramp_cpus:
         return "through the ramp-up cpuset"
     return "changed it without naming it"
-
-
-def _replies(step: Step, uid: str, keys: set[tuple[str, str]]) -> dict[str, str]:
-    cause = step.record.cause
-    if "reply" in cause:
-        return {"*": str(cause["reply"])}
-    if cause_kind(cause) not in _CPUSET_REPLIES:
-        return {}
-    request = cause.get("request")
-    named = request.get("container_name") if isinstance(request, dict) else None
-    replies = {}
-    for key in sorted(keys):
-        if named and key[1] != named:
-            continue
-        entry = step.after.cpu.allocation_info(*key)
-        if entry is not None:
-            replies[key[1]] = f"cpuset {entry.allocation_result} (derived from the state after)"
-    return replies
 
 
 def _events_about(

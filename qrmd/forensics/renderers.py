@@ -22,6 +22,7 @@ __all__ = [
     "RENDERERS",
     "cause_kind",
     "event_renderer",
+    "pod_label",
     "render_cause",
     "render_event",
     "renderer",
@@ -75,7 +76,8 @@ def _request(cause: Mapping[str, Any]) -> Mapping[str, Any]:
     return nested if isinstance(nested, Mapping) else {}
 
 
-def _pod_name(request: Mapping[str, Any]) -> str:
+def pod_label(request: Mapping[str, Any]) -> str:
+    """``namespace/name (uid)`` of the pod a request names, or as much of it as it holds."""
     name = request.get("pod_name")
     namespace = request.get("pod_namespace")
     uid = request.get("pod_uid") or cause_target(dict(request))[1]
@@ -129,7 +131,7 @@ def _round_recorded(raw: Mapping[str, Any]) -> str:
 @renderer("Allocate", "GetTopologyHints", "PreStartContainer")
 def _allocation(cause: Mapping[str, Any]) -> str:
     request = _request(cause)
-    parts = [f"{_pod_name(request)}/{request.get('container_name', '?')}"]
+    parts = [f"{pod_label(request)}/{request.get('container_name', '?')}"]
     qos = (request.get("annotations") or {}).get("katalyst.kubewharf.io/qos_level")
     if qos:
         parts.append(f"qos={qos}")

@@ -9,9 +9,9 @@ the journal's lock: a live node's directory can be read while the daemon appends
 
 The topology must be the one the journal was written for: its fingerprint is checked against
 the segment headers' before anything is replayed. ``--topology journal`` (the default) takes it
-from the newest daemon start record that holds the node's machine
-(``qrmd.store.start_record``), so a journal copied off a node needs nothing else; a journal
-without one falls back to this host's sysfs, and any other SPEC is the user's
+from the newest daemon start (``qrmd.store.start_record``) or Katalyst import record that
+holds the machine, so a journal copied off a node needs nothing else; a journal without one
+falls back to this host's sysfs, and any other SPEC is the user's
 (``qrmd.host.topology_source``).
 Long replays show a rich progress bar on stderr when it is a terminal.
 """
@@ -23,7 +23,6 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
@@ -32,9 +31,11 @@ from journal.checkpoints import checkpoint_name, list_checkpoints
 from journal.fileops import OsFileOps
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
+from qrmd.console import make_console
 from qrmd.forensics.renderers import cause_kind
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 from qrmd.journal_view import format_time
+from qrmd.store.katalyst_import import IMPORT_COMMAND
 from qrmd.store.start_record import START_KIND, topology_of_start
 
 __all__ = [
@@ -187,7 +188,8 @@ def resolve_topology(directory: str, spec: str) -> tuple[CPUTopology, str]:
     try:
         if os.path.isdir(directory):
             for record in read_records(directory):
-                if cause_kind(record.cause) == START_KIND:
+                # A daemon start and a Katalyst import both record the machine.
+                if cause_kind(record.cause) in (START_KIND, IMPORT_COMMAND):
                     topology = topology_of_start(record.cause)
                     if topology is not None:
                         found = (record.seq, topology)
@@ -287,7 +289,8 @@ class _Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),  # stdout is the answer (--json): never draw there
+                # stdout is the answer (--json): never draw there
+                console=make_console(stderr=True, highlight=True),
                 transient=True,
             )
         self._total = total

@@ -11,17 +11,18 @@ reconcile and pod removal. ``qrmd demo`` and the integration tests use it as a l
 
 Modules: ``pods`` (the pod model, and each container's request as a plain value),
 ``registration`` (the plugin watcher), ``topology_manager`` (choosing the affinity),
-``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile, removal, and
-``forget_pod``: a removal without ``RemovePod``), ``simulator`` (background loops),
-``pods_endpoint`` (kubelet's ``/pods`` over real HTTP, for qrmd's pod source). The gRPC
-calls, their deadlines and every protobuf message are in ``wire.kubelet_client`` and
-``wire.kubelet_convert``: the simulator deals in plain values only (DESIGN.md, "protobuf types
-never leave wire"), and re-exports the client's for its users.
+``endpoints`` (registered plugins), ``kubelet`` (admission, reconcile, removal with a record
+of every ``RemovePod`` sent, ``stop_pod``, and ``forget_pod``: a removal without
+``RemovePod``), ``simulator`` (background loops), ``pods_endpoint`` (kubelet's ``/pods`` over
+real HTTP, for qrmd's pod source). The gRPC calls, their deadlines and every protobuf message
+are in ``wire.kubelet_client`` and ``wire.kubelet_convert``: the simulator deals in plain
+values only (DESIGN.md, "protobuf types never leave wire"), and re-exports the client's for
+its users.
 """
 
 from policy.cpu.replies import PluginOptions
 from qrmd.kubelet_sim.endpoints import Endpoint, EndpointTable
-from qrmd.kubelet_sim.kubelet import AdmissionError, Kubelet, ReconcileReport
+from qrmd.kubelet_sim.kubelet import AdmissionError, Kubelet, ReconcileReport, RemovePodSent
 from qrmd.kubelet_sim.pods import (
     Container,
     ContainerKind,
@@ -62,6 +63,7 @@ __all__ = [
     "ReconcileReport",
     "RegistrationError",
     "RegistrationOutcome",
+    "RemovePodSent",
     "TopologyAwareResource",
     "TopologyPolicy",
     "choose_affinity",

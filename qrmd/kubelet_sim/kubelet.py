@@ -18,9 +18,14 @@ It drives the plugins registered in its ``EndpointTable`` as the kubelet fork do
   ``UpdateContainerResources`` would, every pass.
 * **Removal** (§9.3): a pod the kubelet holds allocations for that is no longer active gets
   ``RemovePod`` on every running endpoint; it leaves the checkpoint only when all succeed, and is
-  retried on the next garbage collection otherwise. ``forget_pod`` is the failure a real
-  kubelet has (a restart that lost its checkpoint): the pod goes without any ``RemovePod``, so
-  the plugin keeps residual state that only its residual-state checker cleans (cpu-policy §12.4).
+  retried on the next garbage collection otherwise. Every ``RemovePod`` sent is recorded
+  (``removals_sent``), so a user of the simulator can check its story against it. A pod leaves
+  ``/pods`` either with ``delete_pod`` (at once, as once the API server has deleted it) or in
+  two steps, as a kubelet's pod manager lets a deleted pod go: ``stop_pod`` (its containers
+  have exited: no longer active, still listed) and ``delete_pod`` after its ``RemovePod``.
+  ``forget_pod`` is the failure a real kubelet has (a restart that lost its checkpoint): the pod
+  goes without any ``RemovePod``, so the plugin keeps residual state that only its
+  residual-state checker cleans (cpu-policy §12.4).
 """
 
 from __future__ import annotations
@@ -42,7 +47,13 @@ from qrmd.kubelet_sim.topology_manager import (
 from wire.kubelet_client import PluginCallError, PluginConnection
 from wire.kubelet_convert import AllocationInfo, PodAllocations
 
-__all__ = ["DEFAULT_RESOURCE_NAMES", "AdmissionError", "Kubelet", "ReconcileReport"]
+__all__ = [
+    "DEFAULT_RESOURCE_NAMES",
+    "AdmissionError",
+    "Kubelet",
+    "ReconcileReport",
+    "RemovePodSent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +82,15 @@ class ReconcileReport:
     reallocated: list[ContainerKey] = field(default_factory=list)
     removed_pods: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RemovePodSent:
+    """One ``RemovePod`` the kubelet sent, as it went: to which plugin, and how it ended."""
+
+    pod_uid: str
+    plugin: str
+    error: str | None  # None: the plugin answered OK
 
 
 class Kubelet:
@@ -113,6 +133,8 @@ class Kubelet:
         self._affinity: dict[ContainerKey, Hint | None] = {}
         # What the container runtime was told: container → OCI property → value.
         self._runtime: dict[ContainerKey, dict[str, str]] = {}
+        # Every RemovePod sent, in order (what the kubelet did, for its users to check).
+        self._removals: list[RemovePodSent] = []
 
     # -- admission (wire.md §9.1) --------------------------------------------------------------
 
@@ -241,6 +263,21 @@ class Kubelet:
             self._set_listed(pod_uid, None)
             return self._active.pop(pod_uid, None) is not None
 
+    def stop_pod(self, pod_uid: str) -> bool:
+        """The pod's containers have all exited: it is no longer active, so the next garbage
+        collection sends ``RemovePod``, but ``/pods`` still lists it (phase ``Succeeded``) until
+        ``delete_pod``, as a kubelet's pod manager keeps a deleted pod until it is cleaned up.
+
+        Returns:
+            Whether the pod was active.
+        """
+        with self._lock:
+            pod = self._active.pop(pod_uid, None)
+            if pod is None:
+                return False
+            self._set_listed(pod_uid, (pod, "Succeeded"))
+            return True
+
     def forget_pod(self, pod_uid: str) -> bool:
         """The pod goes from the kubelet *without* ``RemovePod``: not active, not checkpointed.
 
@@ -274,6 +311,9 @@ class Kubelet:
                         endpoint.connection.remove_pod(uid)
                     except PluginCallError as exc:
                         failures.append(f"{endpoint.name}: {exc}")
+                        self._removals.append(RemovePodSent(uid, endpoint.name, str(exc)))
+                    else:
+                        self._removals.append(RemovePodSent(uid, endpoint.name, None))
                 if failures:
                     log.warning("RemovePod %s failed, retrying next pass: %s", uid, failures)
                     continue
@@ -372,6 +412,11 @@ class Kubelet:
         """The affinity chosen for a container at admission (None: no topology alignment)."""
         with self._lock:
             return self._affinity.get((pod_uid, container_name))
+
+    def removals_sent(self) -> list[RemovePodSent]:
+        """Every ``RemovePod`` sent so far, in order."""
+        with self._lock:
+            return list(self._removals)
 
     def checkpointed_pods(self) -> set[str]:
         """Pod UIDs the kubelet holds allocations for (RemovePod candidates once inactive)."""

@@ -1,2 +1,2 @@
 """The state store subsystem: the journal's settings, the StateStore actor and its checkpoint
-ticker, and the daemon's start record."""
+ticker, the daemon's start record, and taking over katalyst-agent's checkpoint."""

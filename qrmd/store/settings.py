@@ -35,6 +35,7 @@ from qrmd.config_values import (
     parse_duration,
     single_value,
 )
+from qrmd.store.takeover_settings import TakeoverSettings
 
 __all__ = [
     "DEFAULT_RETENTION_AGE",
@@ -193,3 +194,6 @@ class StoreFields(Protocol):
 
     @property
     def journal_retention_max_age_s(self) -> float | None: ...
+
+    @property
+    def takeover(self) -> TakeoverSettings: ...

@@ -47,6 +47,7 @@ from actors.ticker import Ticker
 from policy.cpu.context import PolicyContext
 from policy.topology.model import CPUTopology
 from qrmd.status.health import ProblemSource
+from qrmd.store.katalyst_takeover import adopt_katalyst_state
 from qrmd.store.settings import StoreFields, journal_retention
 from qrmd.store.start_record import start_cause
 from qrmd.subsystem import (
@@ -92,7 +93,14 @@ def checkpoint_tick_period(checkpoint_every_s: float) -> float:
 
 
 def build(settings: StoreFields, shared: Shared) -> StoreWiring:
-    """The state store subsystem; it offers the others its latest snapshot and status."""
+    """The state store subsystem; it offers the others its latest snapshot and status.
+
+    Before anything opens the journal, katalyst-agent's checkpoint is taken over or the start
+    refused, as ``--import-katalyst-if-present`` says (``qrmd.store.katalyst_takeover``).
+    """
+    adopt_katalyst_state(
+        settings.takeover, settings.state_dir, settings.node_name, shared.machine.topology
+    )
     store = StoreWiring(
         StoreConfig(
             settings.state_dir,

@@ -1,6 +1,7 @@
 """Allocator causes: inputs encode to plain msgpack data and decode back; version-1 causes
 (qrmd up to ac84ea9) upgrade with the pod phase unknown, older residual removals to evidence
-naming only their candidates; bad causes name the field at fault."""
+naming only their candidates; bad causes name the field at fault; a kubelet call's reply is
+kept compactly beside its inputs without changing what they decode to."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from actors.allocator_cause import (
     ResidualPods,
     cause_of,
     decode_cause,
+    reply_of,
     upgrade_cause,
 )
 from actors.allocator_messages import StartPolicy
+from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -29,8 +32,11 @@ from policy.cpu.commands import (
     PreStartContainer,
     RemovePod,
 )
+from policy.cpu.replies import AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from policy.cpu.residual_check import ListingSummary, ResidualEvidence, Sighting
+from policy.decision import Decision
+from policy.errors import PolicyError
 from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import dedicated, request
 
@@ -295,3 +301,51 @@ _GARBAGE = st.recursive(
 def test_garbage_causes_raise_cause_error_only(garbage: dict[str, Any]) -> None:
     with pytest.raises(CauseError):
         decode_cause({"rpc": "Allocate", **garbage})
+
+
+# -- the reply kubelet got ----------------------------------------------------------------------
+
+_SENT = CPUAllocation("CpusetCpus", False, True, 14.0, "1,3-15", (None,))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "decision", "want"),
+    [
+        pytest.param(
+            AllocateInputs(Allocate(request("pod-a"))),
+            Decision((), AllocationReply.echo(request("pod-a"), None, None, _SENT)),
+            {"allocation": {"allocation_result": "1,3-15", "allocated_quantity": 14.0}},
+            id="an Allocate keeps the cpu allocation it sent",
+        ),
+        pytest.param(
+            AllocateInputs(Allocate(request("pod-a"))),
+            Decision((), AllocationReply()),
+            {"allocation": None},
+            id="an Allocate answered without an allocation keeps that",
+        ),
+        pytest.param(
+            AllocateInputs(Allocate(request("pod-a"))),
+            Decision((), None, PolicyError("no CPUs left", subject="default/a/app")),
+            {"error": "default/a/app: no CPUs left"},
+            id="an Allocate that failed after committing keeps its error",
+        ),
+        pytest.param(
+            GetResourcesAllocation(),
+            Decision((), ResourcesAllocation({}, listed_after_events=2)),
+            {"listed_after_events": 2},
+            id="a listing keeps how many of its events the listed state holds, not the listing",
+        ),
+        pytest.param(RemovePod("pod-a"), Decision((), None), None, id="a RemovePod keeps none"),
+    ],
+)
+def test_a_kubelet_calls_reply_is_kept_compactly(inputs: Any, decision: Any, want: Any) -> None:
+    assert reply_of(inputs, decision) == want
+
+
+def test_a_kept_reply_does_not_change_what_the_cause_decodes_to() -> None:
+    inputs = AllocateInputs(Allocate(request("pod-a")))
+    reply = {"allocation": {"allocation_result": "1", "allocated_quantity": 1.0}}
+    cause = msgpack.unpackb(msgpack.packb(cause_of(inputs, T0, reply)))
+    assert cause["reply"] == reply
+    assert decode_cause(cause).inputs == inputs
+    assert {k: v for k, v in cause.items() if k != "reply"} == cause_of(inputs, T0)

@@ -179,6 +179,22 @@ def test_a_pod_the_kubelet_forgot_is_removed_exactly_at_the_tenth_sighting() -> 
     assert view is not None and view.residual_removed == 1
 
 
+def test_the_removal_is_logged_in_words_and_utc_times_not_as_data(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node = Node()
+    for _ in range(10):
+        node.residual_round("pod-a")
+    with caplog.at_level("INFO", logger="qrmd.checkers"):
+        node.residual_round("pod-a")  # collects the answer and logs it
+    (line,) = [r.getMessage() for r in caplog.records if "residual pods removed" in r.getMessage()]
+    assert line == (
+        "residual pods removed: pod-b (missing from 10 pod listings in a row over 270.0 s, "
+        "since 2024-05-08T15:04:35.000Z); last listing 2024-05-08T15:09:05.000Z: 1 pod, "
+        f"fingerprint {listing_fingerprint({'pod-a'})}"
+    )
+
+
 def test_a_failed_fetch_between_sightings_neither_counts_nor_resets() -> None:
     node = Node()
     for _ in range(5):

@@ -108,7 +108,14 @@ def test_a_hard_pool_is_offered_with_every_step_journaled_with_its_inputs() -> N
     assert collected["inputs"]["loads"] == [["web", "main", 20.0]]
     offered = committer.causes[-1]
     assert offered["command"] == "GetTopEvictionPods"
-    assert offered["answer"]["pod_uids"] == ["web"]
+    assert offered["answer"] == {"pod_uids": ["web"], "deletion_options": None}  # as sent
+    assert offered["pool"] == "share"  # not on the wire: beside the answer
+    met = committer.causes[-2]
+    assert (met["command"], met["answer"]["met_type"], met["pool"]) == (
+        "ThresholdMet",
+        "HARD_MET",
+        "share",
+    )
     assert [p["uid"] for p in offered["inputs"]["active_pods"]] == ["web"]
     # What the actor answers from is the durable section.
     assert core.history == committer.snapshot.state.cpu_pressure

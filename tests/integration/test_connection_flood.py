@@ -40,9 +40,9 @@ def test_a_flood_of_connections_leaves_health_and_commits_working(workdir: Path)
     client: PluginClient | None = None
     try:
         proc.start()
-        assert (
-            "raised the open-file limit (soft nofile) from 256 to the hard limit 4096" in proc.log()
-        )
+        # Logged once the daemon has started, just after it says it serves.
+        raised = "raised the open-file limit (soft nofile) from 256 to the hard limit 4096"
+        wait_for(lambda: raised in proc.log(), 10.0, f"{raised!r} in the log")
         client = PluginClient(proc.socket_paths[0])
         client.handshake()  # kubelet's one connection, made before the flood
         for _ in range(FLOOD):

@@ -77,13 +77,16 @@ class PressureHarness(Harness):
                 "transition-period": "1s",
             }
         )
-        builders: dict[str, Builder] = {
+        return Daemon(config, builders=self.pressure_builders(), clock=self.clock)
+
+    def pressure_builders(self) -> dict[str, Builder]:
+        """The fake plugin servers, and CPU pressure eviction on this harness's loads."""
+        return {
             **self.builders(),
             "cpu_pressure": lambda settings, shared: self.wiring(
                 settings, shared.clock, shared.machine
             ),
         }
-        return Daemon(config, builders=builders, clock=self.clock)
 
 
 @pytest.fixture

@@ -43,18 +43,15 @@ def reserve_of(daemon: Daemon) -> tuple[CPUSet, dict[str, CPUSet]]:
     [
         pytest.param(
             "16",
-            "--reserved-cpu-cores=16 on --topology synthetic:cpus=16,sockets=2,numas=4: the "
-            "reserve (0-15) holds all 16 CPUs of the node: none is left for the reclaim pool, "
-            "which needs at least one (cpu-policy §6.2 step 6); reserve at most 15",
+            f"--reserved-cpu-cores 16: --topology {SYNTH} has 16 CPUs; reserve at most 15 "
+            "(the reclaim pool needs one)",
             id="a reserve of every CPU names the flag and the most the node can reserve",
         ),
         pytest.param(
-            "20",
-            "--reserved-cpu-cores=20 on --topology synthetic:cpus=16,sockets=2,numas=4: "
-            "GetCoresReservedForSystem for reservedCPUsNum: 20 failed with error: "
-            "takeByNUMABalance for reservedCPUsNum: 20 failed with error: not enough cpus "
-            "available to satisfy request: requested=20, available=16",
-            id="a reserve larger than the node names the flag and both counts",
+            "200",
+            f"--reserved-cpu-cores 200: --topology {SYNTH} has 16 CPUs; reserve at most 15 "
+            "(the reclaim pool needs one)",
+            id="a reserve larger than the node names the flag, the node's CPUs and the most",
         ),
     ],
 )
@@ -67,6 +64,20 @@ def test_a_reserve_with_no_room_fails_on_a_fresh_directory_naming_the_flag(
     assert str(raised.value) == message
     assert not (harness.root / "state").exists()  # refused before recovery
     assert pykka.ActorRegistry.get_all() == []
+
+
+def test_the_most_the_node_can_reserve_starts_with_the_reclaim_pool_outside_it(
+    harness: Harness,
+) -> None:
+    daemon = harness.daemon(**{"reserved-cpu-cores": "15"})
+    daemon.start()
+    try:
+        reserved, pools = reserve_of(daemon)
+        assert reserved.size() == 15
+        assert pools["reclaim"].size() == 1 and pools["reclaim"].intersection(reserved).is_empty()
+        assert http(daemon, "/healthz") == (200, "ok\n")
+    finally:
+        daemon.stop()
 
 
 def test_a_larger_reserve_over_a_used_state_re_plans_the_pools(harness: Harness) -> None:

@@ -1,4 +1,4 @@
-"""``docs/flags.md`` is made from the option rows (qrmd.flags_doc) and is never stale, and
+"""``docs/flags.md`` is made from the option rows (qrmd.commands.run_flags) and is never stale, and
 ``qrmd run --help`` lists every flag on one line under its subsystem."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from qrmd.commands.run_flags import flags_reference
 from qrmd.config import OPTIONS, SECTIONS, env_name
-from qrmd.flags_doc import flags_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_flag_reference_is_the_generated_one() -> None:
     written = (ROOT / "docs" / "flags.md").read_text()
     assert written == flags_reference(), (
-        "docs/flags.md is stale: run `python -m qrmd.flags_doc > docs/flags.md`"
+        "docs/flags.md is stale: run `python -m qrmd.commands.run_flags > docs/flags.md`"
     )
 
 

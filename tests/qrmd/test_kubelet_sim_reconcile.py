@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import time
 
-from qrmd.kubelet_sim import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.kubelet_sim import (
+    KubeletSimulator,
+    RemovePodSent,
+    dedicated_pod,
+    reclaimed_pod,
+    shared_pod,
+)
 from qrmd.kubelet_sim.pods import Container, Pod
 from tests.qrmd.fake_qrm_plugin import (
     NUMA_NODES,
@@ -85,6 +91,28 @@ def test_remove_pod_is_retried_until_it_succeeds() -> None:
         assert all(has_deadline(c, 10.0) for c in removes)
         assert kubelet.reconcile_once().removed_pods == []  # gone: not asked again
         assert len(plugin.calls_of("RemovePod")) == 3
+
+
+def test_every_remove_pod_sent_is_recorded_with_how_it_ended() -> None:
+    with registered_kubelet(remove_pod_failures=1) as (_, kubelet):
+        kubelet.admit(shared_pod("s3", "web", 1))
+        kubelet.delete_pod("s3")
+        kubelet.reconcile_once()
+        kubelet.reconcile_once()
+        first, second = kubelet.removals_sent()
+    assert (first.pod_uid, first.plugin, second) == ("s3", "cpu", RemovePodSent("s3", "cpu", None))
+    assert first.error is not None
+
+
+def test_a_stopped_pod_stays_listed_until_its_remove_pod_then_delete_lets_it_go() -> None:
+    with registered_kubelet() as (plugin, kubelet):
+        kubelet.admit(shared_pod("s3", "web", 1))
+        assert kubelet.stop_pod("s3") and not kubelet.stop_pod("s3")
+        assert [(p.uid, phase) for p, phase in kubelet.listed_pods()] == [("s3", "Succeeded")]
+        assert kubelet.reconcile_once().removed_pods == ["s3"]
+        assert [c.request.pod_uid for c in plugin.calls_of("RemovePod")] == ["s3"]  # type: ignore[attr-defined]
+        assert kubelet.delete_pod("s3") is False  # no longer active: only the listing goes
+        assert kubelet.listed_pods() == []
 
 
 def test_a_pod_without_allocations_is_never_sent_to_remove_pod() -> None:

@@ -27,6 +27,7 @@ SETTINGS_MODULES = (
     "qrmd.config",
     "qrmd.config_values",
     "qrmd.store.settings",
+    "qrmd.store.takeover_settings",
     "qrmd.cpu_plugin.settings",
     "qrmd.cpu_plugin.connection_cap",
     "qrmd.advisor.settings",

@@ -150,7 +150,7 @@ def test_the_suppression_plugin_asks_for_evict_pods_only() -> None:
             id="a decision not made durable is retried at the next poll",
         ),
         pytest.param(
-            SuppressionError("get reclaim pool failed: the CPU state has no reclaim pool"),
+            SuppressionError("get reclaim pool failed: pool not found"),
             grpc.StatusCode.FAILED_PRECONDITION,
             id="no reclaim pool is this node's state, not the request's fault",
         ),

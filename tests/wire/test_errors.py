@@ -44,7 +44,11 @@ from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
-from policy.state.katalyst_checkpoint import CheckpointCorruptedError, CheckpointMismatchError
+from policy.state.katalyst_checkpoint import (
+    CheckpointCorruptedError,
+    CheckpointMismatchError,
+    CheckpointUnmodelledError,
+)
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
@@ -173,6 +177,7 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (CodecError, C.INVALID_ARGUMENT),
     (CheckpointCorruptedError, C.INVALID_ARGUMENT),
     (CheckpointMismatchError, C.INVALID_ARGUMENT),
+    (CheckpointUnmodelledError, C.INVALID_ARGUMENT),
     (TopologyError, C.INVALID_ARGUMENT),
     (MachineFileError, C.INVALID_ARGUMENT),
     (SelectionError, C.RESOURCE_EXHAUSTED),

@@ -2,8 +2,14 @@
 
 Domain values the wire layer turns into protobuf (``wire.eviction_convert``): enum values are
 their names (``HARD_MET``, ``GREATER_THAN``), pods are named by UID and by their position in
-the request's ``active_pods``. ``to_json`` gives the plain form the eviction plan prints and
-the journal keeps.
+the request's ``active_pods``.
+
+``to_json`` gives the plain form the eviction plan prints and the journal keeps: the response
+message the plugin sends, field for field, under the proto's field names (``wire/protos/
+evictionplugin.proto``), with enums by name, a message field that is not set as ``null``, and
+each pod object by its UID (``EvictPod.pod`` as ``pod_uid``, ``target_pods`` as
+``pod_uids``). What is not on the wire (the pool an answer was chosen from, an offer's
+position in the request) is not in it: ``pool`` and ``active_index`` are attributes only.
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ class ThresholdMetAnswer:
         eviction_scope: ``cpu.load.1min.container`` when met.
         grace_period_seconds: never set by these plugins.
         condition: the ``CPUPressure`` node condition when met.
-        pool: the pool that met the threshold (not on the wire: for logs and the journal).
+        pool: the pool that met the threshold (not on the wire: for the logs, the journaled
+            cause's ``pool`` and the plan's ``answer_pools``).
     """
 
     threshold_value: float = 0.0
@@ -78,16 +85,15 @@ class ThresholdMetAnswer:
     pool: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The answer as plain values."""
+        """``ThresholdMetResponse`` as plain values (the module docstring)."""
         return {
-            "met_type": self.met_type,
             "threshold_value": self.threshold_value,
             "observed_value": self.observed_value,
             "threshold_operator": self.threshold_operator,
+            "met_type": self.met_type,
             "eviction_scope": self.eviction_scope,
             "grace_period_seconds": self.grace_period_seconds,
             "condition": None if self.condition is None else self.condition.to_json(),
-            "pool": self.pool,
         }
 
 
@@ -98,7 +104,8 @@ class TopEvictionAnswer:
     Attributes:
         pod_uids: the targets.
         grace_period_seconds: ``DeletionOptions.GracePeriodSeconds``; None sends none.
-        pool: the pool they were chosen from (not on the wire).
+        pool: the pool they were chosen from (not on the wire: for the logs, the journaled
+            cause's ``pool`` and the plan's ``answer_pools``).
     """
 
     pod_uids: tuple[str, ...] = ()
@@ -106,25 +113,37 @@ class TopEvictionAnswer:
     pool: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The answer as plain values."""
+        """``GetTopEvictionPodsResponse`` as plain values (the module docstring)."""
+        options = self.grace_period_seconds
         return {
             "pod_uids": list(self.pod_uids),
-            "grace_period_seconds": self.grace_period_seconds,
-            "pool": self.pool,
+            "deletion_options": None if options is None else {"grace_period_seconds": options},
         }
 
 
 @dataclass(frozen=True, slots=True)
 class EvictPodsAnswer:
-    """``GetEvictPodsResponse``: the offers, in order, no condition."""
+    """``GetEvictPodsResponse``: the offers, in order.
+
+    The suppression plugin sets neither deletion options on an ``EvictPod`` nor the
+    response's condition (``pressure_suppression.go`` fills ``Pod`` and ``Reason`` only), and
+    the wire conversion sends none: both are ``null`` in ``to_json``.
+    """
 
     offers: tuple[EvictOffer, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The answer as plain values."""
+        """``GetEvictPodsResponse`` as plain values (the module docstring)."""
         return {
             "evict_pods": [
-                {"pod_uid": o.pod_uid, "active_index": o.active_index, "reason": o.reason}
+                {
+                    "pod_uid": o.pod_uid,
+                    "reason": o.reason,
+                    "deletion_options": None,
+                    "force_evict": o.force_evict,
+                    "eviction_plugin_name": o.eviction_plugin_name,
+                }
                 for o in self.offers
-            ]
+            ],
+            "condition": None,
         }

@@ -76,12 +76,19 @@ class CollectReport:
         unsampled_pools: pools with containers but no sample this time (a missing load).
         under_pressure: the shared pools reached their limit (advised bounds only).
         advised: the advised bounds were used.
+        shared_pools_limit: the limit the shared pools were judged against
+            (``accumulateSharedPoolsLimit``, derived from the CPU state by the daemon, given by
+            a plan); None unless the advised bounds were used.
+        shared_pools_size: the summed sizes of the pools not skipped, compared with the limit;
+            None unless the advised bounds were used.
     """
 
     pools: dict[str, LoadSample] = field(default_factory=dict)
     unsampled_pools: tuple[str, ...] = ()
     under_pressure: bool = False
     advised: bool = False
+    shared_pools_limit: int | None = None
+    shared_pools_size: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as plain values."""
@@ -93,6 +100,8 @@ class CollectReport:
             "unsampled_pools": list(self.unsampled_pools),
             "under_pressure": self.under_pressure,
             "advised": self.advised,
+            "shared_pools_limit": self.shared_pools_limit,
+            "shared_pools_size": self.shared_pools_size,
         }
 
 
@@ -133,7 +142,10 @@ def collect_load(
         sums[c.pool] = sums.get(c.pool, 0.0) + load
     # 4. Pools.
     advised = settings.uses_advised_threshold
-    under_pressure = advised and _shared_pools_full(inputs, settings)
+    limit = size_sum = None
+    if advised:
+        limit, size_sum = _shared_pools(inputs, settings)
+    under_pressure = limit is not None and size_sum is not None and size_sum >= limit
     pools: dict[str, LoadSample] = {}
     for pool in sorted(pool_map.pools):
         if pool in skip or pool not in sums or pool in missing:
@@ -144,7 +156,7 @@ def collect_load(
         "the pool is not sampled this time"
         for pool, who in sorted(missing.items())
     )
-    report = CollectReport(pools, tuple(sorted(missing)), under_pressure, advised)
+    report = CollectReport(pools, tuple(sorted(missing)), under_pressure, advised, limit, size_sum)
     if not (containers or pools or expired or missing):
         # Nothing sampled, dropped or missing: an idle node journals nothing every period. (A
         # missing load is journaled: the record says which pool went unjudged, and why.)
@@ -159,8 +171,9 @@ def collect_load(
     return Decision(events=(event,), reply=report, warnings=warnings)
 
 
-def _shared_pools_full(inputs: LoadInputs, settings: PressureSettings) -> bool:
-    """``checkSharedPressureByPoolSize``: the pools not skipped fill the shared pools' limit."""
+def _shared_pools(inputs: LoadInputs, settings: PressureSettings) -> tuple[int, int]:
+    """``checkSharedPressureByPoolSize``'s two sides: the shared pools' limit and the summed
+    sizes of the pools not skipped (the pools are full when the sum reaches the limit)."""
     if inputs.shared_pools_limit is None:
         raise PolicyError(
             "the load plugin uses the advised bounds (enable-reclaim with no CPU reserved for "
@@ -168,7 +181,7 @@ def _shared_pools_full(inputs: LoadInputs, settings: PressureSettings) -> bool:
         )
     pools = inputs.pool_map.pools
     size_sum = sum(n for pool, n in pools.items() if pool not in settings.skip_pools)
-    return size_sum >= inputs.shared_pools_limit
+    return inputs.shared_pools_limit, size_sum
 
 
 def _pool_sample(

@@ -23,6 +23,13 @@ The form (JSON; README "qrmd eviction plan"):
 A container's ``pool`` is its owner pool in the CPU state (left out: the state does not hold
 it); ``load`` is its 1-minute load (null or left out: no sample). ``calls`` default to all four
 in that order, each applied to the history before the next, as the daemon's one mailbox does.
+
+Each tick's result (``TickResult.to_json``) gives, per call, the answer the running plugin
+sends for the same inputs, field for field (``policy.cpu.pressure.answers``: the response
+message under the proto's field names, pods by UID), or ``{"error": TEXT}`` with the text of
+the RPC's error; ``collect`` gives the collection's report, with the shared pools' limit and
+size when the advised bounds judge them. ``answer_pools`` names the pool a ``threshold_met``
+or ``top_eviction_pods`` answer was chosen from (not on the wire).
 """
 
 from __future__ import annotations
@@ -100,18 +107,33 @@ class PlanTick:
 
 @dataclass(frozen=True, slots=True)
 class TickResult:
-    """What one tick answered: per call, its answer's plain form, or ``{"error": ...}``."""
+    """What one tick answered.
+
+    Attributes:
+        time: the tick's time.
+        answers: per call, its answer's plain form (the response as the plugin sends it), or
+            ``{"error": ...}``.
+        warnings: what the decisions warned, each after its call's name.
+        events: the names of the events the decisions gave, in order.
+        answer_pools: per call, the pool its answer was chosen from, for the calls that name
+            one (not on the wire).
+        errors: per call that refused, the error (its ``answers`` entry is its text); the
+            command line turns it into the status the plugin answers.
+    """
 
     time: float
     answers: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
+    answer_pools: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, PolicyError] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain values."""
         return {
             "time": self.time,
             **self.answers,
+            "answer_pools": dict(self.answer_pools),
             "warnings": list(self.warnings),
             "events": list(self.events),
         }
@@ -241,6 +263,8 @@ def run_plan(
     results = []
     for tick in ticks:
         answers: dict[str, Any] = {}
+        pools: dict[str, str] = {}
+        errors: dict[str, PolicyError] = {}
         warnings: list[str] = []
         events: list[str] = []
         for call in tick.calls:
@@ -248,13 +272,18 @@ def run_plan(
                 decision = _decide(call, history, tick, qos)
             except PolicyError as err:
                 answers[call] = {"error": str(err)}
+                errors[call] = err
                 continue
             for event in decision.events:
                 history = apply_pressure_event(history, event)
                 events.append(type(event).__name__)
             answers[call] = _plain(decision.reply)
+            pool = getattr(decision.reply, "pool", "")
+            if pool:
+                pools[call] = pool
             warnings += [f"{call}: {w}" for w in decision.warnings]
-        results.append(TickResult(tick.time, answers, tuple(warnings), tuple(events)))
+        result = TickResult(tick.time, answers, tuple(warnings), tuple(events), pools, errors)
+        results.append(result)
     return tuple(results), history
 
 

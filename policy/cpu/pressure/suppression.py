@@ -4,12 +4,14 @@ cpu-policy §12.7).
 
 ``evict_pods`` (``GetEvictPods``), a decision of ``(history, inputs, settings, now)``:
 
-1. Suppression eviction disabled: no pods. No reclaim pool in the state: an error
-   (``get reclaim pool failed``). A reclaim pool of 0 CPUs: no pods.
+1. In the reference's order: suppression eviction disabled: no pods. No reclaim pool in the
+   state: an error, ``get reclaim pool failed: pool not found`` (the reference wraps
+   ``GetCPUSetForPool``'s ``pool not found``; its gRPC server sends that text as the status
+   message). A reclaim pool of 0 CPUs: no pods.
 2. The candidates are the active pods whose QoS level is reclaimed_cores (a pod whose level
-   cannot be resolved is left out), ordered by CPU request, larger first, then priority,
-   lower first, then ``namespace/name`` in *descending* order (``PodUniqKeyCmpFunc`` uses
-   ``CmpString``, which places the greater string first; kept).
+   cannot be resolved is left out); none: no pods. They are ordered by CPU request, larger
+   first, then priority, lower first, then ``namespace/name`` in *descending* order
+   (``PodUniqKeyCmpFunc`` uses ``CmpString``, which places the greater string first; kept).
 3. The total is the candidates' summed CPU requests. For each candidate in order, the pool's
    suppression rate is ``total / |reclaim pool|`` where the total is taken as
    ``Quantity.Value()``, i.e. rounded *up* to whole CPUs (kept: 1.5 + 1.5 CPUs on 10 CPUs is
@@ -19,6 +21,11 @@ cpu-policy §12.7).
    tolerance rate T`` (both ``%.2f``) and its request is taken off the total. A pod at or
    above the rate has its timer stopped.
 4. Timers of pods no longer among the candidates are stopped.
+
+Every early answer of step 1 and 2 (disabled, no pool, an empty pool, no candidate) leaves
+the timers as they are: only the full pass (steps 3 and 4) stops one. So a pod over its
+tolerance while the reclaim pool was briefly missing or empty keeps its start time, and is
+offered at the next full pass if it has been over for longer than the minimum.
 
 The timers are the section's ``tolerance_since``; one ``SuppressionTimersSet`` event is
 committed when they change or a pod is offered, so the journal shows since when each pod was
@@ -47,7 +54,16 @@ from policy.errors import PolicyError
 from policy.state.pressure import PressureHistory
 from policy.state.pressure.events import SuppressionTimersSet
 
-__all__ = ["SuppressionError", "evict_pods", "suppression_order", "suppression_reason"]
+__all__ = [
+    "POOL_NOT_FOUND",
+    "SuppressionError",
+    "evict_pods",
+    "suppression_order",
+    "suppression_reason",
+]
+
+#: ``PodEntries.GetCPUSetForPool``'s error for a name that is no pool entry (state.go).
+POOL_NOT_FOUND = "pool not found"
 
 
 class SuppressionError(PolicyError):
@@ -106,15 +122,16 @@ def evict_pods(
         ``SuppressionTimersSet``; warnings for pods left out or given the maximum rate.
 
     Raises:
-        SuppressionError: the state has no reclaim pool.
+        SuppressionError: the state has no reclaim pool (``get reclaim pool failed: pool not
+            found``).
         PodError: a pod's request is not a Kubernetes quantity.
     """
     qos = qos or QoSConfig()
-    # 1. Disabled, no pool, an empty pool.
+    # 1. Disabled, no pool, an empty pool: early answers that keep the timers.
     if not settings.enable_suppression_eviction:
         return Decision(events=(), reply=EvictPodsAnswer())
     if inputs.reclaim_pool_size is None:
-        raise SuppressionError("get reclaim pool failed: the CPU state has no reclaim pool")
+        raise SuppressionError(f"get reclaim pool failed: {POOL_NOT_FOUND}")
     pool_size = inputs.reclaim_pool_size
     if pool_size == 0:
         return Decision(
@@ -132,7 +149,8 @@ def evict_pods(
             continue
         candidates.append(_Candidate(index, pod, pod_cpu_request(pod)))
     if not candidates:
-        return _decide(history, {}, [], warnings)
+        # An early return, as the reference's: the timers are kept (module docstring).
+        return Decision(events=(), reply=EvictPodsAnswer(), warnings=tuple(warnings))
     ordered = suppression_order(candidates)
     # 3. Each pod against the pool's rate, the total shrinking as pods are offered.
     total = sum((c.request for c in ordered), Fraction(0))

@@ -15,7 +15,8 @@ import json
 from typing import Any
 
 from policy.state.katalyst_decode import decode_document
-from policy.state.katalyst_file import checksum_of
+from policy.state.katalyst_file import HEADROOM_KEY, checksum_of, encode_document
+from policy.state.katalyst_layouts import KatalystLayout
 
 TOPOLOGY_SPEC = "synthetic:cpus=16,sockets=2,numas=4"
 NUMA_CPUS = {0: "0-1,8-9", 1: "2-3,10-11", 2: "4-5,12-13", 3: "6-7,14-15"}
@@ -126,3 +127,16 @@ def document() -> dict[str, Any]:
 def file_bytes() -> bytes:
     """The file's bytes: compact, fields in the order above (the reference's)."""
     return json.dumps(document(), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def file_bytes_in(layout: KatalystLayout) -> bytes:
+    """The same checkpoint as the release ``layout`` would write it: its keys, its checksum.
+
+    The later layouts' fields hold what a freshly started reference writes (no overlap, no
+    advisor headroom, no pre-occupation). The checksum function is pinned to the reference's
+    own vectors in ``tests/policy/state/test_katalyst_layouts.py``.
+    """
+    document = decode_document(file_bytes())
+    document[HEADROOM_KEY] = None
+    document["checksum"] = checksum_of(document, layout)
+    return encode_document(document, layout)

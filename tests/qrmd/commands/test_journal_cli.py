@@ -125,13 +125,32 @@ def test_verify_refuses_another_topology_in_one_line(
     assert f"was written for topology {TOPO.fingerprint()}" in err
 
 
-def test_a_missing_directory_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("action", "options"),
+    [
+        pytest.param("verify", [], id="verify"),
+        pytest.param("repair", [], id="repair"),
+        pytest.param("show", [], id="show"),
+        pytest.param("stats", [], id="stats"),
+        pytest.param("state", [], id="state"),
+        pytest.param("diff", ["--from", "seq:1", "--to", "seq:2"], id="diff"),
+        pytest.param("rerun", [], id="rerun"),
+        pytest.param("export", ["--parquet", "out.parquet"], id="export"),
+        pytest.param("report", ["--html", "out.html"], id="report"),
+    ],
+)
+def test_a_missing_directory_is_one_line_prefixed_with_the_action_as_usage_errors_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str, options: list[str]
 ) -> None:
-    code, _, err = run(capsys, "stats", str(tmp_path / "nope"))
-    assert (
-        code == 2
-        and err == f"qrmd journal: error: no journal at {tmp_path / 'nope'}: not a directory\n"
+    code, _, err = run(capsys, action, str(tmp_path / "nope"), *options)
+    assert (code, err) == (
+        2,
+        f"qrmd journal {action}: error: no journal at {tmp_path / 'nope'}: not a directory\n",
+    )
+    with pytest.raises(SystemExit):  # argparse's usage error, for the same prefix
+        run(capsys, action)
+    assert f"\nqrmd journal {action}: error: the following arguments are required: DIR" in (
+        capsys.readouterr().err
     )
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
 import pytest
 
+from qrmd.commands.run_flags import flags_reference
 from qrmd.config import ConfigError, load_config
-from qrmd.cpu_plugin.connection_cap import OpenFileLimit, check_connection_cap
-from qrmd.flags_doc import flags_reference
+from qrmd.cpu_plugin.connection_cap import OpenFileLimit, check_connection_cap, log_open_file_limit
 from tests.integration.daemon_process import REPO
 
 
@@ -51,8 +52,8 @@ def test_a_cap_the_open_file_limit_cannot_hold_is_refused(
 def test_the_soft_limit_is_raised_to_the_hard_limit() -> None:
     script = (
         "import logging, resource; logging.basicConfig(level=logging.INFO);"
-        "from qrmd.cpu_plugin.connection_cap import raise_open_file_limit;"
-        "limit = raise_open_file_limit();"
+        "from qrmd.cpu_plugin.connection_cap import log_open_file_limit, raise_open_file_limit;"
+        "limit = raise_open_file_limit(); log_open_file_limit(limit);"
         "print(limit.soft_before, limit.soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )
     done = subprocess.run(
@@ -61,6 +62,38 @@ def test_the_soft_limit_is_raised_to_the_hard_limit() -> None:
     )  # fmt: skip
     assert done.stdout.split() == ["300", "2000", "2000"]
     assert "from 300 to the hard limit 2000" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("limit", "level", "line"),
+    [
+        pytest.param(
+            OpenFileLimit(1024, 4096, 4096),
+            logging.INFO,
+            "raised the open-file limit (soft nofile) from 1024 to the hard limit 4096",
+            id="a raised limit says from what to what",
+        ),
+        pytest.param(
+            OpenFileLimit(4096, 4096, 4096),
+            logging.INFO,
+            "open-file limit 4096 (soft = hard), nothing to raise",
+            id="a soft limit already at the hard one says so",
+        ),
+        pytest.param(
+            OpenFileLimit(1024, 1024, -1, error="Operation not permitted"),
+            logging.WARNING,
+            "could not raise the open-file limit from 1024 to the hard limit -1: "
+            "Operation not permitted",
+            id="a limit that could not be raised is a warning with the reason",
+        ),
+    ],
+)
+def test_the_limit_is_logged_as_it_was_left(
+    limit: OpenFileLimit, level: int, line: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="qrmd.limits"):
+        log_open_file_limit(limit)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(level, line)]
 
 
 def test_help_names_the_cap_and_the_reference_explains_it() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from actors.allocator import AllocatorCore
 from actors.allocator_messages import (
@@ -45,6 +46,8 @@ class Scenario:
     live: dict[int, State] = field(default_factory=dict)
     wall_times: dict[int, float] = field(default_factory=dict)
     initial: State | None = None
+    #: seq → what the command that wrote the record answered (the Allocator's reply value).
+    replies: dict[int, Any] = field(default_factory=dict)
 
 
 def script() -> list[tuple[float, AllocatorCommand]]:
@@ -80,11 +83,12 @@ def write_scenario(
     for advance, command in script():
         clock.advance(advance)
         before = store.snapshot.seq
-        core.handle(command)
+        reply = core.handle(command)
         snapshot = store.snapshot
         if snapshot.seq != before:
             scenario.live[snapshot.seq] = snapshot.state
             scenario.wall_times[snapshot.seq] = clock.time()
+            scenario.replies[snapshot.seq] = reply
     store.close(checkpoint=False)
     return scenario
 

@@ -6,16 +6,27 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors.state_store import StateStoreCore, StoreConfig
-from journal import read_records
+from journal import Retention, read_records
+from journal.fileops import OsFileOps
+from journal.follow import JournalFollower, Skipped
+from journal.segments import list_segments
 from qrmd.cli import main
-from qrmd.commands.journal_show import follow_records
+from qrmd.commands import journal_show
 from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.actors.store_helpers import share_pool
-from tests.journal.helpers import FakeClock, newest_segment, record_offsets
+from tests.journal.helpers import (
+    FakeClock,
+    cause_of,
+    events_of,
+    newest_segment,
+    open_journal,
+    record_offsets,
+)
 from tests.policy.state_fixtures import SYNTH_16_2_4
 from tests.qrmd.forensics.scenario import NODE, Scenario, write_scenario
 
@@ -175,24 +186,113 @@ def test_show_renders_a_kind_it_has_no_renderer_for_generically(
     assert "AdvisorResponse: version=2 [inputs]" in out.splitlines()[0]
 
 
-def test_follow_yields_records_appended_after_the_ones_shown(tmp_path: Path) -> None:
+def test_follow_yields_records_the_state_store_appends_after_the_ones_shown(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock()
     config = StoreConfig(str(tmp_path / "j"), NODE, durability="none")
     store = StateStoreCore.open(config, SYNTH_16_2_4, clock=clock)
     store.commit([share_pool("4-15")], {"rpc": "Start"})
-    appended = [share_pool("5-15"), share_pool("6-15")]
-    passes = []
-
-    def wait() -> bool:
-        # the daemon appends between two looks; the third look finds nothing and stops
-        passes.append(len(passes))
-        if appended:
-            store.commit([appended.pop(0)], {"rpc": "Tick"})
-        return len(passes) <= 3
-
-    seen = [r.seq for r in follow_records(str(tmp_path / "j"), 1, wait)]
+    skipped: list[Skipped] = []
+    follower = JournalFollower(str(tmp_path / "j"), 1, on_skip=skipped.append)
+    seen = []
+    for cpus in ("5-15", "6-15", None):
+        if cpus is not None:
+            store.commit([share_pool(cpus)], {"rpc": "Tick"})
+        seen += [r.seq for r in follower.poll()]
     store.close(checkpoint=False)
-    assert seen == [2, 3]
+    assert seen == [2, 3] and skipped == []
+
+
+def test_follow_goes_on_after_the_last_record_shown_when_the_daemon_appends_meanwhile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(directory)
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    scope_of = journal_show._show_scope
+
+    def scope_then_appends(args: Any) -> Any:
+        # The daemon appends seqs 6 and 7 after show has read the journal's range, before
+        # the records are printed.
+        scope = scope_of(args)
+        for n in (6, 7):
+            journal.append(cause_of(n), events_of(n))
+        return scope
+
+    passes: list[int] = []
+
+    def one_more_record_then_stop() -> bool:
+        passes.append(len(passes))
+        if len(passes) == 1:
+            journal.append(cause_of(8), events_of(8))
+        return len(passes) <= 2
+
+    monkeypatch.setattr(journal_show, "_show_scope", scope_then_appends)
+    monkeypatch.setattr(journal_show, "_poll_wait", one_more_record_then_stop)
+    code, out, err = run(capsys, "show", str(directory), "--follow", "--json")
+    journal.close()
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert (code, err) == (0, "")
+
+
+def test_follow_says_which_seqs_retention_deleted_before_it_read_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(
+        directory, segment_max_bytes=2048, retention=Retention(max_bytes=0, max_age_s=None)
+    )
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    passes: list[int] = []
+
+    def checkpoints_then_stop() -> bool:
+        # Between two looks the daemon appends 200 records and writes two checkpoints:
+        # retention deletes the segments holding seqs 6 on before the follower read them.
+        passes.append(len(passes))
+        if len(passes) == 1:
+            for _ in range(2):
+                for _ in range(100):
+                    n = journal.last_seq + 1
+                    journal.append(cause_of(n), events_of(n))
+                journal.write_checkpoint(journal.last_seq, {})
+        return len(passes) <= 2
+
+    monkeypatch.setattr(journal_show, "_poll_wait", checkpoints_then_stop)
+    code, out, err = run(capsys, "show", str(directory), "--follow", "--json")
+    journal.close()
+    oldest = list_segments(OsFileOps(), str(directory))[0][0]
+    seqs = [json.loads(line)["seq"] for line in out.splitlines()]
+    assert seqs == [1, 2, 3, 4, 5, *range(oldest, 206)]
+    assert err.startswith(
+        f"qrmd journal show: seqs 6-{oldest - 1} were deleted by retention before they were read "
+        f"(the checkpoint at seq 105 covers them)"
+    )
+    assert code == 1
+
+
+def test_follow_stops_at_to_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "j"
+    journal, _ = open_journal(directory)
+    for n in range(1, 6):
+        journal.append(cause_of(n), events_of(n))
+    passes: list[int] = []
+
+    def three_more_records() -> bool:
+        passes.append(len(passes))
+        for n in range(journal.last_seq + 1, journal.last_seq + 4):
+            journal.append(cause_of(n), events_of(n))
+        return True
+
+    monkeypatch.setattr(journal_show, "_poll_wait", three_more_records)
+    code, out, _ = run(capsys, "show", str(directory), "--follow", "--to-seq", "6", "--json")
+    journal.close()
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4, 5, 6]
+    assert code == 0 and len(passes) == 1
 
 
 def test_show_json_keeps_one_object_per_record(

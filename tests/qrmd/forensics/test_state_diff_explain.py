@@ -62,6 +62,15 @@ def test_state_at_every_seq_equals_the_live_state_after_that_record(
         assert shown == live_document(scenario, seq), f"seq {seq}"
 
 
+def test_state_without_a_point_is_the_newest_state(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    newest = max(scenario.live)
+    assert run_json(capsys, "state", str(scenario.directory)) == live_document(scenario, newest)
+    code, out, _ = run(capsys, "state", str(scenario.directory), "--topology", TOPOLOGY_SPEC)
+    assert code == 0 and f"after seq {newest} (" in out
+
+
 def test_state_at_a_time_is_the_last_record_at_or_before_it(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,9 +289,17 @@ def test_explain_shows_the_pool_resize_that_moved_a_shared_pod(
     by_seq = {r["seq"]: r for r in shown["records"]}
     assert shown["uid"] == "uid-web"
     assert by_seq[2]["kind"] == "Allocate" and by_seq[2]["how"] == "names the pod"
-    assert by_seq[2]["replies"] == {"app": "cpuset 1,3-15 (derived from the state after)"}
-    # RemovePod of api resizes share: web's CPUs move although the record never names it
+    # The scenario's Allocate was journaled with its reply: the allocation sent, as sent.
+    assert by_seq[2]["replies"] == {"app": "cpuset 1,3-15 (14 CPUs)"}
+    assert by_seq[2]["reply"]["containers"] == {
+        "app": {"allocation_result": "1,3-15", "allocated_quantity": 14.0}
+    }
+    assert by_seq[2]["moves"] == {}
+    # RemovePod of api resizes share: web's CPUs move although the record never names it;
+    # that is a move kubelet was not answered about, not a reply
     assert by_seq[8]["how"] == "through its pool share"
+    assert by_seq[8]["replies"] == {} and by_seq[8]["reply"] is None
+    assert by_seq[8]["moves"] == {"app": "moved by RemovePod of uid-api"}
     assert by_seq[8]["changes"][0]["cpuset_before"] == "1,4-6,9,12-13"
     assert by_seq[8]["changes"][0]["cpuset_after"] == "1,4-6,9,13-14"
     assert any("PoolSet name=share" in e for e in by_seq[8]["events"])

@@ -119,7 +119,6 @@ NOT_MET = {
     "eviction_scope": "",
     "grace_period_seconds": 0,
     "condition": None,
-    "pool": "",
 }
 
 
@@ -134,11 +133,12 @@ def _met(kind: str) -> dict[str, Any]:
         "eviction_scope": "cpu.load.1min.container",
         "grace_period_seconds": 0,
         "condition": CONDITION,
-        "pool": "share",
     }
 
 
-NO_TARGETS = {"pod_uids": [], "grace_period_seconds": None, "pool": ""}
+NO_TARGETS: dict[str, Any] = {"pod_uids": [], "deletion_options": None}
+#: The pool a met threshold names (not on the wire: the plan's ``answer_pools``).
+MET_IN_SHARE = {"threshold_met": "share"}
 
 THRESHOLD_MET_CASES = [
     ReferenceCase(
@@ -151,13 +151,13 @@ THRESHOLD_MET_CASES = [
         "TestThresholdMet",
         "met soft threshold",
         _load_plan([pod("pod1", "share", 11, SHARED)], _SHARE_10, _THRESHOLD_CALLS),
-        {"threshold_met": _met("SOFT_MET")},
+        {"threshold_met": _met("SOFT_MET"), "answer_pools": MET_IN_SHARE},
     ),
     ReferenceCase(
         "TestThresholdMet",
         "met hard threshold",
         _load_plan([pod("pod1", "share", 50, SHARED)], _SHARE_10, _THRESHOLD_CALLS),
-        {"threshold_met": _met("HARD_MET")},
+        {"threshold_met": _met("HARD_MET"), "answer_pools": MET_IN_SHARE},
     ),
 ]
 
@@ -190,11 +190,8 @@ TOP_EVICTION_CASES = [
         ),
         {
             "threshold_met": _met("HARD_MET"),
-            "top_eviction_pods": {
-                "pod_uids": ["pod2"],
-                "grace_period_seconds": None,
-                "pool": "share",
-            },
+            "top_eviction_pods": {"pod_uids": ["pod2"], "deletion_options": None},
+            "answer_pools": {"threshold_met": "share", "top_eviction_pods": "share"},
         },
     ),
 ]
@@ -291,7 +288,7 @@ SUPPRESSION_CASES = [
         "no over tolerance rate pod",
         # 2 CPUs on the 10 of 1,3-6,9,11-14: rate 0.2, under the pod's 1.2.
         _suppression_plan([_reclaimed("pod1", "pod-1", 2)]),
-        {"evict_pods": {"evict_pods": []}},
+        {"evict_pods": {"evict_pods": [], "condition": None}},
     ),
     ReferenceCase(
         "TestCPUPressureSuppression_GetEvictPods",
@@ -304,11 +301,15 @@ SUPPRESSION_CASES = [
                 "evict_pods": [
                     {
                         "pod_uid": "pod1",
-                        "active_index": 0,
                         "reason": "current pool suppression rate 1.90 is over than the "
                         "pod suppression tolerance rate 1.20",
+                        # EvictPod{Pod, Reason}: the rest of the message is left unset.
+                        "deletion_options": None,
+                        "force_evict": False,
+                        "eviction_plugin_name": "",
                     }
-                ]
+                ],
+                "condition": None,
             }
         },
     ),

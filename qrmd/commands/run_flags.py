@@ -5,7 +5,7 @@ same flags one line each.
 
 Regenerate after changing an option (a test fails while the file is stale)::
 
-    python -m qrmd.flags_doc > docs/flags.md
+    python -m qrmd.commands.run_flags > docs/flags.md
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ __all__ = ["flags_reference", "main"]
 _HEADER = """\
 # `qrmd run` flags
 
-Generated from the option rows of each subsystem's settings (`python -m qrmd.flags_doc >
-docs/flags.md`); do not edit by hand. Every flag is also a key of the `--config` file (YAML or
-TOML, written with `-` or `_`) and an environment variable; a flag wins over the environment,
-which wins over the file. `qrmd run --help` lists the same flags, one line each.
+Generated from the option rows of each subsystem's settings; do not edit by hand (regenerate
+with `python -m qrmd.commands.run_flags > docs/flags.md`). Every flag is also a key of the
+`--config` file (YAML or TOML, written with `-` or `_`) and an environment variable; a flag
+wins over the environment, which wins over the file. `qrmd run --help` lists the same flags,
+one line each.
 """
 
 
@@ -52,7 +53,7 @@ def flags_reference() -> str:
 
 
 def main() -> int:
-    """Print the reference (``python -m qrmd.flags_doc > docs/flags.md``)."""
+    """Print the reference (``python -m qrmd.commands.run_flags > docs/flags.md``)."""
     sys.stdout.write(flags_reference())
     return 0
 
