@@ -81,7 +81,7 @@ AdvisorMessage = ApplyAdvice | AdvisorLinkChanged | CheckAdvisorSilence
 
 
 class AdvisorHealth(Protocol):
-    """The ``communicate_with_advisor`` check (``qrmd.health.HandlerHealth``)."""
+    """The ``communicate_with_advisor`` check (``qrmd.status.health.HandlerHealth``)."""
 
     def update(self, error: str | None, now: float) -> None: ...
 

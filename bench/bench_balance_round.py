@@ -9,7 +9,7 @@ The node: a 256-CPU, 2-socket, 32-NUMA synthetic machine whose CPU section holds
 with one to three containers holding anonymous memory on every NUMA node. The real
 ``MemoryBalancerActor`` runs on the real ``StateStoreActor`` (durability ``always``, a journal
 in a temporary directory, its default checkpoint settings), with the ports the daemon wires
-(``qrmd.balancer_wiring``): the pods in pools from the store's snapshots, the topology's
+(``qrmd.balancer.subsystem``): the pods in pools from the store's snapshots, the topology's
 distance lists, and at the machine's edge the simulators the demo uses (``SimulatedNumaMetrics``,
 ``SimulatedContainerMemory``), a kubelet-like pod listing with every container's ID, and the
 tests' recording executor in place of the cgroup migrator. The heap built by the set-up is

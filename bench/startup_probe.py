@@ -24,12 +24,16 @@ from typing import Any  # noqa: E402
 #: The probed steps, in start-up order: (label, dotted owner, attribute).
 STEPS = (
     ("configuration", "qrmd.commands.run", "config_from_args"),
-    ("policy context (topology, reserve, QoS)", "qrmd.daemon", "build_context"),
+    ("policy context (topology, reserve, QoS)", "qrmd.config", "build_context"),
     ("recovery (StateStoreCore.open)", "actors.state_store", "StateStoreCore.open"),
-    ("allocator start (snapshot, StartPolicy)", "qrmd.daemon", "_start_allocator"),
-    ("allocator StartPolicy", "qrmd.daemon", "_start_policy"),
+    (
+        "allocator start (snapshot, StartPolicy)",
+        "qrmd.cpu_plugin.subsystem",
+        "CpuPluginWiring._start_allocator",
+    ),
+    ("allocator StartPolicy", "qrmd.cpu_plugin.subsystem", "CpuPluginWiring._start_policy"),
     ("supervisor start (all actors)", "actors.supervisor", "Supervisor.start"),
-    ("start record", "qrmd.daemon", "Daemon._journal_start"),
+    ("start record", "qrmd.store.subsystem", "StoreWiring._journal_start"),
     ("gRPC server start", "wire.plugin_server", "PluginServer.start"),
 )
 

@@ -2,10 +2,17 @@
 
 Rules (DESIGN.md "Time, config, errors"):
 
-* Every setting is an ``Option`` of ``OPTIONS`` (the memory balancer's come from
-  ``qrmd.balancer_settings``; the parsers from ``qrmd.config_values``): its flag name, its
-  default, what it does and the reference (katalyst-agent) flag it maps to. The argparse
-  flags, the config-file keys and the README's table all come from that one list.
+* Every setting is an ``Option`` row (``qrmd.config_values``): its flag name, its config key,
+  its parser, its default, what it does and the reference (katalyst-agent) flag it maps to.
+  Each subsystem's ``settings.py`` holds its rows; ``SECTIONS`` lists them in the daemon's
+  order, then the daemon's own (metrics address, logging), and ``OPTIONS`` is all of them.
+  The argparse flags (grouped by section), the config-file keys, the environment variables
+  and ``docs/flags.md`` come from those rows.
+* Reading the settings is plain data: this module and every ``settings.py`` import the
+  standard library, ``policy``, ``journal`` and qrmd's own settings modules, never gRPC,
+  pykka, prometheus_client, ``wire`` or ``actors`` (a test and an import contract say so).
+* The machine every subsystem shares (topology, reserve, policy context) is built here too
+  (``build_context``), so an offline command has it without loading the daemon.
 * A config file (``--config PATH``) is YAML (``.yaml``/``.yml``) or TOML (``.toml``); its keys
   are the flag names without ``--``, written with ``-`` or ``_``. A flag given on the command
   line wins over the file; a repeatable flag given on the command line replaces the file's list.
@@ -32,7 +39,6 @@ from journal import (
     DEFAULT_DURABILITY,
     DEFAULT_RETENTION_MAX_AGE_S,
     DEFAULT_RETENTION_MAX_BYTES,
-    DURABILITIES,
     Durability,
 )
 from policy.balance import BalancerConfig
@@ -41,34 +47,52 @@ from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
     DEFAULT_TRANSITION_PERIOD_S,
+    PolicyContext,
 )
 from policy.cpu.pressure import PressureSettings
-from qrmd.advisor_settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
-from qrmd.balancer_settings import (
+from policy.cpu.qos import QoSConfig
+from policy.cpu.reserve import (
+    ReserveError,
+    most_reservable_cpus,
+    require_cpus_outside_reserve,
+    reserved_cpus,
+)
+from policy.topology.model import CPUTopology
+from qrmd.advisor.settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
+from qrmd.balancer.settings import (
     BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
     DEFAULT_PLUGIN_REGISTRATION_DIR,
     balancer_values,
 )
-from qrmd.config_values import Option, parse_duration
+from qrmd.config_values import (
+    MAX_SOCKET_PATH_BYTES,
+    ConfigError,
+    Option,
+    parse_duration,
+    socket_path,
+)
 from qrmd.config_values import choice as _choice
-from qrmd.config_values import count as _count
-from qrmd.config_values import duration as _duration
-from qrmd.config_values import nonempty as _nonempty
 from qrmd.config_values import single_value as _text
-from qrmd.config_values import switch as _switch
-from qrmd.cpu_eviction_settings import (
+from qrmd.cpu_plugin.settings import (
+    CPU_PLUGIN_OPTIONS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_SOCKET_DIR,
+    DEFAULT_TOPOLOGY_SPEC,
+    PLUGIN_NAME,
+    PLUGIN_SOCKET_NAME,
+    reserve_error,
+)
+from qrmd.cpu_pressure.settings import (
     CPU_EVICTION_OPTIONS,
     DEFAULT_CPU_LOAD_SOURCE,
     cpu_eviction_values,
 )
-from qrmd.hardening_settings import DEFAULT_MAX_CONNECTIONS, HARDENING_OPTIONS
-from qrmd.host.balancer_sources import BalancerSourceSettings
-from qrmd.journal_settings import JOURNAL_OPTIONS
-from qrmd.pod_source_settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
-from qrmd.takeover_settings import TAKEOVER_OPTIONS, TakeoverSettings, takeover_values
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
-from wire.plugin_server import MAX_SOCKET_PATH_BYTES, PLUGIN_NAME, plugin_socket_path
+from qrmd.host.source_settings import BalancerSourceSettings
+from qrmd.host.topology_source import load_topology
+from qrmd.pods.settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
+from qrmd.store.settings import DEFAULT_STATE_DIR, MIN_CHECKPOINT_EVERY_S, STORE_OPTIONS
+from qrmd.store.takeover_settings import TAKEOVER_OPTIONS, TakeoverSettings, takeover_values
 
 __all__ = [
     "DEFAULT_METRICS_ADDRESS",
@@ -78,32 +102,26 @@ __all__ = [
     "MIN_CHECKPOINT_EVERY_S",
     "OPTIONS",
     "PLUGIN_SOCKET_NAME",
+    "RUN_USAGE",
+    "SECTIONS",
     "ConfigError",
     "DaemonConfig",
     "Option",
     "add_arguments",
+    "build_context",
     "config_from_args",
     "env_name",
     "environment_values",
     "help_group",
     "load_config",
     "parse_duration",
+    "summary",
 ]
 
-DEFAULT_STATE_DIR = "/var/lib/qrmd"
-DEFAULT_SOCKET_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9316"
-#: A checkpoint rewrites the whole state: more often than this is a mistake, not a setting.
-MIN_CHECKPOINT_EVERY_S = 1.0
-#: wire.md §2: ``<agent name>_<policy>.sock``.
-PLUGIN_SOCKET_NAME = f"{PLUGIN_NAME}.sock"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LogFormat = Literal["text", "json"]
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the key and the value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +159,14 @@ class DaemonConfig:
         memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
         numa_metric_sources: where metrics and anonymous memory are read (§4).
         max_connections: the most connections each plugin socket accepts at once
-            (``qrmd.hardening_settings``).
+            (``qrmd.cpu_plugin.connection_cap``).
         enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
-            §12.7; ``qrmd.cpu_eviction_settings``).
+            §12.7; ``qrmd.cpu_pressure.settings``).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
         cpu_pressure: the CPU pressure eviction plugins' settings.
-        cpu_advisor: the sys-advisor link's settings (``qrmd.advisor_settings``).
+        cpu_advisor: the sys-advisor link's settings (``qrmd.advisor.settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
-        takeover: what to do with katalyst-agent's checkpoint (``qrmd.takeover_settings``).
+        takeover: what to do with katalyst-agent's checkpoint (``qrmd.store.takeover_settings``).
         config_file: the file the settings were read from, if any.
     """
 
@@ -193,17 +211,17 @@ class DaemonConfig:
         """The plugin socket of each socket directory, absolute (wire.md §2).
 
         Raises:
-            SocketPathError: a path is longer than a unix socket allows.
+            ValueError: a path is longer than a unix socket allows.
         """
-        return tuple(plugin_socket_path(d) for d in self.socket_dirs)
+        return tuple(socket_path(d, PLUGIN_NAME) for d in self.socket_dirs)
 
     def eviction_socket_path(self) -> str:
         """The eviction plugin's socket (memory-balancer §10), absolute.
 
         Raises:
-            SocketPathError: the path is longer than a unix socket allows.
+            ValueError: the path is longer than a unix socket allows.
         """
-        return plugin_socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
+        return socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
 
 
 def _metrics_address(raw: object) -> tuple[str, int] | None:
@@ -219,60 +237,11 @@ def _metrics_address(raw: object) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
-def _checkpoint_interval(raw: object) -> float:
-    value = _duration(raw)
-    if value < MIN_CHECKPOINT_EVERY_S:
-        raise ValueError(f"{raw!r} is shorter than the minimum {MIN_CHECKPOINT_EVERY_S:g}s")
-    return value
-
-
-def _key_value(raw: object) -> tuple[str, str]:
-    key, sep, value = _text(raw).partition("=")
-    if not sep or not key:
-        raise ValueError(f"{raw!r} is not KEY=VALUE")
-    return key, value
-
-
 # -- the options ---------------------------------------------------------------------------------
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("state-dir", "state_dir", _nonempty, DEFAULT_STATE_DIR,
-           "directory of the journal and its checkpoints", "--qrm-state-dir", "DIR"),
-    Option("topology", "topology", _nonempty, DEFAULT_TOPOLOGY_SPEC,
-           f"the machine: {SPEC_FORMS}", "", "SPEC"),
-    Option("reserved-cpu-cores", "reserved_cpu_cores", _count(0), "0",
-           "CPUs reserved for the system, one per NUMA node per round (cpu-policy §3)",
-           "--cpu-resource-plugin-reserved", "N"),
-    Option("socket-dir", "socket_dirs", _nonempty, DEFAULT_SOCKET_DIR,
-           f"kubelet plugin-watcher directory; the plugin socket {PLUGIN_SOCKET_NAME} is "
-           "created there (repeat for several)", "--qrm-socket-dirs", "DIR", repeatable=True),
-    Option("transition-period", "transition_period_s", _duration, "30s",
-           "ramp-up period of shared containers, e.g. 0s, 10ms, 1m30s (cpu-policy §9.6)",
-           "none (a constant of 30s)", "DURATION"),
-    Option("enable-reclaim", "enable_reclaim", _switch, "false",
-           "give idle shared CPUs to reclaimed_cores pods", "--enable-reclaim", switch=True),
-    Option("qos-enhancement-default", "qos_enhancement_defaults", _key_value, "none",
-           "default value of a QoS enhancement key (repeat for several)",
-           "--qos-enhancement-default-values", "KEY=VALUE", repeatable=True),
-    Option("pod-debug-anno-key", "pod_debug_anno_keys", _nonempty, "none",
-           "annotation key that marks a debug pod: its containers are left where the runtime "
-           "puts them, nothing is stored (repeat for several)",
-           "--qrm-pod-debug-anno-keys", "KEY", repeatable=True),
-    Option("durability", "durability", _choice(*DURABILITIES), DEFAULT_DURABILITY,
-           "'always' fsyncs each record before answering kubelet; 'none' does not "
-           "(a killed process loses nothing, a power loss may)",
-           "none (the reference rewrites a state file)", "|".join(DURABILITIES)),
-    Option("checkpoint-every-records", "checkpoint_every_records", _count(1),
-           str(DEFAULT_CHECKPOINT_EVERY_RECORDS),
-           "write a checkpoint (the whole state) after this many journal records, or after "
-           "--checkpoint-every, whichever comes first",
-           "none (the reference rewrites its state file on every change)", "N"),
-    Option("checkpoint-every", "checkpoint_every_s", _checkpoint_interval, "5m",
-           "write a checkpoint this long after the last one once a record is not in one, "
-           "even on an idle node (at least 1s)",
-           "none (the reference rewrites its state file on every change)", "DURATION"),
-    *JOURNAL_OPTIONS,
+#: The daemon's own options: where its status is served and how it logs.
+DAEMON_OPTIONS: tuple[Option, ...] = (
     Option("metrics-address", "metrics_address", _metrics_address, DEFAULT_METRICS_ADDRESS,
            "where /metrics and /healthz are served, or 'off'", "", "HOST:PORT|off"),
     Option("log-level", "log_level", _choice(*LOG_LEVELS), "info",
@@ -280,67 +249,25 @@ OPTIONS: tuple[Option, ...] = (
            "LEVEL"),
     Option("log-format", "log_format", _choice("text", "json"), "text",
            "log lines as text or one JSON object per line", "", "text|json"),
-    Option("node-name", "node_name", _nonempty, "$NODE_NAME, else this host's name",
-           "node name written into the journal, checked when it is reopened", "", "NAME"),
-    Option("max-full-hint-numa-nodes", "max_full_hint_numa_nodes", _count(1),
-           str(DEFAULT_MAX_FULL_HINT_NUMA_NODES),
-           "up to this many NUMA nodes, dedicated hints enumerate every NUMA combination",
-           "", "N"),
-    Option("max-hints", "max_hints", _count(1), str(DEFAULT_MAX_HINTS),
-           "the most hints answered beyond --max-full-hint-numa-nodes", "", "N"),
-    *BALANCER_OPTIONS,
-    *HARDENING_OPTIONS,
-    *CPU_EVICTION_OPTIONS,
-    *ADVISOR_OPTIONS,
-    *POD_SOURCE_OPTIONS,
-    *TAKEOVER_OPTIONS,
 )  # fmt: skip
+
+#: The options of each subsystem's settings module, in the daemon's order, then the daemon's
+#: own: ``--help`` groups by them, and the config file's keys and ``docs/flags.md``
+#: (``qrmd.commands.run_flags``) are made from the same rows.
+SECTIONS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+    ("CPU plugin", CPU_PLUGIN_OPTIONS),
+    ("state store", STORE_OPTIONS),
+    ("Katalyst takeover", TAKEOVER_OPTIONS),
+    ("sys-advisor link", ADVISOR_OPTIONS),
+    ("memory balancer", BALANCER_OPTIONS),
+    ("pod source and checkers", POD_SOURCE_OPTIONS),
+    ("CPU pressure eviction", CPU_EVICTION_OPTIONS),
+    ("metrics, health and logs", DAEMON_OPTIONS),
+)
+OPTIONS: tuple[Option, ...] = tuple(opt for _, options in SECTIONS for opt in options)
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
 
-
-#: ``--help`` groups by concern: the options of each settings module, and the
-#: daemon's own by flag. An option no group names (a settings module added later) is listed
-#: under "general" until it is given one here.
-_CORE_GROUPS: dict[str, str] = {
-    "topology": "kubelet and the machine",
-    "reserved-cpu-cores": "kubelet and the machine",
-    "socket-dir": "kubelet and the machine",
-    "transition-period": "kubelet and the machine",
-    "enable-reclaim": "kubelet and the machine",
-    "qos-enhancement-default": "kubelet and the machine",
-    "pod-debug-anno-key": "kubelet and the machine",
-    "max-full-hint-numa-nodes": "kubelet and the machine",
-    "max-hints": "kubelet and the machine",
-    "max-connections": "kubelet and the machine",
-    "state-dir": "journal",
-    "durability": "journal",
-    "checkpoint-every-records": "journal",
-    "checkpoint-every": "journal",
-    "node-name": "journal",
-    "metrics-address": "metrics, health and logs",
-    "log-level": "metrics, health and logs",
-    "log-format": "metrics, health and logs",
-}
-_MODULE_GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
-    ("journal", JOURNAL_OPTIONS),
-    ("advisor (sys-advisor link)", ADVISOR_OPTIONS),
-    ("memory balancer", BALANCER_OPTIONS),
-    ("pod source and periodic checkers", POD_SOURCE_OPTIONS),
-    ("CPU pressure eviction", CPU_EVICTION_OPTIONS),
-    ("Katalyst takeover", TAKEOVER_OPTIONS),
-)
-_GROUP_ORDER = (
-    "kubelet and the machine",
-    "journal",
-    "advisor (sys-advisor link)",
-    "memory balancer",
-    "pod source and periodic checkers",
-    "CPU pressure eviction",
-    "Katalyst takeover",
-    "metrics, health and logs",
-    "general",
-)
 
 #: Environment variables are ``QRMD_`` and the flag in capitals with ``_`` (``QRMD_STATE_DIR``).
 ENV_PREFIX = "QRMD_"
@@ -352,40 +279,59 @@ def env_name(flag: str) -> str:
 
 
 def help_group(opt: Option) -> str:
-    """The ``--help`` group of an option (``_GROUP_ORDER``)."""
-    for name, options in _MODULE_GROUPS:
-        if opt in options:
-            return name
-    return _CORE_GROUPS.get(opt.flag, "general")
+    """The ``--help`` group of an option: its subsystem's (``SECTIONS``)."""
+    return next(name for name, options in SECTIONS if opt in options)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and every option's flag to ``parser``, grouped by concern.
+#: ``qrmd run --help`` names each flag and what it is for on one line; the whole text is
+#: ``docs/flags.md`` (``qrmd.commands.run_flags``).
+SUMMARY_WIDTH = 50
+RUN_USAGE = "%(prog)s [--config PATH] [--FLAG VALUE ...]"
+
+
+def summary(opt: Option) -> str:
+    """An option's one-line ``--help`` text: the first clause of its help, cut to
+    ``SUMMARY_WIDTH`` at a word."""
+    text = " ".join(opt.help.split(";")[0].split())
+    if len(text) <= SUMMARY_WIDTH:
+        return text
+    return text[: SUMMARY_WIDTH - 1].rsplit(" ", 1)[0] + "…"
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, one_line: bool = False) -> None:
+    """Add ``--config`` and every option's flag to ``parser``, grouped by subsystem.
 
     Values stay strings here and are checked by ``load_config``, so a bad value is one error
     line naming its key rather than argparse's usage text.
+
+    Args:
+        parser: the parser to add to.
+        one_line: each flag's help is its ``summary`` (``qrmd run --help``); otherwise its
+            whole text, default, reference flag and environment variable.
     """
     parser.add_argument(
         "--config",
         metavar="PATH",
         default=argparse.SUPPRESS,
-        help="YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
+        help="YAML or TOML file of these flags"
+        if one_line
+        else "YAML (.yaml, .yml) or TOML (.toml) file whose keys are these flag names "
         "(with - or _); environment variables QRMD_<FLAG> win over it, flags over both",
     )
-    groups = {name: parser.add_argument_group(f"{name} options") for name in _GROUP_ORDER}
+    groups = {name: parser.add_argument_group(f"{name} options") for name, _ in SECTIONS}
     for opt in OPTIONS:
         group = groups[help_group(opt)]
-        env = f"; env {env_name(opt.flag)}"
+        text = summary(opt) if one_line else f"{opt.help_text()}; env {env_name(opt.flag)}"
         if opt.switch:
             # ``--flag`` alone is true; ``--flag=false`` as the reference's Go flags accept.
             group.add_argument(
                 f"--{opt.flag}", nargs="?", const=True, default=argparse.SUPPRESS,
-                metavar="true|false", help=opt.help_text() + env,
+                metavar="true|false", help=text,
             )  # fmt: skip
         else:
             group.add_argument(
                 f"--{opt.flag}", metavar=opt.metavar, default=argparse.SUPPRESS,
-                action="append" if opt.repeatable else "store", help=opt.help_text() + env,
+                action="append" if opt.repeatable else "store", help=text,
             )  # fmt: skip
 
 
@@ -549,3 +495,54 @@ def _read_file(path: str) -> dict[str, object]:
     if not isinstance(data, dict):
         raise ConfigError(f"--config: {path!r} must hold a mapping of flag names to values")
     return data
+
+
+def build_context(config: DaemonConfig) -> PolicyContext:
+    """The machine every subsystem shares: the topology, its system reserve and the policy's
+    fixed inputs (QoS configuration, options), from the configuration.
+
+    Raises:
+        TopologyError, QoSConfigError: the machine or an option is invalid.
+        ConfigError: ``--reserved-cpu-cores`` asks for more CPUs than the node has, or all.
+    """
+    topology = load_topology(config.topology)
+    _require_reserve_fits(config, topology)
+    try:
+        reserved = reserved_cpus(
+            topology,
+            use_kubelet_reserved_config=False,
+            reserved_cpu_cores=config.reserved_cpu_cores,
+        )
+        require_cpus_outside_reserve(topology, reserved)
+    except ReserveError as err:
+        raise ConfigError(reserve_error(config, err)) from err
+    qos = QoSConfig.build(
+        enhancement_defaults=dict(config.qos_enhancement_defaults),
+        debug_annotation_keys=config.pod_debug_anno_keys,
+    )
+    return PolicyContext(
+        topology=topology,
+        reserved=reserved,
+        qos=qos,
+        enable_reclaim=config.enable_reclaim,
+        advisor_enabled=config.cpu_advisor.enabled,
+        transition_period_s=config.transition_period_s,
+        max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
+        max_hints=config.max_hints,
+        residual_sightings=config.pod_source.residual_sightings,
+    )
+
+
+def _require_reserve_fits(config: DaemonConfig, topology: CPUTopology) -> None:
+    # The operator's terms (the flag, the node's CPUs, the most it takes) rather than the
+    # reference's construction error, which names neither the flag nor the limit.
+    most = most_reservable_cpus(topology)
+    if config.reserved_cpu_cores <= most:
+        return
+    node = (
+        "this node" if config.topology == DEFAULT_TOPOLOGY_SPEC else f"--topology {config.topology}"
+    )
+    raise ConfigError(
+        f"--reserved-cpu-cores {config.reserved_cpu_cores}: {node} has {topology.cpus().size()} "
+        f"CPUs; reserve at most {most} (the reclaim pool needs one)"
+    )

@@ -5,17 +5,20 @@ A parser takes the raw value, a flag's string or a config file's value (a YAML o
 number, string, list or mapping), and returns the checked value or raises ``ValueError``
 whose message the caller prefixes with the flag: ``--transition-period: '3x' is not a
 duration (use 0s, 10ms, 1m30s)``. ``qrmd.config`` lists the daemon's options and
-``qrmd.balancer_settings`` the memory balancer's, both with these.
+``qrmd.balancer.settings`` the memory balancer's, both with these.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "MAX_SOCKET_PATH_BYTES",
+    "ConfigError",
     "Option",
     "choice",
     "count",
@@ -25,9 +28,15 @@ __all__ = [
     "period",
     "positive_duration",
     "single_value",
+    "socket_file",
+    "socket_path",
     "switch",
     "whole_number",
 ]
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the key and the value."""
 
 
 # -- value parsers: each takes the raw value (a flag's string, or a file's value) ---------------
@@ -146,6 +155,43 @@ def positive_duration(raw: object) -> float:
     if value <= 0:
         raise ValueError(f"{raw!r} must be longer than 0s")
     return value
+
+
+#: Longest unix socket path: ``sizeof(sun_path)`` is 108 bytes including the terminating NUL
+#: (the kernel's limit; ``wire.sockets`` refuses such a path again when it binds).
+MAX_SOCKET_PATH_BYTES = 107
+
+
+def socket_path(directory: str, name: str) -> str:
+    """The absolute socket path ``<directory>/<name>.sock``, refused if a unix socket cannot
+    hold it, so the daemon refuses to start rather than fail once it has recovered.
+
+    Raises:
+        ValueError: the path is longer than ``MAX_SOCKET_PATH_BYTES``; the message names it.
+    """
+    return _fits(os.path.abspath(os.path.join(directory, f"{name}.sock")))
+
+
+def socket_file(raw: object) -> str:
+    """An absolute socket path that a unix socket can hold.
+
+    Raises:
+        ValueError: relative, or longer than ``MAX_SOCKET_PATH_BYTES``.
+    """
+    path = nonempty(raw)
+    if not path.startswith("/"):
+        raise ValueError(f"{path!r} is not an absolute path")
+    return _fits(path)
+
+
+def _fits(path: str) -> str:
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH_BYTES:
+        raise ValueError(
+            f"socket path {path} is {size} bytes, longer than a unix socket allows "
+            f"({MAX_SOCKET_PATH_BYTES}); choose a shorter socket directory"
+        )
+    return path
 
 
 @dataclass(frozen=True, slots=True)

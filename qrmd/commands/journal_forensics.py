@@ -37,8 +37,8 @@ from qrmd.forensics.replay import (
 from qrmd.forensics.report import collect_series, render_html
 from qrmd.forensics.rerun import RerunSummary, rerun_steps
 from qrmd.forensics.state_view import render_state, state_document
+from qrmd.host.topology_source import SPEC_FORMS
 from qrmd.journal_view import format_time
-from qrmd.topology_source import SPEC_FORMS
 
 __all__ = ["EXIT_DIVERGED", "add_topology_argument", "register", "walk_of"]
 
@@ -333,12 +333,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_rerun(args: argparse.Namespace) -> int:
-    # Imported here: only a re-run needs the daemon's policy context, and every other
-    # `qrmd journal` action would otherwise load the daemon's whole wiring with it.
-    from qrmd.daemon import build_context  # noqa: PLC0415
-
     node = config.config_from_args(args)
-    settings = build_context(node)
+    settings = config.build_context(node)
     walk = open_walk(args.directory, settings.topology, node.topology)
     if walk.last_seq is None:
         raise ForensicsError(f"{args.directory} has no records: there is nothing to re-run")

@@ -2,7 +2,7 @@
 it back (spec cpu-policy §13; the mapping is ``policy.state.katalyst_checkpoint``).
 
 - ``import-katalyst DIR FILE``: journals the reference's ``cpu_plugin_state`` into DIR as *one*
-  decision whose cause holds the file's text and the machine (``qrmd.katalyst_import`` says
+  decision whose cause holds the file's text and the machine (``qrmd.store.katalyst_import`` says
   what it checks and refuses: a bad checksum, a directory of other files, a running qrmd's
   journal, one that holds containers).
 - ``export-katalyst DIR OUT``: writes the state at the newest record (or ``--seq N``, or the last
@@ -40,15 +40,15 @@ from policy.state.katalyst_file import encode_document
 from policy.state.katalyst_layouts import DEFAULT_VERSION, layout_of_version, normalize_version
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 from qrmd.journal_view import parse_time
-from qrmd.katalyst_import import (
+from qrmd.store.katalyst_import import (
     IMPORT_COMMAND,
     STATE_FILE,
     KatalystCheckpointError,
     holds_journal,
     import_checkpoint,
 )
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = ["IMPORT_COMMAND", "STATE_FILE", "register", "run_export", "run_import"]
 

@@ -25,7 +25,7 @@ from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from qrmd.console import make_console
 from qrmd.host.machine_file import TOPOLOGY_DOCUMENT_FORMAT
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 
 __all__ = [
     "DOCUMENT_FORMAT",

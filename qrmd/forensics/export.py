@@ -136,18 +136,19 @@ def write_parquet(rows: Iterator[dict[str, Any]], path: str) -> int:
         OSError: the file cannot be written.
     """
     try:
-        import pyarrow as pa  # noqa: PLC0415 (optional extra: imported only when exporting)
-        import pyarrow.parquet as pq  # noqa: PLC0415
+        # An optional extra (qrmd[forensics]): imported only when exporting. One statement
+        # binds ``pyarrow`` with its ``parquet`` module loaded.
+        import pyarrow.parquet  # noqa: PLC0415
     except ImportError as err:
         raise ForensicsError("export needs pyarrow: pip install 'qrmd[forensics]'") from err
     types = {
-        "string": pa.string(),
-        "int64": pa.int64(),
-        "int32": pa.int32(),
-        "timestamp[ms, tz=UTC]": pa.timestamp("ms", tz="UTC"),
-        "list<int32>": pa.list_(pa.int32()),
+        "string": pyarrow.string(),
+        "int64": pyarrow.int64(),
+        "int32": pyarrow.int32(),
+        "timestamp[ms, tz=UTC]": pyarrow.timestamp("ms", tz="UTC"),
+        "list<int32>": pyarrow.list_(pyarrow.int32()),
     }
-    schema = pa.schema([(name, types[kind]) for name, kind in COLUMNS])
+    schema = pyarrow.schema([(name, types[kind]) for name, kind in COLUMNS])
     columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
     count = 0
     for row in rows:
@@ -157,9 +158,12 @@ def write_parquet(rows: Iterator[dict[str, Any]], path: str) -> int:
                 value = round(value * 1000)
             columns[name].append(value)
         count += 1
-    table = pa.table(
-        {name: pa.array(values, type=schema.field(name).type) for name, values in columns.items()},
+    table = pyarrow.table(
+        {
+            name: pyarrow.array(values, type=schema.field(name).type)
+            for name, values in columns.items()
+        },
         schema=schema,
     )
-    pq.write_table(table, path)
+    pyarrow.parquet.write_table(table, path)
     return count

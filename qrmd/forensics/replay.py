@@ -9,9 +9,10 @@ the journal's lock: a live node's directory can be read while the daemon appends
 
 The topology must be the one the journal was written for: its fingerprint is checked against
 the segment headers' before anything is replayed. ``--topology journal`` (the default) takes it
-from the newest daemon start (``qrmd.start_record``) or Katalyst import record that holds the
-machine, so a journal copied off a node needs nothing else; a journal without one falls back to
-this host's sysfs, and any other SPEC is the user's (``qrmd.topology_source``).
+from the newest daemon start (``qrmd.store.start_record``) or Katalyst import record that
+holds the machine, so a journal copied off a node needs nothing else; a journal without one
+falls back to this host's sysfs, and any other SPEC is the user's
+(``qrmd.host.topology_source``).
 Long replays show a rich progress bar on stderr when it is a terminal.
 """
 
@@ -32,10 +33,10 @@ from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
 from qrmd.console import make_console
 from qrmd.forensics.renderers import cause_kind
+from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
 from qrmd.journal_view import format_time
-from qrmd.katalyst_import import IMPORT_COMMAND
-from qrmd.start_record import START_KIND, topology_of_start
-from qrmd.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
+from qrmd.store.katalyst_import import IMPORT_COMMAND
+from qrmd.store.start_record import START_KIND, topology_of_start
 
 __all__ = [
     "JOURNAL_TOPOLOGY",
@@ -171,7 +172,7 @@ def resolve_topology(directory: str, spec: str) -> tuple[CPUTopology, str]:
 
     Args:
         directory: the journal directory.
-        spec: ``journal`` (module docstring) or any ``qrmd.topology_source`` SPEC.
+        spec: ``journal`` (module docstring) or any ``qrmd.host.topology_source`` SPEC.
 
     Returns:
         ``(topology, description)``; the description names where it came from.

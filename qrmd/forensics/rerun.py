@@ -17,7 +17,7 @@ two decision-makers may name a command alike (the balancer's and the CPU pressur
 ``GetEvictPods``). A kind without a re-runner is counted as not re-runnable, never guessed at;
 a new decision-maker adds its section and kinds here. The Allocator's settings (reserve, QoS
 configuration, options) are the caller's to give, the ones the node ran with; each daemon
-start record (``qrmd.start_record``) holds the node's, so a start whose settings differ from
+start record (``qrmd.store.start_record``) holds the node's, so a start whose settings differ from
 the given ones is reported by name: divergences after it may be the settings, not the code.
 """
 
@@ -43,7 +43,7 @@ from policy.state.pressure.events import PRESSURE_SECTION
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from qrmd.forensics.renderers import cause_kind
 from qrmd.forensics.replay import Step
-from qrmd.start_record import START_KIND, policy_settings, settings_fingerprint
+from qrmd.store.start_record import START_KIND, policy_settings, settings_fingerprint
 
 __all__ = [
     "RERUNNERS",

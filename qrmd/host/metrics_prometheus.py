@@ -47,6 +47,7 @@ from qrmd.host.metric_sources import (
     checked_value,
     missing_everywhere,
 )
+from qrmd.host.source_settings import prometheus_name
 
 __all__ = ["MAX_RESPONSE_BYTES", "PrometheusNumaMetrics", "prometheus_name"]
 
@@ -56,12 +57,6 @@ MAX_RESPONSE_BYTES = 16 << 20
 _NUMA_VALUE = re.compile(r"(?:node)?(\d+)")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-
-
-def prometheus_name(metric: str) -> str:
-    """The Prometheus spelling of a reference metric name: ``mem.bandwidth.numa`` →
-    ``mem_bandwidth_numa``."""
-    return metric.replace(".", "_")
 
 
 class _ScrapeError(Exception):

@@ -48,6 +48,7 @@ from pathlib import Path
 from policy.balance import MissingSample, NumaMetrics
 from policy.balance.inputs import Sample
 from qrmd.host.metric_sources import MetricSourceUnavailable
+from qrmd.host.source_settings import DEFAULT_RESCTRL_ROOT
 from qrmd.host.sysfs_topology import DEFAULT_SYSFS_ROOT, SysfsTopologyError, read_sysfs_topology
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "l3_domains_by_numa",
 ]
 
-DEFAULT_RESCTRL_ROOT = Path("/sys/fs/resctrl")
 MBM_TOTAL = "mbm_total_bytes"
 GIB = float(1 << 30)
 

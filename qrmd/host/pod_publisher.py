@@ -33,8 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import CollectorRegistry
 
 from actors.ports.pod_source import PodListSnapshot
-from qrmd.health import HandlerHealth
 from qrmd.host.kubelet_pods import PodListError
+from qrmd.status.health import HandlerHealth
 
 __all__ = ["FETCH_HANDLER", "FetchOutcome", "PodListPublisher"]
 

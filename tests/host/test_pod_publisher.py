@@ -6,9 +6,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 
 from actors.ports.pod_source import PodListing, PodListSnapshot
-from qrmd.health import HandlerHealth
 from qrmd.host.kubelet_pods import PodListError
 from qrmd.host.pod_publisher import FETCH_HANDLER, PodListPublisher
+from qrmd.status.health import HandlerHealth
 
 
 class ScriptedKubelet:

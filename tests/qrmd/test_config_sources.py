@@ -82,21 +82,19 @@ def test_a_key_given_twice_in_a_toml_file_is_an_error(tmp_path: Path) -> None:
         load_config({}, str(path))
 
 
-def test_help_is_grouped_by_concern() -> None:
+def test_help_is_grouped_by_subsystem() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     text = parser.format_help()
     for title in (
-        "kubelet and the machine options:",
-        "journal options:",
-        "advisor (sys-advisor link) options:",
+        "CPU plugin options:",
+        "state store options:",
+        "sys-advisor link options:",
         "memory balancer options:",
-        "pod source and periodic checkers options:",
+        "pod source and checkers options:",
         "CPU pressure eviction options:",
         "metrics, health and logs options:",
     ):
         assert title in text
-    assert help_group(next(o for o in OPTIONS if o.flag == "state-dir")) == "journal"
-    assert (
-        help_group(next(o for o in OPTIONS if o.flag == "socket-dir")) == "kubelet and the machine"
-    )
+    assert help_group(next(o for o in OPTIONS if o.flag == "state-dir")) == "state store"
+    assert help_group(next(o for o in OPTIONS if o.flag == "socket-dir")) == "CPU plugin"

@@ -4,6 +4,7 @@ reverse. The real process over real gRPC is in ``tests/integration``."""
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 import urllib.error
@@ -27,8 +28,10 @@ from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
 from policy.cpu.request import ContainerType, ResourceRequest
 from qrmd.config import DaemonConfig, load_config
-from qrmd.daemon import Daemon, DaemonError
-from qrmd.metrics import DaemonMetrics
+from qrmd.cpu_plugin import subsystem as cpu_plugin
+from qrmd.daemon import Builder, Daemon, DaemonError
+from qrmd.status.metrics import DaemonMetrics
+from qrmd.store.subsystem import StoreWiring
 from tests.integration.daemon_process import PluginClient
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
@@ -80,8 +83,12 @@ class Harness:
         self.servers.append(server)
         return server
 
+    def builders(self) -> dict[str, Builder]:
+        """The CPU plugin with this harness's fake servers."""
+        return {"cpu_plugin": functools.partial(cpu_plugin.build, server_factory=self.factory)}
+
     def daemon(self, **flags: Any) -> Daemon:
-        return Daemon(self.config(**flags), server_factory=self.factory)
+        return Daemon(self.config(**flags), builders=self.builders())
 
 
 @pytest.fixture
@@ -303,7 +310,7 @@ def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness)
     daemon = harness.daemon()
     daemon.start()
     try:
-        store = daemon.store
+        store = daemon.find(StoreWiring)
         assert store is not None and store.status is not None
         real = store.status
         # What the store publishes when its journal fails beyond repair (its status subscriber).

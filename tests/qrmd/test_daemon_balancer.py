@@ -22,10 +22,10 @@ from actors.supervisor import SupervisedRef
 from journal import read_records
 from policy.balance import BalanceStatus
 from policy.topology.model import CPUTopology
-from qrmd.balancer_wiring import BALANCER_CHILD, BalancerWiring
+from qrmd.balancer.subsystem import BALANCER_CHILD, BalancerWiring
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
-from qrmd.daemon import Daemon
+from qrmd.daemon import Builder, Daemon
 from qrmd.host.memory_simulator import SimulatedContainerMemory
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.kubelet_sim import Container as SimContainer
@@ -33,6 +33,7 @@ from qrmd.kubelet_sim import Kubelet
 from qrmd.kubelet_sim import Pod as SimPod
 from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
 from qrmd.kubelet_sim.pods_endpoint import container_id as listed_id
+from qrmd.pods.subsystem import CheckersWiring
 from tests.qrmd.test_daemon import Harness, http, shared, wait_until
 from tests.wire.eviction_agent import EvictionAgent, go_pod
 
@@ -97,12 +98,13 @@ class BalancerHarness(Harness):
         )
 
     def balancer_daemon(self, **flags: Any) -> Daemon:
-        return Daemon(
-            self.balancer_config(**flags),
-            server_factory=self.factory,
-            clock=self.clock,
-            balancer_factory=self.wiring,
-        )
+        builders: dict[str, Builder] = {
+            **self.builders(),
+            "balancer": lambda settings, shared: self.wiring(
+                settings, shared.machine.topology, shared.clock
+            ).attach(shared),
+        }
+        return Daemon(self.balancer_config(**flags), builders=builders, clock=self.clock)
 
 
 @pytest.fixture
@@ -138,18 +140,21 @@ def test_a_node_under_pressure_gives_a_journaled_round_and_a_dry_run_advice(
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.balancer is not None and daemon.balancer.server is not None
+        assert (
+            daemon.find(BalancerWiring) is not None
+            and daemon.find(BalancerWiring).server is not None
+        )
         admit_pods(bh)
         # A quiet machine: the round is computed and stored, nothing to balance.
         bh.clock.advance(5)
-        assert daemon.balancer.tick()
+        assert daemon.find(BalancerWiring).tick()
         quiet = state(daemon)
         assert quiet.metrics["rounds_stored_total"] == 1
         assert quiet.state.current is not None and not quiet.state.current.need_balance
         # NUMA 0 under pressure: a force balance, its advice taken (dry run) on the same tick.
         bh.metrics.put_under_pressure(0)
         bh.clock.advance(5)
-        assert daemon.balancer.tick()
+        assert daemon.find(BalancerWiring).tick()
         view = state(daemon)
         current = view.state.current
         assert current is not None
@@ -162,7 +167,7 @@ def test_a_node_under_pressure_gives_a_journaled_round_and_a_dry_run_advice(
         assert view.metrics["advices_emitted_total"] == 1
         # The cool-down (30 s after the emitted round): the next tick computes nothing.
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         assert state(daemon).metrics["rounds_skipped_total"] == 1
         # §12 on the endpoint.
         text = http(daemon, "/metrics")[1].splitlines()
@@ -199,7 +204,10 @@ def test_the_eviction_plugin_offers_the_reclaimed_pod_once(bh: BalancerHarness) 
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.balancer is not None and daemon.balancer.server is not None
+        assert (
+            daemon.find(BalancerWiring) is not None
+            and daemon.find(BalancerWiring).server is not None
+        )
         allocator = admit_pods(bh)
         reclaimed = replace(
             shared("pod-r"),
@@ -210,10 +218,10 @@ def test_the_eviction_plugin_offers_the_reclaimed_pod_once(bh: BalancerHarness) 
         bh.memory.set_container("pod-r", "containerd://r", {0: 3 * GIB, 1: 0, 2: 0, 3: 0})
         bh.metrics.put_under_pressure(0)
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         current = state(daemon).state.current
         assert current is not None and [p.uid for p in current.evict_pods] == ["pod-r"]
-        agent = EvictionAgent(daemon.balancer.server.socket_path)
+        agent = EvictionAgent(daemon.find(BalancerWiring).server.socket_path)
         try:
             agent.register()
             active = [go_pod("a", "pod-a"), go_pod("r", "pod-r")]
@@ -235,8 +243,11 @@ def test_the_eviction_plugin_offers_nothing_without_a_reclaimed_pod(bh: Balancer
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.balancer is not None and daemon.balancer.server is not None
-        socket_path = daemon.balancer.server.socket_path
+        assert (
+            daemon.find(BalancerWiring) is not None
+            and daemon.find(BalancerWiring).server is not None
+        )
+        socket_path = daemon.find(BalancerWiring).server.socket_path
         assert socket_path == bh.root / "ev" / "numa_memory_balancer.sock"
         assert socket_path.stat().st_mode & 0o077 == 0
         agent = EvictionAgent(socket_path)
@@ -258,11 +269,11 @@ def test_the_balancer_restarts_with_the_store_and_keeps_its_rounds(bh: BalancerH
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.balancer is not None and daemon.supervisor is not None
+        assert daemon.find(BalancerWiring) is not None and daemon.supervisor is not None
         admit_pods(bh)
         bh.metrics.put_under_pressure(0)
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         before = state(daemon).state
         assert before.last is not None
         daemon.supervisor.current("store").stop()
@@ -270,7 +281,7 @@ def test_the_balancer_restarts_with_the_store_and_keeps_its_rounds(bh: BalancerH
         # Rebuilt from the recovered snapshot: the cool-down holds across the restart.
         assert state(daemon).state == before
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         assert state(daemon).metrics["rounds_skipped_total"] == 1
     finally:
         daemon.stop()
@@ -280,7 +291,7 @@ def test_health_is_unhealthy_while_the_balancer_is_down(bh: BalancerHarness) -> 
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.supervisor is not None and daemon.balancer is not None
+        assert daemon.supervisor is not None and daemon.find(BalancerWiring) is not None
         assert http(daemon, "/healthz") == (200, "ok\n")
         bh.refuse_restart = True
         daemon.supervisor.current(BALANCER_CHILD).stop()
@@ -289,7 +300,7 @@ def test_health_is_unhealthy_while_the_balancer_is_down(bh: BalancerHarness) -> 
         assert status == 503 and "actor memory_balancer is down" in body
         assert 'qrmd_actor_up{actor="memory_balancer"} 0.0' in http(daemon, "/metrics")[1]
         # A tick while it is down is missed, not an error.
-        assert not daemon.balancer.tick()
+        assert not daemon.find(BalancerWiring).tick()
         bh.refuse_restart = False
         wait_until(lambda: http(daemon, "/healthz") == (200, "ok\n"), timeout_s=30)
     finally:
@@ -300,7 +311,7 @@ def test_without_the_flag_there_is_no_balancer(bh: BalancerHarness) -> None:
     daemon = bh.daemon()
     daemon.start()
     try:
-        assert daemon.balancer is None and daemon.supervisor is not None
+        assert daemon.find(BalancerWiring) is None and daemon.supervisor is not None
         assert [c.name for c in daemon.supervisor.status().children] == ["store", "allocator"]
         assert "numa_memory_balance" not in http(daemon, "/metrics")[1]
         assert not (bh.root / "ev").exists()
@@ -316,18 +327,24 @@ def test_a_plugin_that_cannot_be_served_is_counted_and_the_rounds_go_on(
     daemon = bh.balancer_daemon(**{"plugin-registration-dir": str(blocker)})
     daemon.start()
     try:
-        assert daemon.balancer is not None
-        assert daemon.balancer.server is None and daemon.balancer.plugin_start_failures == 1
+        assert daemon.find(BalancerWiring) is not None
+        assert (
+            daemon.find(BalancerWiring).server is None
+            and daemon.find(BalancerWiring).plugin_start_failures == 1
+        )
         assert (
             'plugin_start_failed{pluginName="numa_memory_balancer",pluginType="EvictionPlugin"} 1.0'
             in http(daemon, "/metrics")[1].splitlines()
         )
         bh.clock.advance(5)
-        assert daemon.balancer.tick()
+        assert daemon.find(BalancerWiring).tick()
         assert state(daemon).metrics["ticks_total"] == 1
     finally:
         daemon.stop()
-    assert daemon.balancer._retry is not None and not daemon.balancer._retry.is_alive()
+    assert (
+        daemon.find(BalancerWiring)._retry is not None
+        and not daemon.find(BalancerWiring)._retry.is_alive()
+    )
 
 
 def test_with_the_kubelet_pod_source_each_container_is_read_by_its_listed_id(
@@ -346,9 +363,11 @@ def test_with_the_kubelet_pod_source_each_container_is_read_by_its_listed_id(
         })  # fmt: skip
         daemon.start()
         try:
-            assert daemon.balancer is not None and daemon.checkers is not None
-            assert daemon.balancer.pod_source is daemon.checkers.publisher
-            publisher = daemon.checkers.publisher
+            assert (
+                daemon.find(BalancerWiring) is not None and daemon.find(CheckersWiring) is not None
+            )
+            assert daemon.find(BalancerWiring).pod_source is daemon.find(CheckersWiring).publisher
+            publisher = daemon.find(CheckersWiring).publisher
             wait_until(lambda: publisher.latest() is not None)
             admit_pods(bh)
             for pod in ("pod-a", "pod-b"):  # by the IDs the kubelet lists, and nothing else
@@ -356,7 +375,7 @@ def test_with_the_kubelet_pod_source_each_container_is_read_by_its_listed_id(
                 bh.memory.set_container(pod, listed_id(pod, "app"), {0: 2 * GIB, 1: 0, 2: 0, 3: 0})
             bh.metrics.put_under_pressure(0)
             bh.clock.advance(5)
-            assert daemon.balancer.tick()
+            assert daemon.find(BalancerWiring).tick()
             current = state(daemon).state.current
             assert current is not None and current.balance_executed
             assert {p.uid for p in current.balance_pods} == {"pod-a", "pod-b"}

@@ -14,8 +14,8 @@ import pytest
 
 from policy.balance.constants import FREE_TEXT_FAILED_REASON
 from policy.topology.synthetic import parse_synthetic_spec
-from qrmd.balancer_checks import check_memory_cgroup_root, metrics_file_warnings
-from qrmd.balancer_wiring import BalancerWiring
+from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
+from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.config import load_config
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 from tests.qrmd.test_daemon import http
@@ -96,25 +96,25 @@ def test_rounds_that_keep_failing_turn_the_daemon_unhealthy_after_the_tolerance(
     daemon = bh.balancer_daemon()
     daemon.start()
     try:
-        assert daemon.balancer is not None
+        assert daemon.find(BalancerWiring) is not None
         assert http(daemon, "/healthz") == (200, "ok\n"), "not run yet: healthy"
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         state(daemon)
         assert http(daemon, "/healthz") == (200, "ok\n")
         bh.metrics.make_unreadable(2, "read /run/qrmd/numa-metrics.json: errno 5")
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         state(daemon)
         assert http(daemon, "/healthz")[0] == 200, "the first failure is tolerated"
         # The period is 1h here: the tolerance is three of them after the first failure.
         for _ in range(3):
             bh.clock.advance(3600)
-            daemon.balancer.tick()
+            daemon.find(BalancerWiring).tick()
             state(daemon)
             assert http(daemon, "/healthz")[0] == 200, "within the tolerance"
         bh.clock.advance(1)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         assert state(daemon).metrics["rounds_failed_total"] == 5
         status, body = http(daemon, "/healthz")
         assert status == 503
@@ -125,7 +125,7 @@ def test_rounds_that_keep_failing_turn_the_daemon_unhealthy_after_the_tolerance(
         # A good round again: healthy at once.
         bh.metrics.relieve(2)
         bh.clock.advance(5)
-        daemon.balancer.tick()
+        daemon.find(BalancerWiring).tick()
         state(daemon)
         assert http(daemon, "/healthz") == (200, "ok\n")
     finally:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pykka
 import pytest
 
+from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.cli import main
 from qrmd.config import ConfigError, load_config
 from tests.qrmd.test_daemon_balancer import BalancerHarness, state
@@ -51,10 +52,10 @@ def test_quiet_rounds_in_the_daemons_journal(
     daemon = bh.balancer_daemon(**flags)
     daemon.start()
     try:
-        assert daemon.balancer is not None
+        assert daemon.find(BalancerWiring) is not None
         for _ in range(10):
             bh.clock.advance(5)
-            daemon.balancer.tick()
+            daemon.find(BalancerWiring).tick()
         view = state(daemon)
         assert view.metrics["rounds_stored_total"] == 10
     finally:

@@ -21,8 +21,8 @@ from actors.store_messages import GetSnapshot
 from policy.cpu.context import PolicyContext
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
-from qrmd.cpu_pressure_wiring import CPU_PRESSURE_CHILD, CPUPressureWiring
-from qrmd.daemon import Daemon
+from qrmd.cpu_pressure.subsystem import CPU_PRESSURE_CHILD, CPUPressureWiring
+from qrmd.daemon import Builder, Daemon
 from qrmd.host.cpu_load_sources import SimulatedContainerLoads
 from tests.qrmd.test_daemon import Harness, http, shared
 from tests.qrmd.test_daemon_balancer import START, FakeClock
@@ -77,9 +77,16 @@ class PressureHarness(Harness):
                 "transition-period": "1s",
             }
         )
-        return Daemon(
-            config, server_factory=self.factory, clock=self.clock, cpu_pressure_factory=self.wiring
-        )
+        return Daemon(config, builders=self.pressure_builders(), clock=self.clock)
+
+    def pressure_builders(self) -> dict[str, Builder]:
+        """The fake plugin servers, and CPU pressure eviction on this harness's loads."""
+        return {
+            **self.builders(),
+            "cpu_pressure": lambda settings, shared: self.wiring(
+                settings, shared.clock, shared.machine
+            ),
+        }
 
 
 @pytest.fixture
@@ -108,8 +115,10 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
     daemon = ph.pressure_daemon()
     daemon.start()
     try:
-        assert daemon.cpu_pressure is not None
-        sockets = {name: s.socket_path for name, s in daemon.cpu_pressure.servers.items()}
+        assert daemon.find(CPUPressureWiring) is not None
+        sockets = {
+            name: s.socket_path for name, s in daemon.find(CPUPressureWiring).servers.items()
+        }
         assert {p.name for p in sockets.values()} == {
             "cpu-pressure-load-plugin.sock",
             "cpu-pressure-suppression-plugin.sock",
@@ -124,7 +133,7 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
         ph.loads.set_load("web", "app", share * 1.5)
         ph.loads.set_load("api", "app", share * 0.5)  # together 2 × the pool: over 1.8 ×
         for _ in range(2):
-            daemon.cpu_pressure.tick()
+            daemon.find(CPUPressureWiring).tick()
             ph.clock.advance(30)
         etl = pod(
             "etl",
@@ -247,9 +256,9 @@ def test_a_plugin_that_cannot_be_served_is_counted_and_the_daemon_runs(ph: Press
     daemon = ph.pressure_daemon()
     daemon.start()
     try:
-        assert daemon.cpu_pressure is not None
-        assert daemon.cpu_pressure.servers == {}
-        assert daemon.cpu_pressure.plugin_start_failures == {
+        assert daemon.find(CPUPressureWiring) is not None
+        assert daemon.find(CPUPressureWiring).servers == {}
+        assert daemon.find(CPUPressureWiring).plugin_start_failures == {
             "cpu-pressure-load-plugin": 1,
             "cpu-pressure-suppression-plugin": 1,
         }

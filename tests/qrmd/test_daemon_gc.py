@@ -4,6 +4,7 @@ start-up built and turns it on after the start, and the command turns it on what
 
 from __future__ import annotations
 
+import functools
 import gc
 import signal
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import qrmd.commands.run
 import qrmd.commands.topology
 from qrmd.cli import main
 from qrmd.config import load_config
+from qrmd.cpu_plugin import subsystem as cpu_plugin
 from qrmd.daemon import run_daemon
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
@@ -65,7 +67,8 @@ def test_run_daemon_freezes_what_start_up_built_and_collects_once_serving(
 
     gc.disable()  # as `qrmd run` starts (qrmd.cli)
 
-    assert run_daemon(config, server_factory=factory) == 0
+    builders = {"cpu_plugin": functools.partial(cpu_plugin.build, server_factory=factory)}
+    assert run_daemon(config, builders=builders) == 0
 
     assert seen == [False]  # the start ran without the collector
     assert gc.isenabled()

@@ -1,4 +1,4 @@
-"""``qrmd run`` with and without a pod source, in process (qrmd.daemon, qrmd.checkers_wiring):
+"""``qrmd run`` with and without a pod source, in process (qrmd.daemon, qrmd.pods.subsystem):
 the start-up line of ``--pod-source none``, and with ``--pod-source kubelet`` the checkers child,
 its handlers on /healthz, its metrics, and a clean stop."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pykka
 import pytest
 
-from qrmd.checkers_wiring import CHECKERS_CHILD
 from qrmd.kubelet_sim import Container, Kubelet, Pod
 from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
+from qrmd.pods.subsystem import CHECKERS_CHILD, CheckersWiring
 from tests.qrmd.test_daemon import Harness, harness, http, wait_until
 
 __all__ = ["harness"]  # the fixture, shared with test_daemon
@@ -34,7 +34,7 @@ def test_without_a_pod_source_no_checker_runs_and_the_log_says_so(
     with caplog.at_level(logging.INFO, "qrmd.daemon"):
         daemon.start()
     try:
-        assert daemon.checkers is None
+        assert daemon.find(CheckersWiring) is None
         assert any(
             "residual state of a pod kubelet forgot" in r.getMessage() for r in caplog.records
         )
@@ -68,8 +68,8 @@ def test_with_the_kubelet_pod_source_the_checkers_run_report_and_stop(
         assert "qrmd_residual_pods 0.0" in metrics
         pods.fail_with(500)
         wait_until(lambda: "qrmd_pod_source_fetch not ready" in http(daemon, "/healthz")[1])
-        assert daemon.checkers is not None
-        tickers = list(daemon.checkers.tickers)
+        assert daemon.find(CheckersWiring) is not None
+        tickers = list(daemon.find(CheckersWiring).tickers)
         assert len(tickers) == 2  # the fetch (the pod handlers run on it), the heartbeat
     finally:
         daemon.stop()

@@ -19,6 +19,7 @@ from policy.cpu.invariants import check_invariants
 from policy.topology.cpuset import CPUSet
 from qrmd.config import ConfigError
 from qrmd.daemon import Daemon, DaemonError
+from qrmd.store.subsystem import StoreWiring
 from tests.policy.decision_fixtures import dedicated
 from tests.qrmd.test_daemon import SYNTH, Harness, http, shared
 
@@ -31,8 +32,8 @@ def harness() -> Iterator[Harness]:
 
 
 def reserve_of(daemon: Daemon) -> tuple[CPUSet, dict[str, CPUSet]]:
-    assert daemon.store is not None and daemon.context is not None
-    state = daemon.store.latest.state.cpu
+    assert daemon.find(StoreWiring) is not None and daemon.context is not None
+    state = daemon.find(StoreWiring).latest.state.cpu
     assert check_invariants(state, daemon.context) == []
     return daemon.context.reserved, dict(state.pools)
 
@@ -106,8 +107,8 @@ def test_a_reserve_over_a_dedicated_container_is_refused_naming_the_flag(
     first.start()
     try:
         harness.servers[-1].allocator.ask(Allocate(dedicated("pod-d", cpu=2, hint=(1,))))
-        assert first.store is not None
-        cpu_before = first.store.latest.state.cpu
+        assert first.find(StoreWiring) is not None
+        cpu_before = first.find(StoreWiring).latest.state.cpu
     finally:
         first.stop()
     with pytest.raises(DaemonError) as raised:
@@ -127,7 +128,10 @@ def test_a_reserve_over_a_dedicated_container_is_refused_naming_the_flag(
     again = harness.daemon()
     again.start()
     try:
-        assert again.store is not None and again.store.latest.state.cpu == cpu_before
+        assert (
+            again.find(StoreWiring) is not None
+            and again.find(StoreWiring).latest.state.cpu == cpu_before
+        )
     finally:
         again.stop()
 

@@ -29,6 +29,7 @@ from policy.state.events import PoolSet
 from policy.state.sections import apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from qrmd.cli import main
+from qrmd.cpu_pressure.subsystem import CPUPressureWiring
 from qrmd.daemon import Daemon
 from qrmd.host.cpu_load_sources import SimulatedContainerLoads
 from tests.actors.fakes import ApplyingCommitter, FakeClock
@@ -117,15 +118,13 @@ def test_the_plan_answers_field_for_field_what_the_plugins_answer(
             **scenario.flags,
         }
     )
-    daemon = Daemon(
-        config, server_factory=ph.factory, clock=ph.clock, cpu_pressure_factory=ph.wiring
-    )
+    daemon = Daemon(config, builders=ph.pressure_builders(), clock=ph.clock)
     daemon.start()
     replies: dict[str, list[dict[str, Any]]] = {"threshold_met": [], "top": [], "evict": []}
     ticks: list[dict[str, Any]] = []
     try:
-        assert daemon.cpu_pressure is not None and daemon.supervisor is not None
-        assert daemon.cpu_pressure.settings.uses_advised_threshold is scenario.advised
+        assert daemon.find(CPUPressureWiring) is not None and daemon.supervisor is not None
+        assert daemon.find(CPUPressureWiring).settings.uses_advised_threshold is scenario.advised
         allocator = ph.servers[0].allocator
         for uid in ("web", "api"):
             allocator.ask(Allocate(shared(uid)))
@@ -158,9 +157,11 @@ def test_the_plan_answers_field_for_field_what_the_plugins_answer(
 
         for _ in range(2):
             tick(["collect"])
-            daemon.cpu_pressure.tick()
+            daemon.find(CPUPressureWiring).tick()
             ph.clock.advance(30)
-        sockets = {name: s.socket_path for name, s in daemon.cpu_pressure.servers.items()}
+        sockets = {
+            name: s.socket_path for name, s in daemon.find(CPUPressureWiring).servers.items()
+        }
         load = EvictionAgent(sockets["cpu-pressure-load-plugin"])
         suppression = EvictionAgent(sockets["cpu-pressure-suppression-plugin"])
         try:
@@ -182,7 +183,7 @@ def test_the_plan_answers_field_for_field_what_the_plugins_answer(
     finally:
         daemon.stop()
 
-    settings = daemon.cpu_pressure.settings
+    settings = daemon.find(CPUPressureWiring).settings
     collected = [
         r.cause
         for r in read_records(str(ph.root / "state"))

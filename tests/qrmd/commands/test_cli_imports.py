@@ -19,16 +19,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 # The demo, the simulators it drives the daemon with, and the terminal rendering they use.
 NOT_FOR_THE_DAEMON = ("qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim", "rich")
-# What a node that leaves a subsystem off never needs (qrmd.daemon builds each one only when
-# enabled): the advisor link, the memory balancer, CPU pressure eviction, the pod source's
-# checkers, the HTTP endpoint with --metrics-address off; and the machine-file and YAML
-# parsers when neither --config nor --topology names a file.
+# What a node that leaves a subsystem off never needs (qrmd.daemon imports each one's wiring
+# only when it is enabled): the advisor link, the memory balancer, CPU pressure eviction, the
+# pod source's checkers; and the machine-file and YAML parsers when neither --config nor
+# --topology names a file.
 NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
-    "qrmd.advisor_wiring",
-    "qrmd.balancer_wiring",
-    "qrmd.cpu_pressure_wiring",
-    "qrmd.checkers_wiring",
-    "qrmd.endpoint",
+    "qrmd.advisor.subsystem",
+    "qrmd.balancer.subsystem",
+    "qrmd.cpu_pressure.subsystem",
+    "qrmd.pods.subsystem",
     "qrmd.host.cpu_vendor",
     "qrmd.host.migrate",
     "qrmd.host.pod_publisher",

@@ -1,0 +1,224 @@
+"""The CPU pressure eviction settings of ``qrmd run``: their options (``CPU_EVICTION_OPTIONS``,
+part of ``qrmd.config.OPTIONS``), parsers, and the ``PressureSettings`` built from them
+(spec cpu-policy §12.7; katalyst-core v0.5.3 ``cmd/katalyst-agent/app/options``).
+
+Every flag keeps the reference's name and default:
+
+* ``--enable-cpu-pressure-eviction`` (``options/qrm/cpu_plugin.go``): serve the two eviction
+  plugins at all; a plain ``DaemonConfig`` field;
+* ``--load-pressure-eviction-skip-pools`` (same file) and the ``eviction-cpu-pressure`` flag
+  set of ``options/dynamic/adminqos/eviction/cpu_pressure_eviction.go``
+  (``--eviction-load-*``, ``--eviction-suppression-*``, ``--eviction-cpu-grace-period``),
+  ``--eviction-load-sync-period`` (``options/eviction/cpu_pressure_eviction.go``) and the CPU
+  of ``--reserved-resource-for-allocate`` / ``--reserved-resource-for-reclaimed-cores``
+  (``options/dynamic/adminqos/reclaimedresource``, which the load plugin reads to choose its
+  bounds): the ``cpu_eviction`` group, one ``PressureSettings``; ``pressure_settings`` adds
+  ``--enable-reclaim`` to it;
+* ``--cpu-load-metrics-source`` (qrmd's own): where containers' 1-minute load is read
+  (``qrmd.host.cpu_load_sources``).
+
+Every parser raises ``ValueError`` with a message that the caller prefixes with the flag.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from policy.cpu.pressure import PressureSettings, PressureSettingsError
+from policy.cpu.pressure.pods import PodError, parse_quantity
+from policy.cpu.pressure.settings import DEFAULT_SKIP_POOLS
+from qrmd.config_values import (
+    Option,
+    count,
+    duration,
+    nonempty,
+    positive_duration,
+    single_value,
+    switch,
+    whole_number,
+)
+
+__all__ = [
+    "CPU_EVICTION_OPTIONS",
+    "DEFAULT_CPU_LOAD_SOURCE",
+    "CPUPressureFields",
+    "PressureFields",
+    "cpu_eviction_values",
+    "pressure_settings",
+]
+
+#: ``--cpu-load-metrics-source`` default: the collector's JSON file.
+DEFAULT_CPU_LOAD_SOURCE = "file"
+_GROUP = "cpu_eviction"
+
+
+def _ratio(raw: object) -> float:
+    try:
+        value = float(single_value(raw))
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{raw!r} is not a finite number")
+    return value
+
+
+def _pools(raw: object) -> frozenset[str]:
+    # A Go StringSlice: comma-separated on the command line; a list in a file.
+    parts = (
+        [single_value(p) for p in raw]
+        if isinstance(raw, list | tuple)
+        else single_value(raw).split(",")
+    )
+    return frozenset(p.strip() for p in parts if p.strip())
+
+
+def _resource_cpu(raw: object) -> float:
+    """The CPU of a resource list (``cpu=4,memory=5Gi``, or a file's mapping)."""
+    if isinstance(raw, Mapping):
+        pairs = {str(k): single_value(v) for k, v in raw.items()}
+    else:
+        pairs = {}
+        for item in single_value(raw).split(","):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{item!r} is not RESOURCE=QUANTITY (e.g. cpu=4,memory=5Gi)")
+            pairs[key.strip()] = value.strip()
+    if "cpu" not in pairs:
+        return 0.0
+    try:
+        cpu = parse_quantity(pairs["cpu"], "cpu")
+    except PodError as err:
+        raise ValueError(str(err)) from None
+    if cpu < 0:
+        raise ValueError(f"cpu={pairs['cpu']} is negative")
+    return float(cpu)
+
+
+def _load_source(raw: object) -> str:
+    """A ``--cpu-load-metrics-source`` SPEC, checked as ``build_container_load_source`` reads it."""
+    spec = nonempty(raw)
+    kind, _, arg = spec.partition(":")
+    if (kind == "file") or (kind == "simulated" and not arg):
+        return spec
+    if kind == "prometheus" and arg.startswith(("http://", "https://")):
+        return spec
+    raise ValueError(
+        f"{spec!r} is not a CPU load source: use file[:PATH], prometheus:URL or simulated"
+    )
+
+
+def _grace(raw: object) -> int:
+    return whole_number(raw)
+
+
+#: The options, in the order ``--help`` and the README list them.
+CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
+    Option("enable-cpu-pressure-eviction", "enable_cpu_pressure_eviction", switch, "false",
+           "serve the CPU pressure eviction plugins cpu-pressure-load-plugin and "
+           "cpu-pressure-suppression-plugin on --plugin-registration-dir",
+           "--enable-cpu-pressure-eviction", switch=True),
+    Option("load-pressure-eviction-skip-pools", "skip_pools", _pools,
+           ",".join(DEFAULT_SKIP_POOLS),
+           "pools the load plugin neither samples nor judges",
+           "--load-pressure-eviction-skip-pools", "POOL,...", group=_GROUP),
+    Option("eviction-load-enable", "enable_load_eviction", switch, "false",
+           "judge pools' CPU load: the CPUPressure condition and eviction candidates",
+           "--eviction-load-enable", switch=True, group=_GROUP),
+    Option("eviction-load-upper-bound-ratio", "load_upper_bound_ratio", _ratio, "1.8",
+           "a pool's hard load bound is its size times this",
+           "--eviction-load-upper-bound-ratio", "RATIO", group=_GROUP),
+    Option("eviction-load-threshold-met-percentage", "load_threshold_met_percentage", _ratio,
+           "0.8", "share of the load ring's size that must be over a bound to meet it",
+           "--eviction-load-threshold-met-percentage", "RATIO", group=_GROUP),
+    Option("eviction-load-metric-ring-size", "load_metric_ring_size", count(1), "10",
+           "load samples kept per pool and container",
+           "--eviction-load-metric-ring-size", "N", group=_GROUP),
+    Option("eviction-load-cool-down-time", "load_eviction_cool_down_s", duration, "5m0s",
+           "after offering eviction candidates, none again for this long",
+           "--eviction-load-cool-down-time", "DURATION", group=_GROUP),
+    Option("eviction-load-sync-period", "load_eviction_sync_period_s", positive_duration, "30s",
+           "time between two load collections", "--eviction-load-sync-period", "DURATION",
+           group=_GROUP),
+    Option("eviction-suppression-enable", "enable_suppression_eviction", switch, "false",
+           "offer reclaimed_cores pods over their suppression tolerance for eviction",
+           "--eviction-suppression-enable", switch=True, group=_GROUP),
+    Option("eviction-suppression-max-tolerance-rate", "max_suppression_tolerance_rate", _ratio,
+           "5", "cap of a pod's suppression_tolerance_rate",
+           "--eviction-suppression-max-tolerance-rate", "RATIO", group=_GROUP),
+    Option("eviction-suppression-min-tolerance-duration", "min_suppression_tolerance_duration_s",
+           duration, "5m0s", "a pod is offered only once over its tolerance for longer than this",
+           "--eviction-suppression-min-tolerance-duration", "DURATION", group=_GROUP),
+    Option("eviction-cpu-grace-period", "grace_period_s", _grace, "-1",
+           "deletion grace period (seconds) sent with load eviction candidates; negative: none",
+           "--eviction-cpu-grace-period", "SECONDS", group=_GROUP),
+    Option("reserved-resource-for-allocate", "reserved_cpu_for_allocate", _resource_cpu,
+           "cpu=4,memory=5Gi",
+           "resources kept from reclaimed pods; its CPU 0 (with --enable-reclaim) makes the load "
+           "bounds follow the load", "--reserved-resource-for-allocate", "RESOURCE=QTY,...",
+           group=_GROUP),
+    Option("reserved-resource-for-reclaimed-cores", "reserved_cpu_for_reclaimed_cores",
+           _resource_cpu, "cpu=4,memory=0",
+           "resources kept for reclaimed pods; its CPU is taken off the shared pools' limit",
+           "--reserved-resource-for-reclaimed-cores", "RESOURCE=QTY,...", group=_GROUP),
+    Option("cpu-load-metrics-source", "cpu_load_metrics_source", _load_source,
+           DEFAULT_CPU_LOAD_SOURCE,
+           "where containers' 1-minute CPU load is read: file[:PATH], prometheus:URL, "
+           "simulated", "none (the agent's metrics server, malachite)", "SPEC"),
+)  # fmt: skip
+
+
+def cpu_eviction_values(
+    values: Mapping[str, Any], groups: Mapping[str, Mapping[str, object]]
+) -> dict[str, Any]:
+    """The ``DaemonConfig`` fields of CPU pressure eviction, from the checked values.
+
+    Args:
+        values: the checked plain fields by field name (none is read).
+        groups: the checked keys given, by group (``cpu_eviction`` is read).
+
+    Returns:
+        ``cpu_pressure``: the ``PressureSettings``, ``enable_reclaim`` left false.
+
+    Raises:
+        ValueError: the values are invalid together; the message names the flag.
+    """
+    del values  # --enable-reclaim stays DaemonConfig.enable_reclaim: see ``pressure_settings``
+    given: dict[str, Any] = dict(groups.get(_GROUP, {}))
+    try:
+        return {"cpu_pressure": PressureSettings(**given)}
+    except PressureSettingsError as err:
+        flag = next(
+            (f"--{o.flag}" for o in CPU_EVICTION_OPTIONS if str(err).startswith(o.field)), ""
+        )
+        raise ValueError(f"{flag}: {err}" if flag else str(err)) from None
+
+
+class PressureFields(Protocol):
+    """The two ``DaemonConfig`` fields the plugins' settings are made of (a protocol, so these
+    settings need not import ``qrmd.config``, which lists them)."""
+
+    @property
+    def cpu_pressure(self) -> PressureSettings: ...
+
+    @property
+    def enable_reclaim(self) -> bool: ...
+
+
+class CPUPressureFields(PressureFields, Protocol):
+    """The ``DaemonConfig`` fields the CPU pressure wiring reads
+    (``qrmd.cpu_pressure.subsystem``)."""
+
+    @property
+    def cpu_load_metrics_source(self) -> str: ...
+
+    @property
+    def plugin_registration_dir(self) -> str: ...
+
+
+def pressure_settings(config: PressureFields) -> PressureSettings:
+    """The plugins' settings of a ``DaemonConfig``: ``cpu_pressure`` with ``--enable-reclaim``
+    (one flag for the CPU policy and the load plugin's bounds, as in the reference)."""
+    return replace(config.cpu_pressure, enable_reclaim=config.enable_reclaim)

@@ -1,0 +1,353 @@
+"""CPU pressure eviction inside ``qrmd run`` (spec cpu-policy §12.7; katalyst-core v0.5.3
+``cpueviction/cpu_eviciton.go``; DESIGN.md "Actors and messages").
+
+With ``--enable-cpu-pressure-eviction`` the daemon gains:
+
+1. a ``cpu_pressure`` child of the Supervisor, after the StateStore (rest-for-one: a restarted
+   store restarts it, and it starts again from the recovered section, load rings cleared). Its
+   port is the container load source of ``--cpu-load-metrics-source``; it reads the CPU state
+   only through the store's snapshots;
+2. a ``Ticker`` telling ``CollectLoad(now)`` every ``--eviction-load-sync-period``;
+3. the two eviction plugins, ``<plugin-registration-dir>/cpu-pressure-load-plugin.sock`` and
+   ``cpu-pressure-suppression-plugin.sock``, registered through katalyst-agent's plugin
+   watcher (wire.md §8.3). As the reference's registration wrapper, a socket that cannot be
+   created does not stop the daemon: it is counted and tried again
+   every 5 s;
+4. metrics: the reference's ``load_pressure_threshold_met_count``, ``pool_metric_value_raw``
+   and ``pool_metric_bound_raw``, and ``qrmd_cpu_pressure_<counter>``, read at scrape time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pykka
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from actors.cpu_pressure import CPUPressureActor, CPUPressureCore, PressurePorts
+from actors.cpu_pressure_messages import (
+    CollectLoad,
+    GetPressureState,
+    PressureUnavailable,
+    PressureView,
+)
+from actors.ports.clock import Clock
+from actors.ports.commit import StateStoreCommitter
+from actors.ports.cpu_load import ContainerLoadSource
+from actors.store_messages import GetSnapshot, Snapshot
+from actors.supervisor import ChildSpec, Supervisor
+from actors.ticker import Ticker
+from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
+from policy.cpu.pressure.settings import EVICTION_SCOPE_LOAD
+from policy.cpu.qos import QoSConfig
+from policy.topology.cpuset import CPUSet
+from qrmd.cpu_pressure.settings import CPUPressureFields, pressure_settings
+from qrmd.host.cpu_load_sources import build_container_load_source
+from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
+from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
+from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginRpc, EvictionPluginServer
+from wire.rpc import RpcObserver
+
+__all__ = ["CPU_PRESSURE_CHILD", "CPUPressureCollector", "CPUPressureWiring", "build"]
+
+_log = logging.getLogger("qrmd.cpu_pressure")
+
+#: The actor's name among the Supervisor's children.
+CPU_PRESSURE_CHILD = "cpu_pressure"
+#: The registration wrapper tries to start a plugin every 5 s until it serves.
+PLUGIN_RETRY_S = 5.0
+READY_TIMEOUT_S = 60.0
+SCRAPE_TIMEOUT_S = 2.0
+_PLUGINS: tuple[tuple[str, tuple[EvictionPluginRpc, ...]], ...] = (
+    (EVICTION_NAME_LOAD, LOAD_PLUGIN_RPCS),
+    (EVICTION_NAME_SUPPRESSION, SUPPRESSION_PLUGIN_RPCS),
+)
+
+
+class _PluginObserver:
+    """Names each RPC after its plugin (``cpu-pressure-load-plugin:ThresholdMet``), so the two
+    plugins' calls and the balancer's are told apart in ``qrmd_rpc_duration_seconds``."""
+
+    def __init__(self, inner: RpcObserver, plugin: str) -> None:
+        self._inner = inner
+        self._plugin = plugin
+
+    def observe(self, rpc: str, seconds: float, code: str) -> None:
+        # Not "/": the daemon reads a path's last part as the method.
+        self._inner.observe(f"{self._plugin}:{rpc}", seconds, code)
+
+
+class _SupervisedPressureRef:
+    """The supervised actor as the eviction server wants a ref: ``ask``, ``tell``, ``is_alive``,
+    whichever actor runs it now."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._ref = supervisor.ref(CPU_PRESSURE_CHILD)
+
+    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+        return self._ref.ask(message, block=block, timeout=timeout)
+
+    def tell(self, message: Any) -> None:
+        self._ref.tell(message)
+
+    def is_alive(self) -> bool:
+        children = self._supervisor.status().children
+        return any(c.name == CPU_PRESSURE_CHILD and c.alive for c in children)
+
+
+def build(settings: CPUPressureFields, shared: Shared) -> CPUPressureWiring:
+    """The CPU pressure eviction subsystem on the load source the settings name."""
+    return CPUPressureWiring(
+        settings, shared.clock, reserved=shared.machine.reserved, qos=shared.machine.qos
+    )
+
+
+class CPUPressureWiring(SubsystemParts):
+    """Builds the CPU pressure actor and runs its ticker and its two eviction plugins.
+
+    Args:
+        config: its settings.
+        clock: the daemon's clock.
+        reserved: the system's reserved CPUs.
+        qos: how QoS levels are resolved (the Allocator's configuration).
+        loads: replaces the load source the configuration would build (tests, the demo).
+
+    Raises:
+        ValueError: ``--cpu-load-metrics-source`` names no source.
+    """
+
+    def __init__(
+        self,
+        config: CPUPressureFields,
+        clock: Clock,
+        *,
+        reserved: CPUSet,
+        qos: QoSConfig,
+        loads: ContainerLoadSource | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = pressure_settings(config)
+        self._clock = clock
+        self._reserved = reserved
+        self._qos = qos
+        # Three sync periods without a new file: the collector is not running.
+        max_age = 3 * self.settings.load_eviction_sync_period_s
+        self.loads = loads or build_container_load_source(
+            config.cpu_load_metrics_source, max_age_s=max_age, clock=clock.time
+        )
+        self.ticker: Ticker | None = None
+        self.servers: dict[str, EvictionPluginServer] = {}
+        self.plugin_start_failures: dict[str, int] = {name: 0 for name, _ in _PLUGINS}
+        self._supervisor: Supervisor | None = None
+        self._stop = threading.Event()
+        self._retry: threading.Thread | None = None
+
+    # -- the subsystem ---------------------------------------------------------------------
+
+    def children(self) -> Sequence[ChildSpec]:
+        """The CPU pressure actor, after the Allocator."""
+        return (self.child_spec(),)
+
+    def collectors(self) -> Sequence[Collector]:
+        """Its metrics."""
+        return (self.collector(),)
+
+    def start(self, running: Running) -> None:
+        """Collect the loads and serve both plugins (the actor runs)."""
+        self.start_serving(running.supervisor, running.metrics)
+
+    def serving(self) -> str:
+        """The two plugins' sockets, for the serving line."""
+        sockets = ", ".join(str(p.socket_path) for p in self.servers.values())
+        return f"cpu pressure eviction: {sockets or 'not serving yet'}"
+
+    def child_spec(self) -> ChildSpec:
+        """The Supervisor's ``cpu_pressure`` child: built from the store's snapshot."""
+        return ChildSpec(
+            CPU_PRESSURE_CHILD,
+            lambda refs: self._start_actor(refs[STORE_CHILD]),
+            _wait_ready,
+            unavailable=PressureUnavailable,
+        )
+
+    def _start_actor(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+        committer = StateStoreCommitter(store)
+        snapshot = store.ask(GetSnapshot(), timeout=READY_TIMEOUT_S)
+        if not isinstance(snapshot, Snapshot):
+            raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
+        core = CPUPressureCore(
+            snapshot,
+            committer,
+            PressurePorts(self.loads),
+            self.settings,
+            reserved=self._reserved,
+            now_fn=self._clock.time,
+            qos=self._qos,
+        )
+        return CPUPressureActor.start(core)
+
+    def start_serving(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
+        """Start collecting and serve both plugins (the actor is running); a plugin that
+        cannot be served is retried every ``PLUGIN_RETRY_S``. Never raises for a plugin."""
+        self._supervisor = supervisor
+        self.ticker = Ticker(
+            supervisor.ref(CPU_PRESSURE_CHILD),
+            self.settings.load_eviction_sync_period_s,
+            self._clock.time,
+            CollectLoad,
+            name="cpu-pressure-ticker",
+        )
+        self.ticker.start()
+        if not self._serve_plugins(observer):
+            self._retry = threading.Thread(
+                target=self._retry_plugins,
+                args=(observer,),
+                name="cpu-pressure-plugins",
+                daemon=True,
+            )
+            self._retry.start()
+
+    def _serve_plugins(self, observer: RpcObserver | None) -> bool:
+        assert self._supervisor is not None
+        for name, rpcs in _PLUGINS:
+            if name in self.servers:
+                continue
+            server = EvictionPluginServer(
+                self.config.plugin_registration_dir,
+                _SupervisedPressureRef(self._supervisor),  # type: ignore[arg-type]  # quacks like an ActorRef
+                name=name,
+                observer=None if observer is None else _PluginObserver(observer, name),
+                rpcs=rpcs,
+                who="the CPU pressure actor",
+            )
+            try:
+                server.start()
+            except (OSError, RuntimeError) as err:
+                self.plugin_start_failures[name] += 1
+                _log.warning(
+                    "eviction plugin %s not served (retry in %s s): %s",
+                    server.socket_path,
+                    PLUGIN_RETRY_S,
+                    err,
+                )
+                server.stop()
+                continue
+            self.servers[name] = server
+            _log.info("eviction plugin %s serving (%s)", server.socket_path, EVICTION_PLUGIN_TYPE)
+        return len(self.servers) == len(_PLUGINS)
+
+    def _retry_plugins(self, observer: RpcObserver | None) -> None:
+        while not self._stop.wait(PLUGIN_RETRY_S):
+            if self._serve_plugins(observer):
+                return
+
+    def stop(self) -> None:
+        """Stop both plugins (their sockets are removed) and the ticker; safe to call twice."""
+        self._stop.set()
+        if self._retry is not None:
+            self._retry.join(PLUGIN_RETRY_S + 1)
+        for server in self.servers.values():
+            server.stop()
+        self.servers = {}
+        if self.ticker is not None:
+            self.ticker.stop()
+
+    def tick(self) -> bool:
+        """Tell one collection now (tests drive collections with a fake clock this way)."""
+        assert self.ticker is not None, "start first"
+        return self.ticker.tick()
+
+    def view(self) -> PressureView | None:
+        """The section and counters, or None while the actor cannot answer."""
+        if self._supervisor is None:
+            return None
+        try:
+            reply = self._supervisor.ref(CPU_PRESSURE_CHILD).ask(
+                GetPressureState(), timeout=SCRAPE_TIMEOUT_S
+            )
+        except Exception as err:
+            _log.debug("CPU pressure state not read: %s", err)
+            return None
+        return reply if isinstance(reply, PressureView) else None
+
+    def collector(self) -> Collector:
+        """The metrics, read at scrape time (``CPUPressureCollector``)."""
+        return CPUPressureCollector(self.view, lambda: dict(self.plugin_start_failures))
+
+
+def _wait_ready(ref: pykka.ActorRef[Any]) -> None:
+    ref.ask(GetPressureState(), timeout=READY_TIMEOUT_S)
+
+
+class CPUPressureCollector(Collector):
+    """The CPU pressure plugins' metrics.
+
+    * ``load_pressure_threshold_met_count{pool_name, metric_name, threshold_type}``: met
+      answers since start (the reference emits 1 per met ``ThresholdMet``; pulled, a count);
+    * ``pool_metric_value_raw{pool_name, metric_name}`` and ``pool_metric_bound_raw{pool_name,
+      metric_name, bound_type}``: each pool's newest sample and its upper and lower bounds, as
+      the reference emits them at each push;
+    * ``qrmd_cpu_pressure_plugin_start_failed{pluginName, pluginType}``: failed starts of
+      each plugin (the reference's ``plugin_start_failed``, renamed: the balancer's has it);
+    * ``qrmd_cpu_pressure_<counter>``: collections, failures, calls, offers, commit failures.
+    """
+
+    def __init__(
+        self,
+        view: Callable[[], PressureView | None],
+        plugin_failures: Callable[[], dict[str, int]],
+    ) -> None:
+        self._view = view
+        self._plugin_failures = plugin_failures
+
+    def collect(self) -> Iterator[Metric]:
+        # Not the balancer's ``plugin_start_failed``: one registry cannot hold a name twice.
+        failed = GaugeMetricFamily(
+            "qrmd_cpu_pressure_plugin_start_failed",
+            "Failed starts of each CPU pressure eviction plugin since start.",
+            labels=["pluginName", "pluginType"],
+        )
+        for name, count in sorted(self._plugin_failures().items()):
+            failed.add_metric([name, EVICTION_PLUGIN_TYPE], count)
+        yield failed
+        view = self._view()
+        if view is None:
+            return
+        met = GaugeMetricFamily(
+            "load_pressure_threshold_met_count",
+            "Met ThresholdMet answers of the load plugin since start.",
+            labels=["pool_name", "metric_name", "threshold_type"],
+        )
+        for (pool, kind), count in sorted(view.threshold_met.items()):
+            met.add_metric([pool, EVICTION_SCOPE_LOAD, kind], count)
+        yield met
+        newest = GaugeMetricFamily(
+            "pool_metric_value_raw",
+            "The newest load sample of each pool's ring.",
+            labels=["pool_name", "metric_name"],
+        )
+        bound = GaugeMetricFamily(
+            "pool_metric_bound_raw",
+            "The bounds the newest load sample of each pool was judged by.",
+            labels=["pool_name", "metric_name", "bound_type"],
+        )
+        for pool, ring in sorted(view.history.pool_rings.items()):
+            sample = ring.latest
+            if sample is None:
+                continue
+            newest.add_metric([pool, EVICTION_SCOPE_LOAD], sample.value)
+            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "upper"], sample.upper_bound)
+            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "lower"], sample.lower_bound)
+        yield newest
+        yield bound
+        for name, value in sorted(view.counters.items()):
+            yield CounterMetricFamily(
+                f"qrmd_cpu_pressure_{name.removesuffix('_total')}",
+                f"CPU pressure eviction: {name.removesuffix('_total').replace('_', ' ')}.",
+                value=value,
+            )

@@ -1,0 +1,1 @@
+"""tests of qrmd.advisor."""

@@ -1,0 +1,47 @@
+"""The composition root stays small (DESIGN.md "Layout"): ``qrmd/`` holds the CLI, the
+daemon, the configuration, the subsystem protocol, logging and the version, and every
+subsystem lives in its own package; a deferred import is the exception, with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ("policy", "journal", "machines", "actors", "wire", "qrmd")
+#: The root's own modules besides ``__init__`` and ``__main__``.
+MAX_ROOT_MODULES = 8
+#: The journal's offline tools, bound for their own package (``qrmd/offline/``).
+OFFLINE_TOOLS = {"journal_view.py", "balancer_rerun.py", "pressure_rerun.py"}
+#: Imports deferred into a function: an optional extra, or a parser only one input needs.
+MAX_DEFERRED_IMPORTS = 4
+DEFERRED = re.compile(r"#\s*noqa:\s*PLC0415")
+
+
+def test_the_root_holds_at_most_eight_modules() -> None:
+    modules = {
+        p.name for p in (ROOT / "qrmd").glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    }
+    assert len(modules - OFFLINE_TOOLS) <= MAX_ROOT_MODULES, sorted(modules - OFFLINE_TOOLS)
+
+
+def test_each_subsystem_is_a_package_with_its_settings_and_wiring() -> None:
+    for name in ("store", "cpu_plugin", "advisor", "pods", "balancer", "cpu_pressure"):
+        package = ROOT / "qrmd" / name
+        assert (package / "settings.py").is_file(), name
+        assert (package / "subsystem.py").is_file(), name
+
+
+def test_deferred_imports_are_few_and_each_says_why() -> None:
+    deferred = []
+    for folder in PRODUCTION:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            lines = path.read_text().splitlines()
+            for number, line in enumerate(lines, 1):
+                if DEFERRED.search(line):
+                    reason = DEFERRED.split(line, 1)[1].strip() or lines[number - 2].strip()
+                    where = f"{path.relative_to(ROOT)}:{number}"
+                    assert reason.startswith(("(", "#")), f"{where}: say why it is deferred"
+                    deferred.append(where)
+    assert len(deferred) <= MAX_DEFERRED_IMPORTS, deferred
