@@ -31,7 +31,7 @@ from pathlib import Path
 
 import grpc
 
-from qrmd.kubelet_sim import Kubelet, PluginWatcher, TopologyPolicy
+from qrmd.sim.kubelet import Kubelet, PluginWatcher, TopologyPolicy
 from wire.gen import pluginregistration_pb2 as reg_pb
 from wire.gen import pluginregistration_pb2_grpc as reg_grpc
 from wire.gen import resourceplugin_pb2 as rp_pb
