@@ -14,7 +14,7 @@ from qrmd.sim.kubelet import (
     shared_pod,
 )
 from qrmd.sim.kubelet.pods import RECLAIMED_MILLICPU, Container, Pod, resource_request
-from tests.qrmd.fake_qrm_plugin import has_deadline, registered_kubelet
+from tests.qrmd.sim.kubelet.fake_qrm_plugin import has_deadline, registered_kubelet
 from wire.gen import resourceplugin_pb2 as rp_pb
 
 ALL = (0, 1, 2, 3)

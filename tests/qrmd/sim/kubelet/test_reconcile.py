@@ -12,7 +12,7 @@ from qrmd.sim.kubelet import (
     shared_pod,
 )
 from qrmd.sim.kubelet.pods import Container, Pod
-from tests.qrmd.fake_qrm_plugin import (
+from tests.qrmd.sim.kubelet.fake_qrm_plugin import (
     NUMA_NODES,
     FakeQRMPlugin,
     ServedPlugin,

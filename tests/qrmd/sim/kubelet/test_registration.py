@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from qrmd.sim.kubelet import Kubelet, PluginConnection, PluginWatcher, TopologyPolicy
-from tests.qrmd.fake_qrm_plugin import (
+from tests.qrmd.sim.kubelet.fake_qrm_plugin import (
     FakeQRMPlugin,
     ServedPlugin,
     has_deadline,
