@@ -26,7 +26,8 @@ calls, the store's latest snapshot and status), which actors' ports type. A valu
 subsystems read (``--plugin-registration-dir``, ``--enable-reclaim``) is a field of both
 settings types, filled from the one option row.
 
-Only typing is imported at run time: the heavy types are for the type checker.
+Only typing and the plain settings pieces (``qrmd.config_values``) are imported at run time:
+the heavy types are for the type checker.
 """
 
 from __future__ import annotations
