@@ -143,11 +143,12 @@ from qrmd import cli
 cli.build_parser("run")
 from qrmd import daemon
 from qrmd.config import load_config
+from qrmd.config_values import settings_of
 config = load_config(json.loads(sys.argv[1]))
-for entry in daemon.SUBSYSTEMS:
-    if entry.enabled(config):
-        importlib.import_module(entry.module)
-enabled = [e.name for e in daemon.SUBSYSTEMS if e.enabled(config)]
+entries = [e for e in daemon.SUBSYSTEMS if settings_of(e.settings, config).enabled]
+for entry in entries:
+    importlib.import_module(entry.module)
+enabled = [e.name for e in entries]
 prefixes = sys.argv[2:]
 loaded = sorted(m for m in sys.modules if any(m == p or m.startswith(p + ".") for p in prefixes))
 print(json.dumps({"enabled": enabled, "loaded": loaded}))
