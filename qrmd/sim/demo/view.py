@@ -25,13 +25,10 @@ from qrmd.sim.kubelet import AllocationInfo, Hint, Pod
 from qrmd.sim.kubelet.pods import CPU
 
 __all__ = [
-    "Holder",
     "Snapshot",
     "admission_line",
     "holders",
-    "render_numa_map",
     "render_phase",
-    "render_pools",
     "runtime_view",
     "snapshot",
 ]

@@ -7,14 +7,8 @@ from rich.console import Console
 
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import parse_synthetic_spec
-from qrmd.sim.demo.view import (
-    admission_line,
-    holders,
-    render_numa_map,
-    render_pools,
-    runtime_view,
-    snapshot,
-)
+from qrmd.commands.node_view import render_numa_map, render_pools
+from qrmd.sim.demo.view import admission_line, holders, runtime_view, snapshot
 from qrmd.sim.kubelet import AllocationInfo, Hint, dedicated_pod, reclaimed_pod, shared_pod
 
 # Spec cpu-policy §1.3's generated layout: NUMA 0 = CPUs 0-1,8-9; core k = CPUs k and k+8.
