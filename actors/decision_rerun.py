@@ -1,7 +1,7 @@
 """Re-run a journaled Allocator decision from its record alone (DESIGN.md, "Every decision has
 one shape"; the future ``qrmd journal rerun``).
 
-A record holds the decision's inputs as its cause (``actors.allocator_cause``) and the events it
+A record holds the decision's inputs as its cause (``policy.cpu.cause``) and the events it
 committed. Re-running means: rebuild the state just before the record (the newest checkpoint
 at or before it, plus the records in between, replayed without policy code,
 ``actors.state_replay``), decode the cause back into the decision's inputs, call the same pure
@@ -12,7 +12,7 @@ it names; different events show the policy changed, or the settings given are no
 Advisor records re-run the same way: a ``ListAndWatch`` record holds the response it applied
 or refused, an ``AdvisorSilence`` record the silence and the limit the fallback compared, an
 ``AddContainerRefused`` record the container whose Allocate the advisor refused
-(``actors.allocator_cause``); ``decide`` routes them to ``policy.cpu.advisor``.
+(``policy.cpu.cause``); ``decide`` routes them to ``policy.cpu.advisor``.
 
 The settings (topology, reserve, QoS configuration, options) are not in the journal: they are
 the node's configuration, so the caller passes the ones the node ran with (with
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.allocator import decide
-from actors.allocator_cause import CauseError, DecisionCause, decode_cause
 from actors.errors import ActorError
 from actors.state_replay import ReplayError, decode_events, replay_records, state_from_checkpoint
 from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
+from policy.cpu.cause import CauseError, DecisionCause, decode_cause
 from policy.cpu.context import PolicyContext
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError

@@ -152,7 +152,7 @@ def _remove_pod(cause: Mapping[str, Any]) -> str:
 
 @renderer("RemoveResidualPods")
 def _residual(cause: Mapping[str, Any]) -> str:
-    """The due pods and the checker's evidence (``actors.allocator_cause``, version 3):
+    """The due pods and the checker's evidence (``policy.cpu.cause``, version 3):
     ``pod-b (missed 10× since 2024-…), listing 9f2c… of 41 pods; advisor refused pod-c``."""
     due = cause.get("pod_uids")
     sightings = cause.get("sightings")

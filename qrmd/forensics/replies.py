@@ -2,7 +2,7 @@
 (``qrmd journal explain``).
 
 **The reply** is the answer of the call that caused the record, for exactly the containers it
-covered, with the values sent, read from the record itself (``actors.allocator_cause``, "The
+covered, with the values sent, read from the record itself (``policy.cpu.cause``, "The
 reply"), never from a later state:
 
 * Allocate covers the one container it was about: the ``cpu`` allocation sent, as journaled.
@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.allocator_cause import REPLY_KEY
 from actors.state_replay import ReplayError, replay_records
 from journal import Record
+from policy.cpu.cause import REPLY_KEY
 from policy.cpu.listing_parts import pod_allocations
 from policy.errors import PolicyError
 from qrmd.forensics.changes import ContainerChange

@@ -6,7 +6,7 @@ holds) go through the policy code of this qrmd, on the state replayed up to the 
 it, and the events it decides now are compared with the events the record holds. A
 divergence names the record, what it holds, and what the policy decides now (or the error it
 raises now); a record written by an older qrmd re-runs through the cause upgrade of
-``actors.allocator_cause``.
+``policy.cpu.cause``.
 
 Re-runners are registered by owner and cause kind (:data:`RERUNNERS`): the Allocator's kubelet
 RPCs, residual removal and sys-advisor decisions (``actors.decision_rerun``), the balancer's

@@ -23,8 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors import decision_rerun
-from actors.allocator import AllocatorCore, decide
-from actors.allocator_cause import CAUSE_VERSION, DecisionCause, ResidualPods, decode_cause
+from actors.allocator import AllocatorCore
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -43,8 +42,10 @@ from actors.state_replay import replay_records
 from actors.state_store import StateStoreCore, StoreConfig
 from actors.store_messages import Snapshot
 from journal import read_records
+from policy.cpu.cause import CAUSE_VERSION, DecisionCause, ResidualPods, decode_cause
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.decide import decide
 from policy.cpu.residual_removal import ResidualOutcome
 from policy.errors import PolicyError
 from policy.state.events import Event, PodRemoved

@@ -13,7 +13,6 @@ import pytest
 import actors
 import policy
 import qrmd.host
-from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.cpu_pressure_messages import PressureUnavailable
@@ -34,6 +33,7 @@ from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
+from policy.cpu.cause import CauseError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
 from policy.cpu.invariants import InvariantError

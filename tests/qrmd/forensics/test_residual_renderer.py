@@ -1,5 +1,5 @@
 """How ``qrmd journal show`` renders a residual removal's cause: the due pods with their
-sightings, the listing's fingerprint and size, the advisor's refusals (actors.allocator_cause
+sightings, the listing's fingerprint and size, the advisor's refusals (policy.cpu.cause
 version 3), and an older cause that named only its candidates."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.allocator_cause import cause_of
 from journal import Record
+from policy.cpu.cause import cause_of
 from policy.cpu.residual_check import listing_fingerprint
 from policy.cpu.residual_removal import ResidualPods
 from qrmd.forensics.renderers import render_cause

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.allocator_cause import (
+from policy.cpu.allocation_listing import ResourcesAllocation
+from policy.cpu.cause import (
     CAUSE_VERSION,
     CauseError,
     ResidualPods,
@@ -21,8 +22,6 @@ from actors.allocator_cause import (
     reply_of,
     upgrade_cause,
 )
-from actors.allocator_messages import StartPolicy
-from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
     Allocate,
     AllocateInputs,
@@ -31,6 +30,7 @@ from policy.cpu.commands import (
     PodPhase,
     PreStartContainer,
     RemovePod,
+    StartPolicy,
 )
 from policy.cpu.replies import AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint

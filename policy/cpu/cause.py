@@ -2,7 +2,7 @@
 
 A journal record keeps the whole input of its decision (journal package docstring) so that
 forensics can say "because of which request" and re-run it through the policy
-(``actors.decision_rerun``): the call's name, the call's fields, what the pod source said and
+(``qrmd.offline.decision_rerun``): the call's name, the call's fields, what the pod source said and
 the wall time the decision used. Example (cause version 3):
 
     {"rpc": "Allocate", "cause_version": 3, "now": 1715180645.0,
@@ -65,8 +65,6 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.allocator_messages import StartPolicy
-from actors.errors import ActorError
 from policy.cpu.advisor.decision import SilenceCheck, response_cause, silence_cause
 from policy.cpu.advisor.refusal import AddContainerRefused
 from policy.cpu.advisor.response import AdvisorResponse
@@ -82,6 +80,7 @@ from policy.cpu.commands import (
     PodPhase,
     PreStartContainer,
     RemovePod,
+    StartPolicy,
 )
 from policy.cpu.replies import AllocationReply
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
@@ -142,7 +141,7 @@ DecisionInputs = (
 )
 
 
-class CauseError(ActorError):
+class CauseError(PolicyError):
     """A journaled cause that is not an Allocator cause of a known version and shape.
 
     The message names the record's RPC and the field at fault.
