@@ -4,7 +4,7 @@ one shape"; the future ``qrmd journal rerun``).
 A record holds the decision's inputs as its cause (``policy.cpu.cause``) and the events it
 committed. Re-running means: rebuild the state just before the record (the newest checkpoint
 at or before it, plus the records in between, replayed without policy code,
-``actors.state_replay``), decode the cause back into the decision's inputs, call the same pure
+``policy.state.replay``), decode the cause back into the decision's inputs, call the same pure
 function the Allocator called (``actors.allocator.decide``) with the same settings and ``now``,
 and compare the events. Equal events show the record is explained by the code and the inputs
 it names; different events show the policy changed, or the settings given are not the node's.
@@ -29,7 +29,6 @@ from typing import Any
 
 from actors.allocator import decide
 from actors.errors import ActorError
-from actors.state_replay import ReplayError, decode_events, replay_records, state_from_checkpoint
 from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from policy.cpu.cause import CauseError, DecisionCause, decode_cause
@@ -37,6 +36,7 @@ from policy.cpu.context import PolicyContext
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
 from policy.state.events import Event
+from policy.state.replay import ReplayError, decode_events, replay_records, state_from_checkpoint
 from policy.state.sections import State
 from policy.topology.model import CPUTopology
 

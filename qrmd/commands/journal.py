@@ -6,7 +6,7 @@ but ``repair`` only reads (no writer lock, nothing changed); ``repair`` changes 
 same), anything else is described and done only with ``--force``, and nothing is deleted.
 
 - ``verify``: every checksum and the sequence (``journal.verify``), then replay from empty —
-  through the same decode-and-apply path as the StateStore (``actors.state_replay``) — must
+  through the same decode-and-apply path as the StateStore (``policy.state.replay``) — must
   equal every valid checkpoint it passes, the newest included. Replaying needs the node's
   topology (``--topology``, by default the machine the journal's newest daemon start
   recorded, else this host's sysfs: ``qrmd.forensics.replay.resolve_topology``); a topology
@@ -35,7 +35,6 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
 from journal import (
     JournalError,
     OsFileOps,
@@ -45,6 +44,7 @@ from journal import (
     verify,
 )
 from journal.checkpoints import checkpoint_name
+from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.commands import journal_forensics, journal_show, katalyst_checkpoint

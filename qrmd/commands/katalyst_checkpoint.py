@@ -30,7 +30,6 @@ import socket
 import sys
 import tempfile
 
-from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
 from journal import JournalError, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from journal.segments import SegmentHeaderError, list_segments, read_segment_header
@@ -38,6 +37,7 @@ from policy.errors import StateError
 from policy.state.katalyst_checkpoint import export_document
 from policy.state.katalyst_file import encode_document
 from policy.state.katalyst_layouts import DEFAULT_VERSION, layout_of_version, normalize_version
+from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology

@@ -2,7 +2,7 @@
 
 Every forensic question (the state at an instant, what changed between two, why a pod has its
 CPUs) is answered by replaying the journal's events — the same decode-and-apply path the
-StateStore recovers with (``actors.state_replay``), so what forensics shows is what the node
+StateStore recovers with (``policy.state.replay``), so what forensics shows is what the node
 held. Replay starts from the empty state, or, when retention has retired the oldest records,
 from the oldest checkpoint that covers them (DESIGN.md, Journal). Nothing here writes or takes
 the journal's lock: a live node's directory can be read while the daemon appends to it.
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
 from journal import JournalError, Record, journal_identity, load_checkpoint, read_records
 from journal.checkpoints import checkpoint_name, list_checkpoints
 from journal.fileops import OsFileOps
+from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
 from qrmd.console import make_console

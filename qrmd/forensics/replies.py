@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.state_replay import ReplayError, replay_records
 from journal import Record
 from policy.cpu.cause import REPLY_KEY
 from policy.cpu.listing_parts import pod_allocations
 from policy.errors import PolicyError
+from policy.state.replay import ReplayError, replay_records
 from qrmd.forensics.changes import ContainerChange
 from qrmd.forensics.renderers import cause_kind, pod_label, render_cause
 from qrmd.forensics.replay import ForensicsError, Step

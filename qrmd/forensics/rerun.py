@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.decision_rerun import RerunError, rerun_record
-from actors.state_replay import ReplayError, decode_events
 from journal import Record
 from journal.records import pack, unpack
 from policy.balance.errors import BalanceError
@@ -40,6 +39,7 @@ from policy.errors import PolicyError
 from policy.state.advisor_section import ADVISOR_SECTION
 from policy.state.codec import EVENT_TYPES, encode_event
 from policy.state.pressure.events import PRESSURE_SECTION
+from policy.state.replay import ReplayError, decode_events
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from qrmd.forensics.renderers import cause_kind
 from qrmd.forensics.replay import Step

@@ -38,7 +38,6 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.decision_rerun import RerunError, rerun_in_journal, rerun_record, state_before
-from actors.state_replay import replay_records
 from actors.state_store import StateStoreCore, StoreConfig
 from actors.store_messages import Snapshot
 from journal import read_records
@@ -49,6 +48,7 @@ from policy.cpu.decide import decide
 from policy.cpu.residual_removal import ResidualOutcome
 from policy.errors import PolicyError
 from policy.state.events import Event, PodRemoved
+from policy.state.replay import replay_records
 from policy.state.sections import State, apply_all, empty_state
 from tests.actors.fakes import FakeClock, FakePodSource
 from tests.policy.cpu.residual_fixtures import evidence

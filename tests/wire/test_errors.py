@@ -22,7 +22,6 @@ from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
-from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
@@ -49,6 +48,7 @@ from policy.state.katalyst_checkpoint import (
     CheckpointMismatchError,
     CheckpointUnmodelledError,
 )
+from policy.state.replay import ReplayError
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError

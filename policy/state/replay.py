@@ -1,5 +1,11 @@
 """Rebuild the state from what the journal holds: a checkpoint's state plus the records after it.
 
+This is the per-section registry's replay side: how each owner's section is decoded from a
+checkpoint (``policy.state.codec.SECTION_CODECS``) and how its events are applied
+(``policy.state.sections.SECTION_APPLY``), for the whole state or for one section alone
+(:func:`section_from_checkpoint`, :func:`apply_section_events`: a balance round or a CPU
+pressure decision is re-run on its own section, without the topology).
+
 The rule (DESIGN.md, Journal): replaying needs no policy code and is deterministic.
 A checkpoint's payload is decoded with the state codec for this node's topology (or the state
 is empty when there is none); every later record's events are decoded and applied in seq
@@ -7,34 +13,62 @@ order, all of a record or none of it. A record that cannot be decoded or whose e
 fit the state is never skipped: ``ReplayError`` names its seq and says what to do, because
 skipping it would rebuild a state that was never acknowledged.
 
-The StateStore recovers with these functions, and ``qrmd journal verify`` uses the same ones
-to check that replay from empty equals the newest checkpoint.
+The StateStore recovers with these functions, and the offline tools replay with the same ones
+through the one journal walk (``journal.walk``, ``qrmd.offline.walk``): ``qrmd journal verify``
+checks that replay from empty equals every checkpoint it passes.
+
+Records come in as anything with a ``seq`` and encoded ``events`` (``journal.Record`` is one):
+the policy does not import the journal. Nothing here pauses the garbage collector; callers
+that replay a long journal do (``journal.recovery.collector_paused``, the why).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import immutables
 
-from actors.errors import ActorError
-from journal import Record
-from journal.recovery import collector_paused
-from policy.errors import ErrorKind, StateError
-from policy.state.codec import decode_event, decode_state
+from policy.errors import ErrorKind, PolicyError, StateError
+from policy.state.codec import SECTION_CODECS, decode_event, decode_state
 from policy.state.cpu_apply import allocate_all
 from policy.state.cpu_state import CPUState
 from policy.state.entries import ContainerEntry
 from policy.state.events import ContainerAllocated, Event
-from policy.state.sections import CPU_SECTION, State, apply_to_sections, empty_state
+from policy.state.sections import (
+    CPU_SECTION,
+    SECTION_APPLY,
+    State,
+    apply_to_sections,
+    empty_state,
+)
 from policy.topology.model import CPUTopology
 
-__all__ = ["ReplayError", "decode_events", "replay_records", "state_from_checkpoint"]
+__all__ = [
+    "JournaledEvents",
+    "ReplayError",
+    "apply_section_events",
+    "decode_events",
+    "replay_records",
+    "section_from_checkpoint",
+    "state_from_checkpoint",
+]
 
 
-class ReplayError(ActorError):
+class JournaledEvents(Protocol):
+    """A journal record as replay reads it: its seq and its encoded events."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def events(self) -> Sequence[Any]: ...
+
+
+class ReplayError(PolicyError):
     """The journal holds a checkpoint or record the state model cannot take back.
+
+    Retrying will not help (kind ``INTERNAL``): the operator must look at the journal.
 
     Attributes:
         seq: the record's seq or the checkpoint's seq.
@@ -47,7 +81,7 @@ class ReplayError(ActorError):
         self.seq = seq
 
 
-def decode_events(record: Record) -> list[Event]:
+def decode_events(record: JournaledEvents) -> list[Event]:
     """The events of one record, decoded.
 
     Raises:
@@ -81,8 +115,7 @@ def state_from_checkpoint(payload: Any, seq: int | None, topology: CPUTopology) 
     if payload is None:
         return empty_state(topology)
     try:
-        with collector_paused():  # a checkpoint is thousands of entries (collector_paused)
-            return decode_state(payload, topology)
+        return decode_state(payload, topology)
     except StateError as err:
         raise ReplayError(
             seq or 0,
@@ -91,7 +124,7 @@ def state_from_checkpoint(payload: Any, seq: int | None, topology: CPUTopology) 
         ) from err
 
 
-def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int, int]:
+def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[State, int, int]:
     """Apply every record's events in order.
 
     Args:
@@ -113,34 +146,84 @@ def replay_records(state: State, records: Iterable[Record]) -> tuple[State, int,
     # does not fit ends the replay, so the partly applied dict is never used.
     sections = dict(state.sections)
     batch = _NewEntries()
-    # Every state rebuilt on the way is kept alive by the records and the next state: with
-    # the collector running, its collections walked all of them again and again, which took
-    # longer than the replay itself (journal.recovery.collector_paused, the why).
-    with collector_paused():
-        remaining = iter(records)
-        while True:
-            try:
-                record = next(remaining, None)
-                if record is None:
-                    break
-                events = decode_events(record)
-            except Exception:
-                # Without batches, the batched records were applied before this failure, and
-                # one that does not fit was refused first: keep that order of errors.
-                batch.flush(sections)
-                raise
-            if not batch.took(record, events, sections.get(CPU_SECTION)):
-                batch.flush(sections)
-                _apply_record(sections, record, events)
-            count += 1
-            events_applied += len(events)
-        batch.flush(sections)
+    # Every state rebuilt on the way is kept alive by the records and the next state: a caller
+    # replaying many records pauses the cyclic collector around this call (the StateStore's
+    # recovery, journal.walk), or its collections walk all of them again and again.
+    remaining = iter(records)
+    while True:
+        try:
+            record = next(remaining, None)
+            if record is None:
+                break
+            events = decode_events(record)
+        except Exception:
+            # Without batches, the batched records were applied before this failure, and
+            # one that does not fit was refused first: keep that order of errors.
+            batch.flush(sections)
+            raise
+        if not batch.took(record, events, sections.get(CPU_SECTION)):
+            batch.flush(sections)
+            _apply_record(sections, record, events)
+        count += 1
+        events_applied += len(events)
+    batch.flush(sections)
     if not count:
         return state, 0, 0
     return State(immutables.Map(sections)), count, events_applied
 
 
-def _apply_record(sections: dict[str, object], record: Record, events: list[Event]) -> None:
+def section_from_checkpoint(
+    payload: Any, name: str, seq: int, topology: CPUTopology | None = None
+) -> object:
+    """One section of a checkpoint payload, decoded by its owner's codec.
+
+    A section's re-run needs only its section: the balance and CPU pressure sections decode
+    without the topology (their decoders ignore it), so ``topology`` may be None for them.
+
+    Args:
+        payload: the checkpoint's state payload.
+        name: the section (``policy.state.sections``' names).
+        seq: the seq the checkpoint covers (for the error message).
+        topology: the node's topology, for a section whose values name CPUs.
+
+    Returns:
+        The section's value; its empty value when the checkpoint was written before the
+        section existed and the section has one.
+
+    Raises:
+        ReplayError: the checkpoint holds no such section (and it has no empty value), or it
+            does not decode.
+    """
+    codec = SECTION_CODECS[name]
+    sections = payload.get("sections") if isinstance(payload, dict) else None
+    if not isinstance(sections, dict) or name not in sections:
+        if codec.empty is not None:
+            return codec.empty()
+        raise ReplayError(seq, f"the checkpoint at seq {seq} holds no {name} section")
+    try:
+        return codec.decode_section(sections[name], topology)  # type: ignore[arg-type]
+    except StateError as err:
+        raise ReplayError(
+            seq, f"the {name} section of the checkpoint at seq {seq} cannot be decoded: {err}"
+        ) from err
+
+
+def apply_section_events(value: object, name: str, events: Iterable[Event]) -> object:
+    """``value`` (section ``name``) after the events of that section; others pass by.
+
+    Raises:
+        StateError: an event does not fit the section.
+    """
+    apply = SECTION_APPLY[name]
+    for event in events:
+        if event.section == name:
+            value = apply(value, event)
+    return value
+
+
+def _apply_record(
+    sections: dict[str, object], record: JournaledEvents, events: list[Event]
+) -> None:
     try:
         apply_to_sections(sections, events)
     except StateError as err:
@@ -166,9 +249,9 @@ class _NewEntries:
     def __init__(self) -> None:
         self._entries: list[ContainerEntry] = []
         self._keys: set[tuple[str, str]] = set()
-        self._records: list[tuple[Record, list[Event]]] = []
+        self._records: list[tuple[JournaledEvents, list[Event]]] = []
 
-    def took(self, record: Record, events: list[Event], cpu: object) -> bool:
+    def took(self, record: JournaledEvents, events: list[Event], cpu: object) -> bool:
         """Whether ``record`` joined the batch: every event allocates a container that
         neither ``cpu`` (the CPU section before the batch) nor the batch holds."""
         if not events or not isinstance(cpu, CPUState):

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.state_replay import ReplayError, replay_records
 from journal import Record
 from policy.errors import StateError
 from policy.state.codec import encode_event
@@ -22,6 +21,7 @@ from policy.state.events import (
     RampCPUsSet,
     RequestQuantitySet,
 )
+from policy.state.replay import ReplayError, replay_records
 from policy.state.sections import State, apply_all, empty_state
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 
