@@ -16,7 +16,6 @@ import qrmd.host
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.cpu_pressure_messages import PressureUnavailable
-from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
@@ -56,6 +55,7 @@ from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
 from qrmd.host.machine_file import MachineFileReadError
 from qrmd.host.numa_stat import NumaStatError
 from qrmd.host.sysfs_topology import SysfsTopologyError
+from qrmd.offline.decision_rerun import RerunError
 from wire.errors import STATUS_BY_KIND, NotReady, code_for, kind_of, status_for
 
 C = grpc.StatusCode

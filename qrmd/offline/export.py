@@ -20,11 +20,11 @@ from typing import Any
 from policy.state.cpu_state import CPUState
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
-from qrmd.forensics.changes import touched_containers
-from qrmd.forensics.renderers import cause_kind
-from qrmd.forensics.replay import ForensicsError, JournalWalk, Step
-from qrmd.forensics.state_view import container_view
-from qrmd.journal_view import cause_target
+from qrmd.offline.changes import touched_containers
+from qrmd.offline.journal_view import cause_target
+from qrmd.offline.renderers import cause_kind
+from qrmd.offline.state_view import container_view
+from qrmd.offline.walk import ForensicsError, JournalWalk, Step
 
 __all__ = ["COLUMNS", "event_rows", "write_parquet"]
 

@@ -16,7 +16,7 @@ from journal.fileops import OsFileOps
 from journal.follow import JournalFollower, Skipped
 from journal.segments import list_segments
 from qrmd.cli import main
-from qrmd.commands import journal_show
+from qrmd.offline.commands import journal_show
 from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.actors.store_helpers import share_pool
 from tests.journal.helpers import (
@@ -28,7 +28,7 @@ from tests.journal.helpers import (
     record_offsets,
 )
 from tests.policy.state_fixtures import SYNTH_16_2_4
-from tests.qrmd.forensics.scenario import NODE, Scenario, write_scenario
+from tests.qrmd.offline.scenario import NODE, Scenario, write_scenario
 
 
 @pytest.fixture

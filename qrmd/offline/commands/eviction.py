@@ -25,7 +25,7 @@ and message the plugin answers (``wire.errors``). A bad file is one error line n
 file and the field; nothing is printed to stdout.
 
 ``qrmd eviction rerun DIR`` takes every journaled CPU pressure decision again from its record
-(``qrmd.pressure_rerun``) and says whether it gives the recorded events.
+(``qrmd.offline.pressure_rerun``) and says whether it gives the recorded events.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from policy.cpu.pressure.plan import PlanTick, TickResult, parse_plan, run_plan
-from qrmd.journal_view import format_time
-from qrmd.pressure_rerun import rerun_journal
+from qrmd.offline.journal_view import format_time
+from qrmd.offline.pressure_rerun import rerun_journal
 from wire.errors import status_for
 
 __all__ = ["RPC_OF_CALL", "load_plan", "plan_json", "register", "render_tick", "run", "run_rerun"]

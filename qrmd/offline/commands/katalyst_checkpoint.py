@@ -41,7 +41,7 @@ from policy.state.replay import ReplayError, replay_records, state_from_checkpoi
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
-from qrmd.journal_view import parse_time
+from qrmd.offline.journal_view import parse_time
 from qrmd.store.katalyst_import import (
     IMPORT_COMMAND,
     STATE_FILE,

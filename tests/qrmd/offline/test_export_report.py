@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qrmd.cli import main
-from tests.qrmd.forensics.scenario import (
+from tests.qrmd.offline.scenario import (
     T0,
     TOPOLOGY_SPEC,
     Scenario,

@@ -14,7 +14,11 @@ import pytest
 from qrmd.cli import main
 from tests.journal.helpers import snapshot
 from tests.mounts import read_only_view
-from tests.qrmd.commands.test_journal_cli import flip_byte_in_record, journal_dir, lose_checkpoints
+from tests.qrmd.offline.commands.test_journal_cli import (
+    flip_byte_in_record,
+    journal_dir,
+    lose_checkpoints,
+)
 
 __all__ = ["journal_dir"]  # the fixture, shared with the CLI tests
 

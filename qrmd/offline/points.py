@@ -4,7 +4,8 @@ On-call copies a node's journal to a laptop hours later, so "the last hour" must
 journal's last hour, not the laptop's (DESIGN.md, "Who uses it"): a relative time (``1h``,
 ``90m``, ``30s``, ``2d``, optionally written ``-1h``) is counted back from the wall time of the
 journal's newest record. Absolute times are Unix seconds (``1732924800.5``) or ISO 8601 (no
-zone means UTC) — the one time format of every qrmd command (``qrmd.journal_view.parse_time``).
+zone means UTC) — the one time format of every qrmd command
+(``qrmd.offline.journal_view.parse_time``).
 A *point* (``diff --from/--to``) is ``seq:N`` or any time.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from qrmd.journal_view import parse_time
+from qrmd.offline.journal_view import parse_time
 
 __all__ = ["TIME_FORMS", "Point", "is_relative", "parse_point", "resolve_time"]
 

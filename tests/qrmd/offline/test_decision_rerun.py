@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors import decision_rerun
 from actors.allocator import AllocatorCore
 from actors.allocator_messages import (
     Allocate,
@@ -37,7 +36,6 @@ from actors.allocator_messages import (
     ResidualRemoval,
     StartPolicy,
 )
-from actors.decision_rerun import RerunError, rerun_in_journal, rerun_record, state_before
 from actors.state_store import StateStoreCore, StoreConfig
 from actors.store_messages import Snapshot
 from journal import read_records
@@ -50,6 +48,8 @@ from policy.errors import PolicyError
 from policy.state.events import Event, PodRemoved
 from policy.state.replay import replay_records
 from policy.state.sections import State, apply_all, empty_state
+from qrmd.offline import decision_rerun
+from qrmd.offline.decision_rerun import RerunError, rerun_in_journal, rerun_record, state_before
 from tests.actors.fakes import FakeClock, FakePodSource
 from tests.policy.cpu.residual_fixtures import evidence
 from tests.policy.decision_fixtures import dedicated, request
@@ -57,7 +57,7 @@ from tests.topologies import SYNTH_16_2_4, cpus
 
 CTX = PolicyContext(topology=SYNTH_16_2_4, reserved=cpus("0,2"))
 T0 = 1715180645.0
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "journal-ac84ea9"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "journal-ac84ea9"
 
 
 class StoreCommitter:

@@ -19,7 +19,7 @@ from policy.state.cpu_state import CPUState
 from policy.state.entries import InPool
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from policy.topology.cpuset import CPUSet
-from qrmd.forensics.state_view import ContainerView, container_view, container_views
+from qrmd.offline.state_view import ContainerView, container_view, container_views
 
 __all__ = [
     "ContainerChange",

@@ -4,7 +4,7 @@ Four charts, drawn by plotly (its JavaScript embedded once, so the page opens wi
 network — an on-call laptop, an incident ticket's attachment): the CPUs given to containers
 per NUMA node over time, pool sizes over time, the balancer's rounds (each stored round's
 status and source NUMA node), and the timeline of every record by cause kind, its one-line
-rendering (``qrmd.forensics.renderers``) on hover. Each series is sampled at every record that
+rendering (``qrmd.offline.renderers``) on hover. Each series is sampled at every record that
 changed it, drawn as steps: the state holds from one record to the next.
 
 plotly is an optional dependency (``pip install 'qrmd[forensics]'``).
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.topology.cpuset import CPUSet
-from qrmd.forensics.changes import pool_changes, touched_containers
-from qrmd.forensics.renderers import cause_kind, render_cause
-from qrmd.forensics.replay import ForensicsError, Step
-from qrmd.forensics.state_view import container_views
+from qrmd.offline.changes import pool_changes, touched_containers
+from qrmd.offline.renderers import cause_kind, render_cause
+from qrmd.offline.state_view import container_views
+from qrmd.offline.walk import ForensicsError, Step
 
 __all__ = ["ReportSeries", "collect_series", "render_html"]
 

@@ -34,9 +34,9 @@ from policy.cpu.cause import REPLY_KEY
 from policy.cpu.listing_parts import pod_allocations
 from policy.errors import PolicyError
 from policy.state.replay import ReplayError, replay_records
-from qrmd.forensics.changes import ContainerChange
-from qrmd.forensics.renderers import cause_kind, pod_label, render_cause
-from qrmd.forensics.replay import ForensicsError, Step
+from qrmd.offline.changes import ContainerChange
+from qrmd.offline.renderers import cause_kind, pod_label, render_cause
+from qrmd.offline.walk import ForensicsError, Step
 
 __all__ = ["NOT_RECORDED", "Reply", "SentAllocation", "moves_of", "reply_to"]
 

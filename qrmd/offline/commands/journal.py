@@ -9,13 +9,13 @@ same), anything else is described and done only with ``--force``, and nothing is
   through the same decode-and-apply path as the StateStore (``policy.state.replay``) — must
   equal every valid checkpoint it passes, the newest included. Replaying needs the node's
   topology (``--topology``, by default the machine the journal's newest daemon start
-  recorded, else this host's sysfs: ``qrmd.forensics.replay.resolve_topology``); a topology
+  recorded, else this host's sysfs: ``qrmd.offline.walk.resolve_topology``); a topology
   whose fingerprint differs from the journal's is refused with both fingerprints.
 - ``repair``: prints what it found and what it does or would do, and what is lost.
-- ``show``: the timeline (``qrmd.commands.journal_show``).
+- ``show``: the timeline (``qrmd.offline.commands.journal_show``).
 - ``stats``: records, events by kind, causes, bytes, segments, checkpoints, time span.
 - ``state``, ``diff``, ``explain``, ``rerun``, ``export``, ``report``: the forensic questions
-  (``qrmd.commands.journal_forensics``).
+  (``qrmd.offline.commands.journal_forensics``).
 
 ``--json`` on every action prints one JSON document (``show``: one per record). Exit status:
 0 when all is well, 1 when verify found problems or repair needs ``--force``, 2 for an error
@@ -47,8 +47,9 @@ from journal.checkpoints import checkpoint_name
 from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology
-from qrmd.commands import journal_forensics, journal_show, katalyst_checkpoint
-from qrmd.commands.journal_common import (
+from qrmd.console import make_console
+from qrmd.offline.commands import journal_forensics, journal_show, katalyst_checkpoint
+from qrmd.offline.commands.journal_common import (
     DIR_HELP,
     EXIT_PROBLEMS,
     JournalCommandError,
@@ -56,13 +57,12 @@ from qrmd.commands.journal_common import (
     need_segments,
     refuse,
 )
-from qrmd.console import make_console
-from qrmd.forensics.replay import resolve_topology
-from qrmd.journal_view import (
+from qrmd.offline.journal_view import (
     JournalSums,
     format_time,
     sum_records,
 )
+from qrmd.offline.walk import resolve_topology
 
 __all__ = ["JournalCommandError", "register", "run_repair", "run_stats", "run_verify"]
 

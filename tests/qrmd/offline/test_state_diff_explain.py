@@ -1,7 +1,7 @@
 """``qrmd journal state|diff|explain`` against the live states of a scripted node history.
 
 The oracle is the live state the StateStore published after each commit
-(``tests.qrmd.forensics.scenario``): ``state`` at a point must equal it, ``diff`` must equal
+(``tests.qrmd.offline.scenario``): ``state`` at a point must equal it, ``diff`` must equal
 the difference of two of them, and ``explain`` must list every record that changed the pod's
 CPUs as a brute-force comparison of consecutive live states finds them.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from qrmd.cli import main
-from qrmd.forensics import replay
-from qrmd.forensics.changes import container_changes, pool_changes
-from qrmd.forensics.state_view import container_view, state_document
-from qrmd.journal_view import format_time
-from tests.qrmd.forensics.scenario import (
+from qrmd.offline import walk
+from qrmd.offline.changes import container_changes, pool_changes
+from qrmd.offline.journal_view import format_time
+from qrmd.offline.state_view import container_view, state_document
+from tests.qrmd.offline.scenario import (
     NODE,
     TOPOLOGY_SPEC,
     Scenario,
@@ -354,7 +354,7 @@ def test_a_long_replay_draws_a_progress_bar_on_a_terminal_stderr_only(
     scenario: Scenario, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     terminal = _Terminal()
-    monkeypatch.setattr(replay, "PROGRESS_MIN_RECORDS", 1)
+    monkeypatch.setattr(walk, "PROGRESS_MIN_RECORDS", 1)
     monkeypatch.setattr(sys, "stderr", terminal)
     shown = run_json(capsys, "state", str(scenario.directory), "--seq", "9")
     assert shown == live_document(scenario, 9)  # stdout holds the answer alone

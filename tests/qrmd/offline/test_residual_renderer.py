@@ -12,7 +12,7 @@ from journal import Record
 from policy.cpu.cause import cause_of
 from policy.cpu.residual_check import listing_fingerprint
 from policy.cpu.residual_removal import ResidualPods
-from qrmd.forensics.renderers import render_cause
+from qrmd.offline.renderers import render_cause
 from tests.policy.cpu.residual_fixtures import evidence
 
 T0 = 1715180645.0

@@ -3,7 +3,7 @@ renderer (and gets a generic line until it has one).
 
 A cause names its kind in ``rpc`` (the Allocator's kubelet RPCs), ``command`` (the balancer's
 ``Tick``, ``GetEvictPods``, ``GetAdvices``), ``kind`` or ``handler`` (checkers, daemon starts,
-later kinds) — ``qrmd.journal_view.cause_target``. A renderer picks the fields on-call needs
+later kinds) — ``qrmd.offline.journal_view.cause_target``. A renderer picks the fields on-call needs
 out of the cause; the generic one prints the cause's scalar fields and the names of its nested
 ones, so a kind written by a newer qrmd (advisor responses, pod-source answers, evictions) is
 still readable, never dropped.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from journal import Record
-from qrmd.journal_view import cause_target, format_event, format_time
+from qrmd.offline.journal_view import cause_target, format_event, format_time
 
 __all__ = [
     "EVENT_RENDERERS",

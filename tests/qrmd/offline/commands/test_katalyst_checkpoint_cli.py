@@ -19,7 +19,7 @@ from qrmd.cli import main
 from tests.actors.store_helpers import NODE, node_history, open_store
 from tests.qrmd.commands.katalyst_fixture import TOPOLOGY_SPEC, file_bytes, file_bytes_in
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "katalyst" / "cpu_plugin_state"
+FIXTURE = Path(__file__).parents[3] / "fixtures" / "katalyst" / "cpu_plugin_state"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

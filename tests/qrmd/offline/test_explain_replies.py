@@ -1,8 +1,8 @@
 """``qrmd journal explain``'s replies: the answer of the call that made each record, read from
-the record (``qrmd.forensics.explain``, module docstring).
+the record (``qrmd.offline.explain``, module docstring).
 
 The oracle is what the Allocator answered each command of the scripted history
-(``tests.qrmd.forensics.scenario``): every reply explain shows must be that answer, for the
+(``tests.qrmd.offline.scenario``): every reply explain shows must be that answer, for the
 containers it covered; every other change is a move. A record written before replies were
 journaled (its cause without ``reply``) says ``reply not recorded``.
 """
@@ -17,10 +17,10 @@ import pytest
 
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.replies import AllocationReply
-from qrmd.forensics.explain import Explanation, explain, known_pods
-from qrmd.forensics.replay import ForensicsError, Step, open_walk
-from qrmd.forensics.replies import NOT_RECORDED
-from tests.qrmd.forensics.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
+from qrmd.offline.explain import Explanation, explain, known_pods
+from qrmd.offline.replies import NOT_RECORDED
+from qrmd.offline.walk import ForensicsError, Step, open_walk
+from tests.qrmd.offline.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
 from tests.topologies import SYNTH_16_2_4
 
 PODS = ["uid-web", "uid-api", "uid-db", "uid-web2", "uid-batch"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from qrmd.journal_view import cause_target
+from qrmd.offline.journal_view import cause_target
 
 
 @pytest.mark.parametrize(

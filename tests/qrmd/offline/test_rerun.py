@@ -27,7 +27,7 @@ from qrmd.cli import main
 from tests.actors import test_cpu_pressure as pressure
 from tests.actors import test_memory_balancer_rerun as balancer_journal
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
-from tests.qrmd.forensics.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
+from tests.qrmd.offline.scenario import TOPOLOGY_SPEC, Scenario, write_scenario
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "journal-ac84ea9"
 #: The scenario's and the fixture's Allocator settings: reserve 0,2 (two reserved CPUs).

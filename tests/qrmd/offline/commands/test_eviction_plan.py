@@ -15,12 +15,12 @@ import pytest
 
 from policy.cpu.pressure.plan import parse_plan, run_plan
 from qrmd.cli import main
-from qrmd.commands.eviction import plan_json
+from qrmd.offline.commands.eviction import plan_json
 from tests.policy.cpu.pressure.reference_cases import ALL_CASES, ReferenceCase
 from tests.policy.cpu.pressure.suppression_timeline import PODS, SETTINGS, TIMELINES, Timeline
 from tests.policy.cpu.pressure.test_reference_cases import check_answers
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 EXAMPLE = REPO / "docs" / "examples" / "eviction" / "squeezed-reclaim.json"
 GONE = REPO / "docs" / "examples" / "eviction" / "reclaim-pool-gone.json"
 

@@ -32,9 +32,9 @@ from policy.state.replay import ReplayError, replay_records, state_from_checkpoi
 from policy.state.sections import State, empty_state
 from policy.topology.model import CPUTopology, TopologyError
 from qrmd.console import make_console
-from qrmd.forensics.renderers import cause_kind
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
-from qrmd.journal_view import format_time
+from qrmd.offline.journal_view import format_time
+from qrmd.offline.renderers import cause_kind
 from qrmd.store.katalyst_import import IMPORT_COMMAND
 from qrmd.store.start_record import START_KIND, topology_of_start
 

@@ -2,11 +2,12 @@
 DESIGN.md, "Who uses it").
 
 One header line per record (seq, time, cause: the RPC and pod/container, or the cause's
-rendering, ``qrmd.forensics.renderers``) and one line per event; ``--json`` prints one object
-per record per line. Filters are ``qrmd.journal_view.RecordFilter``'s; what this module adds:
+rendering, ``qrmd.offline.renderers``) and one line per event; ``--json`` prints one object
+per record per line. Filters are ``qrmd.offline.journal_view.RecordFilter``'s; what this module
+adds:
 
 - The journal is read once first (``_Scope``): its seq range, the kinds it holds, its newest
-  record's time (relative times count back from it, ``qrmd.forensics.points``) and, for
+  record's time (relative times count back from it, ``qrmd.offline.points``) and, for
   ``--pod``, the pods it names (a pod by UID, ``namespace/name`` or name).
 - Nothing is ever an empty answer without a word: an unknown kind, an unknown or ambiguous
   pod, a reversed or out-of-range seq or time range is an error naming it (exit 2); a valid
@@ -35,13 +36,10 @@ from rich.text import Text
 
 from journal import Gap, JournalError, Record, read_records
 from journal.follow import JournalFollower, Skipped
-from qrmd.commands.journal_common import DIR_HELP, EXIT_PROBLEMS, need_segments, refuse
 from qrmd.console import make_console
-from qrmd.forensics.explain import KnownPod, known_pods_in_records, match_pod
-from qrmd.forensics.points import TIME_FORMS, resolve_time
-from qrmd.forensics.renderers import RENDERERS, render_cause
-from qrmd.forensics.replay import ForensicsError
-from qrmd.journal_view import (
+from qrmd.offline.commands.journal_common import DIR_HELP, EXIT_PROBLEMS, need_segments, refuse
+from qrmd.offline.explain import KnownPod, known_pods_in_records, match_pod
+from qrmd.offline.journal_view import (
     RecordFilter,
     cause_target,
     format_event,
@@ -50,6 +48,9 @@ from qrmd.journal_view import (
     record_document,
     record_kinds,
 )
+from qrmd.offline.points import TIME_FORMS, resolve_time
+from qrmd.offline.renderers import RENDERERS, render_cause
+from qrmd.offline.walk import ForensicsError
 
 __all__ = ["FOLLOW_POLL_S", "register", "run_show"]
 

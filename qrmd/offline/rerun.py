@@ -9,7 +9,7 @@ raises now); a record written by an older qrmd re-runs through the cause upgrade
 ``policy.cpu.cause``.
 
 Re-runners are registered by owner and cause kind (:data:`RERUNNERS`): the Allocator's kubelet
-RPCs, residual removal and sys-advisor decisions (``actors.decision_rerun``), the balancer's
+RPCs, residual removal and sys-advisor decisions (``qrmd.offline.decision_rerun``), the balancer's
 rounds and taken steps (``policy.balance.rerun``), the CPU pressure plugins' decisions
 (``policy.cpu.pressure.rerun``).
 The owner is the state section the record's events belong to (:data:`SECTION_OWNERS`), since
@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.decision_rerun import RerunError, rerun_record
 from journal import Record
 from journal.records import pack, unpack
 from policy.balance.errors import BalanceError
@@ -41,8 +40,9 @@ from policy.state.codec import EVENT_TYPES, encode_event
 from policy.state.pressure.events import PRESSURE_SECTION
 from policy.state.replay import ReplayError, decode_events
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
-from qrmd.forensics.renderers import cause_kind
-from qrmd.forensics.replay import Step
+from qrmd.offline.decision_rerun import RerunError, rerun_record
+from qrmd.offline.renderers import cause_kind
+from qrmd.offline.walk import Step
 from qrmd.store.start_record import START_KIND, policy_settings, settings_fingerprint
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Why a pod has its CPUs: every record that touched it, directly or through its pool.
 
 A record touches a pod when it changed one of the pod's containers as kubelet sees it (its
-cpuset, pool, placement or ramp-up flag — ``qrmd.forensics.changes``), which covers pool
+cpuset, pool, placement or ramp-up flag — ``qrmd.offline.changes``), which covers pool
 resizes, advisor responses and residual removal, or when its cause or events name the pod's
 UID anywhere (an Allocate, a balance round offering it for eviction, an eviction answer, any
 kind a later qrmd writes): the search is over the record's plain data, so it needs no
@@ -10,7 +10,7 @@ and the moves kubelet did not hear of.
 
 The reply is the answer of the call that wrote the record, for exactly the containers it
 covered, as sent; a move is a change kubelet was not answered about
-(``qrmd.forensics.replies``).
+(``qrmd.offline.replies``).
 
 A pod is named by UID, ``namespace/name`` or name; a name several pods had is an error listing
 them.
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal import Record
-from qrmd.forensics.changes import ContainerChange, container_changes
-from qrmd.forensics.renderers import cause_kind, render_cause, render_event
-from qrmd.forensics.replay import ForensicsError, Step
-from qrmd.forensics.replies import Reply, moves_of, reply_to
-from qrmd.journal_view import format_time, mentions
+from qrmd.offline.changes import ContainerChange, container_changes
+from qrmd.offline.journal_view import format_time, mentions
+from qrmd.offline.renderers import cause_kind, render_cause, render_event
+from qrmd.offline.replies import Reply, moves_of, reply_to
+from qrmd.offline.walk import ForensicsError, Step
 
 __all__ = [
     "Explanation",

@@ -2,10 +2,10 @@
 why a pod has its CPUs, a Parquet export and an HTML report (DESIGN.md, "Who uses it": on-call
 on a copied journal).
 
-All three replay the journal read-only and without its lock (``qrmd.forensics.replay``), so
+All three replay the journal read-only and without its lock (``qrmd.offline.walk``), so
 they run on a live node's directory or a copy. They need the node's topology (``--topology``,
 checked against the journal's fingerprint). Points are ``seq:N`` or a time; a relative time
-(``1h``) counts back from the journal's newest record (``qrmd.forensics.points``). ``--json``
+(``1h``) counts back from the journal's newest record (``qrmd.offline.points``). ``--json``
 prints one JSON document. Errors are one line on stderr, exit 2.
 """
 
@@ -20,25 +20,25 @@ from rich.text import Text
 
 from journal import journal_identity, read_records
 from qrmd import config
-from qrmd.commands.journal_common import DIR_HELP
 from qrmd.console import make_console
-from qrmd.forensics.changes import diff_states
-from qrmd.forensics.explain import explain, known_pods, match_pod
-from qrmd.forensics.export import event_rows, write_parquet
-from qrmd.forensics.points import TIME_FORMS, Point, parse_point, resolve_time
-from qrmd.forensics.renderers import render_event
-from qrmd.forensics.replay import (
+from qrmd.host.topology_source import SPEC_FORMS
+from qrmd.offline.changes import diff_states
+from qrmd.offline.commands.journal_common import DIR_HELP
+from qrmd.offline.explain import explain, known_pods, match_pod
+from qrmd.offline.export import event_rows, write_parquet
+from qrmd.offline.journal_view import format_time
+from qrmd.offline.points import TIME_FORMS, Point, parse_point, resolve_time
+from qrmd.offline.renderers import render_event
+from qrmd.offline.report import collect_series, render_html
+from qrmd.offline.rerun import RerunSummary, rerun_steps
+from qrmd.offline.state_view import render_state, state_document
+from qrmd.offline.walk import (
     JOURNAL_TOPOLOGY,
     ForensicsError,
     JournalWalk,
     open_walk,
     resolve_topology,
 )
-from qrmd.forensics.report import collect_series, render_html
-from qrmd.forensics.rerun import RerunSummary, rerun_steps
-from qrmd.forensics.state_view import render_state, state_document
-from qrmd.host.topology_source import SPEC_FORMS
-from qrmd.journal_view import format_time
 
 __all__ = ["EXIT_DIVERGED", "add_topology_argument", "register", "walk_of"]
 

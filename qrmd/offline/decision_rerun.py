@@ -5,7 +5,7 @@ A record holds the decision's inputs as its cause (``policy.cpu.cause``) and the
 committed. Re-running means: rebuild the state just before the record (the newest checkpoint
 at or before it, plus the records in between, replayed without policy code,
 ``policy.state.replay``), decode the cause back into the decision's inputs, call the same pure
-function the Allocator called (``actors.allocator.decide``) with the same settings and ``now``,
+function the Allocator called (``policy.cpu.decide``) with the same settings and ``now``,
 and compare the events. Equal events show the record is explained by the code and the inputs
 it names; different events show the policy changed, or the settings given are not the node's.
 
@@ -27,12 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from actors.allocator import decide
-from actors.errors import ActorError
 from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from policy.cpu.cause import CauseError, DecisionCause, decode_cause
 from policy.cpu.context import PolicyContext
+from policy.cpu.decide import decide
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
 from policy.state.events import Event
@@ -43,7 +42,7 @@ from policy.topology.model import CPUTopology
 __all__ = ["Rerun", "RerunError", "rerun_in_journal", "rerun_record", "state_before"]
 
 
-class RerunError(ActorError):
+class RerunError(PolicyError):
     """A record cannot be re-run: not found, not the Allocator's, or no state before it.
 
     Attributes:
