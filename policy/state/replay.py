@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import immutables
 
+from policy.balance import BalancerState
 from policy.errors import ErrorKind, PolicyError, StateError
 from policy.state.codec import SECTION_CODECS, decode_event, decode_state
 from policy.state.cpu_apply import allocate_all
@@ -36,6 +37,7 @@ from policy.state.cpu_state import CPUState
 from policy.state.entries import ContainerEntry
 from policy.state.events import ContainerAllocated, Event
 from policy.state.sections import (
+    BALANCE_SECTION,
     CPU_SECTION,
     SECTION_APPLY,
     State,
@@ -47,6 +49,8 @@ from policy.topology.model import CPUTopology
 __all__ = [
     "JournaledEvents",
     "ReplayError",
+    "SectionReplayer",
+    "StateReplayer",
     "apply_section_events",
     "decode_events",
     "replay_records",
@@ -290,3 +294,71 @@ class _NewEntries:
             raise ReplayError(first, f"records from {first} do not fit: {err}") from err
         finally:
             self._entries, self._keys, self._records = [], set(), []
+
+
+class StateReplayer:
+    """The whole state, as the journal walk rebuilds it (``journal.walk.Replayer``): the
+    StateStore's decode and apply, for the node's topology."""
+
+    def __init__(self, topology: CPUTopology) -> None:
+        self.topology = topology
+
+    def empty(self) -> State:
+        """Every section empty."""
+        return empty_state(self.topology)
+
+    def from_checkpoint(self, payload: Any, seq: int) -> State:
+        """A checkpoint's state (:func:`state_from_checkpoint`)."""
+        return state_from_checkpoint(payload, seq, self.topology)
+
+    def apply(self, state: State, records: Sequence[JournaledEvents]) -> State:
+        """The state after ``records`` (:func:`replay_records`)."""
+        return replay_records(state, records)[0]
+
+
+class SectionReplayer:
+    """One owner's section alone (``journal.walk.Replayer``): a balance round or a CPU
+    pressure decision is re-run on its own section, which decodes without the topology.
+
+    Events of other sections pass by, but every event is decoded: a record that does not
+    decode refuses the walk as it would the StateStore's recovery.
+    """
+
+    def __init__(self, name: str, topology: CPUTopology | None = None) -> None:
+        if name not in SECTION_CODECS:
+            raise ValueError(f"no state section {name!r}; sections: {sorted(SECTION_CODECS)}")
+        self.name = name
+        self.topology = topology
+
+    def empty(self) -> object:
+        """The section before record 1."""
+        codec = SECTION_CODECS[self.name]
+        if codec.empty is not None:
+            return codec.empty()
+        if self.name == BALANCE_SECTION:
+            return BalancerState()
+        if self.topology is None:
+            raise ValueError(f"the empty {self.name} section needs the topology")
+        return empty_state(self.topology).section(self.name)
+
+    def from_checkpoint(self, payload: Any, seq: int) -> object:
+        """The section a checkpoint holds (:func:`section_from_checkpoint`)."""
+        return section_from_checkpoint(payload, self.name, seq, self.topology)
+
+    def apply(self, value: object, records: Sequence[JournaledEvents]) -> object:
+        """The section after ``records``' events of it.
+
+        Raises:
+            ReplayError: a record does not decode, or its events do not fit the section.
+        """
+        for record in records:
+            events = decode_events(record)
+            try:
+                value = apply_section_events(value, self.name, events)
+            except StateError as err:
+                raise ReplayError(
+                    record.seq,
+                    f"record {record.seq} does not fit the {self.name} section rebuilt before "
+                    f"it: {err}. Run `qrmd journal verify` on the journal directory",
+                ) from err
+        return value

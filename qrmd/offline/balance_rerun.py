@@ -3,9 +3,10 @@
 
 The round of record N is re-run on the balance section as it stood after record N - 1:
 
-1. the section starts empty, or from the newest checkpoint that covers records before N when
-   retention has retired the older segments (only its ``balance`` section is read, so no
-   topology is needed);
+1. on the one journal walk (``journal.walk``) with the balance section's replayer
+   (``policy.state.replay.SectionReplayer``): the section starts from the newest checkpoint
+   at or before N - 1 whose following records are kept (only its ``balance`` section is
+   read, so no topology is needed), or empty when record 1 is kept and none is;
 2. the balance events of every record up to N - 1 are applied to it (``apply_balance_event``,
    the same update the StateStore's replay applies);
 3. record N's events are decoded and re-run with ``policy.balance.rerun.rerun_round``: today's
@@ -18,21 +19,19 @@ Reading is lock-free and read-only: a copy of a node's journal, or the live one,
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from journal import JournalError, read_records
-from journal.checkpoints import list_checkpoints, load_checkpoint
-from journal.fileops import OsFileOps
+from journal.walk import NoStart, find_start, replay_to, span
 from policy.balance import BalanceError, BalancerState, RoundInputs
-from policy.balance.codec import decode_balance_section
 from policy.balance.decide import RoundReply
-from policy.balance.events import BALANCE_SECTION, apply_balance_event
+from policy.balance.events import BALANCE_SECTION
 from policy.balance.rerun import journaled_round, rerun_round, round_inputs_of
 from policy.decision import Decision, Event
-from policy.errors import CodecError, StateError
+from policy.errors import StateError
 from policy.state.codec import decode_event, encode_event
+from policy.state.replay import ReplayError, SectionReplayer
 
 __all__ = ["JournaledRoundRerun", "rerun_journaled_round"]
 
@@ -85,21 +84,29 @@ def rerun_journaled_round(directory: str, seq: int) -> JournaledRoundRerun:
     """
     if seq < 1:
         raise ValueError(f"--seq {seq}: a record's seq is 1 or more")
+    replayer = SectionReplayer(BALANCE_SECTION)
+    first_seq = None
     try:
-        section, start = _section_before(directory, seq)
-        found = None
-        for record in read_records(directory, from_seq=start, to_seq=seq):
-            events = tuple(decode_event(raw) for raw in record.events)
-            if record.seq == seq:
-                found = events
-                break
-            section = _apply(section, events)
+        first = span(directory, whole=False).first
+        first_seq = None if first is None else first.seq
+        start = find_start(
+            directory, replayer, first_seq, at_most=seq - 1, skip=(JournalError, ReplayError)
+        )
+        section, _ = replay_to(directory, replayer, start, seq - 1)
+        record = next(iter(read_records(directory, from_seq=seq, to_seq=seq)), None)
+        found = None if record is None else tuple(decode_event(raw) for raw in record.events)
+    except NoStart:
+        raise ValueError(
+            f"{directory}: records before seq {first_seq} are gone and no checkpoint before "
+            f"seq {seq} covers them"
+        ) from None
     except JournalError as err:
         raise ValueError(f"{directory}: {err}") from None
-    except StateError as err:  # a record that does not decode or fit (CodecError too)
+    except (StateError, ReplayError) as err:  # a record that does not decode or fit
         raise ValueError(f"{directory}: {err}") from None
     if found is None:
         raise ValueError(f"{directory}: no record with seq {seq}")
+    assert isinstance(section, BalancerState)
     where = f"record {seq}"
     if journaled_round(found) is None:
         counts = Counter(type(e).__name__ for e in found)
@@ -112,39 +119,3 @@ def rerun_journaled_round(directory: str, seq: int) -> JournaledRoundRerun:
         raise ValueError(str(err)) from None
     assert inputs is not None and again is not None  # a round record, checked above
     return JournaledRoundRerun(seq, inputs, found, again)
-
-
-def _section_before(directory: str, seq: int) -> tuple[BalancerState, int]:
-    """The balance section to start from, and the first seq to read (point 1)."""
-    fs = OsFileOps()
-    try:
-        first = next(iter(read_records(directory)), None)
-    except JournalError as err:
-        raise ValueError(f"{directory}: {err}") from None
-    if first is None or first.seq <= 1:
-        return BalancerState(), 1
-    covering = [(s, p) for s, p in list_checkpoints(fs, directory) if first.seq - 1 <= s < seq]
-    if not covering:
-        raise ValueError(
-            f"{directory}: records before seq {first.seq} are gone and no checkpoint before "
-            f"seq {seq} covers them"
-        )
-    ckpt_seq, path = covering[-1]
-    checkpoint = load_checkpoint(fs, path)
-    state = checkpoint.state
-    sections = state.get("sections") if isinstance(state, dict) else None
-    if not isinstance(sections, dict) or BALANCE_SECTION not in sections:
-        raise ValueError(f"{path}: the checkpoint holds no balance section")
-    try:
-        # The balance section's decoder ignores the topology every section decoder takes.
-        section = decode_balance_section(sections[BALANCE_SECTION], None)  # type: ignore[arg-type]
-    except CodecError as err:
-        raise ValueError(f"{path}: {err}") from None
-    return section, ckpt_seq + 1
-
-
-def _apply(section: BalancerState, events: Sequence[Event]) -> BalancerState:
-    for event in events:
-        if event.section == BALANCE_SECTION:
-            section = apply_balance_event(section, event)
-    return section

@@ -7,27 +7,28 @@ decision again on the section just before it (``policy.cpu.pressure.rerun``) and
 events. Equal events show the record is explained by the code and the inputs it names: "why
 was pod X evicted at 03:12?" is answered by its inputs, and nothing else went into it.
 
-The walk starts at the journal's first record when it is record 1, else at the newest
-checkpoint before ``from_seq`` or before the first kept record (its ``cpu_pressure`` section;
-an older checkpoint without one starts empty). Records of other sections pass by: the
+The journal is read on the one journal walk (``journal.walk``) with the pressure section's
+replayer (``policy.state.replay.SectionReplayer``): from the empty section when record 1 is
+kept, else from a checkpoint's ``cpu_pressure`` section (an older checkpoint without one
+starts empty; ``_start`` says which checkpoint). Records of other sections pass by: the
 pressure section is the actor's alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from journal import OsFileOps, load_checkpoint, read_records
-from journal.checkpoints import list_checkpoints
+from journal.walk import NoStart, Start, find_start, span, steps
 from policy.cpu.pressure.rerun import COMMANDS, rerun_cause
 from policy.cpu.qos import QoSConfig
 from policy.decision import Event
 from policy.errors import PolicyError
 from policy.state.codec import decode_event, encode_event
-from policy.state.pressure import PRESSURE_SECTION, PressureHistory, apply_pressure_event
-from policy.state.pressure.codec import decode_pressure_section
+from policy.state.pressure import PRESSURE_SECTION, PressureHistory
+from policy.state.replay import SectionReplayer
 
 __all__ = ["RerunResult", "rerun_journal"]
 
@@ -70,33 +71,24 @@ class RerunResult:
         }
 
 
-def _start(directory: str, from_seq: int | None) -> tuple[int | None, PressureHistory]:
-    """Where to read from and the section there.
+def _start(
+    directory: str, replayer: SectionReplayer, first_seq: int, from_seq: int | None
+) -> Start[object]:
+    """Where to read from and the section there (module docstring).
 
-    From the journal's first kept record when it is record 1 (the empty section) and no
-    ``from_seq`` is asked; else the newest checkpoint before ``from_seq`` (or before the first
-    kept record); failing that the oldest checkpoint, whose records are all there.
+    Re-running from ``from_seq``: the newest checkpoint before it whose following records
+    are kept (or the empty section when record 1 is kept and none is). Re-running all, or
+    when nothing covers ``from_seq``: the empty section when record 1 is kept, else the oldest
+    checkpoint whose following records are kept; failing that the empty section at the first
+    kept record, as much as the journal still tells.
     """
-    fs = OsFileOps()
-    first = next(iter(read_records(directory)), None)
-    if first is None:
-        return None, PressureHistory()
-    wanted = from_seq if from_seq is not None else first.seq
-    if wanted <= 1 or (from_seq is None and first.seq == 1):
-        return None, PressureHistory()
-    checkpoints = list_checkpoints(fs, directory)
-    usable = [(seq, path) for seq, path in checkpoints if seq <= wanted - 1]
-    if not usable and first.seq == 1:
-        return None, PressureHistory()  # every record is there: replay them all
-    chosen = usable[-1] if usable else (checkpoints[0] if checkpoints else None)
-    if chosen is None:
-        return first.seq, PressureHistory()
-    seq, path = chosen
-    sections = load_checkpoint(fs, path).state.get("sections", {})
-    data = sections.get(PRESSURE_SECTION)
-    # The section ignores the topology argument every section decoder takes.
-    history = PressureHistory() if data is None else decode_pressure_section(data, None)  # type: ignore[arg-type]
-    return seq + 1, history
+    if from_seq is not None and from_seq > first_seq:
+        with contextlib.suppress(NoStart):
+            return find_start(directory, replayer, first_seq, at_most=from_seq - 1, skip=())
+    try:
+        return find_start(directory, replayer, first_seq, newest=False, skip=())
+    except NoStart:
+        return Start(first_seq - 1, replayer.empty())
 
 
 def rerun_journal(
@@ -119,14 +111,20 @@ def rerun_journal(
 
     Raises:
         JournalError: not a journal; CorruptRecord, CorruptCheckpoint: damage on the way.
-        CodecError: a recorded event does not decode.
+        ReplayError: a recorded event does not decode, or does not fit the section.
     """
-    start, history = _start(directory, from_seq)
-    for record in read_records(directory, start, to_seq):
+    replayer = SectionReplayer(PRESSURE_SECTION)
+    first = span(directory, whole=False).first
+    if first is None:
+        return
+    start = _start(directory, replayer, first.seq, from_seq)
+    for step in steps(directory, replayer, start, to_seq):
+        record, history = step.record, step.before
         events: list[Event] = [decode_event(raw) for raw in record.events]
         mine = [e for e in events if type(e).section == PRESSURE_SECTION]
         command = record.cause.get("command") if isinstance(record.cause, dict) else None
         if mine and command in COMMANDS and (from_seq is None or record.seq >= from_seq):
+            assert isinstance(history, PressureHistory)
             recorded = tuple(encode_event(e) for e in mine)
             try:
                 decision = rerun_cause(history, record.cause, qos)
@@ -137,5 +135,3 @@ def rerun_journal(
             except PolicyError as err:
                 rerun, error = None, str(err)
             yield RerunResult(record.seq, record.wall_time, str(command), recorded, rerun, error)
-        for event in mine:
-            history = apply_pressure_event(history, event)

@@ -1,11 +1,16 @@
-"""Walk a journal record by record with the state before and after each one.
+"""The offline tools' journal walk: record by record with the state before and after each one.
 
-Every forensic question (the state at an instant, what changed between two, why a pod has its
-CPUs) is answered by replaying the journal's events — the same decode-and-apply path the
-StateStore recovers with (``policy.state.replay``), so what forensics shows is what the node
-held. Replay starts from the empty state, or, when retention has retired the oldest records,
-from the oldest checkpoint that covers them (DESIGN.md, Journal). Nothing here writes or takes
-the journal's lock: a live node's directory can be read while the daemon appends to it.
+Every tool that reads a journal directory walks it one way: ``journal.walk`` (a start — the
+empty state or a checkpoint — and the records after it, streamed) with the state codec's
+per-section registry (``policy.state.replay``: ``StateReplayer`` for the whole state,
+``SectionReplayer`` for one owner's section), the same decode-and-apply path the StateStore
+recovers with, so what the tools show is what the node held. This module adds what the
+forensic questions (the state at an instant, what changed between two, why a pod has its
+CPUs) need on top: the topology checked against the journal's, the range replay can reach, a
+seq found by time, and a progress bar. Replay starts from the empty state, or, when retention
+has retired the oldest records, from the oldest checkpoint that covers them (DESIGN.md,
+Journal). Nothing here writes or takes the journal's lock: a live node's directory can be
+read while the daemon appends to it.
 
 The topology must be the one the journal was written for: its fingerprint is checked against
 the segment headers' before anything is replayed. ``--topology journal`` (the default) takes it
@@ -25,11 +30,12 @@ from dataclasses import dataclass
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from journal import JournalError, Record, journal_identity, load_checkpoint, read_records
-from journal.checkpoints import checkpoint_name, list_checkpoints
-from journal.fileops import OsFileOps
-from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
-from policy.state.sections import State, empty_state
+from journal import JournalError, Record, journal_identity, read_records
+from journal.checkpoints import checkpoint_name
+from journal.walk import NoStart, Start, find_start, span
+from journal.walk import steps as walk_steps
+from policy.state.replay import ReplayError, StateReplayer
+from policy.state.sections import State
 from policy.topology.model import CPUTopology, TopologyError
 from qrmd.console import make_console
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, load_topology
@@ -101,16 +107,15 @@ class JournalWalk:
             ForensicsError: a record cannot be read or does not fit the state rebuilt before
                 it (names its seq; ``qrmd journal verify`` tells more).
         """
-        state = self.base_state
         end = to_seq if to_seq is not None else self.last_seq
         total = 0 if end is None else max(0, end - self.base_seq)
         seq = self.base_seq
+        start = Start(self.base_seq, self.base_state)
         with _Progress(total, what) as advance:
             try:
-                for record in read_records(self.directory, self.base_seq + 1, to_seq):
-                    after, _, _ = replay_records(state, [record])
-                    yield Step(record, state, after)
-                    state, seq = after, record.seq
+                for step in walk_steps(self.directory, StateReplayer(self.topology), start, to_seq):
+                    yield Step(step.record, step.before, step.after)
+                    seq = step.record.seq
                     advance()
             except (JournalError, ReplayError) as err:
                 raise ForensicsError(
@@ -238,43 +243,34 @@ def open_walk(directory: str, topology: CPUTopology, topology_spec: str) -> Jour
             f"topology (a machine file, `qrmd topology --json` output, or sysfs:ROOT copied "
             f"from the node)"
         )
-    first = last = None
     try:
-        for record in read_records(directory):
-            if first is None:
-                first = record
-            last = record
+        kept = span(directory)
     except JournalError as err:
         raise ForensicsError(f"{err} (run `qrmd journal verify {directory}`)") from err
-    base_seq, base_state = 0, empty_state(topology)
-    if first is not None and first.seq > 1:
-        base_seq, base_state = _checkpoint_start(directory, first.seq, topology)
+    first, last = kept.first, kept.last
+    try:
+        start = find_start(
+            directory,
+            StateReplayer(topology),
+            None if first is None else first.seq,
+            newest=False,
+            skip=(JournalError, ReplayError),
+        )
+    except NoStart as err:
+        raise ForensicsError(
+            f"records before seq {err.first_seq} of {directory} were retired and no valid "
+            f"checkpoint covers them (looked for {checkpoint_name(err.first_seq - 1)} or newer): "
+            f"the state cannot be rebuilt"
+        ) from err
     return JournalWalk(
         directory,
         topology,
-        base_seq,
-        base_state,
+        start.seq,
+        start.state,
         None if first is None else first.seq,
         None if last is None else last.seq,
         None if first is None else first.wall_time,
         None if last is None else last.wall_time,
-    )
-
-
-def _checkpoint_start(directory: str, first_seq: int, topology: CPUTopology) -> tuple[int, State]:
-    fs = OsFileOps()
-    for seq, path in list_checkpoints(fs, directory):
-        if seq + 1 < first_seq:
-            continue
-        try:
-            payload = load_checkpoint(fs, path).state
-            return seq, state_from_checkpoint(payload, seq, topology)
-        except (JournalError, ReplayError):
-            continue
-    raise ForensicsError(
-        f"records before seq {first_seq} of {directory} were retired and no valid checkpoint "
-        f"covers them (looked for {checkpoint_name(first_seq - 1)} or newer): the state cannot "
-        f"be rebuilt"
     )
 
 

@@ -6,11 +6,12 @@ but ``repair`` only reads (no writer lock, nothing changed); ``repair`` changes 
 same), anything else is described and done only with ``--force``, and nothing is deleted.
 
 - ``verify``: every checksum and the sequence (``journal.verify``), then replay from empty —
-  through the same decode-and-apply path as the StateStore (``policy.state.replay``) — must
-  equal every valid checkpoint it passes, the newest included. Replaying needs the node's
-  topology (``--topology``, by default the machine the journal's newest daemon start
-  recorded, else this host's sysfs: ``qrmd.offline.walk.resolve_topology``); a topology
-  whose fingerprint differs from the journal's is refused with both fingerprints.
+  on the one journal walk (``journal.walk``) with the StateStore's decode-and-apply
+  (``policy.state.replay``) — must equal every valid checkpoint it passes, the newest
+  included. Replaying needs the node's topology (``--topology``, by default the machine the
+  journal's newest daemon start recorded, else this host's sysfs:
+  ``qrmd.offline.walk.resolve_topology``); a topology whose fingerprint differs from the
+  journal's is refused with both fingerprints.
 - ``repair``: prints what it found and what it does or would do, and what is lost.
 - ``show``: the timeline (``qrmd.offline.commands.journal_show``).
 - ``stats``: records, events by kind, causes, bytes, segments, checkpoints, time span.
@@ -44,8 +45,10 @@ from journal import (
     verify,
 )
 from journal.checkpoints import checkpoint_name
-from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
-from policy.state.sections import State, empty_state
+from journal.walk import NoStart, find_start
+from journal.walk import steps as walk_steps
+from policy.state.replay import ReplayError, StateReplayer, state_from_checkpoint
+from policy.state.sections import State
 from policy.topology.model import CPUTopology
 from qrmd.console import make_console
 from qrmd.offline.commands import journal_forensics, journal_show, katalyst_checkpoint
@@ -163,28 +166,26 @@ def _replay_problems(
 ) -> Iterator[str]:
     """Replay from empty (or the oldest checkpoint retention left a start for) and compare."""
     fs = OsFileOps()
-    base_seq = 0
-    state: State = empty_state(topology)
-    if first_seq is not None and first_seq > 1:
-        starts = [seq for seq in checkpoints if seq + 1 >= first_seq]
-        if not starts:
-            yield f"records before seq {first_seq} are gone and no valid checkpoint covers them"
-            return
-        base_seq = starts[0]
-        path = os.path.join(directory, checkpoint_name(base_seq))
-        try:
-            state = state_from_checkpoint(load_checkpoint(fs, path).state, base_seq, topology)
-        except ReplayError as err:
-            yield str(err)
-            return
+    replayer = StateReplayer(topology)
+    try:
+        # Only a checkpoint that fails its checks is stepped over (verify reports it); one
+        # that passes them but does not decode is a problem of its own.
+        start = find_start(directory, replayer, first_seq, newest=False, fs=fs)
+    except NoStart:
+        yield f"records before seq {first_seq} are gone and no valid checkpoint covers them"
+        return
+    except ReplayError as err:
+        yield str(err)
+        return
+    base_seq = start.seq
+    if base_seq:
         out.print(Text(f"replaying from checkpoint {base_seq} (older records were retired)"))
     pending = [seq for seq in checkpoints if seq > base_seq]
     matched: list[int] = []
     seq = base_seq
     try:
-        for record in read_records(directory, from_seq=base_seq + 1):
-            state, _, _ = replay_records(state, [record])
-            seq = record.seq
+        for step in walk_steps(directory, replayer, start, fs=fs):
+            state, seq = step.after, step.record.seq
             while pending and pending[0] == seq:
                 problem = _compare_checkpoint(fs, directory, seq, state, topology)
                 if problem:
@@ -197,11 +198,11 @@ def _replay_problems(
         return
     for ahead in pending:
         yield f"checkpoint {ahead} is ahead of the newest record {seq}"
-    start = "empty" if base_seq == 0 else f"checkpoint {base_seq}"
+    origin = "empty" if base_seq == 0 else f"checkpoint {base_seq}"
     shown = ", ".join(map(str, matched[-5:])) if matched else "none"
     out.print(
         Text(
-            f"replay from {start} through seq {seq}: every record applies; matches "
+            f"replay from {origin} through seq {seq}: every record applies; matches "
             f"{len(matched)} checkpoints (newest: {shown})"
         )
     )

@@ -30,15 +30,15 @@ import socket
 import sys
 import tempfile
 
-from journal import JournalError, OsFileOps, Record, load_checkpoint, read_records
-from journal.checkpoints import list_checkpoints
+from journal import JournalError, OsFileOps, read_records
 from journal.segments import SegmentHeaderError, list_segments, read_segment_header
+from journal.walk import find_start, replay_to, span
 from policy.errors import StateError
 from policy.state.katalyst_checkpoint import export_document
 from policy.state.katalyst_file import encode_document
 from policy.state.katalyst_layouts import DEFAULT_VERSION, layout_of_version, normalize_version
-from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
-from policy.state.sections import State, empty_state
+from policy.state.replay import ReplayError, StateReplayer
+from policy.state.sections import State
 from policy.topology.model import CPUTopology
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
 from qrmd.offline.journal_view import parse_time
@@ -189,30 +189,18 @@ def state_at(directory: str, topology: CPUTopology, to_seq: int | None) -> tuple
         KatalystCheckpointError: no checkpoint covers the records retention removed, the
             journal was written for another topology, or a record does not apply.
     """
-    fs = OsFileOps()
-    state, base = empty_state(topology), 0
-    for ck_seq, path in reversed(list_checkpoints(fs, directory)):
-        if to_seq is not None and ck_seq > to_seq:
-            continue
-        try:
-            state = state_from_checkpoint(load_checkpoint(fs, path).state, ck_seq, topology)
-        except (JournalError, ReplayError):
-            continue  # an older checkpoint, or the records, cover it
-        base = ck_seq
-        break
-    last = base
+    replayer = StateReplayer(topology)
     try:
-        records: list[Record] = []
-        for record in read_records(directory, from_seq=base + 1, to_seq=to_seq):
-            if not records and record.seq != base + 1:
-                raise KatalystCheckpointError(
-                    f"records {base + 1}-{record.seq - 1} are gone from {directory} and no "
-                    f"checkpoint covers them"
-                )
-            records.append(record)
-            last = record.seq
-        state, _, _ = replay_records(state, records)
-    except (JournalError, ReplayError) as err:
+        first = span(directory, whole=False).first
+        start = find_start(
+            directory,
+            replayer,
+            None if first is None else first.seq,
+            at_most=to_seq,
+            skip=(JournalError, ReplayError),  # an older checkpoint, or the records, cover it
+        )
+        state, last = replay_to(directory, replayer, start, to_seq)
+    except (JournalError, ReplayError) as err:  # NoStart too: records retired, nothing covers
         raise KatalystCheckpointError(str(err)) from None
     if to_seq is not None and last != to_seq:
         raise KatalystCheckpointError(f"{directory} holds no record {to_seq} (newest: {last})")
