@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from journal import Record
 from policy.errors import StateError
-from policy.state.codec import encode_event
+from policy.state.codec import SECTION_CODECS, encode_event, encode_state
 from policy.state.entries import DEDICATED_CORES, RAMPING, InPool, OwnCPUs
 from policy.state.events import (
     ContainerAllocated,
@@ -21,8 +21,15 @@ from policy.state.events import (
     RampCPUsSet,
     RequestQuantitySet,
 )
-from policy.state.replay import ReplayError, replay_records
-from policy.state.sections import State, apply_all, empty_state
+from policy.state.pressure import PRESSURE_SECTION, PressureHistory
+from policy.state.replay import (
+    ReplayError,
+    SectionReplayer,
+    StateReplayer,
+    replay_records,
+    section_from_checkpoint,
+)
+from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State, apply_all, empty_state
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 
 TOPO = SYNTH_16_2_4
@@ -141,3 +148,48 @@ def test_an_undecodable_record_after_a_refused_one_is_not_what_is_reported() -> 
     with pytest.raises(ReplayError) as refused:
         replay_records(START, records)
     assert refused.value.seq == 1
+
+
+# -- one owner's section alone (the offline re-runs' replayer) -----------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals())
+def test_a_section_replayed_alone_is_that_section_of_the_whole_replay(
+    journal: tuple[State, list[list[Event]]],
+) -> None:
+    start, batches = journal
+    records = records_of(batches)
+    try:
+        whole = replay_records(start, records)[0]
+    except ReplayError as err:
+        with pytest.raises(ReplayError) as alone:
+            SectionReplayer(CPU_SECTION, TOPO).apply(start.cpu, records)
+        assert alone.value.seq == err.seq
+        return
+    assert SectionReplayer(CPU_SECTION, TOPO).apply(start.cpu, records) == whole.cpu
+    assert SectionReplayer(BALANCE_SECTION).apply(start.balance, records) == whole.balance
+
+
+@pytest.mark.parametrize("name", sorted(SECTION_CODECS), ids=lambda n: f"the {n} section")
+def test_a_checkpoints_section_decodes_alone_to_that_section_of_its_state(name: str) -> None:
+    payload = encode_state(START)
+    assert section_from_checkpoint(payload, name, 7, TOPO) == START.section(name)
+    assert StateReplayer(TOPO).from_checkpoint(payload, 7) == START
+
+
+@pytest.mark.parametrize(
+    ("name", "empty"),
+    [
+        pytest.param(PRESSURE_SECTION, PressureHistory(), id="a section added later starts empty"),
+        pytest.param(BALANCE_SECTION, None, id="a mandatory section missing is refused"),
+    ],
+)
+def test_a_checkpoint_without_the_section(name: str, empty: object) -> None:
+    payload = encode_state(START)
+    del payload["sections"][name]
+    if empty is None:
+        with pytest.raises(ReplayError, match=f"checkpoint at seq 7 holds no {name} section"):
+            section_from_checkpoint(payload, name, 7)
+    else:
+        assert section_from_checkpoint(payload, name, 7) == empty
