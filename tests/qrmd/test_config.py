@@ -29,6 +29,8 @@ from qrmd.config import (
     load_config,
     parse_duration,
 )
+from qrmd.config_values import settings_of
+from qrmd.cpu_plugin.settings import CpuPluginSettings
 
 
 def _from_argv(*argv: str) -> DaemonConfig:
@@ -45,7 +47,7 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.topology == "sysfs"
     assert config.reserved_cpu_cores == 0
     assert config.socket_dirs == ("/var/lib/kubelet/plugins_registry",)
-    assert config.socket_paths() == (
+    assert settings_of(CpuPluginSettings, config).socket_paths() == (
         "/var/lib/kubelet/plugins_registry/qrm_cpu_plugin_dynamic.sock",
     )
     assert config.transition_period_s == 30.0
@@ -278,7 +280,8 @@ def test_a_socket_path_too_long_is_refused_before_anything_starts() -> None:
 def test_the_longest_socket_path_that_fits() -> None:
     room = 107 - len("/" + PLUGIN_SOCKET_NAME)
     directory = "/tmp/" + "d" * (room - len("/tmp/"))
-    assert load_config({"socket-dir": [directory]}).socket_paths()[0].__len__() == 107
+    config = load_config({"socket-dir": [directory]})
+    assert len(settings_of(CpuPluginSettings, config).socket_paths()[0]) == 107
     with pytest.raises(ConfigError, match="108 bytes"):
         load_config({"socket-dir": [directory + "d"]})
 
