@@ -47,6 +47,7 @@ from typing import Any
 
 import pykka
 
+from actors.log_text import utc
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.store_messages import (
     CheckpointIfDue,
@@ -454,7 +455,7 @@ class StateStoreActor(pykka.ThreadingActor):
             case CheckpointIfDue(now=now):
                 path = self.core.checkpoint_if_due()
                 if path is not None:
-                    _log.debug("checkpoint %s written on the tick sent at %.3f", path, now)
+                    _log.debug("checkpoint %s written on the tick sent at %s", path, utc(now))
                 return path
         raise TypeError(f"the state store does not handle {type(message).__name__}")
 

@@ -3,8 +3,8 @@
 An operator gives one round's inputs as JSON (the shape ``RoundInputs.to_json`` writes and a
 journaled round records: per-NUMA latency and bandwidth, the distance lists, the pools and their
 pods with per-NUMA anonymous memory, the configuration, the last emitted round and the time;
-format in ``policy.balance.inputs`` and the README). qrmd runs the same pure ``plan_round`` the
-daemon runs (spec memory-balancer §6.2, §7) and prints:
+format in ``policy.balance.inputs`` and docs/balancer.md). qrmd runs the same pure
+``plan_round`` the daemon runs (spec memory-balancer §6.2, §7) and prints:
 
 * the human view: the verdict, a per-NUMA latency/bandwidth table with each node's role (max
   latency, max bandwidth, source, destination with its distance), the pods to migrate, the

@@ -1,7 +1,7 @@
 """``qrmd eviction plan FILE``: would this node's CPU pressure eviction plugins have evicted?
 
-An operator gives a sequence of ticks as JSON (format in ``policy.cpu.pressure.plan`` and the
-README: each tick's time, the CPU state's pools with their sizes, the pods with each
+An operator gives a sequence of ticks as JSON (format in ``policy.cpu.pressure.plan`` and
+docs/cpu-pressure.md: each tick's time, the CPU state's pools with their sizes, the pods with each
 container's pool, CPU request and 1-minute load, which pods the eviction manager sent, and the
 configuration). qrmd runs the decisions the daemon runs for ``cpu-pressure-load-plugin`` and
 ``cpu-pressure-suppression-plugin`` (katalyst-core v0.5.3 ``cpueviction``), tick by tick with
@@ -67,8 +67,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "their pools, requests and loads, the configuration - and print each tick's "
             "ThresholdMet, GetTopEvictionPods and GetEvictPods answers."
         ),
-        epilog="The file format is in the README, section 'Asking the CPU eviction plugins "
-        "offline', and every field printed in docs/eviction-plan.md; examples are in "
+        epilog="The file format is in docs/cpu-pressure.md, section 'Asking the CPU eviction "
+        "plugins offline', and every field printed in docs/eviction-plan.md; examples are in "
         "docs/examples/eviction/.",
     )
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")

@@ -85,7 +85,7 @@ def test_every_event_is_a_row_with_its_node_pod_and_cpuset(fleet: Path) -> None:
 
 
 def test_readme_query_which_nodes_moved_a_pod(fleet: Path) -> None:
-    # README, "Fleet queries": a move is a row whose cpuset differs from the pod's previous one
+    # docs/forensics.md, "Fleet": a move is a row whose cpuset differs from the pod's previous one
     rows = query(
         fleet,
         """

@@ -139,9 +139,9 @@ def test_a_missing_reclaim_pool_is_an_answer_error_not_a_crash(
     }
 
 
-def test_the_readme_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Asking the CPU eviction plugins offline") :]
+def test_the_guide_example_is_a_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    guide = (REPO / "docs" / "cpu-pressure.md").read_text()
+    section = guide[guide.index("## Asking the CPU eviction plugins offline") :]
     block = section.split("```json\n", 1)[1].split("```", 1)[0]
     code, out, err = plan(capsys, write(tmp_path, json.loads(block)))
     assert (code, err) == (0, "")
