@@ -29,8 +29,8 @@ failed one (its reason is printed), 2 for a bad file.
 
 ``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
 file, re-computes it on the balance section as it stood before that record
-(``qrmd.balancer_rerun``) and says whether today's code decides what the journal holds: exit 0
-when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
+(``qrmd.offline.balance_rerun``) and says whether today's code decides what the journal holds:
+exit 0 when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
 ``--json`` adds ``"journal": {"seq", "matches", "journaled", "recomputed"}``.
 """
 
@@ -60,8 +60,8 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
-from qrmd.balancer_rerun import rerun_journaled_round
 from qrmd.console import make_console
+from qrmd.offline.balance_rerun import rerun_journaled_round
 
 __all__ = [
     "EXIT_ROUND_FAILED",
