@@ -21,8 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 # The stand-ins for peers and for the host and the demo that drives the daemon with them
 # (DESIGN.md "Layout": never imported by production code), the journal's offline tools (the
-# daemon never imports them; qrmd.offline is where they are bound), and the terminal rendering
-# they use.
+# daemon never imports them; qrmd.forensics was their home before qrmd.offline), and the
+# terminal rendering they use.
 SIM_AND_OFFLINE = ("qrmd.sim", "qrmd.offline", "qrmd.forensics")
 NOT_FOR_THE_DAEMON = (*SIM_AND_OFFLINE, "rich")
 # What a node that leaves a subsystem off never needs (qrmd.daemon imports each one's wiring
@@ -47,8 +47,8 @@ NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
     "yaml",
 )
 # The journal's offline tools: a node writes and recovers its journal without reading it back
-# for forensics or repairing it.
-NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair")
+# for forensics, walking it or repairing it.
+NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair", "journal.walk", "qrmd.offline")
 
 
 def _imported(stderr: str) -> set[str]:
