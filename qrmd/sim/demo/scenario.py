@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -91,6 +92,7 @@ from wire.eviction_client import EvictionManagerError
 __all__ = ["DemoError", "DemoResult", "DemoSettings", "run_demo"]
 
 PLUGIN = "cpu"
+_Answer = TypeVar("_Answer")
 SOCKET_NAME = "qrm_cpu_plugin_dynamic.sock"
 EVICTION_SOCKET_NAME = f"{EVICTION_PLUGIN_NAME}.sock"
 SUPPRESSION_SOCKET_NAME = f"{EVICTION_NAME_SUPPRESSION}.sock"
@@ -455,17 +457,36 @@ class _Demo:
         said = words[2] if len(words) == 3 and words[1].isupper() else line.strip()
         self.console.print(f"  [dim]daemon: {escape(said)}[/]", soft_wrap=True)
 
-    @staticmethod
-    def _topology_aware(endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
+    def _topology_aware(self, endpoint: Endpoint, view: Snapshot) -> dict[tuple[str, str], object]:
         """Each container's ``GetTopologyAwareResources`` answer (the pod-resources view)."""
-        try:
+
+        def ask(current: Endpoint) -> dict[tuple[str, str], object]:
             return {
-                (uid, name): endpoint.connection.get_topology_aware_resources(uid, name)
+                (uid, name): current.connection.get_topology_aware_resources(uid, name)
                 for uid, containers in view.items()
                 for name in containers
             }
+
+        try:
+            return self._on_newest(endpoint, ask)
         except PluginCallError as exc:
             raise DemoError(f"GetTopologyAwareResources: {exc}") from None
+
+    def _on_newest(self, endpoint: Endpoint, call: Callable[[Endpoint], _Answer]) -> _Answer:
+        """``call`` on ``endpoint``, once more on a newer registration if it failed meanwhile.
+
+        A plugin may register again while the demo talks to it (qrmd re-creates its socket
+        when kubelet's registration is slow, as on a loaded machine); the kubelet then closes
+        the old endpoint's channel, so a call on it is CANCELLED. A real kubelet's next call
+        goes to the newest endpoint: so does the demo's, rather than fail the phase.
+        """
+        try:
+            return call(endpoint)
+        except PluginCallError:
+            newest = self.sim.kubelet.endpoints.running(PLUGIN)
+            if newest is None or newest.generation <= endpoint.generation:
+                raise
+            return call(newest)
 
     def balance(self) -> BalanceOutcome:
         self._phase(5, f"memory balancer: NUMA {PRESSURED_NUMA} under read-latency pressure")
@@ -532,7 +553,9 @@ class _Demo:
             )
         self._say_daemon(said)
         try:
-            after = snapshot(again.connection.get_resources_allocation())
+            after = snapshot(
+                self._on_newest(again, lambda e: e.connection.get_resources_allocation())
+            )
         except PluginCallError as exc:
             raise DemoError(f"after the restart: {exc}") from None
         recovered = sum(len(c) for c in after.values())
