@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "say whether it matches: exit 1 when it does not, 2 when the record is not a round",
     )
     plan.add_argument("--seq", metavar="N", type=int, help="the record of --from-journal")
-    plan.set_defaults(run=run)
+    plan.set_defaults(run=run, error_prefix=plan.prog)  # errors name the action, as usage errors do
 
 
 #: Exit status of a round that failed (a metric missing, the inputs unusable).

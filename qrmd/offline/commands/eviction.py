@@ -37,7 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from journal import JournalError
 from policy.cpu.pressure.plan import PlanTick, TickResult, parse_plan, run_plan
+from qrmd.offline.commands.journal_common import need_segments, refuse
 from qrmd.offline.journal_view import format_time
 from qrmd.offline.pressure_rerun import rerun_journal
 from wire.errors import status_for
@@ -73,7 +75,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     plan.add_argument("file", metavar="FILE", help="the ticks as JSON; '-' reads stdin")
     plan.add_argument("--json", action="store_true", help="print one JSON object per tick")
-    plan.set_defaults(run=run)
+    # Each action names itself in its errors, as argparse's usage errors already do.
+    plan.set_defaults(run=run, error_prefix=plan.prog)
     rerun = actions.add_parser(
         "rerun",
         help="re-run every journaled CPU pressure decision from its record",
@@ -87,7 +90,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rerun.add_argument("--from-seq", type=int, metavar="N", help="first record (inclusive)")
     rerun.add_argument("--to-seq", type=int, metavar="N", help="last record (inclusive)")
     rerun.add_argument("--json", action="store_true", help="one JSON object per record")
-    rerun.set_defaults(run=run_rerun)
+    rerun.set_defaults(run=run_rerun, error_prefix=rerun.prog)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,6 +119,15 @@ def plan_json(result: TickResult) -> dict[str, Any]:
 
 def run_rerun(args: argparse.Namespace) -> int:
     """``qrmd eviction rerun``: 0 when every record re-runs to its events, else 1."""
+    need_segments(args.directory)
+    try:
+        return _rerun(args)
+    except JournalError as exc:
+        # A journal that cannot be read is the operator's input, not our crash: one line.
+        raise refuse(str(exc)) from None
+
+
+def _rerun(args: argparse.Namespace) -> int:
     differing = total = 0
     for result in rerun_journal(args.directory, from_seq=args.from_seq, to_seq=args.to_seq):
         total += 1

@@ -269,7 +269,7 @@ def test_bad_files_are_one_error_line_naming_the_field(
     code, out, err = plan(capsys, str(path))
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
-    assert err.startswith("qrmd balance: error: " + message.replace("FILE", str(path))), err
+    assert err.startswith("qrmd balance plan: error: " + message.replace("FILE", str(path))), err
 
 
 # -- any round: the CLI and the in-process planner agree ------------------------------------------

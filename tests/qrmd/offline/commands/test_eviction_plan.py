@@ -112,7 +112,7 @@ def test_a_bad_file_is_one_error_line_naming_the_field(
     code, out, err = plan(capsys, write(tmp_path, document))
     assert code != 0 and out == ""
     assert len(err.strip().splitlines()) == 1
-    assert err.startswith("qrmd eviction: error: ")
+    assert err.startswith("qrmd eviction plan: error: ")
     assert re.search(message, err), err
 
 
@@ -223,3 +223,20 @@ def test_the_docs_name_every_field_of_the_json_output(capsys: pytest.CaptureFixt
             names |= field_names(json.loads(line))
     assert {"force_evict", "deletion_options", "shared_pools_limit", "code"} <= names
     assert sorted(n for n in names if f"`{n}`" not in docs) == []
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(lambda tmp: tmp / "absent", "not a directory", id="a path that is not there"),
+        pytest.param(lambda tmp: tmp, "holds no segment", id="a directory with no journal"),
+    ],
+)
+def test_rerun_of_no_journal_is_one_error_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, make: Any, message: str
+) -> None:
+    code = main(["eviction", "rerun", str(make(tmp_path))])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    (line,) = err.strip().splitlines()
+    assert line.startswith("qrmd eviction rerun: error: no journal at ") and message in line
