@@ -63,6 +63,7 @@ from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocati
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus
 from policy.cpu.snb_allocate import allocate_snb
+from policy.cpu.system_cores import SYSTEM_CORES, allocate_system
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
@@ -130,7 +131,13 @@ def allocate_container(
         result, original = state.placement_cpus(held.placement)
         if original.size() >= prepared.req_int:
             return _reply(prepared, _cpu_allocation(result, None), native_qos_class="")
-    # 9. Dispatch on the level.
+    # 9. Dispatch on the level (v0.5.47 also accepts system_cores).
+    if ctx.at_v0_5_47 and prepared.qos_level == SYSTEM_CORES:
+        try:
+            system = allocate_system(txn, ctx, prepared, now)
+        except PolicyError as err:
+            raise AllocationError(str(err), kind=err.kind, subject=request.describe()) from err
+        return AllocationReply() if system is None else _pack(prepared, system)
     try:
         check_handled_level(prepared.qos_level)
     except QoSError as err:

@@ -220,7 +220,7 @@ def _settle(
     pod_uid, name = entry.key
     started = parse_init_timestamp(entry.init_timestamp)
     if started is None:
-        step = fire(container_phase(entry), "repair_timestamp")
+        step = fire(container_phase(entry, system_cores=ctx.at_v0_5_47), "repair_timestamp")
         assert step is not None  # repair_timestamp has no guards
         if entry.is_shared():
             emit_step(txn, step, ContainerReRamped(pod_uid, name, stamp, pooled))

@@ -35,6 +35,7 @@ from policy.cpu.qos import DEDICATED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.replies import HintsReply
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.snb_hints import SNBHintError, shared_hints
+from policy.cpu.system_cores import SYSTEM_CORES
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
@@ -218,6 +219,8 @@ def topology_hints(
     labels, annotations = prepared.labels, prepared.annotations
     if prepared.is_init or prepared.is_debug:
         return HintsReply.echo(request, labels, annotations, None)
+    if ctx.at_v0_5_47 and prepared.qos_level == SYSTEM_CORES:
+        return HintsReply.echo(request, labels, annotations, None)  # v0.5.47: no preference
     try:
         check_handled_level(prepared.qos_level)
     except QoSError as err:

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
 from policy.cpu.snb import adjustable_cpus, numa_of_pool
+from policy.cpu.system_cores import SYSTEM_CORES, system_pool_cpus
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
@@ -126,6 +127,13 @@ def apply_pools_and_isolated(
         moves[key] = (RAMPING, "")
     for key in sorted(state.unflagged_unpooled_containers()):
         entry = state.require_entry(*key)
+        if ctx.at_v0_5_47 and entry.qos_level == SYSTEM_CORES:
+            # v0.5.47's system_cores follow the pools they name (policy.cpu.system_cores).
+            if entry.is_sidecar():
+                continue  # a sidecar keeps the copy of its main container's CPUs
+            cpus = system_pool_cpus(state, ctx, entry.annotations, pools_cs)
+            moves[key] = (OwnCPUs.of(cpus), entry.owner_pool_name)
+            continue
         _check_pooled_level(entry)
         pool = entry.pool_name()
         if pool in pools_cs:

@@ -88,6 +88,17 @@ def _shared_cores_optimizers(raw: object) -> tuple[str, ...]:
     return names
 
 
+def _reclaim_numa_binding(raw: object) -> bool:
+    # The reference's reclaimed NUMA-binding path (headroom per NUMA, actual and non-actual
+    # binding) is not reproduced: refuse to pretend rather than place such pods differently.
+    if switch(raw):
+        raise ValueError(
+            "reclaimed cores with NUMA binding are not reproduced by qrmd yet; leave it false "
+            "(such pods are then placed as other reclaimed_cores pods)"
+        )
+    return False
+
+
 _SINCE_47 = "v0.5.47 only"
 
 #: The v0.5.47 options of the CPU decisions (spec cpu-policy-v0.5.47 (a) "Flags", (c) 4, 6).
@@ -116,8 +127,10 @@ REFERENCE_OPTIONS: tuple[Option, ...] = (
            f"{_SINCE_47}: list the NUMA hints of shared_cores pods with NUMA binding from the "
            "highest NUMA down", "--enable-snb-high-numa-preference", switch=True,
            group=REFERENCE_GROUP, since=V0_5_47),
-    Option("enable-reclaim-numa-binding", "enable_reclaim_numa_binding", switch, "false",
-           f"{_SINCE_47}: reclaimed_cores pods with numa_binding are bound to one NUMA",
+    Option("enable-reclaim-numa-binding", "enable_reclaim_numa_binding", _reclaim_numa_binding,
+           "false",
+           f"{_SINCE_47}: reclaimed_cores pods with numa_binding are bound to one NUMA; qrmd "
+           "does not reproduce that path yet, so only false is accepted",
            "--enable-reclaim-numa-binding", switch=True,
            group=REFERENCE_GROUP, since=V0_5_47),
     Option("pod-annotation-kept-keys", "pod_annotation_kept_keys", comma_list,

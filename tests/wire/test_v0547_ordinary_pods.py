@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
+import grpc
 import pytest
 
 from policy.cpu.reference import V0_5_47
@@ -78,3 +79,60 @@ def test_the_call_that_ends_ramp_up_reports_the_pool_grown_by_hyper_threads(
     # TestGetResourcesAllocation: a later reclaimed container gets what reclaim kept
     assert allocated(node47, resource_request("pod-r", qos="reclaimed_cores")) == "12-15"
     assert listing(node47) == {"pod-a": "1,3-11", "pod-r": "12-15"}
+
+
+# -- (c) 7: system_cores ----------------------------------------------------------------------
+
+CPU_ENHANCEMENT = "katalyst.kubewharf.io/cpu_enhancement"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [
+        pytest.param({CPU_ENHANCEMENT: '{"cpuset_pool": "reserve"}'}, ("0,2", 2.0),
+                     id="TestAllocate: system_cores with cpuset_pool reserve gets the reserve"),
+        pytest.param({}, ("0-15", 16.0),
+                     id="TestAllocate: system_cores without a cpuset pool gets every CPU"),
+    ],
+)  # fmt: skip
+def test_system_cores_are_accepted_at_v0_5_47(
+    node47: WireNode, annotations: dict[str, str], want: tuple[str, float]
+) -> None:
+    request = resource_request("pod-sys", qos="system_cores", annotations=annotations)
+    hints = node47.client.plugin.GetTopologyHints(request, timeout=10)
+    assert "cpu" not in hints.resource_hints  # no NUMA preference
+    response = node47.client.plugin.Allocate(request, timeout=10)
+    info = response.allocation_result.resource_allocation["cpu"]
+    assert (info.allocation_result, info.allocated_quantity) == want
+    # the pools move around it; its CPUs follow the pools it names
+    node47.client.plugin.Allocate(resource_request("pod-a", cpu=2), timeout=10)
+    node47.clock.advance(31)
+    assert listing(node47)["pod-sys"] == want[0]
+    node47.client.plugin.RemovePod(pb.RemovePodRequest(pod_uid="pod-sys"), timeout=10)
+    assert "pod-sys" not in listing(node47)
+
+
+def test_system_cores_are_still_refused_at_v0_5_3(node: WireNode) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        node.client.plugin.Allocate(resource_request("pod-sys", qos="system_cores"), timeout=10)
+    assert "katalyst QoS level: system_cores is not supported yet" in str(err.value.details())
+
+
+# -- (c) 4: the kept annotations ----------------------------------------------------------------
+
+AGGREGATED = "pod.kubernetes.io/pod-aggregated-requests"
+RESIZING = "pod.kubernetes.io/inplace-update-resizing"
+
+
+def test_the_kept_annotations_are_stored_and_echoed_at_v0_5_47_only(
+    node: WireNode, node47: WireNode
+) -> None:
+    notes = {AGGREGATED: '{"cpu": "2"}', RESIZING: "false", "team": "payments"}
+    for at, kept in ((node, {}), (node47, {AGGREGATED: '{"cpu": "2"}', RESIZING: "false"})):
+        response = at.client.plugin.Allocate(
+            resource_request("pod-a", cpu=2, annotations=notes), timeout=10
+        )
+        assert dict(response.annotations) == {"katalyst.kubewharf.io/qos_level": "shared_cores",
+                                              **kept}  # fmt: skip
+        stored = at.core.snapshot.state.cpu.require_entry("pod-a", "app")
+        assert "team" not in (stored.annotations or {})
