@@ -58,7 +58,7 @@ from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
 from policy.topology.model import CPUTopology
 from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
-from qrmd.balancer.settings import BalancerFields
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.host.metrics_simulator import SimulatedNumaMetrics
@@ -108,7 +108,7 @@ class _BalancerRef:
         return any(c.name == BALANCER_CHILD and c.alive for c in self._supervisor.status().children)
 
 
-def build(settings: BalancerFields, shared: Shared) -> BalancerWiring:
+def build(settings: BalancerSettings, shared: Shared) -> BalancerWiring:
     """The memory balancer subsystem on this host's sources, as the settings choose them."""
     return BalancerWiring(
         settings, shared.machine.topology, shared.clock, cpu_vendor=read_cpu_vendor()
@@ -134,7 +134,7 @@ class BalancerWiring(SubsystemParts):
 
     def __init__(
         self,
-        config: BalancerFields,
+        config: BalancerSettings,
         topology: CPUTopology,
         clock: Clock,
         *,

@@ -11,11 +11,13 @@ these without loading gRPC. The plugin's socket name is wire.md §2's ``<agent n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
+    DEFAULT_TRANSITION_PERIOD_S,
 )
 from policy.cpu.reference import (
     DEFAULT_REFERENCE_VERSION,
@@ -27,6 +29,7 @@ from policy.cpu.reference import (
 )
 from qrmd.config_values import (
     Option,
+    Socket,
     choice,
     comma_list,
     count,
@@ -34,6 +37,7 @@ from qrmd.config_values import (
     nonempty,
     real_number,
     single_value,
+    socket_path,
     switch,
 )
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
@@ -47,7 +51,7 @@ __all__ = [
     "PLUGIN_SOCKET_NAME",
     "REFERENCE_GROUP",
     "SPEC_FORMS",
-    "CpuPluginFields",
+    "CpuPluginSettings",
     "reference_values",
     "require_reference_level",
     "reserve_error",
@@ -226,24 +230,64 @@ def reference_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, An
     return {"reference": ReferenceOptions(**groups.get(REFERENCE_GROUP, {}))}  # type: ignore[arg-type]
 
 
-class CpuPluginFields(Protocol):
-    """The ``DaemonConfig`` fields the CPU plugin's wiring reads (``qrmd.cpu_plugin.subsystem``);
-    the policy's own inputs reach it as the daemon's machine (``qrmd.config.build_context``)."""
+@dataclass(frozen=True, slots=True)
+class CpuPluginSettings:
+    """The CPU plugin's settings, one field per option row of ``CPU_PLUGIN_OPTIONS`` (the
+    ``DaemonConfig`` field of the same name; ``qrmd.config_values.settings_of``). The policy's
+    own inputs reach the wiring as the daemon's machine (``qrmd.config.build_context``).
+
+    Attributes:
+        topology: the ``--topology`` SPEC.
+        reserved_cpu_cores: CPUs kept for the system (cpu-policy §3).
+        socket_dirs: one plugin socket per directory, duplicates removed.
+        transition_period_s: ramp-up length (§9.6).
+        enable_reclaim: the dynamic ``enable-reclaim`` option.
+        qos_enhancement_defaults: ``qos-enhancement-default-values`` as (key, value) pairs.
+        pod_debug_anno_keys: ``qrm-pod-debug-anno-keys``.
+        max_full_hint_numa_nodes: NUMA nodes up to which hints are fully enumerated.
+        max_hints: the most hints of the reduced answer.
+        max_connections: the most connections each plugin socket accepts at once.
+        reference_version: the Katalyst release reproduced (``policy.cpu.reference``).
+        reference: the v0.5.47 options of the CPU decisions (the rows of
+            ``REFERENCE_OPTIONS``, collected by field).
+    """
+
+    topology: str = DEFAULT_TOPOLOGY_SPEC
+    reserved_cpu_cores: int = 0
+    socket_dirs: tuple[str, ...] = (DEFAULT_SOCKET_DIR,)
+    transition_period_s: float = DEFAULT_TRANSITION_PERIOD_S
+    enable_reclaim: bool = False
+    qos_enhancement_defaults: tuple[tuple[str, str], ...] = ()
+    pod_debug_anno_keys: tuple[str, ...] = ()
+    max_full_hint_numa_nodes: int = DEFAULT_MAX_FULL_HINT_NUMA_NODES
+    max_hints: int = DEFAULT_MAX_HINTS
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    reference_version: str = DEFAULT_REFERENCE_VERSION
+    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
 
     @property
-    def topology(self) -> str: ...
+    def enabled(self) -> bool:
+        """The CPU plugin always runs: it is what kubelet calls."""
+        return True
 
-    @property
-    def reserved_cpu_cores(self) -> int: ...
+    def sockets(self) -> tuple[Socket, ...]:
+        """One plugin socket per socket directory (wire.md §2), each capped at
+        ``--max-connections``."""
+        return tuple(
+            Socket.in_directory("socket-dir", d, PLUGIN_NAME, self.max_connections)
+            for d in self.socket_dirs
+        )
 
-    @property
-    def socket_dirs(self) -> tuple[str, ...]: ...
+    def socket_paths(self) -> tuple[str, ...]:
+        """The plugin socket of each socket directory, absolute (wire.md §2).
 
-    @property
-    def max_connections(self) -> int: ...
+        Raises:
+            ValueError: a path is longer than a unix socket allows.
+        """
+        return tuple(socket_path(d, PLUGIN_NAME) for d in self.socket_dirs)
 
 
-def reserve_error(settings: CpuPluginFields, err: Exception) -> str:
+def reserve_error(settings: CpuPluginSettings, err: Exception) -> str:
     """A reserve the machine cannot hold, as the flags that asked for it: the policy names
     CPUs, the operator needs the flag to change."""
     return (

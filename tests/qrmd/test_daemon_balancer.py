@@ -22,6 +22,7 @@ from actors.supervisor import SupervisedRef
 from journal import read_records
 from policy.balance import BalanceStatus
 from policy.topology.model import CPUTopology
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BALANCER_CHILD, BalancerWiring
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
@@ -79,7 +80,9 @@ class BalancerHarness(Harness):
             }
         )
 
-    def wiring(self, config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
+    def wiring(
+        self, config: BalancerSettings, topology: CPUTopology, clock: Clock
+    ) -> BalancerWiring:
         harness = self
 
         class Refusing(BalancerWiring):

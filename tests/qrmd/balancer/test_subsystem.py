@@ -10,8 +10,10 @@ from actors.ports.clock import SYSTEM_CLOCK
 from actors.ports.migration import MigrationMode
 from policy.balance import MemoryAdvice, NumaDistance
 from policy.topology.synthetic import parse_synthetic_spec
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.config import load_config
+from qrmd.config_values import settings_of
 from qrmd.host.metrics_simulator import QUIET_LATENCY, SimulatedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 
@@ -20,7 +22,12 @@ SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
 
 def wiring(vendor: str, **flags: object) -> BalancerWiring:
     config = load_config({"enable-memory-balancer": True, "topology": SYNTH, **flags})
-    return BalancerWiring(config, parse_synthetic_spec(SYNTH), SYSTEM_CLOCK, cpu_vendor=vendor)
+    return BalancerWiring(
+        settings_of(BalancerSettings, config),
+        parse_synthetic_spec(SYNTH),
+        SYSTEM_CLOCK,
+        cpu_vendor=vendor,
+    )
 
 
 def test_distances_come_from_the_synthetic_matrix_self_included() -> None:
