@@ -6,6 +6,8 @@ each container through the ramp-up machine:
 * an unreadable or empty ``init_timestamp`` is repaired (``repair_timestamp``): a shared
   container ramps again on the pooled CPUs (``ContainerReRamped``), any other gets the
   timestamp reset (``TimestampReset``);
+* at v0.5.47 a dedicated sidecar whose CPUs or owner differ from its main container's takes
+  its main container's again (``ContainerPlaced``), as the reference syncs them;
 * a flagged container whose transition period has passed (``now > init + period``) finishes
   ramp-up (``finish_ramp_up`` → ``RampUpFinished``); shared ones then join their pools with
   ``put_allocations_and_adjust(..., incr_by_req=True)``.
@@ -51,8 +53,8 @@ from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import PolicyError
 from policy.state.cpu_state import ContainerKey, CPUState
-from policy.state.entries import ContainerEntry
-from policy.state.events import ContainerReRamped, RampUpFinished, TimestampReset
+from policy.state.entries import ContainerEntry, OwnCPUs
+from policy.state.events import ContainerPlaced, ContainerReRamped, RampUpFinished, TimestampReset
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
@@ -121,6 +123,9 @@ def resources_allocation(
         assert previous is not None  # for the type checker: _lists_settled said so
         return previous  # nothing to settle: the same answer at any time
     parts = list_pods(state, basis)
+    # 0. v0.5.47: dedicated sidecars follow their main container again (policy.go:546-553).
+    if ctx.at_v0_5_47:
+        txn.emit(*_sidecar_syncs(state))
     # 1. What a re-ramped shared container gets.
     pooled = state.pooled_cpus(ctx.reserved)
     if ctx.at_v0_5_47:
@@ -152,12 +157,31 @@ def resources_allocation(
             put_allocations_and_adjust(txn, ctx, just_finished, incr_by_req=True)
         except PolicyError as err:
             warnings.append(f"putAllocationsAndAdjustAllocationEntries failed with error: {err}")
-        if ctx.at_v0_5_47:
-            # v0.5.47 reads the pod entries again after adjusting (policy.go:589-634).
-            parts = list_pods(txn.cpu, parts)
-            listed_after = len(txn.events)
+
+    if ctx.at_v0_5_47 and txn.cpu is not state:
+        # v0.5.47 reads the pod entries again after adjusting (policy.go:589-634).
+        parts = list_pods(txn.cpu, parts)
+        listed_after = len(txn.events)
     settled = not txn.events and not warnings and not state.ramping_containers()
     return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled, listed_after)
+
+
+def _sidecar_syncs(state: CPUState) -> list[ContainerPlaced]:
+    """v0.5.47's ``applySidecarAllocationInfoFromMainContainer`` for dedicated sidecars (the
+    only ones that hold a copy of their main container's CPUs: an SNB sidecar follows its
+    pool): a ``ContainerPlaced`` for each whose CPUs or owner differ from its main
+    container's. O(dedicated containers)."""
+    out: list[ContainerPlaced] = []
+    for key in sorted(state.dedicated_containers()):
+        entry = state.require_entry(*key)
+        main = state.main_container_entry(entry.pod_uid)
+        if not entry.is_sidecar() or main is None:
+            continue
+        result, original = state.placement_cpus(main.placement)
+        placement = OwnCPUs(result, original)
+        if entry.placement != placement or entry.owner_pool_name != main.owner_pool_name:
+            out.append(ContainerPlaced(key[0], key[1], placement, main.owner_pool_name))
+    return out
 
 
 def listed_as_is(

@@ -18,7 +18,7 @@ import pytest
 
 from policy.cpu.reference import V0_5_47
 from tests.policy.decision_fixtures import CTX
-from tests.wire.plugin_node import WireNode, resource_request
+from tests.wire.plugin_node import WireNode, dedicated_annotations, resource_request
 from wire.gen import resourceplugin_pb2 as pb
 
 AT_47 = replace(CTX, reference_version=V0_5_47)
@@ -136,3 +136,23 @@ def test_the_kept_annotations_are_stored_and_echoed_at_v0_5_47_only(
                                               **kept}  # fmt: skip
         stored = at.core.snapshot.state.cpu.require_entry("pod-a", "app")
         assert "team" not in (stored.annotations or {})
+
+
+# -- (c) 10: sidecars follow their main container at the listing ---------------------------------
+
+
+def test_a_dedicated_sidecar_takes_its_main_containers_owner_at_the_listing_at_v0_5_47(
+    node: WireNode, node47: WireNode
+) -> None:
+    for at, owner_after in ((node, ""), (node47, "dedicated")):
+        main = resource_request("pod-d", cpu=2, annotations=dedicated_annotations(), hint=(0,))
+        at.client.plugin.Allocate(main, timeout=10)
+        side = resource_request("pod-d", "side", cpu=1, annotations=dedicated_annotations(),
+                                hint=(0,), container_type=pb.SIDECAR)  # fmt: skip
+        at.client.plugin.Allocate(side, timeout=10)
+        stored = at.core.snapshot.state.cpu.require_entry("pod-d", "side")
+        assert stored.owner_pool_name == ""  # a sidecar is stored without an owner
+        listed = listing(at)
+        assert listed["pod-d"] == "1,9"
+        stored = at.core.snapshot.state.cpu.require_entry("pod-d", "side")
+        assert stored.owner_pool_name == owner_after
