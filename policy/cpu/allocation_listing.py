@@ -244,9 +244,12 @@ def _settle(
     pod_uid, name = entry.key
     started = parse_init_timestamp(entry.init_timestamp)
     if started is None:
-        step = fire(container_phase(entry, system_cores=ctx.at_v0_5_47), "repair_timestamp")
-        assert step is not None  # repair_timestamp has no guards
-        if entry.is_shared():
+        # v0.5.47 re-ramps only non-binding shared containers (policy.go:559).
+        numa_bound = ctx.at_v0_5_47 and entry.is_shared() and entry.is_numa_binding()
+        phase = container_phase(entry, system_cores=ctx.at_v0_5_47)
+        step = fire(phase, "repair_timestamp", {"numa_bound": numa_bound})
+        assert step is not None  # every live phase has a repair_timestamp transition
+        if entry.is_shared() and not numa_bound:
             emit_step(txn, step, ContainerReRamped(pod_uid, name, stamp, pooled))
         else:
             emit_step(txn, step, TimestampReset(pod_uid, name, stamp))
