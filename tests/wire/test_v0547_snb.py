@@ -13,12 +13,13 @@ the same entries are built here from state events and served without a start-up 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import grpc
 import pytest
 
+from policy.cpu.context import PolicyContext
 from policy.cpu.reference import (
     DYNAMIC_PACKING,
     INPLACE_UPDATE_RESIZING_KEY,
@@ -28,7 +29,7 @@ from policy.cpu.reference import (
     ReferenceOptions,
 )
 from policy.state.entries import InPool, OwnCPUs
-from policy.state.events import ContainerAllocated, PoolSet
+from policy.state.events import ContainerAllocated, Event, PoolSet
 from policy.state.sections import State, empty_state
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.actors.fakes import ApplyingCommitter
@@ -51,7 +52,7 @@ SNB_NOT_EXCLUSIVE = {
 AGGREGATED = "pod.kubernetes.io/pod-aggregated-requests"
 
 
-def served(ctx=AT_47, state: State | None = None) -> WireNode:  # type: ignore[no-untyped-def]
+def served(ctx: PolicyContext = AT_47, state: State | None = None) -> WireNode:
     committer = ApplyingCommitter(state or empty_state(ctx.topology))
     return WireNode(committer=committer, ctx=ctx, start=state is None).start()
 
@@ -72,7 +73,8 @@ def hints_of(node: WireNode, request: pb.ResourceRequest) -> list[tuple[tuple[in
 
 
 def allocate(node: WireNode, request: pb.ResourceRequest) -> pb.ResourceAllocationResponse:
-    return node.client.plugin.Allocate(request, timeout=10)
+    response: pb.ResourceAllocationResponse = node.client.plugin.Allocate(request, timeout=10)
+    return response
 
 
 def cpu_of(response: pb.ResourceAllocationResponse) -> tuple[str, float]:
@@ -88,7 +90,7 @@ def listed(node: WireNode, pod: str, container_name: str = "app") -> str:
     return str(resources.resource_allocation["cpu"].allocation_result)
 
 
-def refused(call, request) -> str:  # type: ignore[no-untyped-def]
+def refused(call: Callable[..., object], request: pb.ResourceRequest) -> str:
     with pytest.raises(grpc.RpcError) as err:
         call(request, timeout=10)
     return str(err.value.details())
@@ -151,8 +153,10 @@ def _hints_state(snb_pools: dict[str, tuple[str, float]], with_share_pods: bool)
     reclaimed pod in reclaim 9,11,13,15, and one SNB pod per SNB pool."""
     dedicated = container("kkk", "test", OwnCPUs.of(cpus("1,8-9")), qos="dedicated_cores",
                           owner="dedicated", quantity=2, numa_binding=True)  # fmt: skip
-    dedicated = replace(dedicated, annotations={**dedicated.annotations, "numa_share": "false"})
-    events: list[object] = [
+    dedicated = replace(
+        dedicated, annotations={**(dedicated.annotations or {}), "numa_share": "false"}
+    )
+    events: list[Event] = [
         PoolSet("reserve", cpus("0,2")),
         PoolSet("reclaim", cpus("9,11,13,15")),
         ContainerAllocated(dedicated),
@@ -172,7 +176,7 @@ def _hints_state(snb_pools: dict[str, tuple[str, float]], with_share_pods: bool)
             ContainerAllocated(container(f"snb-{pool}", "test", InPool(pool), owner=pool,
                                          quantity=request, numa_binding=True))
         )  # fmt: skip
-    return with_events(empty_state(CTX.topology), *events)  # type: ignore[arg-type]
+    return with_events(empty_state(CTX.topology), *events)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from actors.allocator import AllocatorCore
 from actors.allocator_messages import Allocate, GetResourcesAllocation, StartPolicy
 from actors.state_store import StateStoreCore, StoreConfig
 from journal import Record, read_records
+from policy.cpu.context import PolicyContext
 from policy.cpu.reference import (
     PACKING,
     V0_5_3,
@@ -37,7 +37,7 @@ SNB = {"katalyst.kubewharf.io/memory_enhancement": json.dumps({"numa_binding": "
 
 
 @pytest.fixture(name="journal47")
-def _journal47(tmp_path: Path) -> Iterator[str]:
+def _journal47(tmp_path: Path) -> str:
     """A v0.5.47 node's journal: start, a shared pod ramping then pooled, an SNB pod."""
     store = StateStoreCore.open(StoreConfig(str(tmp_path), "n47", durability="none"), SYNTH_16_2_4)
     clock = FakeClock(T0)
@@ -70,11 +70,11 @@ def test_every_v0_5_47_decision_records_its_level_and_options(journal47: str) ->
         pytest.param(AT_47, id="given the node's own settings"),
     ],
 )
-def test_a_v0_5_47_journal_re_runs_to_the_same_events(journal47: str, given: object) -> None:
+def test_a_v0_5_47_journal_re_runs_to_the_same_events(journal47: str, given: PolicyContext) -> None:
     for record in records(journal47):
         if not record.events:
             continue
-        rerun = rerun_in_journal(journal47, record.seq, given)  # type: ignore[arg-type]
+        rerun = rerun_in_journal(journal47, record.seq, given)
         assert rerun.refusal is None and rerun.same_events, record.seq
 
 
