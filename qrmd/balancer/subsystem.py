@@ -61,7 +61,7 @@ from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
 from qrmd.balancer.settings import BalancerSettings
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
 from qrmd.host.cpu_vendor import read_cpu_vendor
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
+from qrmd.host.metrics_fixed import FixedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_distances import TopologyNumaDistances
 from qrmd.status.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, ProblemSource
@@ -172,11 +172,11 @@ class BalancerWiring(SubsystemParts):
             clock=clock.time,
             monotonic=clock.monotonic,
         )
-        if isinstance(self.metric_source, SimulatedNumaMetrics):
-            for numa in config.simulated_pressure:
-                self.metric_source.put_under_pressure(
-                    numa, read_latency=resolved.force_balance_read_latency_threshold + 10
-                )
+        if isinstance(self.metric_source, FixedNumaMetrics):
+            self.metric_source = self.metric_source.under_pressure(
+                config.simulated_pressure,
+                read_latency=resolved.force_balance_read_latency_threshold + 10,
+            )
         reader = build_container_memory_reader(settings)
         self.memory: ContainerMemoryReader = memory or reader
         self.executor: AdviceExecutor = executor or CgroupMigrator(

@@ -60,6 +60,7 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
+from qrmd.commands.node_view import numa_roles
 from qrmd.console import make_console
 from qrmd.offline.balance_rerun import rerun_journaled_round
 
@@ -67,7 +68,6 @@ __all__ = [
     "EXIT_ROUND_FAILED",
     "check_one_node",
     "load_inputs",
-    "numa_roles",
     "plan_document",
     "register",
     "run",
@@ -331,31 +331,6 @@ def _verdict(outcome: RoundOutcome, record: BalanceInfo) -> str:
     if record.failed_reason:
         text += f"\n{record.failed_reason}"
     return text
-
-
-def numa_roles(record: BalanceInfo, numa_id: int, *, source: str = "source") -> list[str]:
-    """What NUMA node ``numa_id`` is in a round: max latency, max bandwidth, source,
-    destination (with its distance); empty for a bystander.
-
-    Args:
-        record: the round's record.
-        numa_id: the node.
-        source: the label of the source node (the demo marks it up).
-
-    Returns:
-        The roles, in that order.
-    """
-    dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
-    roles: list[str] = []
-    if record.max_latency_numa and record.max_latency_numa.numa_id == numa_id:
-        roles.append("max latency")
-    if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == numa_id:
-        roles.append("max bandwidth")
-    if record.source_numa and record.source_numa.numa_id == numa_id:
-        roles.append(source)
-    if numa_id in dest:
-        roles.append(f"destination (distance {dest[numa_id]})")
-    return roles
 
 
 def _numa_table(record: BalanceInfo) -> Table:

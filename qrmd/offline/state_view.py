@@ -3,8 +3,8 @@
 A container's cpuset is what kubelet was given for it: its entry's placement resolved in that
 state (``CPUState.derive``, spec cpu-policy §5.1) — a pooled container has its pool's CPUs, a
 ramping one the ramp-up cpuset, a dedicated one its own. The per-NUMA map is the demo's
-(``qrmd.demo.view``): holders are the pools (with their containers) and every container on CPUs
-of its own, drawn core by core per NUMA node. The balancer section is its ``current`` and
+(``qrmd.commands.node_view``): holders are the pools (with their containers) and every container
+on CPUs of its own, drawn core by core per NUMA node. The balancer section is its ``current`` and
 ``last`` rounds in the reference's JSON form (memory-balancer.md §5).
 """
 
@@ -25,7 +25,7 @@ from policy.state.entries import InPool, OwnCPUs, Ramping
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
-from qrmd.demo.view import Holder, render_numa_map, render_pools
+from qrmd.commands.node_view import Holder, render_numa_map, render_pools
 
 __all__ = [
     "ContainerView",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qrmd.kubelet_sim import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.sim.kubelet import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
 from qrmd.version import VERSION
 from tests.integration.daemon_process import (
     REPO,

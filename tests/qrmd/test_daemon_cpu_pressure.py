@@ -23,7 +23,7 @@ from qrmd.cli import main
 from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.cpu_pressure.subsystem import CPU_PRESSURE_CHILD, CPUPressureWiring
 from qrmd.daemon import Builder, Daemon
-from qrmd.host.cpu_load_sources import SimulatedContainerLoads
+from qrmd.sim.host.cpu_load import SimulatedContainerLoads
 from tests.qrmd.test_daemon import Harness, http, shared
 from tests.qrmd.test_daemon_balancer import START, FakeClock
 from tests.wire.eviction_agent import EvictionAgent

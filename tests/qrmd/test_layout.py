@@ -1,6 +1,7 @@
 """The composition root stays small (DESIGN.md "Layout"): ``qrmd/`` holds the CLI, the
 daemon, the configuration, the subsystem protocol, logging and the version, and every
-subsystem lives in its own package; a deferred import is the exception, with its reason.
+subsystem lives in its own package; a deferred import is the exception, with its reason; the
+stand-ins for peers and for the host live apart, in ``qrmd/sim``.
 """
 
 from __future__ import annotations
@@ -43,3 +44,21 @@ def test_deferred_imports_are_few_and_each_says_why() -> None:
                     assert reason.startswith(("(", "#")), f"{where}: say why it is deferred"
                     deferred.append(where)
     assert len(deferred) <= MAX_DEFERRED_IMPORTS, deferred
+
+
+#: A class named as a stand-in: ``SimulatedNumaMetrics``, ``KubeletSimulator``.
+STAND_IN = re.compile(r"^class (Simulated\w*|\w*Simulator)\b", re.MULTILINE)
+
+
+def test_the_stand_ins_live_in_qrmd_sim() -> None:
+    """A simulator outside ``qrmd/sim`` is one production code could import (the import
+    contracts in pyproject.toml guard ``qrmd.sim`` only)."""
+    sim = ROOT / "qrmd" / "sim"
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(1)}"
+        for folder in PRODUCTION
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if sim not in path.parents
+        for match in STAND_IN.finditer(path.read_text())
+    ]
+    assert found == []
