@@ -62,6 +62,7 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.residual_removal import ResidualOutcome, ResidualPods
+from policy.cpu.snb import is_inplace_resizing
 from policy.cpu.topology_aware import (
     allocatable_resources,
     plugin_options,
@@ -167,6 +168,9 @@ def allocate(
     try:
         reply = allocate_container(txn, settings, prepared, inputs.pod, now)
     except PolicyError as err:
+        # v0.5.47 keeps the container when an in-place resize fails (policy.go:937-940).
+        if settings.at_v0_5_47 and is_inplace_resizing(prepared.annotations):
+            raise
         # §7.2: the finaliser removes the container; only a pre-existing entry makes that
         # observable.
         cleanup = Txn(state)

@@ -356,3 +356,16 @@ def test_a_non_binding_shared_pod_beyond_the_pooled_cpus_gets_no_hints(
         resource_request("pod-b", cpu=10.5, qos="shared_cores"),
     )
     assert details.endswith("no available cpu hints")
+
+
+def test_a_failed_resize_keeps_the_container(nodes: list[WireNode]) -> None:
+    # policy.go:937-940: v0.5.47 removes a container after a failed Allocate, but not after a
+    # failed in-place resize
+    node = served()
+    nodes.append(node)
+    allocate(node, resource_request("pod-n", cpu=2, qos="shared_cores"))
+    resizing = {**SNB, INPLACE_UPDATE_RESIZING_KEY: "true"}
+    request = resource_request("pod-n", cpu=3, qos="shared_cores", annotations=resizing, hint=(0,))
+    refused(node.client.plugin.Allocate, request)
+    kept = node.core.snapshot.state.cpu.entry("pod-n", "app")
+    assert kept is not None and kept.request_quantity == 2
