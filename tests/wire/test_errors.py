@@ -41,6 +41,8 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.snb_allocate import SNBAllocationError
+from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
 from policy.state.katalyst_checkpoint import (
     CheckpointCorruptedError,
@@ -192,6 +194,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (UnknownContainerError, C.NOT_FOUND),
     (AllocationError, C.FAILED_PRECONDITION),
     (HintError, C.FAILED_PRECONDITION),
+    (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),
     (MachineFileReadError, C.INVALID_ARGUMENT),
