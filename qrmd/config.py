@@ -51,6 +51,7 @@ from policy.cpu.context import (
 )
 from policy.cpu.pressure import PressureSettings
 from policy.cpu.qos import QoSConfig
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION, ReferenceOptions
 from policy.cpu.reserve import (
     ReserveError,
     most_reservable_cpus,
@@ -81,6 +82,9 @@ from qrmd.cpu_plugin.settings import (
     DEFAULT_TOPOLOGY_SPEC,
     PLUGIN_NAME,
     PLUGIN_SOCKET_NAME,
+    REFERENCE_GROUP,
+    reference_values,
+    require_reference_level,
     reserve_error,
 )
 from qrmd.cpu_pressure.settings import (
@@ -167,6 +171,8 @@ class DaemonConfig:
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor.settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         takeover: what to do with katalyst-agent's checkpoint (``qrmd.store.takeover_settings``).
+        reference_version: the Katalyst release reproduced (``policy.cpu.reference``).
+        reference: the v0.5.47 options of the CPU decisions.
         config_file: the file the settings were read from, if any.
     """
 
@@ -205,6 +211,8 @@ class DaemonConfig:
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     takeover: TakeoverSettings = field(default_factory=TakeoverSettings)
+    reference_version: str = DEFAULT_REFERENCE_VERSION
+    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
     config_file: str | None = None
 
     def socket_paths(self) -> tuple[str, ...]:
@@ -407,6 +415,7 @@ def load_config(
         "cpu_eviction": {},
         "pod_source": {},
         "takeover": {},
+        REFERENCE_GROUP: {},
     }
     for opt in OPTIONS:
         if opt.flag not in raw:
@@ -421,6 +430,11 @@ def load_config(
         else:
             values[opt.field] = parsed
     try:
+        require_reference_level(
+            values.get("reference_version", DEFAULT_REFERENCE_VERSION),
+            (opt for opt in OPTIONS if opt.flag in raw),
+        )
+        values.update(reference_values(groups))
         values.update(balancer_values(values, groups))
         values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
@@ -530,6 +544,8 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
         residual_sightings=config.pod_source.residual_sightings,
+        reference_version=config.reference_version,
+        reference=config.reference,
     )
 
 

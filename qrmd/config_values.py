@@ -10,6 +10,7 @@ duration (use 0s, 10ms, 1m30s)``. ``qrmd.config`` lists the daemon's options and
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -21,12 +22,14 @@ __all__ = [
     "ConfigError",
     "Option",
     "choice",
+    "comma_list",
     "count",
     "duration",
     "nonempty",
     "parse_duration",
     "period",
     "positive_duration",
+    "real_number",
     "single_value",
     "socket_file",
     "socket_path",
@@ -121,6 +124,26 @@ def choice(*choices: str) -> Callable[[object], str]:
     return parse
 
 
+def comma_list(raw: object) -> tuple[str, ...]:
+    """A comma-separated list (``a,b``; the reference's Go string slices) or a file's list;
+    empty items are dropped, so ``""`` is the empty list."""
+    items = raw if isinstance(raw, list | tuple) else single_value(raw).split(",")
+    return tuple(text for text in (single_value(item).strip() for item in items) if text)
+
+
+def real_number(raw: object) -> float:
+    """A number (``0.5``, ``"1e-3"``), not a boolean, not NaN."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        value = float(single_value(raw))
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+    if math.isnan(value):
+        raise ValueError(f"{raw!r} is not a number")
+    return value
+
+
 def switch(raw: object) -> bool:
     """A boolean: ``true``/``yes``/``1`` or ``false``/``no``/``0``, or a file's boolean."""
     if isinstance(raw, bool):
@@ -211,6 +234,10 @@ class Option:
     #: ``BalancerConfig``; ``sources``: the metric sources; ``advisor``: the
     #: ``AdvisorLinkConfig``), ``field`` being the key.
     group: str = ""
+    #: The reference level the option belongs to (``policy.cpu.reference``): "" for every
+    #: level; ``v0.5.47`` for an option that only means something there, which the settings
+    #: refuse at any other level (``qrmd.cpu_plugin.settings.require_reference_level``).
+    since: str = ""
 
     def help_text(self) -> str:
         """The ``--help`` line: what it does, its default and the reference flag."""

@@ -10,13 +10,32 @@ these without loading gRPC. The plugin's socket name is wire.md §2's ``<agent n
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
 )
-from qrmd.config_values import Option, count, duration, nonempty, single_value, switch
+from policy.cpu.reference import (
+    DEFAULT_REFERENCE_VERSION,
+    NUMA_HINT_PREFER_POLICIES,
+    REFERENCE_VERSIONS,
+    SHARED_CORES_HINT_OPTIMIZERS,
+    V0_5_47,
+    ReferenceOptions,
+)
+from qrmd.config_values import (
+    Option,
+    choice,
+    comma_list,
+    count,
+    duration,
+    nonempty,
+    real_number,
+    single_value,
+    switch,
+)
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS
 
 __all__ = [
@@ -26,8 +45,11 @@ __all__ = [
     "DEFAULT_TOPOLOGY_SPEC",
     "PLUGIN_NAME",
     "PLUGIN_SOCKET_NAME",
+    "REFERENCE_GROUP",
     "SPEC_FORMS",
     "CpuPluginFields",
+    "reference_values",
+    "require_reference_level",
     "reserve_error",
 ]
 
@@ -48,7 +70,87 @@ def _key_value(raw: object) -> tuple[str, str]:
     return key, value
 
 
+#: The ``Option.group`` of the v0.5.47 options the CPU decisions read: collected by field into
+#: ``policy.cpu.reference.ReferenceOptions`` (``reference_values``).
+REFERENCE_GROUP: Final = "reference"
+
+
+def _shared_cores_optimizers(raw: object) -> tuple[str, ...]:
+    # The reference refuses a name its registry lacks at start-up; qrmd reproduces two of the
+    # four registered (memory_bandwidth and resource_package need metrics and CRDs it lacks).
+    names = comma_list(raw)
+    for name in names:
+        if name not in SHARED_CORES_HINT_OPTIMIZERS:
+            raise ValueError(
+                f"{name!r} is not a shared cores hint optimizer qrmd reproduces "
+                f"(use {', '.join(SHARED_CORES_HINT_OPTIMIZERS)})"
+            )
+    return names
+
+
+_SINCE_47 = "v0.5.47 only"
+
+#: The v0.5.47 options of the CPU decisions (spec cpu-policy-v0.5.47 (a) "Flags", (c) 4, 6).
+REFERENCE_OPTIONS: tuple[Option, ...] = (
+    Option("cpu-numa-hint-prefer-policy", "cpu_numa_hint_prefer_policy",
+           choice(*NUMA_HINT_PREFER_POLICIES), "spreading",
+           f"{_SINCE_47}: which NUMA hints of a shared_cores pod with NUMA binding are "
+           "preferred: the most CPUs left (spreading), the fewest (packing), or packing above "
+           "--cpu-numa-hint-prefer-low-threshold (dynamic_packing)",
+           "--cpu-numa-hint-prefer-policy", "|".join(NUMA_HINT_PREFER_POLICIES),
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("cpu-numa-hint-prefer-low-threshold", "cpu_numa_hint_prefer_low_threshold",
+           real_number, "0",
+           f"{_SINCE_47}: with dynamic_packing, NUMAs whose share left after the request is "
+           "at least this are packed and listed first",
+           "--cpu-numa-hint-prefer-low-threshold", "RATIO",
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("shared-cores-hint-optimizer-policies", "shared_cores_hint_optimizer_policies",
+           _shared_cores_optimizers, "metric_based,canonical",
+           f"{_SINCE_47}: the hint optimizers of shared_cores pods with NUMA binding, in order "
+           "(comma-separated; the first that does not skip itself decides)",
+           "--shared-cores-hint-optimizer-policies", "LIST",
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("enable-snb-high-numa-preference", "enable_snb_high_numa_preference", switch,
+           "false",
+           f"{_SINCE_47}: list the NUMA hints of shared_cores pods with NUMA binding from the "
+           "highest NUMA down", "--enable-snb-high-numa-preference", switch=True,
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("enable-reclaim-numa-binding", "enable_reclaim_numa_binding", switch, "false",
+           f"{_SINCE_47}: reclaimed_cores pods with numa_binding are bound to one NUMA",
+           "--enable-reclaim-numa-binding", switch=True,
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("pod-annotation-kept-keys", "pod_annotation_kept_keys", comma_list,
+           ",".join(ReferenceOptions().pod_annotation_kept_keys),
+           f"{_SINCE_47}: pod annotations kept and echoed besides the QoS ones "
+           "(comma-separated)", "--pod-annotation-kept-keys", "LIST",
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("numa-binding-result-annotation-key", "numa_binding_result_annotation_key",
+           nonempty, ReferenceOptions().numa_binding_result_annotation_key,
+           f"{_SINCE_47}: the annotation that names a pod's NUMA binding result (read with "
+           "--prefer-use-exist-numa-hint-result)", "--numa-binding-result-annotation-key",
+           "KEY", group=REFERENCE_GROUP, since=V0_5_47),
+    Option("prefer-use-exist-numa-hint-result", "prefer_use_exist_numa_hint_result", switch,
+           "false",
+           f"{_SINCE_47}: only the NUMA hint the binding result annotation names is preferred "
+           "(keep that key in --pod-annotation-kept-keys)",
+           "--prefer-use-exist-numa-hint-result", switch=True,
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("enable-metric-preferred-numa-allocation", "enable_metric_preferred_numa_allocation",
+           switch, "false",
+           f"{_SINCE_47}: let the metric_based optimizer decide; qrmd has no NUMA load "
+           "metrics for it, so it skips itself as the reference does when they are missing",
+           "--enable-metric-preferred-numa-allocation", switch=True,
+           group=REFERENCE_GROUP, since=V0_5_47),
+)  # fmt: skip
+
 CPU_PLUGIN_OPTIONS: tuple[Option, ...] = (
+    Option("reference-version", "reference_version", choice(*REFERENCE_VERSIONS),
+           DEFAULT_REFERENCE_VERSION,
+           "the Katalyst release whose CPU plugin qrmd reproduces: v0.5.3, or v0.5.47 (shared "
+           "cores with NUMA binding, the dedicated allocation options and its other changes; "
+           "docs/reference-levels.md)", "none (the agent's own release)",
+           "|".join(REFERENCE_VERSIONS)),
     Option("topology", "topology", nonempty, DEFAULT_TOPOLOGY_SPEC,
            f"the machine: {SPEC_FORMS}", "", "SPEC"),
     Option("reserved-cpu-cores", "reserved_cpu_cores", count(0), "0",
@@ -80,7 +182,35 @@ CPU_PLUGIN_OPTIONS: tuple[Option, ...] = (
            "at once (UNAVAILABLE), enforced by gRPC's grpc.max_allowed_incoming_connections "
            "server argument. Each socket's connections must fit under the open-file limit, "
            "which qrmd raises to its hard limit at start", "none", "N"),
+    *REFERENCE_OPTIONS,
 )  # fmt: skip
+
+
+def require_reference_level(version: str, given: Iterable[Option]) -> None:
+    """Refuse an option that belongs to another reference level than ``version``.
+
+    Args:
+        version: the ``--reference-version`` in force.
+        given: the options the operator set (flag, environment or config file).
+
+    Raises:
+        ValueError: the first such option, named, with the level that would accept it.
+    """
+    for opt in given:
+        if opt.since and opt.since != version:
+            raise ValueError(
+                f"--{opt.flag} only means something at --reference-version {opt.since}, "
+                f"not at {version}: add --reference-version {opt.since} or drop it"
+            )
+
+
+def reference_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, Any]:
+    """The ``DaemonConfig`` field ``reference``, from the checked keys of its group.
+
+    Args:
+        groups: the checked keys given, by group (``REFERENCE_GROUP`` is read).
+    """
+    return {"reference": ReferenceOptions(**groups.get(REFERENCE_GROUP, {}))}  # type: ignore[arg-type]
 
 
 class CpuPluginFields(Protocol):

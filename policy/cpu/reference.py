@@ -1,0 +1,111 @@
+"""The reference level: which Katalyst release's CPU plugin qrmd reproduces, and the options
+that only mean something at the newer one.
+
+qrmd re-implements katalyst-core's dynamic CPU policy at **v0.5.3** (spec cpu-policy.md) and,
+behind ``--reference-version v0.5.47``, at **v0.5.47** (spec cpu-policy-v0.5.47.md): shared
+cores with NUMA binding (SNB, part (a)), the dedicated allocation options (part (b)) and the
+changes for ordinary pods (part (c)). The default stays v0.5.3, whose answers do not change.
+
+Every rule that differs between the two asks ``is_v0_5_47(ctx.reference_version)`` (or
+``ctx.at_v0_5_47``) rather than comparing strings, so the levels are named in one place.
+``ReferenceOptions`` holds the v0.5.47 options the CPU decisions read, under the reference's
+own flag names and with its defaults; at v0.5.3 they are left at their defaults (the settings
+refuse them, ``qrmd.cpu_plugin.settings``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "AGGREGATED_REQUESTS_KEY",
+    "CANONICAL",
+    "DEFAULT_REFERENCE_VERSION",
+    "DYNAMIC_PACKING",
+    "INPLACE_UPDATE_RESIZING_KEY",
+    "METRIC_BASED",
+    "NUMA_BIND_RESULT_KEY",
+    "NUMA_HINT_PREFER_POLICIES",
+    "PACKING",
+    "REFERENCE_VERSIONS",
+    "SHARED_CORES_HINT_OPTIMIZERS",
+    "SPREADING",
+    "V0_5_3",
+    "V0_5_47",
+    "ReferenceOptions",
+    "is_v0_5_47",
+]
+
+#: Katalyst v0.5.3: spec cpu-policy.md, every vector of tests/ (the default).
+V0_5_3: Final = "v0.5.3"
+#: Katalyst v0.5.47 (April 2026, commit f5ecec97): spec cpu-policy-v0.5.47.md.
+V0_5_47: Final = "v0.5.47"
+REFERENCE_VERSIONS: Final = (V0_5_3, V0_5_47)
+DEFAULT_REFERENCE_VERSION: Final = V0_5_3
+
+
+def is_v0_5_47(version: str) -> bool:
+    """Whether ``version`` is the v0.5.47 level (the one newer level qrmd knows)."""
+    return version == V0_5_47
+
+
+# -- --cpu-numa-hint-prefer-policy (cpu consts; canonical optimizer) --------------------------
+SPREADING: Final = "spreading"
+PACKING: Final = "packing"
+DYNAMIC_PACKING: Final = "dynamic_packing"
+NUMA_HINT_PREFER_POLICIES: Final = (SPREADING, PACKING, DYNAMIC_PACKING)
+
+# -- --shared-cores-hint-optimizer-policies: the registry entries qrmd reproduces -------------
+#: ``metric_based`` skips itself unless ``--enable-metric-preferred-numa-allocation`` is set.
+METRIC_BASED: Final = "metric_based"
+CANONICAL: Final = "canonical"
+SHARED_CORES_HINT_OPTIMIZERS: Final = (METRIC_BASED, CANONICAL)
+
+# -- annotation keys (katalyst-core pkg/consts) ------------------------------------------------
+#: A pod's aggregated requests, a JSON ResourceList (``pod.kubernetes.io/...``).
+AGGREGATED_REQUESTS_KEY: Final = "pod.kubernetes.io/pod-aggregated-requests"
+#: ``"true"`` while the pod is being resized in place.
+INPLACE_UPDATE_RESIZING_KEY: Final = "pod.kubernetes.io/inplace-update-resizing"
+#: ``--numa-binding-result-annotation-key``'s default.
+NUMA_BIND_RESULT_KEY: Final = "katalyst.kubewharf.io/numa_bind_result"
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceOptions:
+    """The v0.5.47 options of the CPU decisions, with the reference's defaults (spec
+    cpu-policy-v0.5.47 (a) "Flags", (c) 4 and 6).
+
+    Attributes:
+        cpu_numa_hint_prefer_policy: ``--cpu-numa-hint-prefer-policy``: how the canonical
+            optimizer marks SNB hints preferred (``spreading``, ``packing``,
+            ``dynamic_packing``).
+        cpu_numa_hint_prefer_low_threshold: ``--cpu-numa-hint-prefer-low-threshold``: the
+            share of a NUMA left after the request above which ``dynamic_packing`` packs.
+        shared_cores_hint_optimizer_policies: ``--shared-cores-hint-optimizer-policies``: the
+            optimizer chain for SNB hints, in order (the first that does not skip decides).
+        enable_snb_high_numa_preference: ``--enable-snb-high-numa-preference``: SNB hint
+            candidates listed from the highest NUMA down.
+        enable_reclaim_numa_binding: ``--enable-reclaim-numa-binding``: reclaimed_cores pods
+            with ``numa_binding`` take the reclaimed NUMA-binding path.
+        pod_annotation_kept_keys: ``--pod-annotation-kept-keys``: pod annotations kept (and
+            echoed) besides the QoS ones.
+        numa_binding_result_annotation_key: ``--numa-binding-result-annotation-key``.
+        prefer_use_exist_numa_hint_result: ``--prefer-use-exist-numa-hint-result``: only the
+            hint the result annotation names is preferred.
+        enable_metric_preferred_numa_allocation: ``--enable-metric-preferred-numa-allocation``
+            (the ``metric_based`` optimizer).
+    """
+
+    cpu_numa_hint_prefer_policy: str = SPREADING
+    cpu_numa_hint_prefer_low_threshold: float = 0.0
+    shared_cores_hint_optimizer_policies: tuple[str, ...] = (METRIC_BASED, CANONICAL)
+    enable_snb_high_numa_preference: bool = False
+    enable_reclaim_numa_binding: bool = False
+    pod_annotation_kept_keys: tuple[str, ...] = (
+        AGGREGATED_REQUESTS_KEY,
+        INPLACE_UPDATE_RESIZING_KEY,
+    )
+    numa_binding_result_annotation_key: str = NUMA_BIND_RESULT_KEY
+    prefer_use_exist_numa_hint_result: bool = False
+    enable_metric_preferred_numa_allocation: bool = False
