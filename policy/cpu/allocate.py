@@ -48,6 +48,7 @@ from machines import ramp_up as lifecycle
 from machines.lifecycle import Step
 from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.dedicated_allocation import allocate_numa_binding_cpus_v0547
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
 from policy.cpu.pool_engine import (
     adjust_allocation_entries,
@@ -349,10 +350,13 @@ def _allocate_dedicated(
     source = state
     if existing is not None:
         source = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
-    # 2. The CPUs on the hinted NUMA nodes.
-    result = allocate_numa_binding_cpus(
-        source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
-    )
+    # 2. The CPUs on the hinted NUMA nodes (at v0.5.47 with the allocation options).
+    if ctx.at_v0_5_47:
+        result = _numa_binding_cpus_v0547(source, ctx, prepared)
+    else:
+        result = allocate_numa_binding_cpus(
+            source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
+        )
     # 3–4. Stored with the ramp-up flag (replacing the old entry), then the pools move away.
     entry = _new_entry(prepared, now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
     emit_step(txn, step, ContainerAllocated(entry))
@@ -364,6 +368,25 @@ def _allocate_dedicated(
         ) from err
     # 5. The reply.
     return _pack(prepared, result)
+
+
+def _numa_binding_cpus_v0547(
+    state: CPUState, ctx: PolicyContext, prepared: PreparedRequest
+) -> CPUSet:
+    """v0.5.47's ``allocateNumaBindingCPUs`` (``policy.cpu.dedicated_allocation``)."""
+    numas = ctx.topology.numa_nodes()
+    try:
+        return allocate_numa_binding_cpus_v0547(
+            ctx.topology,
+            {n: state.numa_available(n, ctx.reserved) for n in numas},
+            prepared.req_int,
+            prepared.request.hint,
+            exclusive=prepared.numa_exclusive,
+            annotations=prepared.annotations,
+            numa_number_key=ctx.reference.numa_number_annotation_key,
+        )
+    except PolicyError as err:
+        raise AllocationError(str(err), kind=err.kind) from err
 
 
 def _allocate_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:

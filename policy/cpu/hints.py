@@ -16,7 +16,8 @@ The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
       module gets its ``memoryEntries`` mapping);
    d. ``calculate_hints``: the enumeration of ``policy.cpu.hint_masks`` — the reference's full
       answer up to ``ctx.max_full_hint_numa_nodes`` NUMA nodes, the reduced answer (the
-      smallest hints, at most ``ctx.max_hints``) beyond.
+      smallest hints, at most ``ctx.max_hints``) beyond. At reference level v0.5.47, v0.5.47's
+      enumeration with the dedicated allocation options instead (``policy.cpu.dedicated_hints``).
 
 Reading the state costs O(NUMA nodes): the available and allocated CPUs per node come from the
 state's indexes, never from the list of pods.
@@ -27,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
+from policy.cpu.dedicated_hints import dedicated_hints_v0547
 from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
 from policy.cpu.prepare import PreparedRequest
 from policy.cpu.qos import DEDICATED_CORES, QoSError, check_handled_level
@@ -184,8 +186,29 @@ def _dedicated_hints(
     extra = _extra_state_hint(state, request.pod_name, extra_numa_sets)
     if extra is not None:
         return (extra,)
-    # d. Enumeration.
+    # d. Enumeration: at v0.5.47 with the allocation options (policy.cpu.dedicated_hints).
+    if ctx.at_v0_5_47:
+        return _hints_v0547(state, ctx, prepared)
     return calculate_hints(state, ctx, prepared.req_int, prepared.numa_exclusive)
+
+
+def _hints_v0547(
+    state: CPUState, ctx: PolicyContext, prepared: PreparedRequest
+) -> tuple[TopologyHint, ...]:
+    numas = ctx.topology.numa_nodes()
+    try:
+        return dedicated_hints_v0547(
+            ctx.topology,
+            prepared.req_float,
+            prepared.numa_exclusive,
+            prepared.annotations,
+            available={n: state.numa_available(n, ctx.reserved) for n in numas},
+            allocated=frozenset(n for n in numas if state.allocated_cpuset(n)),
+            numa_number_key=ctx.reference.numa_number_annotation_key,
+            numa_ids_key=ctx.reference.numa_ids_annotation_key,
+        )
+    except PolicyError as err:
+        raise HintError(f"calculateHints failed with error: {err}", kind=err.kind) from err
 
 
 def topology_hints(
