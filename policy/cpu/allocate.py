@@ -48,7 +48,10 @@ from machines import ramp_up as lifecycle
 from machines.lifecycle import Step
 from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
-from policy.cpu.dedicated_allocation import allocate_numa_binding_cpus_v0547
+from policy.cpu.dedicated_allocation import (
+    allocate_numa_binding_cpus_v0547,
+    numa_binding_hint_id,
+)
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
 from policy.cpu.pool_engine import (
     adjust_allocation_entries,
@@ -66,6 +69,7 @@ from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import (
+    ANNOTATION_NUMA_HINT,
     DEDICATED_OWNER,
     RECLAIM_POOL,
     ContainerEntry,
@@ -359,6 +363,8 @@ def _allocate_dedicated(
         )
     # 3–4. Stored with the ramp-up flag (replacing the old entry), then the pools move away.
     entry = _new_entry(prepared, now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
+    if ctx.at_v0_5_47:
+        entry = _with_numa_hint(entry, ctx, prepared)
     emit_step(txn, step, ContainerAllocated(entry))
     try:
         adjust_allocation_entries(txn, ctx)
@@ -368,6 +374,27 @@ def _allocate_dedicated(
         ) from err
     # 5. The reply.
     return _pack(prepared, result)
+
+
+def _with_numa_hint(
+    entry: ContainerEntry, ctx: PolicyContext, prepared: PreparedRequest
+) -> ContainerEntry:
+    """v0.5.47 records a single-node dedicated container's NUMA as ``numa_hint`` (module
+    ``policy.cpu.dedicated_allocation``); the hint was checked by the allocation already."""
+    hint = prepared.request.hint
+    assert hint is not None  # the allocation refused a missing hint
+    numa = numa_binding_hint_id(
+        prepared.numa_exclusive,
+        prepared.annotations,
+        len(ctx.topology.numa_nodes()),
+        hint,
+        numa_number_key=ctx.reference.numa_number_annotation_key,
+    )
+    if numa is None:
+        return entry
+    return replace(
+        entry, annotations={**(entry.annotations or {}), ANNOTATION_NUMA_HINT: str(numa)}
+    )
 
 
 def _numa_binding_cpus_v0547(

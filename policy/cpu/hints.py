@@ -16,8 +16,14 @@ The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
       module gets its ``memoryEntries`` mapping);
    d. ``calculate_hints``: the enumeration of ``policy.cpu.hint_masks`` — the reference's full
       answer up to ``ctx.max_full_hint_numa_nodes`` NUMA nodes, the reduced answer (the
-      smallest hints, at most ``ctx.max_hints``) beyond. At reference level v0.5.47, v0.5.47's
-      enumeration with the dedicated allocation options instead (``policy.cpu.dedicated_hints``).
+      smallest hints, at most ``ctx.max_hints``) beyond.
+
+At reference level v0.5.47 (cpu-policy-v0.5.47 (b); ``policy_hint_handlers.go:97-186``):
+a dedicated pod being resized in place (``pod.kubernetes.io/inplace-update-resizing: "true"``,
+when kept) is refused first; in 5b any existing allocation is the answer, the NUMA nodes of
+its CPUs whatever its size; in 5c the extra state file may name any node without an
+*exclusive* dedicated container; 5d is v0.5.47's enumeration with the dedicated allocation
+options (``policy.cpu.dedicated_hints``).
 
 Reading the state costs O(NUMA nodes): the available and allocated CPUs per node come from the
 state's indexes, never from the list of pods.
@@ -29,9 +35,11 @@ from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.dedicated_hints import dedicated_hints_v0547
+from policy.cpu.enhancements import is_numa_exclusive
 from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
 from policy.cpu.prepare import PreparedRequest
 from policy.cpu.qos import DEDICATED_CORES, QoSError, check_handled_level
+from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.replies import HintsReply
 from policy.cpu.request import ContainerType, TopologyHint
 from policy.errors import ErrorKind, PolicyError
@@ -39,7 +47,7 @@ from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.events import ContainerRemoved
 from policy.topology.cpuset import CPUSet
-from policy.topology.model import CPUTopology, TopologyError
+from policy.topology.model import CPUTopology, TopologyError, numa_aware_assignments
 
 __all__ = [
     "NO_NUMA_BINDING",
@@ -51,6 +59,8 @@ __all__ = [
 
 #: The reference's refusal of dedicated_cores without NUMA binding (§7.5, §8.3).
 NO_NUMA_BINDING = "not support dedicated_cores without NUMA binding"
+#: v0.5.47's refusal of a dedicated pod resized in place (``dedicatedCoresHintHandler``).
+NO_INPLACE_RESIZE = "not support inplace update resize for dedicated cores"
 #: The reference's refusal of a multi-NUMA non-exclusive request (§7.5.1, §8.3 step 4c).
 NOT_EXCLUSIVE_TOO_LARGE = "NUMA not exclusive binding container has request larger than 1 NUMA"
 
@@ -146,8 +156,20 @@ def calculate_hints(
     return smallest_size_hints(facts, ctx.max_hints)
 
 
+def _numas_without_exclusive_dedicated(state: CPUState, ctx: PolicyContext) -> frozenset[int]:
+    """v0.5.47's ``GetFilteredNUMASet(CheckDedicatedNUMABindingNUMAExclusive)``: NUMA nodes
+    where no dedicated container with ``numa_binding`` and ``numa_exclusive`` has CPUs."""
+    taken: set[int] = set()
+    for key in state.dedicated_containers():
+        entry = state.require_entry(*key)
+        if is_numa_exclusive(entry.annotations):
+            cpus, _ = state.placement_cpus(entry.placement)
+            taken.update(numa_aware_assignments(ctx.topology, cpus))
+    return frozenset(n for n in ctx.topology.numa_nodes() if n not in taken)
+
+
 def _extra_state_hint(
-    state: CPUState, pod_name: str, extra_numa_sets: Mapping[str, str] | None
+    pod_name: str, extra_numa_sets: Mapping[str, str] | None, free: frozenset[int]
 ) -> TopologyHint | None:
     """§8.3 step 3: the extra state file's NUMA set for ``<pod name>-0``, if usable."""
     if not extra_numa_sets:
@@ -159,7 +181,6 @@ def _extra_state_hint(
         numas = CPUSet.parse(text)
     except ValueError:
         return None  # the reference only logs a malformed entry and computes hints instead
-    free = state.numas_without_numa_binding()
     if not set(numas.ids()) <= free:
         return None
     return TopologyHint(numas.ids(), True)
@@ -176,14 +197,24 @@ def _dedicated_hints(
     if request.container_type is ContainerType.SIDECAR:
         return None
     # b. An existing allocation that is large enough is the answer; a smaller one is ignored.
+    # At v0.5.47 any existing allocation is (``RegenerateHints(info, false)``): the NUMA
+    # nodes of its CPUs, whatever its size.
     info = state.allocation_info(request.pod_uid, request.container_name)
+    if info is not None and ctx.at_v0_5_47:
+        nodes = tuple(numa_aware_assignments(ctx.topology, info.allocation_result))
+        return (TopologyHint(nodes, True),)
     if info is not None:
         if info.original_allocation_result.size() >= prepared.req_int:
             nodes = tuple(sorted(info.topology_aware_assignments or {}))
             return (TopologyHint(nodes, True),)
         state = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
-    # c. The extra state file.
-    extra = _extra_state_hint(state, request.pod_name, extra_numa_sets)
+    # c. The extra state file (at v0.5.47 only exclusive dedicated NUMA nodes are taken).
+    free = (
+        _numas_without_exclusive_dedicated(state, ctx)
+        if ctx.at_v0_5_47
+        else state.numas_without_numa_binding()
+    )
+    extra = _extra_state_hint(request.pod_name, extra_numa_sets, free)
     if extra is not None:
         return (extra,)
     # d. Enumeration: at v0.5.47 with the allocation options (policy.cpu.dedicated_hints).
@@ -245,6 +276,9 @@ def topology_hints(
     if prepared.qos_level != DEDICATED_CORES:
         return HintsReply.echo(request, labels, annotations, None)
     try:
+        # v0.5.47 refuses a dedicated pod being resized in place (its kept annotation).
+        if ctx.at_v0_5_47 and prepared.annotations.get(INPLACE_UPDATE_RESIZING_KEY) == "true":
+            raise HintError(NO_INPLACE_RESIZE)
         if not prepared.numa_binding:
             raise HintError(NO_NUMA_BINDING)
         hints = _dedicated_hints(state, ctx, prepared, extra_numa_sets)

@@ -1,0 +1,98 @@
+"""The dedicated handlers' other v0.5.47 rules (cpu-policy-v0.5.47 (b); katalyst-core v0.5.47
+``policy_hint_handlers.go:97-186``, ``policy_allocation_handlers.go:463-474``): the ``numa_hint``
+a single-node container records, an existing allocation re-hinted whatever its size, the extra
+state file's wider choice, and the refusal of a dedicated pod resized in place."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from policy.cpu.hints import NO_INPLACE_RESIZE, HintError, topology_hints
+from policy.cpu.prepare import prepare_request
+from policy.cpu.qos import CPU_ENHANCEMENT_KEY
+from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY, V0_5_47
+from policy.cpu.request import ResourceRequest, TopologyHint
+from policy.state.entries import ANNOTATION_NUMA_HINT
+from tests.policy.decision_fixtures import CTX, Node, dedicated
+
+CTX_V0547 = replace(CTX, reference_version=V0_5_47)
+
+
+def _with_options(req: ResourceRequest, options: dict[str, str]) -> ResourceRequest:
+    return replace(req, annotations={**req.annotations, CPU_ENHANCEMENT_KEY: json.dumps(options)})
+
+
+@pytest.mark.parametrize(
+    ("exclusive", "options", "hint", "want"),
+    [
+        pytest.param(False, {}, (2,), "2", id="one node, not exclusive: its NUMA is recorded"),
+        pytest.param(True, {}, (2,), None, id="exclusive: nothing recorded"),
+        pytest.param(
+            False,
+            {"katalyst.kubewharf.io/numa_number": "2"},
+            (2, 3),
+            None,
+            id="a numa number above 1: nothing recorded",
+        ),
+    ],
+)
+def test_numa_hint_of_a_dedicated_container_at_v0547(
+    exclusive: bool, options: dict[str, str], hint: tuple[int, ...], want: str | None
+) -> None:
+    node = Node(CTX_V0547)
+    node.allocate(_with_options(dedicated("pod-d", 2, exclusive=exclusive, hint=hint), options))
+    entry = node.state.cpu.require_entry("pod-d", "app")
+    assert (entry.annotations or {}).get(ANNOTATION_NUMA_HINT) == want
+
+
+def test_no_numa_hint_at_v053() -> None:
+    node = Node(CTX)
+    node.allocate(dedicated("pod-d", 2, exclusive=False, hint=(2,)))
+    assert ANNOTATION_NUMA_HINT not in (
+        node.state.cpu.require_entry("pod-d", "app").annotations or {}
+    )
+
+
+def test_an_existing_allocation_is_rehinted_whatever_its_size_at_v0547() -> None:
+    node = Node(CTX_V0547)
+    node.allocate(dedicated("pod-d", 2, exclusive=False, hint=(2,)))
+    bigger = dedicated("pod-d", 3, exclusive=False)
+    assert node.hints(bigger) == (TopologyHint((2,), True),)
+
+
+def test_an_existing_allocation_too_small_is_recomputed_at_v053() -> None:
+    node = Node(CTX)
+    node.allocate(dedicated("pod-d", 2, exclusive=False, hint=(2,)))
+    hints = node.hints(dedicated("pod-d", 3, exclusive=False))
+    assert hints is not None and len(hints) == 4
+
+
+def test_a_dedicated_pod_resized_in_place_is_refused_at_v0547() -> None:
+    prepared = prepare_request(CTX_V0547.qos, dedicated("pod-d", 2))
+    # The annotation reaches the handler when --pod-annotation-kept-keys keeps it (the
+    # default at v0.5.47).
+    kept = replace(
+        prepared, annotations={**prepared.annotations, INPLACE_UPDATE_RESIZING_KEY: "true"}
+    )
+    with pytest.raises(HintError, match=NO_INPLACE_RESIZE):
+        topology_hints(Node(CTX_V0547).state.cpu, CTX_V0547, kept)
+    assert topology_hints(Node(CTX).state.cpu, CTX, kept).hints is not None
+
+
+def test_the_extra_state_file_may_name_nodes_of_non_exclusive_dedicated_pods_at_v0547() -> None:
+    extra = {"name-pod-e-0": "2"}
+    for ctx, want in (
+        (CTX_V0547, (TopologyHint((2,), True),)),
+        (CTX, None),  # v0.5.3: NUMA 2 holds a NUMA-binding container, the file is not used
+    ):
+        node = Node(ctx)
+        node.allocate(dedicated("pod-d", 1, exclusive=False, hint=(2,)))
+        prepared = prepare_request(ctx.qos, dedicated("pod-e", 1, exclusive=False))
+        got = topology_hints(node.state.cpu, ctx, prepared, extra).hints
+        if want is None:
+            assert got != (TopologyHint((2,), True),)
+        else:
+            assert got == want
