@@ -5,8 +5,8 @@ PluginServer on a unix socket, with the kubelet fork's protos (``wire.gen``). Pr
 kubewharf/katalyst-core, tag v0.5.47, ``pkg/agent/qrm-plugins/cpu/dynamicpolicy/
 policy_test.go``; the test function and case name are in each table. The reference's harness
 machine is ``GenerateDummyCPUTopology(16, 2, 4)`` with reserve ``TakeHTByNUMABalance(2)`` =
-``0,2``, as the spec's example node here. Cases whose harness state holds other pods first
-are left out (the wire node starts empty).
+``0,2``, as the spec's example node here. Cases whose harness holds other pods first start
+from a state holding the same dedicated containers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ import pytest
 
 from policy.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.cpu.reference import V0_5_47, ReferenceOptions
-from tests.policy.decision_fixtures import CTX
+from policy.state.entries import DEDICATED_OWNER, ContainerEntry, OwnCPUs
+from policy.state.events import ContainerAllocated
+from policy.state.sections import apply_all, empty_state
+from policy.topology.cpuset import CPUSet
+from tests.actors.fakes import ApplyingCommitter
+from tests.policy.decision_fixtures import CTX, SYNTH_16_2_4
 from tests.wire.plugin_node import WireNode, resource_request
 
 CTX_V0547 = replace(CTX, reference_version=V0_5_47)
@@ -259,3 +264,84 @@ def test_the_same_options_are_ignored_at_v053(node: WireNode) -> None:
     # At the default level the options mean nothing: v0.5.3's single-NUMA hints.
     annotations = _annotations({"katalyst.kubewharf.io/numa_number": "2"}, exclusive=False)
     assert _hints(node, 2, annotations) == [([0], True), ([1], True), ([2], True), ([3], True)]
+
+
+def _seeded(*held: tuple[str, str, bool]) -> WireNode:
+    """A v0.5.47 node whose state already holds dedicated containers (pod, CPUs, exclusive),
+    as the reference's test harness sets its ``podEntries`` before the call."""
+    entries = []
+    for pod, held_cpus, exclusive in held:
+        memory = {"numa_binding": "true", **({"numa_exclusive": "true"} if exclusive else {})}
+        entries.append(
+            ContainerAllocated(
+                ContainerEntry(
+                    pod_uid=pod,
+                    pod_namespace="test",
+                    pod_name=pod,
+                    container_name="test",
+                    container_type="MAIN",
+                    owner_pool_name=DEDICATED_OWNER,
+                    placement=OwnCPUs.of(CPUSet.parse(held_cpus)),
+                    annotations={QOS_LEVEL_KEY: "dedicated_cores"} | memory,
+                    qos_level="dedicated_cores",
+                    request_quantity=float(CPUSet.parse(held_cpus).size()),
+                )
+            )
+        )
+    state = apply_all(empty_state(SYNTH_16_2_4), entries)
+    return WireNode(committer=ApplyingCommitter(state), ctx=CTX_V0547).start()
+
+
+# TestGetTopologyHints (policy_test.go, v0.5.47): the cases whose harness holds other pods.
+SEEDED_CASES = [
+    pytest.param(
+        [("pod-held", "8-9", False)], 3, {"full_pcpus_pairing": "true"}, False,
+        [([1], True), ([2], True), ([3], True)],
+        id="req for full pcpus pairing enabled for dedicated numa binding container with "
+        "existing allocations",
+    ),
+    pytest.param(
+        [("pod-held", "9", False)], 6,
+        {"distribute_evenly_across_numa": "true", "full_pcpus_pairing": "true",
+         "katalyst.kubewharf.io/numa_number": "3"},
+        False, [([1, 2, 3], True)],
+        id="req with full pcpus pairing with odd number of cores request can still allocate full "
+        "physical cores across multiple NUMA nodes",
+    ),
+    # The harness holds CPU 2 on NUMA 1, this node's reserve: CPU 3 stands in for it.
+    pytest.param(
+        [("pod-0", "9", False), ("pod-1", "3", False), ("pod-2", "4", False),
+         ("pod-3", "6", False)],
+        8, {"katalyst.kubewharf.io/numa_number": "4"}, False, [([0, 1, 2, 3], True)],
+        id="req with numa number gives valid hints when each numa has 1 CPU allocated",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("held", "cpu", "enhancement", "exclusive", "want"), SEEDED_CASES)
+def test_reference_hint_cases_on_a_node_with_pods(
+    held: list[tuple[str, str, bool]],
+    cpu: float,
+    enhancement: dict[str, str],
+    exclusive: bool,
+    want: Hints,
+) -> None:
+    node = _seeded(*held)
+    try:
+        got = _hints(node, cpu, _annotations(enhancement, exclusive=exclusive))
+    finally:
+        node.close()
+    assert got == want
+
+
+def test_align_by_socket_on_a_node_with_an_exclusive_pod_has_no_hint() -> None:
+    # TestGetTopologyHints, "req for dedicated numa binding container with align by socket
+    # enabled for machine with existing allocations": socket 0 holds 6 CPUs beside the
+    # reserve, socket 1 has NUMA 2 taken exclusively: 7 CPUs fit on no single socket.
+    node = _seeded(("pod-held", "4-5", True))
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            _hints(node, 7, _annotations({"align_by_socket": "true"}, exclusive=True))
+    finally:
+        node.close()
+    assert "no available cpu hints" in caught.value.details()  # type: ignore[attr-defined]
