@@ -28,6 +28,8 @@ The rule, in the reference's order (§7.1):
      from the state without its old entry. A sidecar (§7.5.2) copies its main container's
      CPUs, or gets an empty reply while the main container has none.
    * any other level (``system_cores``): "katalyst QoS level: %s is not supported yet".
+   * at the v0.5.47 reference level, shared_cores with NUMA binding (SNB) take
+     ``policy.cpu.snb_allocate`` instead, and an in-place resize skips step 8.
 
 Which lifecycle transition a container takes (ramping or pooled, re-allocation, a sidecar) is
 the ramp-up machine's decision (``machines.ramp_up`` through ``policy.cpu.ramp_steps``); this module
@@ -63,6 +65,8 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.snb import is_inplace_resizing
+from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
@@ -125,7 +129,9 @@ def allocate_container(
     state = txn.cpu
     # 8. Enough CPUs already: the stored allocation, no handler.
     held = state.entry(request.pod_uid, request.container_name)
-    if held is not None:
+    # v0.5.47: an in-place resize always reaches its handler.
+    resizing = ctx.at_v0_5_47 and is_inplace_resizing(prepared.annotations)
+    if held is not None and not resizing:
         result, original = state.placement_cpus(held.placement)
         if original.size() >= prepared.req_int:
             return _reply(prepared, _cpu_allocation(result, None), native_qos_class="")
@@ -135,6 +141,8 @@ def allocate_container(
     except QoSError as err:
         raise QoSError(str(err), subject=request.describe()) from err
     try:
+        if prepared.qos_level == SHARED_CORES and ctx.at_v0_5_47 and prepared.numa_binding:
+            return _allocate_snb(txn, ctx, prepared, now)
         if prepared.qos_level == SHARED_CORES:
             return _allocate_shared(txn, ctx, prepared, pod, now)
         if prepared.qos_level == RECLAIMED_CORES:
@@ -247,6 +255,16 @@ def _allocate_shared(
     emit_step(txn, step, ContainerAllocated(existing))
     _put_into_pool(txn, ctx, updated, incr_by_req=True)
     return _pack(prepared, current)
+
+
+def _allocate_snb(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
+    """v0.5.47 shared cores with NUMA binding (``policy.cpu.snb_allocate``)."""
+    cpus, _ = allocate_snb(txn, ctx, prepared, now)
+    if cpus is None:
+        return AllocationReply()  # a sidecar before its main container: an empty reply
+    return _pack(prepared, cpus)
 
 
 def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:

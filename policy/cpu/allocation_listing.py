@@ -11,8 +11,10 @@ each container through the ramp-up machine:
   ``put_allocations_and_adjust(..., incr_by_req=True)``.
 
 The reply lists each container's cpuset as it is *before* the pools are adjusted (§15.6):
-kubelet learns the new cpusets at its next call. An adjustment that fails does not fail the
-call; its message comes back in ``warnings`` for the caller to log, and the flags stay cleared.
+kubelet learns the new cpusets at its next call. At the v0.5.47 reference level the reply is
+built after the adjustment (spec cpu-policy-v0.5.47 (c) 3): the call that ends a ramp-up
+already reports the pool. An adjustment that fails does not fail the call; its message comes
+back in ``warnings`` for the caller to log, and the flags stay cleared.
 
 When the disk refuses the commit of what was settled, kubelet's reconcile must still get an
 answer: :func:`listed_as_is` lists the state as it is, settling nothing (the containers stay
@@ -108,8 +110,9 @@ def resources_allocation(
             whose parts to reuse; the answer is the same without it.
 
     Returns:
-        The reply, with cpusets as they were before step 3. ``previous`` itself when it
-        listed this very state and that state had nothing to settle.
+        The reply, with cpusets as they were before step 3 (v0.5.3) or after it (v0.5.47).
+        ``previous`` itself when it listed this very state and that state had nothing to
+        settle.
     """
     state = txn.cpu
     basis = None if previous is None else previous.parts
@@ -145,6 +148,10 @@ def resources_allocation(
             put_allocations_and_adjust(txn, ctx, just_finished, incr_by_req=True)
         except PolicyError as err:
             warnings.append(f"putAllocationsAndAdjustAllocationEntries failed with error: {err}")
+        if ctx.at_v0_5_47:
+            # v0.5.47 reads the pod entries again after adjusting (policy.go:589-634).
+            parts = list_pods(txn.cpu, parts)
+            listed_after = len(txn.events)
     settled = not txn.events and not warnings and not state.ramping_containers()
     return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled, listed_after)
 

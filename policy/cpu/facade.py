@@ -132,8 +132,14 @@ def get_topology_hints(
         RequestError, QoSError, HintError: see the module docstring.
     """
     del now
-    prepared = prepare_request(settings.qos, inputs.request)
+    prepared = prepare_request(settings.qos, inputs.request, _kept_keys(settings))
     return Decision((), topology_hints(state.cpu, settings, prepared))
+
+
+def _kept_keys(settings: PolicyContext) -> tuple[str, ...]:
+    """The annotations a request keeps besides the QoS ones: ``--pod-annotation-kept-keys``
+    at v0.5.47 (spec cpu-policy-v0.5.47 (c) 4), none at v0.5.3."""
+    return settings.reference.pod_annotation_kept_keys if settings.at_v0_5_47 else ()
 
 
 def allocate(
@@ -156,7 +162,7 @@ def allocate(
         AllocationError: the handler failed and the container had no entry; nothing to commit.
     """
     request = inputs.call.request
-    prepared = prepare_request(settings.qos, request)
+    prepared = prepare_request(settings.qos, request, _kept_keys(settings))
     txn = Txn(state)
     try:
         reply = allocate_container(txn, settings, prepared, inputs.pod, now)

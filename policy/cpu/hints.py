@@ -5,6 +5,8 @@ The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
 1. INIT containers and debug pods: no preference (``hints is None``).
 2. A level without a handler (``system_cores``) is an error.
 3. shared_cores and reclaimed_cores: no preference — pools span every eligible NUMA node.
+   At v0.5.47 shared_cores hints are ``policy.cpu.snb_hints``'s (SNB, and the capacity
+   check of non-binding pods).
 4. dedicated_cores without NUMA binding: "not support dedicated_cores without NUMA binding".
 5. dedicated_cores with NUMA binding:
    a. a SIDECAR follows its main container: no preference;
@@ -38,10 +40,11 @@ from policy.cpu.dedicated_hints import dedicated_hints_v0547
 from policy.cpu.enhancements import is_numa_exclusive
 from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
 from policy.cpu.prepare import PreparedRequest
-from policy.cpu.qos import DEDICATED_CORES, QoSError, check_handled_level
+from policy.cpu.qos import DEDICATED_CORES, SHARED_CORES, QoSError, check_handled_level
 from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.replies import HintsReply
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.snb_hints import SNBHintError, shared_hints
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
@@ -273,6 +276,13 @@ def topology_hints(
         check_handled_level(prepared.qos_level)
     except QoSError as err:
         raise QoSError(str(err), subject=request.describe()) from err
+    if prepared.qos_level == SHARED_CORES and ctx.at_v0_5_47:
+        # v0.5.47: SNB hints, and the non-binding capacity check (policy.cpu.snb_hints).
+        try:
+            shared = shared_hints(state, ctx, prepared)
+        except SNBHintError as err:
+            raise SNBHintError(str(err), kind=err.kind, subject=request.describe()) from err
+        return HintsReply.echo(request, labels, annotations, shared)
     if prepared.qos_level != DEDICATED_CORES:
         return HintsReply.echo(request, labels, annotations, None)
     try:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
+from policy.cpu.snb import numa_of_pool
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
@@ -100,8 +101,10 @@ def apply_pools_and_isolated(
         for name in sorted(pools_cs)
         if state.pools.get(name) != pools_cs[name]
     ]
-    # 5. The ramp-up cpuset.
+    # 5. The ramp-up cpuset (v0.5.47: without the NUMAs of SNB pools, spec (c) 8).
     ramp = state.adjustable_cpus(ctx.reserved).difference(isolated_union)
+    if ctx.at_v0_5_47:
+        ramp = ramp.difference(_snb_numa_cpus(ctx, pools_cs))
     if state.ramp_cpus != ramp:
         pool_events.append(RampCPUsSet(ramp))
     # 6. Containers whose placement or owner changes.
@@ -142,6 +145,17 @@ def apply_pools_and_isolated(
     ]
     removals = [PoolRemoved(name) for name in dropped]
     txn.emit(*pool_events, *placed, *quantities, *removals)
+
+
+def _snb_numa_cpus(ctx: PolicyContext, pools_cs: Mapping[str, CPUSet]) -> CPUSet:
+    """The CPUs of the NUMAs the new SNB pools are bound to."""
+    masks = ctx.topology.numa_masks()
+    bits = 0
+    for name, cpus in pools_cs.items():
+        numa = numa_of_pool(name)
+        if numa is not None and not cpus.is_empty():
+            bits |= masks.get(numa, 0)
+    return CPUSet.from_mask(bits)
 
 
 def _dedicated_move(entry: ContainerEntry, ramp: CPUSet) -> tuple[Placement, str]:

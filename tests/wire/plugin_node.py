@@ -137,14 +137,11 @@ class WireNode:
         socket_dirs: how many socket directories (one server each).
         committer: the Allocator's committer (its ``latest()`` is the starting state); the
             in-memory one by default.
-        ctx: the policy's settings (the spec's example node at v0.5.3 by default).
+        ctx: the policy's settings (the spec's node at v0.5.3 by default).
     """
 
     def __init__(
-        self,
-        socket_dirs: int = 1,
-        committer: Committer | None = None,
-        ctx: PolicyContext = CTX,
+        self, socket_dirs: int = 1, committer: Committer | None = None, ctx: PolicyContext = CTX
     ) -> None:
         self.clock = FakeClock(T0)
         self.store = committer or ApplyingCommitter(empty_state(SYNTH_16_2_4))
