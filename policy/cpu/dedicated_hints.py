@@ -27,19 +27,21 @@ of ``policy.cpu.dedicated_options``, in the reference's order:
 6. ``preferred``: size == the NUMA number when set, else == the size recorded in 5.
 7. No hint left: "no available cpu hints" (v0.5.3 answered an empty list).
 
+Step 4 also drops the NUMA nodes outside ``filterNUMANodesByNonBinding``'s answer
+(cpu-policy-v0.5.47 (c) 9): the caller computes it from the state, given the NUMA number
+(``candidate_numas``), after the refusals of step 3 as the reference does.
+
 Not reproduced, each a no-op on a node qrmd serves: the pre-occupation preference of
 exclusive hints (qrmd keeps no pre-occupation entries, and without them the reference
 changes nothing); the dedicated optimizer chain (its default is empty, and qrmd refuses the
-two optimizers it would run at start-up). The filter of NUMA nodes by non-binding shared
-demand and anti-affinity (cpu-policy-v0.5.47 (c) 9) belongs to the SNB state and is left to
-it: without SNB pods and with the shared pods fitting, it keeps every node.
+two optimizers it would run at start-up).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from policy.cpu.dedicated_options import DedicatedOptions, read_options
 from policy.cpu.request import TopologyHint
@@ -164,6 +166,7 @@ def dedicated_hints_v0547(
     allocated: frozenset[int],
     numa_number_key: str,
     numa_ids_key: str,
+    candidate_numas: Callable[[int], Collection[int]] | None = None,
 ) -> tuple[TopologyHint, ...]:
     """The module's rule (steps 1–7): the hints of a dedicated NUMA-binding request.
 
@@ -176,6 +179,8 @@ def dedicated_hints_v0547(
         allocated: NUMA nodes with allocated CPUs.
         numa_number_key: ``--numa-number-annotation-key``.
         numa_ids_key: ``--numa-ids-annotation-key``.
+        candidate_numas: given the NUMA number, the nodes ``filterNUMANodesByNonBinding``
+            keeps; None keeps every node.
 
     Returns:
         At least one hint.
@@ -207,9 +212,14 @@ def dedicated_hints_v0547(
         per_socket = topology.numas_per_socket()
     except TopologyError as err:
         raise DedicatedHintError(f"NUMAsPerSocket failed with error: {err}") from err
-    # 4. What each node offers.
+    # 4. What each node offers: nothing on a node an exclusive request cannot share, or one
+    # the non-binding filter drops.
+    kept = frozenset(numas if candidate_numas is None else candidate_numas(options.numa_number))
     usable = {
-        n: CPUSet() if exclusive and n in allocated else available.get(n, CPUSet()) for n in numas
+        n: CPUSet()
+        if (exclusive and n in allocated) or n not in kept
+        else available.get(n, CPUSet())
+        for n in numas
     }
     total = CPUSet.union_all(usable.values())
     hints, min_affinity = _masks(

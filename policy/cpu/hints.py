@@ -44,6 +44,13 @@ from policy.cpu.qos import DEDICATED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.replies import HintsReply
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.snb import (
+    anti_affine_numas,
+    binding_numas,
+    cpu_is_sufficient,
+    non_binding_shared_requested,
+    numa_available_quantity,
+)
 from policy.cpu.snb_hints import SNBHintError, shared_hints
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
@@ -240,9 +247,42 @@ def _hints_v0547(
             allocated=frozenset(n for n in numas if state.allocated_cpuset(n)),
             numa_number_key=ctx.reference.numa_number_annotation_key,
             numa_ids_key=ctx.reference.numa_ids_annotation_key,
+            candidate_numas=lambda number: _non_binding_candidates(state, ctx, prepared, number),
         )
     except PolicyError as err:
         raise HintError(f"calculateHints failed with error: {err}", kind=err.kind) from err
+
+
+def _non_binding_candidates(
+    state: CPUState, ctx: PolicyContext, prepared: PreparedRequest, numa_number: int
+) -> frozenset[int]:
+    """v0.5.47's ``filterNUMANodesByNonBinding`` for a dedicated request (spec
+    cpu-policy-v0.5.47 (c) 9; ``policy_hint_handlers.go:714-761``), with the quantities SNB
+    hints use (``policy.cpu.snb``).
+
+    Of the NUMA nodes no stored container is anti-affine to: a node hosting no SNB or
+    dedicated NUMA-binding container stays only if the other such nodes still hold the
+    non-binding shared requests; a binding node stays if the request fits its available
+    quantity, or whatever it holds when the NUMA number is above 1.
+    """
+    avoided = anti_affine_numas(state, ctx, prepared.qos_level, prepared.annotations)
+    binding = binding_numas(state)
+    masks = ctx.topology.numa_masks()
+    non_binding_cpus = CPUSet.from_mask(
+        sum(m for n, m in masks.items() if n not in binding) & ~ctx.reserved.mask
+    ).difference(CPUSet.from_mask(state.indexes.allocated_mask))
+    requested = non_binding_shared_requested(state, ctx)
+    kept: set[int] = set()
+    for numa in sorted(masks):
+        if numa in avoided:
+            continue
+        quantity = numa_available_quantity(state, ctx, numa)
+        if numa not in binding:
+            if cpu_is_sufficient(requested, non_binding_cpus.size() - quantity):
+                kept.add(numa)
+        elif cpu_is_sufficient(prepared.req_float, quantity) or numa_number > 1:
+            kept.add(numa)
+    return frozenset(kept)
 
 
 def topology_hints(

@@ -16,7 +16,7 @@ from policy.cpu.qos import CPU_ENHANCEMENT_KEY
 from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY, V0_5_47
 from policy.cpu.request import ResourceRequest, TopologyHint
 from policy.state.entries import ANNOTATION_NUMA_HINT
-from tests.policy.decision_fixtures import CTX, Node, dedicated
+from tests.policy.decision_fixtures import CTX, Node, dedicated, request
 
 CTX_V0547 = replace(CTX, reference_version=V0_5_47)
 
@@ -96,3 +96,39 @@ def test_the_extra_state_file_may_name_nodes_of_non_exclusive_dedicated_pods_at_
             assert got != (TopologyHint((2,), True),)
         else:
             assert got == want
+
+
+@pytest.mark.parametrize(
+    ("shared_cpus", "want"),
+    [
+        pytest.param(9, [(0,), (1,), (2,), (3,)], id="shared pods that fit anyway: every node"),
+        # 11 shared CPUs on 14 pooled ones: taking NUMA 0 or 1 (3 available) leaves 11, taking
+        # NUMA 2 or 3 (4 available) leaves 10, too few.
+        pytest.param(11, [(0,), (1,)], id="nodes whose loss would starve shared pods dropped"),
+    ],
+)
+def test_dedicated_hints_keep_non_binding_shared_pods_fed_at_v0547(
+    shared_cpus: int, want: list[tuple[int, ...]]
+) -> None:
+    # cpu-policy-v0.5.47 (c) 9: filterNUMANodesByNonBinding in calculateHints.
+    node = Node(CTX_V0547)
+    node.allocate(request("pod-s", cpu=shared_cpus, qos="shared_cores"))
+    hints = node.hints(dedicated("pod-d", 2, exclusive=False))
+    assert hints is not None
+    assert [h.nodes for h in hints] == want
+
+
+def test_a_binding_node_stays_a_candidate_for_more_than_one_numa() -> None:
+    # NUMA 2 holds a dedicated pod with 3 of its 4 CPUs: a 4-CPU request no longer fits it,
+    # but with numa_number 2 it stays a candidate (policy_hint_handlers.go:755), so 5 CPUs
+    # fit NUMA 2 and 3 together (1 + 4; dropped, NUMA 2 would count 0).
+    node = Node(CTX_V0547)
+    node.allocate(dedicated("pod-d", 3, exclusive=False, hint=(2,)))
+    single = node.hints(dedicated("pod-e", 4, exclusive=False))
+    assert single is not None and (2,) not in [h.nodes for h in single]
+    two = node.hints(
+        _with_options(
+            dedicated("pod-e", 5, exclusive=False), {"katalyst.kubewharf.io/numa_number": "2"}
+        )
+    )
+    assert two is not None and (2, 3) in [h.nodes for h in two]
