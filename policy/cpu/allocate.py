@@ -44,6 +44,7 @@ transaction then holds what the steps before the failure emitted, and the caller
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from machines import ramp_up as lifecycle
@@ -65,7 +66,7 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
-from policy.cpu.snb import is_inplace_resizing
+from policy.cpu.snb import is_inplace_resizing, pod_aggregated_request
 from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
@@ -418,13 +419,17 @@ def _with_numa_hint(
 def _numa_binding_cpus_v0547(
     state: CPUState, ctx: PolicyContext, prepared: PreparedRequest
 ) -> CPUSet:
-    """v0.5.47's ``allocateNumaBindingCPUs`` (``policy.cpu.dedicated_allocation``)."""
+    """v0.5.47's ``allocateNumaBindingCPUs`` (``policy.cpu.dedicated_allocation``), for the
+    pod's aggregated request when its annotation is kept (``GetPodAggregatedRequestResource``:
+    rounded up to whole CPUs), else the container's."""
     numas = ctx.topology.numa_nodes()
+    aggregated = pod_aggregated_request(prepared.annotations)
+    wanted = prepared.req_int if aggregated is None else math.ceil(aggregated)
     try:
         return allocate_numa_binding_cpus_v0547(
             ctx.topology,
             {n: state.numa_available(n, ctx.reserved) for n in numas},
-            prepared.req_int,
+            wanted,
             prepared.request.hint,
             exclusive=prepared.numa_exclusive,
             annotations=prepared.annotations,

@@ -132,3 +132,15 @@ def test_a_binding_node_stays_a_candidate_for_more_than_one_numa() -> None:
         )
     )
     assert two is not None and (2, 3) in [h.nodes for h in two]
+
+
+def test_a_dedicated_pod_takes_its_aggregated_request_at_v0547() -> None:
+    # policy_allocation_handlers.go (v0.5.47): allocateNumaBindingCPUs(podAggregatedRequest,
+    # ...); the annotation is kept by --pod-annotation-kept-keys' default.
+    aggregated = {"pod.kubernetes.io/pod-aggregated-requests": json.dumps({"cpu": "2500m"})}
+    req = dedicated("pod-d", 2, exclusive=False, hint=(2,))
+    req = replace(req, annotations={**req.annotations, **aggregated})
+    node = Node(CTX_V0547)
+    node.allocate(req)
+    assert node.cpus_of("pod-d").size() == 3
+    assert node.state.cpu.require_entry("pod-d", "app").request_quantity == 2
