@@ -25,7 +25,8 @@ a dedicated pod being resized in place (``pod.kubernetes.io/inplace-update-resiz
 when kept) is refused first; in 5b any existing allocation is the answer, the NUMA nodes of
 its CPUs whatever its size; in 5c the extra state file may name any node without an
 *exclusive* dedicated container; 5d is v0.5.47's enumeration with the dedicated allocation
-options (``policy.cpu.dedicated_hints``).
+options (``policy.cpu.dedicated_hints``), reduced beyond ``ctx.max_full_hint_numa_nodes`` as
+the v0.5.3 answer is.
 
 Reading the state costs O(NUMA nodes): the available and allocated CPUs per node come from the
 state's indexes, never from the list of pods.
@@ -238,7 +239,7 @@ def _hints_v0547(
 ) -> tuple[TopologyHint, ...]:
     numas = ctx.topology.numa_nodes()
     try:
-        return dedicated_hints_v0547(
+        hints = dedicated_hints_v0547(
             ctx.topology,
             prepared.req_float,
             prepared.numa_exclusive,
@@ -251,6 +252,13 @@ def _hints_v0547(
         )
     except PolicyError as err:
         raise HintError(f"calculateHints failed with error: {err}", kind=err.kind) from err
+    if len(numas) <= ctx.max_full_hint_numa_nodes:
+        return hints
+    # qrmd's reduced answer beyond --max-full-hint-numa-nodes, as at v0.5.3: the hints of the
+    # smallest size that has any, in the reference's order, at most ctx.max_hints of them
+    # (the reference's full answer can run to tens of thousands of hints).
+    smallest = min(len(h.nodes) for h in hints)
+    return tuple(h for h in hints if len(h.nodes) == smallest)[: ctx.max_hints]
 
 
 def _non_binding_candidates(

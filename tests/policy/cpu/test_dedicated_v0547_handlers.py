@@ -144,3 +144,22 @@ def test_a_dedicated_pod_takes_its_aggregated_request_at_v0547() -> None:
     node.allocate(req)
     assert node.cpus_of("pod-d").size() == 3
     assert node.state.cpu.require_entry("pod-d", "app").request_quantity == 2
+
+
+@pytest.mark.parametrize(
+    ("max_hints", "want"),
+    [
+        pytest.param(64, [((0, 1), True), ((2, 3), True)], id="the smallest size only"),
+        pytest.param(1, [((0, 1), True)], id="at most max_hints of them"),
+    ],
+)
+def test_reduced_answer_beyond_max_full_hint_numa_nodes_at_v0547(
+    max_hints: int, want: list[tuple[tuple[int, ...], bool]]
+) -> None:
+    ctx = replace(CTX_V0547, max_full_hint_numa_nodes=2, max_hints=max_hints)
+    hints = Node(ctx).hints(dedicated("pod-d", 5, exclusive=True))
+    assert hints is not None
+    assert [(h.nodes, h.preferred) for h in hints] == want
+    # The full answer goes on to 3 and 4 nodes.
+    full = Node(CTX_V0547).hints(dedicated("pod-d", 5, exclusive=True))
+    assert full is not None and len(full) == 7
