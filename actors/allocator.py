@@ -77,6 +77,7 @@ from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.reference import REFERENCE_CAUSE_KEY, reference_cause
 from policy.cpu.residual_check import ResidualEvidence
 from policy.cpu.residual_removal import residual_candidates
 from policy.decision import Decision
@@ -357,6 +358,11 @@ class AllocatorCore:
             # The cause keeps what kubelet is about to be answered, so forensics shows the
             # answer itself (``actors.allocator_cause``, "The reply").
             cause = cause_of(inputs, now, reply_of(inputs, decision))
+            if self.ctx.at_v0_5_47:
+                # The level and its options are inputs too: a re-run decides as v0.5.47.
+                cause[REFERENCE_CAUSE_KEY] = reference_cause(
+                    self.ctx.reference_version, self.ctx.reference
+                )
             self._durable.commit(decision.events, cause)
 
     def _resync_if_stale(self) -> None:

@@ -14,7 +14,9 @@ or refused, an ``AdvisorSilence`` record the silence and the limit the fallback 
 ``AddContainerRefused`` record the container whose Allocate the advisor refused
 (``actors.allocator_cause``); ``decide`` routes them to ``policy.cpu.advisor``.
 
-The settings (topology, reserve, QoS configuration, options) are not in the journal: they are
+The reference level and its options are in each record's cause (``reference``, written at
+v0.5.47 only; a cause without it was decided at v0.5.3), and the re-run decides at that level.
+The other settings (topology, reserve, QoS configuration, options) are not in the journal: they are
 the node's configuration, so the caller passes the ones the node ran with (with
 ``advisor_enabled`` when it ran with ``--enable-cpu-advisor``: pool sizing depends on it).
 Replies are not journaled either (kubelet got them); :class:`Rerun` carries the re-run's reply
@@ -24,7 +26,7 @@ for the caller to show or to compare with one it kept.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from actors.allocator import decide
@@ -34,6 +36,7 @@ from actors.state_replay import ReplayError, decode_events, replay_records, stat
 from journal import FileOps, OsFileOps, Record, load_checkpoint, read_records
 from journal.checkpoints import list_checkpoints
 from policy.cpu.context import PolicyContext
+from policy.cpu.reference import reference_of_cause
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
 from policy.state.events import Event
@@ -101,8 +104,12 @@ def rerun_record(record: Record, before: State, settings: PolicyContext) -> Reru
     try:
         cause = decode_cause(record.cause)
         recorded = tuple(decode_events(record))
-    except (CauseError, ReplayError) as err:
+        # The reference level the record was decided at is its own (a cause without one:
+        # v0.5.3), whatever the settings given say.
+        version, options = reference_of_cause(record.cause)
+    except (CauseError, ReplayError, ValueError) as err:
         raise RerunError(record.seq, f"record {record.seq} cannot be re-run: {err}") from err
+    settings = replace(settings, reference_version=version, reference=options)
     try:
         decision = decide(before, cause.inputs, settings, cause.now)
     except PolicyError as err:

@@ -66,7 +66,7 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
-from policy.cpu.snb import is_inplace_resizing, pod_aggregated_request
+from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus, pod_aggregated_request
 from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
@@ -217,6 +217,9 @@ def _allocate_shared(
     # 1. The pooled CPUs: every NUMA node without a dedicated NUMA-binding container, minus
     #    dedicated CPUs and the reserve.
     pooled = state.pooled_cpus(ctx.reserved)
+    if ctx.at_v0_5_47:
+        # v0.5.47 also leaves out the NUMAs of SNB pools (spec cpu-policy-v0.5.47 (c) 8).
+        pooled = non_binding_pooled_cpus(state, ctx)
     if pooled.is_empty():
         raise AllocationError("get empty pooledCPUs", kind=ErrorKind.SHORTAGE)
     existing = state.entry(request.pod_uid, request.container_name)

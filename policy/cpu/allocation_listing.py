@@ -46,6 +46,7 @@ from policy.cpu.listing_parts import (
 from policy.cpu.pool_engine import put_allocations_and_adjust
 from policy.cpu.ramp_steps import RampUpError, container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, ContainerCPUAllocation
+from policy.cpu.snb import snb_pool_cpus
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import PolicyError
@@ -122,6 +123,9 @@ def resources_allocation(
     parts = list_pods(state, basis)
     # 1. What a re-ramped shared container gets.
     pooled = state.pooled_cpus(ctx.reserved)
+    if ctx.at_v0_5_47:
+        # v0.5.47 re-ramps onto the pooled CPUs without the SNB containers' (policy.go:521).
+        pooled = pooled.difference(snb_pool_cpus(state))
     stamp = format_qrm_time(now)
     warnings: list[str] = []
     just_finished: list[ContainerEntry] = []

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
-from policy.cpu.snb import numa_of_pool
+from policy.cpu.snb import adjustable_cpus, numa_of_pool
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
@@ -104,6 +104,7 @@ def apply_pools_and_isolated(
     # 5. The ramp-up cpuset (v0.5.47: without the NUMAs of SNB pools, spec (c) 8).
     ramp = state.adjustable_cpus(ctx.reserved).difference(isolated_union)
     if ctx.at_v0_5_47:
+        ramp = adjustable_cpus(state, ctx).difference(isolated_union)
         ramp = ramp.difference(_snb_numa_cpus(ctx, pools_cs))
     if state.ramp_cpus != ramp:
         pool_events.append(RampCPUsSet(ramp))

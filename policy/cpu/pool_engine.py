@@ -36,7 +36,7 @@ from policy.cpu.pool_sizing import (
     apportion_reclaimed_pool,
     generate_pools_and_isolation,
 )
-from policy.cpu.snb import demand_of, pool_demands, precise_ceil, target_pool
+from policy.cpu.snb import adjustable_cpus, demand_of, pool_demands, precise_ceil, target_pool
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import RECLAIM_POOL, RESIDENT_POOLS, ContainerEntry, requested_cores
@@ -171,8 +171,10 @@ def adjust_pools_and_isolated(
             with error: ..."); the steps before it keep their events.
     """
     state = txn.cpu
-    # 1. Adjustable CPUs.
-    available = state.adjustable_cpus(ctx.reserved)
+    # 1. Adjustable CPUs (v0.5.47: only NUMA-exclusive dedicated NUMAs are left out whole).
+    available = (
+        adjustable_cpus(state, ctx) if ctx.at_v0_5_47 else state.adjustable_cpus(ctx.reserved)
+    )
     # 2. Sizes (v0.5.47: the NUMA-bound pools first, policy.cpu.numa_pools).
     generate = generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
     try:

@@ -15,8 +15,9 @@ refuse them, ``qrmd.cpu_plugin.settings``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "AGGREGATED_REQUESTS_KEY",
@@ -31,6 +32,7 @@ __all__ = [
     "NUMA_IDS_KEY",
     "NUMA_NUMBER_KEY",
     "PACKING",
+    "REFERENCE_CAUSE_KEY",
     "REFERENCE_VERSIONS",
     "SHARED_CORES_HINT_OPTIMIZERS",
     "SPREADING",
@@ -38,6 +40,8 @@ __all__ = [
     "V0_5_47",
     "ReferenceOptions",
     "is_v0_5_47",
+    "reference_cause",
+    "reference_of_cause",
 ]
 
 #: Katalyst v0.5.3: spec cpu-policy.md, every vector of tests/ (the default).
@@ -129,3 +133,46 @@ class ReferenceOptions:
     dedicated_cores_hint_optimizer_policies: tuple[str, ...] = ()
     numa_number_annotation_key: str = NUMA_NUMBER_KEY
     numa_ids_annotation_key: str = NUMA_IDS_KEY
+
+
+#: The key of a decision's cause that records its reference level (v0.5.47 only).
+REFERENCE_CAUSE_KEY: Final = "reference"
+
+
+def reference_cause(version: str, options: ReferenceOptions) -> dict[str, object]:
+    """A decision's reference level and options as plain data (msgpack-able), recorded in
+    its cause so that a re-run decides at the same level: ``{"version": "v0.5.47",
+    "options": {<field>: <value>, ...}}``."""
+    plain: dict[str, object] = {}
+    for name in ReferenceOptions.__dataclass_fields__:
+        value = getattr(options, name)
+        plain[name] = list(value) if isinstance(value, tuple) else value
+    return {"version": version, "options": plain}
+
+
+def reference_of_cause(cause: Mapping[Any, Any]) -> tuple[str, ReferenceOptions]:
+    """The reference level and options a decision's cause records; a cause without them was
+    decided at v0.5.3 (every qrmd before the levels, and v0.5.3 since).
+
+    Raises:
+        ValueError: the recorded level or an option is not one this qrmd knows.
+    """
+    recorded = cause.get(REFERENCE_CAUSE_KEY)
+    if recorded is None:
+        return V0_5_3, ReferenceOptions()
+    if not isinstance(recorded, Mapping):
+        raise ValueError(f"cause {REFERENCE_CAUSE_KEY!r} is not a map: {recorded!r:.80}")
+    version = recorded.get("version")
+    if version not in REFERENCE_VERSIONS:
+        raise ValueError(f"cause records reference level {version!r}, not one of v0.5.3, v0.5.47")
+    options = recorded.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"cause reference options are not a map: {options!r:.80}")
+    fields = ReferenceOptions.__dataclass_fields__
+    unknown = sorted(str(k) for k in options if k not in fields)
+    if unknown:
+        raise ValueError(f"cause records reference options this qrmd does not know: {unknown}")
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        values[str(key)] = tuple(value) if isinstance(value, list | tuple) else value
+    return str(version), ReferenceOptions(**values)

@@ -47,10 +47,12 @@ __all__ = [
     "NUMA_POOL_INFIX",
     "NUMA_SHARE_KEY",
     "SNB_INCR_RATIO",
+    "adjustable_cpus",
     "anti_affine_numas",
     "binding_numas",
     "cpu_is_sufficient",
     "demand_of",
+    "exclusive_binding_numas",
     "is_anti_affine",
     "is_inplace_resizing",
     "is_snb",
@@ -65,6 +67,7 @@ __all__ = [
     "pool_demands",
     "precise_ceil",
     "snb_numa_of",
+    "snb_pool_cpus",
     "snb_pools",
     "target_pool",
 ]
@@ -327,3 +330,30 @@ def pool_demands(
         if pool:
             precise[pool] = precise.get(pool, 0.0) + demand_of(entry, ctx)
     return {pool: precise_ceil(total) for pool, total in precise.items()}
+
+
+def exclusive_binding_numas(state: CPUState) -> frozenset[int]:
+    """NUMAs hosting a dedicated NUMA-binding, NUMA-exclusive container."""
+    masks = state.topology.numa_masks()
+    out: set[int] = set()
+    for key in state.dedicated_containers():
+        entry = state.require_entry(*key)
+        if entry.is_numa_exclusive():
+            result, original = state.placement_cpus(entry.placement)
+            out |= numas_of(masks, result.union(original))
+    return frozenset(out)
+
+
+def adjustable_cpus(state: CPUState, ctx: PolicyContext) -> CPUSet:
+    """The adjustable CPUs at v0.5.47 (``GetFilteredAvailableCPUSet(reserved, nil,
+    CheckDedicatedNUMABindingNUMAExclusive)``): only NUMAs with a NUMA-exclusive dedicated
+    container are left out whole; on the others, the dedicated NUMA-binding CPUs (v0.5.3 left
+    out every NUMA hosting one). Minus the reserve."""
+    masks = ctx.topology.numa_masks()
+    bits = ctx.topology.cpu_details.mask & ~_mask_of(masks, exclusive_binding_numas(state))
+    return CPUSet.from_mask(bits & ~state.indexes.allocated_mask & ~ctx.reserved.mask)
+
+
+def snb_pool_cpus(state: CPUState) -> CPUSet:
+    """The CPUs of every owned SNB pool."""
+    return CPUSet.union_all(state.pools[name] for name in snb_pools(state))

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from policy.cpu.snb import is_snb, numa_of_pool
 from policy.errors import StateError
 from policy.state.codec import SECTION_CODECS
 from policy.state.cpu_state import CPUState
@@ -101,6 +102,9 @@ def container_view(cpu: CPUState, key: tuple[str, str]) -> ContainerView | None:
         cpuset = CPUSet()  # a dangling placement is shown empty rather than hidden
     if isinstance(placement, InPool):
         where, pool = f"pool {placement.pool_name}", placement.pool_name
+        numa = numa_of_pool(pool) if is_snb(entry.qos_level, entry.annotations) else None
+        if numa is not None:  # shared cores with NUMA binding (v0.5.47)
+            where += f" (shared cores bound to NUMA {numa})"
     elif isinstance(placement, Ramping):
         where, pool = "ramp-up", ""
     else:

@@ -138,16 +138,24 @@ class WireNode:
         committer: the Allocator's committer (its ``latest()`` is the starting state); the
             in-memory one by default.
         ctx: the policy's settings (the spec's node at v0.5.3 by default).
+        start: run the start-up decision first; without it the committer's state is served
+            as it is (a reference test's hand-made state).
     """
 
     def __init__(
-        self, socket_dirs: int = 1, committer: Committer | None = None, ctx: PolicyContext = CTX
+        self,
+        socket_dirs: int = 1,
+        committer: Committer | None = None,
+        ctx: PolicyContext = CTX,
+        *,
+        start: bool = True,
     ) -> None:
         self.clock = FakeClock(T0)
         self.store = committer or ApplyingCommitter(empty_state(SYNTH_16_2_4))
         self.core = AllocatorCore(self.store.latest(), ctx, self.store, self.clock.time)
         self.allocator = AllocatorActor.start(self.core)
-        self.allocator.ask(StartPolicy(), timeout=10)
+        if start:
+            self.allocator.ask(StartPolicy(), timeout=10)
         self.is_ready = True
         self.observer = RecordingObserver()
         self.dirs = [short_dir() for _ in range(socket_dirs)]

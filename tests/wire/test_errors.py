@@ -46,6 +46,8 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.snb_allocate import SNBAllocationError
+from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
 from policy.state.katalyst_checkpoint import (
     CheckpointCorruptedError,
@@ -198,6 +200,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (DedicatedHintError, C.FAILED_PRECONDITION),
     (DedicatedAllocationError, C.FAILED_PRECONDITION),
     (OptionError, C.INVALID_ARGUMENT),
+    (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),
     (MachineFileReadError, C.INVALID_ARGUMENT),
