@@ -22,12 +22,15 @@ from typing import Any, Final
 __all__ = [
     "AGGREGATED_REQUESTS_KEY",
     "CANONICAL",
+    "DEDICATED_CORES_HINT_OPTIMIZERS_UNSUPPORTED",
     "DEFAULT_REFERENCE_VERSION",
     "DYNAMIC_PACKING",
     "INPLACE_UPDATE_RESIZING_KEY",
     "METRIC_BASED",
     "NUMA_BIND_RESULT_KEY",
     "NUMA_HINT_PREFER_POLICIES",
+    "NUMA_IDS_KEY",
+    "NUMA_NUMBER_KEY",
     "PACKING",
     "REFERENCE_CAUSE_KEY",
     "REFERENCE_VERSIONS",
@@ -73,6 +76,13 @@ AGGREGATED_REQUESTS_KEY: Final = "pod.kubernetes.io/pod-aggregated-requests"
 INPLACE_UPDATE_RESIZING_KEY: Final = "pod.kubernetes.io/inplace-update-resizing"
 #: ``--numa-binding-result-annotation-key``'s default.
 NUMA_BIND_RESULT_KEY: Final = "katalyst.kubewharf.io/numa_bind_result"
+#: ``--numa-number-annotation-key``'s default (``consts.PodAnnotationCPUEnhancementNumaNumber``).
+NUMA_NUMBER_KEY: Final = "katalyst.kubewharf.io/numa_number"
+#: ``--numa-ids-annotation-key``'s default (``consts.PodAnnotationCPUEnhancementNumaIDs``).
+NUMA_IDS_KEY: Final = "katalyst.kubewharf.io/numa_ids"
+#: The dedicated cores optimizers the reference registers (``DedicatedCoresHintOptimizerRegistry``);
+#: qrmd reproduces neither, so only the empty chain (the default) is accepted.
+DEDICATED_CORES_HINT_OPTIMIZERS_UNSUPPORTED: Final = ("memory_bandwidth", "resource_package")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +109,13 @@ class ReferenceOptions:
             hint the result annotation names is preferred.
         enable_metric_preferred_numa_allocation: ``--enable-metric-preferred-numa-allocation``
             (the ``metric_based`` optimizer).
+        dedicated_cores_hint_optimizer_policies: ``--dedicated-cores-hint-optimizer-policies``:
+            the optimizer chain of dedicated NUMA-binding hints (empty, the reference's
+            default; its two registered optimizers need metrics and CRDs qrmd lacks).
+        numa_number_annotation_key: ``--numa-number-annotation-key``: the flattened key of a
+            dedicated pod's NUMA count (``policy.cpu.dedicated_options``).
+        numa_ids_annotation_key: ``--numa-ids-annotation-key``: the flattened key of a
+            dedicated pod's NUMA ids.
     """
 
     cpu_numa_hint_prefer_policy: str = SPREADING
@@ -113,6 +130,9 @@ class ReferenceOptions:
     numa_binding_result_annotation_key: str = NUMA_BIND_RESULT_KEY
     prefer_use_exist_numa_hint_result: bool = False
     enable_metric_preferred_numa_allocation: bool = False
+    dedicated_cores_hint_optimizer_policies: tuple[str, ...] = ()
+    numa_number_annotation_key: str = NUMA_NUMBER_KEY
+    numa_ids_annotation_key: str = NUMA_IDS_KEY
 
 
 #: The key of a decision's cause that records its reference level (v0.5.47 only).

@@ -20,6 +20,7 @@ from policy.cpu.context import (
     DEFAULT_TRANSITION_PERIOD_S,
 )
 from policy.cpu.reference import (
+    DEDICATED_CORES_HINT_OPTIMIZERS_UNSUPPORTED,
     DEFAULT_REFERENCE_VERSION,
     NUMA_HINT_PREFER_POLICIES,
     REFERENCE_VERSIONS,
@@ -103,6 +104,23 @@ def _reclaim_numa_binding(raw: object) -> bool:
     return False
 
 
+def _dedicated_cores_optimizers(raw: object) -> tuple[str, ...]:
+    # The reference registers memory_bandwidth and resource_package for dedicated cores; both
+    # need metrics and CRDs qrmd lacks, so only the reference's default, no optimizer, runs.
+    names = comma_list(raw)
+    for name in names:
+        if name in DEDICATED_CORES_HINT_OPTIMIZERS_UNSUPPORTED:
+            raise ValueError(
+                f"{name!r} is a dedicated cores hint optimizer of the reference that qrmd does "
+                "not reproduce (leave the list empty, the reference's default)"
+            )
+        raise ValueError(
+            f"{name!r} is not a dedicated cores hint optimizer (the reference registers "
+            f"{', '.join(DEDICATED_CORES_HINT_OPTIMIZERS_UNSUPPORTED)}; qrmd runs none)"
+        )
+    return names
+
+
 _SINCE_47 = "v0.5.47 only"
 
 #: The v0.5.47 options of the CPU decisions (spec cpu-policy-v0.5.47 (a) "Flags", (c) 4, 6).
@@ -158,6 +176,22 @@ REFERENCE_OPTIONS: tuple[Option, ...] = (
            f"{_SINCE_47}: let the metric_based optimizer decide; qrmd has no NUMA load "
            "metrics for it, so it skips itself as the reference does when they are missing",
            "--enable-metric-preferred-numa-allocation", switch=True,
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("dedicated-cores-hint-optimizer-policies", "dedicated_cores_hint_optimizer_policies",
+           _dedicated_cores_optimizers, "",
+           f"{_SINCE_47}: the hint optimizers of dedicated_cores pods with NUMA binding, in "
+           "order (comma-separated); empty, the reference's default, is the one qrmd runs",
+           "--dedicated-cores-hint-optimizer-policies", "LIST",
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("numa-number-annotation-key", "numa_number_annotation_key", nonempty,
+           ReferenceOptions().numa_number_annotation_key,
+           f"{_SINCE_47}: the cpu_enhancement key of a dedicated pod's NUMA count "
+           "(docs/reference-levels-dedicated.md)", "--numa-number-annotation-key", "KEY",
+           group=REFERENCE_GROUP, since=V0_5_47),
+    Option("numa-ids-annotation-key", "numa_ids_annotation_key", nonempty,
+           ReferenceOptions().numa_ids_annotation_key,
+           f"{_SINCE_47}: the cpu_enhancement key of a dedicated pod's NUMA ids "
+           "(docs/reference-levels-dedicated.md)", "--numa-ids-annotation-key", "KEY",
            group=REFERENCE_GROUP, since=V0_5_47),
 )  # fmt: skip
 

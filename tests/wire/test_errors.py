@@ -32,6 +32,9 @@ from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
 from policy.cpu.cause import CauseError
+from policy.cpu.dedicated_allocation import DedicatedAllocationError
+from policy.cpu.dedicated_hints import DedicatedHintError
+from policy.cpu.dedicated_options import OptionError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
 from policy.cpu.invariants import InvariantError
@@ -194,6 +197,9 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (UnknownContainerError, C.NOT_FOUND),
     (AllocationError, C.FAILED_PRECONDITION),
     (HintError, C.FAILED_PRECONDITION),
+    (DedicatedHintError, C.FAILED_PRECONDITION),
+    (DedicatedAllocationError, C.FAILED_PRECONDITION),
+    (OptionError, C.INVALID_ARGUMENT),
     (SNBHintError, C.RESOURCE_EXHAUSTED),
     (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
