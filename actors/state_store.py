@@ -30,7 +30,10 @@ On open the store recovers: the newest valid checkpoint plus every later record
 The store's health and figures are published, never read off it: each change (a commit, a
 refusal, a checkpoint, a failure) makes a new frozen ``StoreStatus`` that status subscribers
 are told and ``GetStatus`` answers (``actors.store_status``). Nothing outside the actor's
-thread touches the core.
+thread touches the core, but for the writer that commits in its own turn: ``CommitInTurn``
+hands it an ``InTurnCommitter``, whose commit is the one above run in the writer's thread under
+the core's lock (the Allocator's commits: one hop per kubelet call instead of two, the
+StateStore's actor kept for checkpoints, readers and the other writers).
 
 The store is generic over state sections: it only calls ``apply_all``, ``encode_event``,
 ``encode_state`` and the decoders, so a new section (the memory balancer's rounds) needs no
@@ -41,6 +44,7 @@ change here. ``StateStoreCore`` is the behaviour, driven directly by unit tests;
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +57,7 @@ from actors.state_replay import replay_records, state_from_checkpoint
 from actors.store_messages import (
     CheckpointIfDue,
     Commit,
+    CommitInTurn,
     CommitRefused,
     GetSnapshot,
     GetStatus,
@@ -84,7 +89,14 @@ from policy.state.events import Event
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 
-__all__ = ["StateStoreActor", "StateStoreCore", "StatusSubscriber", "StoreConfig", "Subscriber"]
+__all__ = [
+    "InTurnCommitter",
+    "StateStoreActor",
+    "StateStoreCore",
+    "StatusSubscriber",
+    "StoreConfig",
+    "Subscriber",
+]
 
 _log = logging.getLogger("actors.state_store")
 
@@ -122,7 +134,11 @@ class StoreConfig:
 class StateStoreCore:
     """The state, its journal and the commit protocol. Build it with ``StateStoreCore.open``.
 
-    Not thread-safe: one owner (the actor's thread) calls it.
+    Its writes (``commit``, ``checkpoint_if_due``, ``checkpoint``, ``close``) hold one lock, so
+    besides the actor's thread a writer may commit from its own (``InTurnCommitter``): the
+    journal still has one writer at a time and records keep one total order. The lock is only
+    ever held for one of these calls, which call no one but subscribers that must not block,
+    so it cannot be part of a cycle of waits.
     """
 
     def __init__(
@@ -137,6 +153,8 @@ class StateStoreCore:
         """Internal: use ``StateStoreCore.open``."""
         self._journal = journal
         self._fs = fs
+        # Re-entrant: a commit writes its due checkpoint under the lock it holds.
+        self._lock = threading.RLock()
         self._refusals = CommitRefusals()
         self._snapshot = snapshot
         self._clock = clock
@@ -273,6 +291,10 @@ class StateStoreCore:
                 the journal could not write it (and cut it back); state is unchanged.
             StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
         """
+        with self._lock:
+            return self._commit(events, cause)
+
+    def _commit(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
         if not self.accepts_commits:
             self._set_status(self._status.with_unavailable())
             reason = self._failure or "the state store is closed"
@@ -303,13 +325,14 @@ class StateStoreCore:
             closed or unhealthy, or a failure (logged, counted in the status's
             ``checkpoint_failures_total``).
         """
-        if not self.accepts_commits:
-            return None
-        if self._refusals.refusing:
-            self._probe()
-        if not self._journal.checkpoint_due():
-            return None
-        return self.checkpoint()
+        with self._lock:
+            if not self.accepts_commits:
+                return None
+            if self._refusals.refusing:
+                self._probe()
+            if not self._journal.checkpoint_due():
+                return None
+            return self.checkpoint()
 
     def checkpoint(self) -> str | None:
         """Write a checkpoint of the published state now, if a record is not covered yet.
@@ -318,6 +341,10 @@ class StateStoreCore:
             The checkpoint's path, or None when nothing was written (nothing new, or a
             failure, which is logged and counted in the status's ``checkpoint_failures_total``).
         """
+        with self._lock:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> str | None:
         snapshot = self._snapshot
         if self._closed or snapshot.seq <= self._journal.checkpoint_seq:
             return None
@@ -344,12 +371,13 @@ class StateStoreCore:
             checkpoint: first write a checkpoint of the newest state (shortens the next
                 recovery), if the store is healthy.
         """
-        if self._closed:
-            return
-        if checkpoint and self._failure is None:
-            self.checkpoint()
-        self._closed = True
-        self._journal.close()
+        with self._lock:
+            if self._closed:
+                return
+            if checkpoint and self._failure is None:
+                self.checkpoint()
+            self._closed = True
+            self._journal.close()
 
     def _append(self, cause: dict[str, Any], encoded: list[Any]) -> int:
         try:
@@ -395,6 +423,36 @@ class StateStoreCore:
         self._status_subscribers.tell(status)
 
 
+class InTurnCommitter:
+    """A ``Committer`` (``actors.ports.commit``) that commits in the caller's own turn.
+
+    ``commit`` calls the store's core directly under its lock: the record is appended and
+    fsynced (with durability ``always``), applied and published before it returns, exactly as
+    the store's own ``Commit`` does, without the hop to the store's thread and back. Only the
+    writer that holds it calls it (one per writer, as ``AdoptedSnapshot`` is). It is bound to
+    one opened core: once that store stops (or fails) the core is closed and every commit is
+    refused with ``StoreUnavailable``, as a restarted store's writers are restarted with it.
+
+    Args:
+        core: the store's open core (``CommitInTurn`` asks the store's actor for this).
+    """
+
+    def __init__(self, core: StateStoreCore) -> None:
+        self._core = core
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> Snapshot:
+        """Commit in this thread; see ``Committer.commit``.
+
+        Raises:
+            CommitRefused: nothing was persisted (``StoreUnavailable`` once the store stopped).
+        """
+        return self._core.commit(events, cause)
+
+    def latest(self) -> Snapshot:
+        """The core's latest published snapshot; see ``Committer.latest``."""
+        return self._core.snapshot
+
+
 class StateStoreActor(pykka.ThreadingActor):
     """The pykka shell around ``StateStoreCore``: opens it on start, closes it on stop.
 
@@ -406,6 +464,8 @@ class StateStoreActor(pykka.ThreadingActor):
     - ``GetStatus()`` → the current ``StoreStatus`` (health and figures, a frozen value).
     - ``CheckpointIfDue(now)`` → the checkpoint's path or None; safe to ``tell`` (a ticker
       does), it never raises.
+    - ``CommitInTurn()`` → an ``InTurnCommitter`` on the open core, for a writer that commits
+      in its own turn (one hop per decision instead of two).
 
     Anything else raises ``TypeError``. Opening happens in ``on_start`` so that a restarted
     actor reloads from disk (DESIGN.md, Supervisor); if it fails, the actor stops and the
@@ -452,6 +512,8 @@ class StateStoreActor(pykka.ThreadingActor):
                 return self.core.snapshot
             case GetStatus():
                 return self.core.status
+            case CommitInTurn():
+                return InTurnCommitter(self.core)
             case CheckpointIfDue(now=now):
                 path = self.core.checkpoint_if_due()
                 if path is not None:

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -30,7 +31,7 @@ from wire.gen import resourceplugin_pb2 as pb
 
 
 def run_client(
-    socket: str, pod_prefix: str, loops: int, start_at: float, out: dict[str, list]
+    socket: str, pod_prefix: str, loops: int, start_at: float, out: dict[str, list[Any]]
 ) -> None:
     """One kubelet: ``loops`` × (Allocate, hints, RemovePod), from ``start_at`` on."""
     channel = grpc.insecure_channel(f"unix:{socket}")
@@ -72,7 +73,7 @@ def run_client(
 
 def main() -> None:
     socket, threads, loops, prefix, start_at = sys.argv[1:6]
-    out: dict[str, list] = {
+    out: dict[str, list[Any]] = {
         "latencies": [],
         "failures": [],
         "unplaced": [],
