@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -373,6 +374,9 @@ def run_kubelets(socket: str, processes: int, threads: int, loops: int) -> dict[
     started together; their latencies, failures, unplaced pods, and calls per second over the
     span from the first call to the last."""
     start_at = time.time() + 1.0 + 0.3 * processes  # after every client process imported grpc
+    # This process serves (qrmd's node or the empty servicer, the other idle) and only waits
+    # here: its CPU time over the run is the server's.
+    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     children = [
         subprocess.Popen(
             [PYTHON, CLIENTS_SCRIPT, socket, str(threads), str(loops), f"k{p}", str(start_at)],
@@ -386,6 +390,8 @@ def run_kubelets(socket: str, processes: int, threads: int, loops: int) -> dict[
         if child.returncode != 0:
             raise RuntimeError(f"a kubelet client process failed with exit code {child.returncode}")
         results.append(json.loads(out))
+    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     latencies = [t for r in results for t in r["latencies"]]
     span = max(r["last"] for r in results) - min(r["first"] for r in results)
     return {
@@ -393,6 +399,7 @@ def run_kubelets(socket: str, processes: int, threads: int, loops: int) -> dict[
         "failures": [f for r in results for f in r["failures"]],
         "unplaced": [u for r in results for u in r["unplaced"]],
         "calls_per_s": len(latencies) / span if span > 0 else float("nan"),
+        "server_cpu_ms_per_call": cpu_s * 1000 / len(latencies) if latencies else float("nan"),
     }
 
 
@@ -453,6 +460,9 @@ def bench_kubelets(loops: int, blocks: int) -> None:
             "c/s",
         )
         row(f"{shape}: p50 vs empty servicer", p50(lat), p50(base_lat), "-")
+        cpu = statistics.median(o["server_cpu_ms_per_call"] for o in ours)
+        base_cpu = statistics.median(o["server_cpu_ms_per_call"] for o in base)
+        row(f"{shape}: server CPU per call vs empty servicer", cpu, base_cpu, "-")
         row(
             f"{shape}: p99 vs empty servicer",
             p99(lat),
