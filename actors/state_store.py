@@ -25,7 +25,7 @@ store answers ``StoreUnavailable`` to this and every later commit and reports it
 unhealthy; the next start decides from what the disk holds (the Supervisor restarts it).
 
 On open the store recovers: the newest valid checkpoint plus every later record
-(``actors.state_replay``), and reports what it did in the log and in its status.
+(``policy.state.replay``), and reports what it did in the log and in its status.
 
 The store's health and figures are published, never read off it: each change (a commit, a
 refusal, a checkpoint, a failure) makes a new frozen ``StoreStatus`` that status subscribers
@@ -54,7 +54,6 @@ import pykka
 
 from actors.log_text import utc
 from actors.ports.clock import SYSTEM_CLOCK, Clock
-from actors.state_replay import replay_records, state_from_checkpoint
 from actors.store_messages import (
     CheckpointIfDue,
     Commit,
@@ -87,6 +86,7 @@ from journal.recovery import collector_paused
 from policy.errors import StateError
 from policy.state.codec import encode_event, encode_state
 from policy.state.events import Event
+from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 

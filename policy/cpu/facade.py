@@ -10,7 +10,7 @@ for every decision of a run. ``now`` is the wall time in seconds since the epoch
 The Allocator actor gathers the inputs through its ports, calls these with its (durable) state,
 commits ``decision.events`` through the StateStore with the inputs as the journaled cause, and
 then replies with ``decision.reply`` (DESIGN.md, the commit protocol); so the journal can
-re-run any committed decision from its record alone (``actors.decision_rerun``). Nothing here
+re-run any committed decision from its record alone (``qrmd.offline.decision_rerun``). Nothing here
 reads a clock, a file or a socket, and nothing mutates the state passed in.
 
 Errors. A request that cannot be served raises a ``PolicyError`` subclass whose message names

@@ -275,7 +275,8 @@ BALANCER_OPTIONS: tuple[Option, ...] = (
            "the journal gets a summary of such rounds at least this often (0s: every round)",
            "none (the reference journals nothing)", "DURATION"),
     Option("memory-balance-execute", "memory_balance_execute", switch, "false",
-           "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
+           "carry out the balancer's advices (pages moved with move_pages(2) in bounded batches); "
+           "false: a dry run that logs "
            "and journals what it would migrate",
            "none (the memory plugin executes when --memory-resource-plugin-advisor)",
            switch=True),

@@ -3,8 +3,8 @@
 An operator gives one round's inputs as JSON (the shape ``RoundInputs.to_json`` writes and a
 journaled round records: per-NUMA latency and bandwidth, the distance lists, the pools and their
 pods with per-NUMA anonymous memory, the configuration, the last emitted round and the time;
-format in ``policy.balance.inputs`` and the README). qrmd runs the same pure ``plan_round`` the
-daemon runs (spec memory-balancer §6.2, §7) and prints:
+format in ``policy.balance.inputs`` and docs/balancer.md). qrmd runs the same pure
+``plan_round`` the daemon runs (spec memory-balancer §6.2, §7) and prints:
 
 * the human view: the verdict, a per-NUMA latency/bandwidth table with each node's role (max
   latency, max bandwidth, source, destination with its distance), the pods to migrate, the
@@ -29,8 +29,8 @@ failed one (its reason is printed), 2 for a bad file.
 
 ``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
 file, re-computes it on the balance section as it stood before that record
-(``qrmd.balancer_rerun``) and says whether today's code decides what the journal holds: exit 0
-when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
+(``qrmd.offline.balance_rerun``) and says whether today's code decides what the journal holds:
+exit 0 when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
 ``--json`` adds ``"journal": {"seq", "matches", "journaled", "recomputed"}``.
 """
 
@@ -60,8 +60,8 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
-from qrmd.balancer_rerun import rerun_journaled_round
 from qrmd.console import make_console
+from qrmd.offline.balance_rerun import rerun_journaled_round
 
 __all__ = [
     "EXIT_ROUND_FAILED",

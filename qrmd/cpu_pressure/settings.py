@@ -119,7 +119,7 @@ def _grace(raw: object) -> int:
     return whole_number(raw)
 
 
-#: The options, in the order ``--help`` and the README list them.
+#: The options, in the order ``--help`` and docs/flags.md list them.
 CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
     Option("enable-cpu-pressure-eviction", "enable_cpu_pressure_eviction", switch, "false",
            "serve the CPU pressure eviction plugins cpu-pressure-load-plugin and "

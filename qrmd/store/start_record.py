@@ -31,8 +31,8 @@ import json
 from importlib import metadata
 from typing import Any, Final
 
-from actors.allocator_cause import plain
 from actors.store_report import RecoveryReport
+from policy.cpu.cause import plain
 from policy.cpu.context import PolicyContext
 from policy.topology.machine_file import machine_from_topology, topology_from_machine
 from policy.topology.model import CPUTopology, TopologyError

@@ -92,7 +92,7 @@ def test_the_journal_options_default_to_the_journals_own_defaults(
 ) -> None:
     """One definition: the help's default, the config's and the store's are the journal's."""
     option = next(o for o in OPTIONS if o.flag == flag)
-    assert option.parse(option.default) == journal_default  # what --help and the README show
+    assert option.parse(option.default) == journal_default  # what --help and docs/flags.md show
     assert getattr(DaemonConfig(), field) == journal_default
     store = StoreConfig("/j", "node")
     retention = store.retention or Retention()  # None: the journal's own Retention()
@@ -421,10 +421,3 @@ def test_help_explains_every_flag_with_its_default_and_reference() -> None:
         "--enable-reclaim",
     ):
         assert f"reference: {reference}" in text
-
-
-def test_the_readme_table_lists_every_flag() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| `--")]
-    listed = {row.split("`")[1].split()[0] for row in rows}
-    assert {f"--{opt.flag}" for opt in OPTIONS} <= listed

@@ -238,7 +238,7 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
     assert capsys.readouterr().out.splitlines()[-1] == "1 CPU pressure records re-run, 0 differ"
 
     # A policy that decides otherwise now is named, and the command fails.
-    import qrmd.pressure_rerun as pressure_rerun  # noqa: PLC0415 (patched here only)
+    import qrmd.offline.pressure_rerun as pressure_rerun  # noqa: PLC0415 (patched here only)
 
     original = pressure_rerun.rerun_cause
 

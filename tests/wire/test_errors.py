@@ -13,17 +13,14 @@ import pytest
 import actors
 import policy
 import qrmd.host
-from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.cpu_pressure_messages import PressureUnavailable
-from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
-from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
@@ -34,6 +31,7 @@ from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
+from policy.cpu.cause import CauseError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
 from policy.cpu.invariants import InvariantError
@@ -49,6 +47,7 @@ from policy.state.katalyst_checkpoint import (
     CheckpointMismatchError,
     CheckpointUnmodelledError,
 )
+from policy.state.replay import ReplayError
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
@@ -56,6 +55,7 @@ from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
 from qrmd.host.machine_file import MachineFileReadError
 from qrmd.host.numa_stat import NumaStatError
 from qrmd.host.sysfs_topology import SysfsTopologyError
+from qrmd.offline.decision_rerun import RerunError
 from wire.errors import STATUS_BY_KIND, NotReady, code_for, kind_of, status_for
 
 C = grpc.StatusCode

@@ -85,9 +85,9 @@ def test_human_view_of_each_example_file_is_golden(
     assert out == golden.read_text(), f"regenerate with QRMD_UPDATE_GOLDEN=1 if intended: {golden}"
 
 
-def test_the_readme_shows_the_quiet_example_verbatim() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Asking the balancer offline: `qrmd balance plan`", 1)[1]
+def test_the_guide_shows_the_quiet_example_verbatim() -> None:
+    guide = (REPO / "docs" / "balancer.md").read_text()
+    section = guide.split("## Asking the balancer offline: `qrmd balance plan`", 1)[1]
     shown = section.split("```json\n", 1)[1].split("```", 1)[0]
     assert json.loads(shown) == json.loads((EXAMPLE_DIR / "quiet.json").read_text())
 

@@ -41,8 +41,8 @@ NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
     "yaml",
 )
 # The journal's offline tools: a node writes and recovers its journal without reading it back
-# for forensics or repairing it.
-NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair")
+# for forensics, walking it or repairing it.
+NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair", "journal.walk", "qrmd.offline")
 
 
 def _imported(stderr: str) -> set[str]:

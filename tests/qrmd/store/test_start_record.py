@@ -15,7 +15,7 @@ from journal import read_records
 from qrmd.cli import main
 from qrmd.store.start_record import START_KIND, policy_settings, settings_fingerprint
 from tests.qrmd import test_daemon
-from tests.qrmd.forensics.scenario import write_scenario
+from tests.qrmd.offline.scenario import write_scenario
 
 
 @pytest.fixture
