@@ -43,18 +43,25 @@ from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
     AllocatorUnavailable,
+    CommandGroup,
     GetResourcePluginOptions,
     GetResourcesAllocation,
     GetTopologyAwareAllocatableResources,
     GetTopologyAwareResources,
     GetTopologyHints,
+    GroupOutcome,
     PreStartContainer,
     RemovePod,
     RemoveResidualPods,
     ResidualRemoval,
     StartPolicy,
 )
-from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
+from actors.ports.commit import (
+    AdoptedSnapshot,
+    CommitOutcomeUnknown,
+    Committer,
+    GroupCommitter,
+)
 from actors.ports.pod_source import NoPodSource, PodSource
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
@@ -118,6 +125,8 @@ class AllocatorCore:
         advisor: AdvisorCalls | None = None,
     ) -> None:
         self._durable = AdoptedSnapshot(committer, snapshot)
+        # Group commit needs a committer that can group (the StateStore's in-turn one).
+        self._grouper = committer if isinstance(committer, GroupCommitter) else None
         self.ctx = ctx
         self._now = now_fn
         self._pods: PodSource = pods or NoPodSource()
@@ -166,6 +175,8 @@ class AllocatorCore:
                 return self._serve_link(command, now)
             case RemoveResidualPods(evidence):
                 return self._remove_residual_pods(command, evidence, now)
+            case CommandGroup():
+                return self._serve_group(command.commands)
             case GetResourcesAllocation():
                 return self._reconcile(command, now)
             case (
@@ -179,6 +190,47 @@ class AllocatorCore:
                 # These commands read nothing but themselves: each is its own inputs.
                 return self._serve(command, command, now)
         raise TypeError(f"the Allocator has no command {type(command).__name__}")
+
+    def _serve_group(
+        self, commands: tuple[Allocate | RemovePod | GetTopologyHints, ...]
+    ) -> tuple[GroupOutcome, ...]:
+        """Serve a group of kubelet calls with one fsync (``CommandGroup``'s rules).
+
+        Each command is served as on its own (``handle``), its commit writing its record on
+        the state the ones before it left; one sync then makes them all durable, and the
+        outcomes are returned only after it. A failed sync, or a write whose failure cut the
+        group's earlier records back, fails every command of the group: each answer was
+        decided on records that are not on disk.
+        """
+        grouper = self._grouper
+        if grouper is None or self.advisor is not None or len(commands) == 1:
+            return tuple(self._outcome(command) for command in commands)
+        outcomes: list[GroupOutcome] = []
+        failure: str | None = None
+        with grouper.group():
+            for command in commands:
+                outcomes.append(self._outcome(command))
+                if grouper.broken:
+                    failure = "a write of the group failed and its records were cut back"
+                    break
+            if failure is None:
+                try:
+                    self._durable.snapshot = grouper.sync()
+                except CommitRefused as err:
+                    failure = str(err)
+        if failure is None:
+            return tuple(outcomes)
+        # Nothing of the group is durable: back to the published (durable) state.
+        self._durable.snapshot = grouper.latest()
+        error = AllocatorUnavailable(f"group of {len(commands)} calls not committed: {failure}")
+        return tuple(GroupOutcome(error=error) for _ in commands)
+
+    def _outcome(self, command: AllocatorCommand) -> GroupOutcome:
+        """One command served, its reply or its exception as a value."""
+        try:
+            return GroupOutcome(reply=self.handle(command))
+        except Exception as err:  # every exception is the caller's answer, as an ask's is
+            return GroupOutcome(error=err)
 
     def _serve(self, command: AllocatorCommand, inputs: DecisionInputs, now: float) -> Any:
         """Decide on the durable state, commit, adopt, then reply (or fail, §7.2)."""

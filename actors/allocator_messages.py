@@ -17,6 +17,7 @@ unchanged (the wire maps each to its status, e.g. ``UnknownContainerError`` to N
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from actors.errors import ActorError
 from policy.cpu.commands import (
@@ -35,14 +36,17 @@ from policy.cpu.residual_check import ResidualEvidence
 from policy.errors import ErrorKind
 
 __all__ = [
+    "GROUPED_CALLS",
     "Allocate",
     "AllocatorCommand",
     "AllocatorUnavailable",
+    "CommandGroup",
     "GetResourcePluginOptions",
     "GetResourcesAllocation",
     "GetTopologyAwareAllocatableResources",
     "GetTopologyAwareResources",
     "GetTopologyHints",
+    "GroupOutcome",
     "PluginCall",
     "PreStartContainer",
     "RemovePod",
@@ -90,6 +94,34 @@ class RemoveResidualPods(PluginCall[ResidualRemoval]):
     evidence: ResidualEvidence
 
 
+#: The kubelet calls a ``CommandGroup`` may hold: the frequent ones, none with the advisor.
+GROUPED_CALLS = (Allocate, RemovePod, GetTopologyHints)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutcome:
+    """One command's answer in a group: its reply, or the exception serving it raised."""
+
+    reply: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandGroup:
+    """Kubelet calls that arrived together, served in order in one turn (group commit).
+
+    Each is decided on the state the ones before it left (their records written, not yet
+    synced), then one fsync covers every record, and only then are they answered, one
+    ``GroupOutcome`` each in order: no answer depends on a record that is not on disk. If the
+    fsync (or a write) fails, every record of the group is cut back and every command of the
+    group answers ``AllocatorUnavailable`` (kubelet retries). With sys-advisor enabled, or a
+    committer that cannot group, each command is served and committed on its own, in order.
+    The calls are ``GROUPED_CALLS`` (``wire.resource_plugin`` groups them).
+    """
+
+    commands: tuple[Allocate | RemovePod | GetTopologyHints, ...]
+
+
 #: Every message the Allocator accepts.
 AllocatorCommand = (
     StartPolicy
@@ -102,4 +134,5 @@ AllocatorCommand = (
     | GetResourcePluginOptions
     | PreStartContainer
     | RemoveResidualPods
+    | CommandGroup
 )

@@ -30,7 +30,10 @@ On open the store recovers: the newest valid checkpoint plus every later record
 The store's health and figures are published, never read off it: each change (a commit, a
 refusal, a checkpoint, a failure) makes a new frozen ``StoreStatus`` that status subscribers
 are told and ``GetStatus`` answers (``actors.store_status``). Nothing outside the actor's
-thread touches the core.
+thread touches the core, but for the writer that commits in its own turn: ``CommitInTurn``
+hands it an ``InTurnCommitter``, whose commit is the one above run in the writer's thread under
+the core's lock (the Allocator's commits: one hop per kubelet call instead of two, the
+StateStore's actor kept for checkpoints, readers and the other writers).
 
 The store is generic over state sections: it only calls ``apply_all``, ``encode_event``,
 ``encode_state`` and the decoders, so a new section (the memory balancer's rounds) needs no
@@ -41,7 +44,9 @@ change here. ``StateStoreCore`` is the behaviour, driven directly by unit tests;
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +57,7 @@ from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.store_messages import (
     CheckpointIfDue,
     Commit,
+    CommitInTurn,
     CommitRefused,
     GetSnapshot,
     GetStatus,
@@ -84,7 +90,14 @@ from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 
-__all__ = ["StateStoreActor", "StateStoreCore", "StatusSubscriber", "StoreConfig", "Subscriber"]
+__all__ = [
+    "InTurnCommitter",
+    "StateStoreActor",
+    "StateStoreCore",
+    "StatusSubscriber",
+    "StoreConfig",
+    "Subscriber",
+]
 
 _log = logging.getLogger("actors.state_store")
 
@@ -122,7 +135,11 @@ class StoreConfig:
 class StateStoreCore:
     """The state, its journal and the commit protocol. Build it with ``StateStoreCore.open``.
 
-    Not thread-safe: one owner (the actor's thread) calls it.
+    Its writes (``commit``, ``checkpoint_if_due``, ``checkpoint``, ``close``) hold one lock, so
+    besides the actor's thread a writer may commit from its own (``InTurnCommitter``): the
+    journal still has one writer at a time and records keep one total order. The lock is only
+    ever held for one of these calls, which call no one but subscribers that must not block,
+    so it cannot be part of a cycle of waits.
     """
 
     def __init__(
@@ -137,6 +154,13 @@ class StateStoreCore:
         """Internal: use ``StateStoreCore.open``."""
         self._journal = journal
         self._fs = fs
+        # Re-entrant: a commit writes its due checkpoint under the lock it holds.
+        self._lock = threading.RLock()
+        # A group's records written and not yet synced (group commit): the state after them,
+        # and what the status will count once they are acknowledged. Never published.
+        self._pending: Snapshot | None = None
+        self._pending_records: list[tuple[int, int]] = []  # (seq, events) of each record
+        self._pending_started = 0.0
         self._refusals = CommitRefusals()
         self._snapshot = snapshot
         self._clock = clock
@@ -273,6 +297,14 @@ class StateStoreCore:
                 the journal could not write it (and cut it back); state is unchanged.
             StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
         """
+        with self._lock:
+            return self._commit(events, cause)
+
+    def _commit(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
+        if self._pending is not None:
+            # A commit while a group is unsynced joins it and syncs it all: one order.
+            self._write(events, cause)
+            return self._sync()
         if not self.accepts_commits:
             self._set_status(self._status.with_unavailable())
             reason = self._failure or "the state store is closed"
@@ -294,6 +326,116 @@ class StateStoreCore:
         self.checkpoint_if_due()
         return snapshot
 
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Hold the store for a group commit (the caller's thread, one turn): ``write`` each
+        record, then ``sync`` once; replies wait for that sync (DESIGN.md, the commit protocol).
+
+        Leaving the block with records still unsynced (the caller raised) cuts them back, as a
+        failed sync does, so nothing unacknowledged stays in the journal.
+        """
+        with self._lock:
+            try:
+                yield
+            finally:
+                if self._pending is not None:
+                    self._abandon("the group ended without its sync")
+
+    def write(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
+        """Journal ``events`` as the group's next record, without its fsync (inside ``group``).
+
+        Returns:
+            The state after the group's records so far: the next decision's, never published
+            nor answered before ``sync`` covers it.
+
+        Raises:
+            CommitRefused: the events do not fit or the record cannot be encoded (nothing
+                written; the group goes on), or the write failed: then the journal cut back
+                every unsynced record of the group, and the group is over (``pending`` None).
+            StoreUnavailable: the store refuses every commit.
+        """
+        with self._lock:
+            return self._write(events, cause)
+
+    def sync(self) -> Snapshot:
+        """Make the group's records durable with one fsync, then publish and answer the state.
+
+        Returns:
+            The new published snapshot (the last one when the group wrote nothing).
+
+        Raises:
+            CommitRefused: the fsync failed; the journal cut back every record of the group
+                and the published state is unchanged.
+            StoreUnavailable: the store refuses every commit.
+        """
+        with self._lock:
+            return self._sync()
+
+    @property
+    def pending(self) -> Snapshot | None:
+        """The state after a group's unsynced records, or None outside a group's writes."""
+        return self._pending
+
+    def _write(self, events: Sequence[Event], cause: Mapping[str, Any]) -> Snapshot:
+        if not self.accepts_commits:
+            self._set_status(self._status.with_unavailable())
+            reason = self._failure or "the state store is closed"
+            raise StoreUnavailable(f"commit refused: {reason}")
+        base = self._pending or self._snapshot
+        if self._pending is None:
+            self._pending_started = self._clock.monotonic()
+            self._pending_records = []
+        try:
+            candidate = apply_all(base.state, events)
+            encoded = [encode_event(event) for event in events]
+        except StateError as err:
+            self._set_status(self._status.with_refusal())
+            raise CommitRefused(f"commit refused, nothing was written: {err}") from err
+        try:
+            seq = self._append(dict(cause), encoded, sync=False)
+        except CommitRefused:
+            # The journal cut the whole unsynced group back (or wrote nothing of it).
+            self._pending = None
+            raise
+        self._pending = Snapshot(candidate, seq)
+        self._pending_records.append((seq, len(encoded)))
+        return self._pending
+
+    def _sync(self) -> Snapshot:
+        pending = self._pending
+        if pending is None:
+            return self._snapshot
+        try:
+            self._journal.sync()
+        except JournalWriteError as err:
+            self._pending = None
+            health = self._refusals.refused(str(err), self._clock.time())
+            self._set_status(self._status.with_commit_failure().with_health(health))
+            raise CommitRefused(f"group commit refused, state unchanged: {err}") from err
+        except JournalError as err:  # JournalFailed: the cut-back failed; or closed
+            self._pending = None
+            self._fail(str(err))
+            raise StoreUnavailable(f"commit refused: {err}") from err
+        self._pending = None
+        self._snapshot = pending
+        elapsed = self._clock.monotonic() - self._pending_started
+        status = self._status
+        # One commit counted per record, as alone; the group's time once.
+        for seq, events in self._pending_records:
+            status = status.with_commit(seq, events, elapsed if seq == pending.seq else 0.0)
+        self._set_status(self._written(status, f"records up to {pending.seq}"))
+        self._snapshot_subscribers.tell(pending)
+        self.checkpoint_if_due()
+        return pending
+
+    def _abandon(self, why: str) -> None:
+        """Cut an unsynced group back: as a failed sync, with ``why`` as the fault."""
+        self._pending = None
+        try:
+            self._journal.abandon(why)
+        except JournalError as err:
+            self._fail(str(err))
+
     def checkpoint_if_due(self) -> str | None:
         """Write a checkpoint if the journal says one is due (module rules); never raises.
 
@@ -303,13 +445,14 @@ class StateStoreCore:
             closed or unhealthy, or a failure (logged, counted in the status's
             ``checkpoint_failures_total``).
         """
-        if not self.accepts_commits:
-            return None
-        if self._refusals.refusing:
-            self._probe()
-        if not self._journal.checkpoint_due():
-            return None
-        return self.checkpoint()
+        with self._lock:
+            if not self.accepts_commits:
+                return None
+            if self._refusals.refusing:
+                self._probe()
+            if not self._journal.checkpoint_due():
+                return None
+            return self.checkpoint()
 
     def checkpoint(self) -> str | None:
         """Write a checkpoint of the published state now, if a record is not covered yet.
@@ -318,6 +461,10 @@ class StateStoreCore:
             The checkpoint's path, or None when nothing was written (nothing new, or a
             failure, which is logged and counted in the status's ``checkpoint_failures_total``).
         """
+        with self._lock:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> str | None:
         snapshot = self._snapshot
         if self._closed or snapshot.seq <= self._journal.checkpoint_seq:
             return None
@@ -344,16 +491,17 @@ class StateStoreCore:
             checkpoint: first write a checkpoint of the newest state (shortens the next
                 recovery), if the store is healthy.
         """
-        if self._closed:
-            return
-        if checkpoint and self._failure is None:
-            self.checkpoint()
-        self._closed = True
-        self._journal.close()
+        with self._lock:
+            if self._closed:
+                return
+            if checkpoint and self._failure is None:
+                self.checkpoint()
+            self._closed = True
+            self._journal.close()
 
-    def _append(self, cause: dict[str, Any], encoded: list[Any]) -> int:
+    def _append(self, cause: dict[str, Any], encoded: list[Any], *, sync: bool = True) -> int:
         try:
-            return self._journal.append(cause, encoded)
+            return self._journal.append(cause, encoded, sync=sync)
         except UnencodableRecord as err:
             self._set_status(self._status.with_refusal())
             raise CommitRefused(f"commit refused, nothing was written: {err}") from err
@@ -395,6 +543,71 @@ class StateStoreCore:
         self._status_subscribers.tell(status)
 
 
+class InTurnCommitter:
+    """A ``GroupCommitter`` (``actors.ports.commit``) that commits in the caller's own turn.
+
+    ``commit`` calls the store's core directly under its lock: the record is appended and
+    fsynced (with durability ``always``), applied and published before it returns, exactly as
+    the store's own ``Commit`` does, without the hop to the store's thread and back. Only the
+    writer that holds it calls it (one per writer, as ``AdoptedSnapshot`` is). It is bound to
+    one opened core: once that store stops (or fails) the core is closed and every commit is
+    refused with ``StoreUnavailable``, as a restarted store's writers are restarted with it.
+
+    Args:
+        core: the store's open core (``CommitInTurn`` asks the store's actor for this).
+    """
+
+    def __init__(self, core: StateStoreCore) -> None:
+        self._core = core
+        self._grouping = False
+        self._broken = False
+
+    def commit(self, events: tuple[Event, ...], cause: Mapping[str, Any]) -> Snapshot:
+        """Commit in this thread; see ``Committer.commit``. Inside ``group()`` the record is
+        written, not synced, and the state after it answered (``GroupCommitter``).
+
+        Raises:
+            CommitRefused: nothing was persisted (``StoreUnavailable`` once the store stopped).
+        """
+        if not self._grouping:
+            return self._core.commit(events, cause)
+        had_records = self._core.pending is not None
+        try:
+            return self._core.write(events, cause)
+        except CommitRefused:
+            # A refusal before writing keeps the group; a failed write cut it all back.
+            if had_records and self._core.pending is None:
+                self._broken = True
+            raise
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """One group commit in this thread (``GroupCommitter``; ``StateStoreCore.group``)."""
+        with self._core.group():
+            self._grouping, self._broken = True, False
+            try:
+                yield
+            finally:
+                self._grouping = False
+
+    def sync(self) -> Snapshot:
+        """Make the group durable (``StateStoreCore.sync``).
+
+        Raises:
+            CommitRefused: the fsync failed; nothing of the group is on disk.
+        """
+        return self._core.sync()
+
+    @property
+    def broken(self) -> bool:
+        """Whether a failed write cut the current group's earlier records back."""
+        return self._broken
+
+    def latest(self) -> Snapshot:
+        """The core's latest published snapshot; see ``Committer.latest``."""
+        return self._core.snapshot
+
+
 class StateStoreActor(pykka.ThreadingActor):
     """The pykka shell around ``StateStoreCore``: opens it on start, closes it on stop.
 
@@ -406,6 +619,8 @@ class StateStoreActor(pykka.ThreadingActor):
     - ``GetStatus()`` → the current ``StoreStatus`` (health and figures, a frozen value).
     - ``CheckpointIfDue(now)`` → the checkpoint's path or None; safe to ``tell`` (a ticker
       does), it never raises.
+    - ``CommitInTurn()`` → an ``InTurnCommitter`` on the open core, for a writer that commits
+      in its own turn (one hop per decision instead of two).
 
     Anything else raises ``TypeError``. Opening happens in ``on_start`` so that a restarted
     actor reloads from disk (DESIGN.md, Supervisor); if it fails, the actor stops and the
@@ -452,6 +667,8 @@ class StateStoreActor(pykka.ThreadingActor):
                 return self.core.snapshot
             case GetStatus():
                 return self.core.status
+            case CommitInTurn():
+                return InTurnCommitter(self.core)
             case CheckpointIfDue(now=now):
                 path = self.core.checkpoint_if_due()
                 if path is not None:

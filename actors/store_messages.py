@@ -23,6 +23,7 @@ from policy.state.sections import State
 __all__ = [
     "CheckpointIfDue",
     "Commit",
+    "CommitInTurn",
     "CommitRefused",
     "GetSnapshot",
     "GetStatus",
@@ -49,6 +50,14 @@ class Commit:
 
     events: tuple[Event, ...]
     cause: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInTurn:
+    """Ask for a committer that commits in the asking writer's own turn (the store's
+    ``InTurnCommitter``): the append, the fsync and the publication run in the writer's thread,
+    under the store's lock, so a commit costs no hop to the store and back. The store's actor
+    keeps its checkpoints and its readers; the committer refuses once that store is stopped."""
 
 
 @dataclass(frozen=True, slots=True)

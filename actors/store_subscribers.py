@@ -1,6 +1,7 @@
 """Who the StateStore tells what it publishes: its snapshots and its statuses (DESIGN.md, Actors).
 
-Both are frozen values, told from the store's own thread as each is published. A subscriber
+Both are frozen values, told as each is published, from the thread that published it (the
+store's own, or a writer's committing in its turn under the store's lock). A subscriber
 must not block (an actor ref's ``tell``, or keeping the value in an attribute, is the usual
 one); one that raises is logged with the seq it was told about and changes nothing — never a
 failed commit, never a dead store, and the other subscribers are still told.

@@ -35,6 +35,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+import actors.store_messages as store_messages
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import (
     Allocate,
@@ -134,7 +135,11 @@ def open_store(journal: str, durability: str) -> Any:
 
 
 def start_allocator(store: Any, clock: Clock) -> tuple[Any, AllocatorCore]:
-    committer = StateStoreCommitter(store)
+    """The Allocator as the daemon wires it: committing in its own turn where the store offers
+    it (``CommitInTurn``); through the store's mailbox on a tree without it, so these benches
+    can measure an older checkout (``PYTHONPATH=<tree>``) for a before/after."""
+    in_turn = getattr(store_messages, "CommitInTurn", None)
+    committer = StateStoreCommitter(store) if in_turn is None else store.ask(in_turn(), timeout=60)
     core = AllocatorCore(committer.latest(), CTX, committer, clock.time)
     allocator = AllocatorActor.start(core)
     allocator.ask(StartPolicy(), timeout=60)

@@ -22,7 +22,13 @@ only ratios are meant to be compared between runs.
 * **Journal replay** of the daemon's own journal (``read_records``, and a full StateStore
   recovery) in records/s vs raw ``msgpack.Unpacker`` over the same record payloads.
 * **16 concurrent clients** (Allocate / GetTopologyHints / RemovePod mix) p99 vs one client's p99
-  of the same mix.
+  of the same mix, clients as threads of this process.
+* **Kubelet-like clients in processes of their own** (``bench/kubelet_clients.py``): 16 (4
+  processes × 4 threads) and 1, Allocate → hints → RemovePod loops on a node of 500 pods,
+  throughput and p50/p99 vs an empty servicer that fsyncs 300 B per Allocate and per RemovePod,
+  interleaved; then a check that every call answered OK, no client pod is left and no prefilled
+  pod is missing, in the listing and in the journal recovered by a fresh StateStore.
+  ``--only-kubelets`` runs these rows alone.
 * **Resident memory** of the daemon serving 5,000 pods (absolute).
 
 * **Balance rounds inside the daemon** (``bench/bench_balance_round.py``: the real MemoryBalancer
@@ -33,9 +39,13 @@ only ratios are meant to be compared between runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import signal
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -112,10 +122,25 @@ class ServedNode:
         self.serial = 0
 
     def close(self) -> None:
+        self.close_servers()
+        self.remove_files()
+
+    def close_servers(self) -> None:
         self.channel.close()
         self.server.stop(grace_s=0.5)
         self.allocator.stop()
         self.store.stop()
+
+    def recovered_pods(self) -> set[str]:
+        """The pods a fresh StateStore recovers from the journal (after ``close_servers``)."""
+        config = StoreConfig(directory=f"{self.directory}/journal", node_name="bench")
+        core = StateStoreCore.open(config, TOPOLOGY)
+        try:
+            return set(core.snapshot.state.cpu.pods)
+        finally:
+            core.close(checkpoint=False)
+
+    def remove_files(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def new_pod(self) -> str:
@@ -132,13 +157,20 @@ class ServedNode:
         return middle - started, time.perf_counter() - middle
 
 
+def baseline_socket(directory: str) -> str:
+    """Where ``baseline_server`` serves."""
+    return f"{directory}/baseline.sock"
+
+
 @contextmanager
 def baseline_server(
-    replies: dict[str, tuple[type[Any], Any]], fsync_dir: str
+    replies: dict[str, tuple[type[Any], Any]],
+    fsync_dir: str,
+    durable_methods: tuple[str, ...] = ("Allocate",),
 ) -> Iterator[grpc.Channel]:
     """An empty servicer: parses each request, answers the recorded reply (serialised per call);
-    ``Allocate`` also appends and fsyncs 300 raw bytes in ``fsync_dir``."""
-    path = f"{fsync_dir}/baseline.sock"
+    each of ``durable_methods`` also appends and fsyncs 300 raw bytes in ``fsync_dir``."""
+    path = baseline_socket(fsync_dir)
     fd = os.open(f"{fsync_dir}/raw.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     lock = threading.Lock()
 
@@ -152,7 +184,7 @@ def baseline_server(
         return answer
 
     def method(name: str, request_type: type[Any], reply: Any) -> grpc.RpcMethodHandler:
-        behaviour = durable(reply) if name == "Allocate" else (lambda request, context: reply)
+        behaviour = durable(reply) if name in durable_methods else (lambda request, context: reply)
         return grpc.unary_unary_rpc_method_handler(
             behaviour,
             request_deserializer=request_type.FromString,
@@ -331,6 +363,130 @@ def mix(node: ServedNode, calls: int) -> tuple[list[float], list[float]]:
     return single, concurrent
 
 
+# --- kubelets in processes of their own -------------------------------------------------------
+
+CLIENTS_SCRIPT = str(Path(__file__).resolve().parent / "kubelet_clients.py")
+PREFILLED_PODS = 500
+
+
+def run_kubelets(socket: str, processes: int, threads: int, loops: int) -> dict[str, Any]:
+    """``processes`` × ``threads`` kubelet-like clients (``kubelet_clients.py``) on ``socket``,
+    started together; their latencies, failures, unplaced pods, and calls per second over the
+    span from the first call to the last."""
+    start_at = time.time() + 1.0 + 0.3 * processes  # after every client process imported grpc
+    # This process serves (qrmd's node or the empty servicer, the other idle) and only waits
+    # here: its CPU time over the run is the server's.
+    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
+    children = [
+        subprocess.Popen(
+            [PYTHON, CLIENTS_SCRIPT, socket, str(threads), str(loops), f"k{p}", str(start_at)],
+            stdout=subprocess.PIPE,
+        )
+        for p in range(processes)
+    ]
+    results = []
+    for child in children:
+        out, _ = child.communicate(timeout=600)
+        if child.returncode != 0:
+            raise RuntimeError(f"a kubelet client process failed with exit code {child.returncode}")
+        results.append(json.loads(out))
+    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    latencies = [t for r in results for t in r["latencies"]]
+    span = max(r["last"] for r in results) - min(r["first"] for r in results)
+    return {
+        "latencies": latencies,
+        "failures": [f for r in results for f in r["failures"]],
+        "unplaced": [u for r in results for u in r["unplaced"]],
+        "calls_per_s": len(latencies) / span if span > 0 else float("nan"),
+        "server_cpu_ms_per_call": cpu_s * 1000 / len(latencies) if latencies else float("nan"),
+    }
+
+
+def bench_kubelets(loops: int, blocks: int) -> None:
+    """16 kubelet-like clients in 4 processes, and 1, against qrmd with 500 pods and against an
+    empty servicer that fsyncs 300 B per Allocate and RemovePod; then no pod leaked or lost."""
+    print(f"building a node with {PREFILLED_PODS} pooled shared pods ...", flush=True)
+    node = ServedNode(PREFILLED_PODS, pooled=True)
+    prefilled = {f"pod-{i:05d}" for i in range(PREFILLED_PODS)}
+    try:
+        replies = {
+            "Allocate": (pb.ResourceRequest, node.allocate(shared_message("reply"), timeout=30)),
+            "GetTopologyHints": (pb.ResourceRequest, node.hints(DEDICATED_HINTS_REQUEST)),
+            "RemovePod": (pb.RemovePodRequest, pb.RemovePodResponse()),
+        }
+        node.remove(pb.RemovePodRequest(pod_uid="reply"), timeout=30)
+        shapes = {"16 clients": (4, 4, loops), "1 client": (1, 1, loops * 4)}
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        with baseline_server(
+            replies, node.directory, durable_methods=("Allocate", "RemovePod")
+        ) as channel:
+            del channel
+            sockets = {"qrmd": node.server.socket_path, "empty": baseline_socket(node.directory)}
+            for _ in range(blocks):  # interleaved: qrmd, then the empty servicer, again
+                for shape, (processes, threads, count) in shapes.items():
+                    for side, socket in sockets.items():
+                        outcome = run_kubelets(socket, processes, threads, count)
+                        runs.setdefault((shape, side), []).append(outcome)
+        listing = node.listing(pb.GetResourcesAllocationRequest(), timeout=60)
+        listed = set(listing.pod_resources)
+    finally:
+        node.close_servers()
+    # Everything answered OK must be on disk: recover the journal in a fresh store and compare.
+    recovered = node.recovered_pods()
+    node.remove_files()
+    failures = [
+        f for (_, side), outs in runs.items() if side == "qrmd" for o in outs for f in o["failures"]
+    ]
+    unplaced = [
+        u for (_, side), outs in runs.items() if side == "qrmd" for o in outs for u in o["unplaced"]
+    ]
+    print("kubelet-like clients in processes of their own (Allocate -> hints -> RemovePod loops),")
+    print(
+        f"  {PREFILLED_PODS} pods, vs an empty servicer fsyncing 300 B per Allocate and RemovePod:"
+    )
+    for shape in shapes:
+        ours = runs[(shape, "qrmd")]
+        base = runs[(shape, "empty")]
+        rates = [o["calls_per_s"] for o in ours]
+        base_rates = [o["calls_per_s"] for o in base]
+        lat = [t for o in ours for t in o["latencies"]]
+        base_lat = [t for o in base for t in o["latencies"]]
+        row(
+            f"{shape}: throughput vs empty servicer (higher is better)",
+            statistics.median(rates),
+            statistics.median(base_rates),
+            ">= 0.7x" if shape == "16 clients" else "-",
+            "c/s",
+        )
+        row(f"{shape}: p50 vs empty servicer", p50(lat), p50(base_lat), "-")
+        cpu = statistics.median(o["server_cpu_ms_per_call"] for o in ours)
+        base_cpu = statistics.median(o["server_cpu_ms_per_call"] for o in base)
+        row(f"{shape}: server CPU per call vs empty servicer", cpu, base_cpu, "-")
+        row(
+            f"{shape}: p99 vs empty servicer",
+            p99(lat),
+            p99(base_lat),
+            "<= 1.5x" if shape == "16 clients" else "-",
+        )
+    leaked = sorted(uid for uid in listed | recovered if uid.startswith("k"))
+    lost = sorted(prefilled - listed) + sorted(prefilled - recovered)
+    verdict = "ok" if not (failures or unplaced or leaked or lost) else "FAILED"
+    print(
+        f"  check {verdict}: {len(failures)} failed calls, {len(unplaced)} Allocates not placed, "
+        f"{len(leaked)} client pods left behind, {len(lost)} prefilled pods missing "
+        f"(listing and recovered journal)"
+    )
+    for what, items in (
+        ("failed", failures),
+        ("unplaced", unplaced),
+        ("leaked", leaked),
+        ("lost", lost),
+    ):
+        if items:
+            print(f"    {what}: {items[:5]}")
+
+
 # --- the daemon as a process -----------------------------------------------------------------
 
 
@@ -481,12 +637,22 @@ def main() -> None:
         "--only-replay", action="store_true", help="only the journal replay rows (5,000 pods)"
     )
     parser.add_argument("--skip-balance", action="store_true", help="no balance-round rows")
+    parser.add_argument(
+        "--only-kubelets",
+        action="store_true",
+        help="only the kubelet-like clients rows (16 clients in 4 processes, and 1)",
+    )
     args = parser.parse_args()
     if args.only_replay:
         bench_replay_only(5000)
         return
     samples, blocks, list_samples, repeats = (10, 3, 2, 1) if args.quick else (40, 5, 6, 3)
+    kubelet_loops, kubelet_blocks = (15, 1) if args.quick else (40, 3)
+    if args.only_kubelets:
+        bench_kubelets(kubelet_loops, kubelet_blocks)
+        return
     bench_in_process(samples, blocks, list_samples)
+    bench_kubelets(kubelet_loops, kubelet_blocks)
     if not args.skip_daemon:
         bench_daemon(5000, repeats)
     if not args.skip_balance:

@@ -104,8 +104,13 @@ WRAPPED: tuple[tuple[Any, str, str], ...] = (
     (allocator_module, "decide", "decision"),
     (allocator_module, "cause_of", "cause"),
     (commit_module.StateStoreCommitter, "commit", "ask store"),
+    *(
+        ((store_module.InTurnCommitter, "commit", "ask store"),)
+        if hasattr(store_module, "InTurnCommitter")  # an older tree commits through the mailbox
+        else ()
+    ),
     (commit_module.AdoptedSnapshot, "commit", "commit and adopt"),
-    (store_module.StateStoreActor, "on_receive", "store turn"),
+    (store_module.StateStoreCore, "commit", "store turn"),
     (store_module, "apply_all", "apply events"),
     (store_module, "encode_event", "encode events"),
     (writer_module.Journal, "append", "journal append"),
@@ -127,9 +132,9 @@ NESTING = [
 NAMES = {
     "client round trip": "gRPC client+server, outside the servicer",
     "ask allocator": "hop to the Allocator and back (queue, wake-up, future)",
-    "ask store": "hop to the StateStore and back",
+    "ask store": "to the StateStore and back (a hop; none when committed in turn)",
     "commit and adopt": "adopt the snapshot",
-    "store turn": "store: the rest of its turn (checks, publish)",
+    "store turn": "store: the rest of its commit (checks, publish)",
     "allocator turn": "allocator: the rest of its turn (inputs, phase)",
     "journal append": "journal: frame and write",
     "servicer work": "servicer: the rest",

@@ -5,10 +5,15 @@ The rules (DESIGN.md, the commit protocol and Journal):
 - ``append`` writes one record as one frame at the end of the newest segment and, with
   durability ``always``, fsyncs it before returning its sequence number: a returned seq is on
   disk. With durability ``none`` it is written (a killed process loses nothing) but not fsynced.
+- Group commit: ``append(..., sync=False)`` writes a record without its fsync, and ``sync``
+  makes every record written since the last sync durable with one fsync, acknowledging them
+  all; until then they are not acknowledged (``last_seq`` does not count them). A group never
+  spans segments: a rotation first syncs the records written so far.
 - If the write or the fsync fails (or anything else goes wrong mid-append: a bug is cut back
   too, then raised as itself), the segment is truncated back to the end of the last
-  acknowledged record (and that cut is fsynced, so the failed record cannot reappear after a
-  power loss and be replayed) and ``JournalWriteError`` is raised; the next append may succeed.
+  acknowledged record, every record of an unsynced group with it (and that cut is fsynced,
+  so the failed record cannot reappear after a power loss and be replayed) and
+  ``JournalWriteError`` is raised; the next append may succeed.
   If the truncation fails too, the journal refuses every later append (``JournalFailed``) and
   reports itself unhealthy; the next start decides from what the disk holds.
 - Before a record that would take the segment past ``segment_max_bytes`` (and the segment already
@@ -85,7 +90,7 @@ class Journal:
     """An open journal directory. Build it with ``Journal.open``.
 
     One writer per directory (a lock enforces it), and one owner per instance: the journal is
-    not thread-safe; the StateStore actor calls it from its own thread only.
+    not thread-safe; the StateStore's core calls it under its lock only.
     """
 
     def __init__(
@@ -109,9 +114,13 @@ class Journal:
         self._read_only = lock_fd is None
         self._fd: int | None = None
         self._path = ""
-        self._end = 0  # end of the last acknowledged record in the newest segment
+        self._end = 0  # end of the last record written in the newest segment
+        # End of the last acknowledged (synced) record; below ``_end`` while a group is unsynced.
+        self._synced_end = 0
+        self._unsynced_bytes = 0
         self._header_end = 0
         self._next_seq = recovery.last_seq + 1
+        self._unsynced = 0
         self._checkpoint_seq = recovery.checkpoint_seq or 0
         self._checkpoint_mono = clock.monotonic()
         self._failure: str | None = None
@@ -219,7 +228,7 @@ class Journal:
                 else:
                     journal._fd = fs.open_append(position.path, create=False)
                     journal._path = position.path
-                    journal._end = position.end
+                    journal._end = journal._synced_end = position.end
                     journal._header_end = position.header_end
                 journal.apply_retention()
         except BaseException:
@@ -231,7 +240,12 @@ class Journal:
     @property
     def last_seq(self) -> int:
         """Seq of the newest acknowledged record (0 when the journal is empty)."""
-        return self._next_seq - 1
+        return self._next_seq - 1 - self.unsynced
+
+    @property
+    def unsynced(self) -> int:
+        """Records written by ``append(..., sync=False)`` and not yet made durable by ``sync``."""
+        return self._unsynced
 
     @property
     def checkpoint_seq(self) -> int:
@@ -253,21 +267,25 @@ class Journal:
         """The durability setting it was opened with."""
         return self._settings.durability
 
-    def append(self, cause: dict[Any, Any], events: list[Any]) -> int:
+    def append(self, cause: dict[Any, Any], events: list[Any], *, sync: bool = True) -> int:
         """Journal one record holding ``cause`` and ``events``, atomically.
 
         Args:
             cause: the whole input of the decision, a msgpack-able map.
             events: the events it commits, msgpack-able values.
+            sync: False to write it as part of a group: not fsynced, not acknowledged, until
+                the next ``sync`` (or a synced ``append``) covers it.
 
         Returns:
-            The record's seq; with durability ``always`` the record is on disk.
+            The record's seq; with durability ``always`` and ``sync`` the record, and every
+            record of the group before it, is on disk.
 
         Raises:
             UnencodableRecord: ``cause`` is not a map, ``events`` not a list, or either is not
                 msgpack-able; nothing was written.
-            JournalWriteError: the write or fsync failed and was undone; the journal still ends
-                at the previous record and the next append may succeed.
+            JournalWriteError: the write or fsync failed and was undone, with every unsynced
+                record of the group before it; the journal still ends at the last acknowledged
+                record and the next append may succeed.
             JournalFailed: the journal is (or just became) unable to undo a failed write.
             JournalError: the journal is read-only or closed.
         """
@@ -285,18 +303,22 @@ class Journal:
             self._end > self._header_end
             and self._end + len(frame) > self._settings.segment_max_bytes
         ):
+            # A group never spans segments: its records so far are made durable first.
+            self.sync()
             self._rotate(seq)
         assert self._fd is not None
         try:
             write_all(self._fs, self._fd, frame)
-            self._syncer.sync_file(self._fd, self._path)
+            if sync:
+                self._syncer.sync_file(self._fd, self._path)
         except OSError as exc:
             self.stats.append_failures += 1
+            acked = self.last_seq
             self._roll_back(seq, exc)
             raise JournalWriteError(
-                f"record {seq} was not journaled ({exc}); it was cut from {self._path}, the "
-                f"journal still ends at seq {seq - 1}, and the next append may succeed once "
-                f"the fault clears"
+                f"record {seq} was not journaled ({exc}); it was cut from {self._path} with "
+                f"the unsynced records after seq {acked}, the journal still ends at seq "
+                f"{acked}, and the next append may succeed once the fault clears"
             ) from exc
         except Exception as exc:
             # Not an I/O error (a bug below, a MemoryError): part of the frame may be on disk
@@ -308,9 +330,60 @@ class Journal:
             raise
         self._end += len(frame)
         self._next_seq = seq + 1
-        self.stats.appends += 1
-        self.stats.bytes_appended += len(frame)
+        self._unsynced += 1
+        self._unsynced_bytes += len(frame)
+        if sync:
+            self._acknowledge()
         return seq
+
+    def sync(self) -> int:
+        """Make every record written since the last sync durable with one fsync (group commit).
+
+        Returns:
+            The seq of the newest acknowledged record (``last_seq``), now on disk with
+            durability ``always``. Nothing unsynced: nothing is done.
+
+        Raises:
+            JournalWriteError: the fsync failed; every unsynced record was cut back and the
+                journal still ends at the last acknowledged record.
+            JournalFailed: the journal is (or just became) unable to undo a failed write.
+            JournalError: the journal is read-only or closed.
+        """
+        if not self._unsynced:
+            return self.last_seq
+        self._check_writable()
+        assert self._fd is not None
+        first, last = self.last_seq + 1, self._next_seq - 1
+        try:
+            self._syncer.sync_file(self._fd, self._path)
+        except OSError as exc:
+            self.stats.append_failures += 1
+            self._roll_back(last, exc)
+            raise JournalWriteError(
+                f"records {first}-{last} were not journaled: their fsync failed ({exc}); they "
+                f"were cut from {self._path}, the journal still ends at seq {first - 1}, and "
+                f"the next append may succeed once the fault clears"
+            ) from exc
+        self._acknowledge()
+        return last
+
+    def abandon(self, why: str) -> None:
+        """Cut every unsynced record back (a group whose writer gave up before its sync).
+
+        Raises:
+            JournalFailed: the cut-back failed; the journal refuses every later append.
+        """
+        if not self._unsynced:
+            return
+        self._roll_back(self._next_seq - 1, OSError(why))
+
+    def _acknowledge(self) -> None:
+        """The unsynced records are durable (per the setting): count them acknowledged."""
+        self._synced_end = self._end
+        self.stats.appends += self._unsynced
+        self.stats.bytes_appended += self._unsynced_bytes
+        self._unsynced = 0
+        self._unsynced_bytes = 0
 
     def checkpoint_due(self) -> bool:
         """Whether a checkpoint should be written now.
@@ -415,7 +488,12 @@ class Journal:
             )
 
     def _roll_back(self, seq: int, cause: OSError) -> None:
+        """Cut the segment back to the last acknowledged record (an unsynced group with it)."""
         assert self._fd is not None
+        self._end = self._synced_end
+        self._next_seq -= self._unsynced
+        self._unsynced = 0
+        self._unsynced_bytes = 0
         try:
             self._fs.truncate(self._fd, self._end)
             # fsync the cut: otherwise a power loss could bring the failed record back, and
@@ -457,3 +535,4 @@ class Journal:
         )
         path, fd, header_end = create_segment(self._fs, self._syncer, self.directory, header)
         self._fd, self._path, self._end, self._header_end = fd, path, header_end, header_end
+        self._synced_end = header_end

@@ -6,7 +6,9 @@ used when kubelet sets no deadline (wire.md §4.4, §9.6: 10 s, PreStartContaine
 GetResourcePluginOptions has no deadline and gets 10 s).
 Every handler does the same (DESIGN.md): refuse with UNAVAILABLE while qrmd is not ready,
 convert the request, ``ask`` the Allocator with the call's remaining deadline, convert the
-reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them.
+reply. Concurrent calls are safe: they queue in the Allocator's mailbox, which orders them;
+concurrent Allocate, RemovePod and GetTopologyHints calls are asked as one group, whose records
+one fsync covers before any of them is answered (``wire.call_groups``).
 
 An ask that times out answers UNAVAILABLE, but its command stays in the mailbox and may still
 be decided and committed; kubelet retries, and every call is idempotent (an Allocate of a
@@ -30,6 +32,7 @@ from google.protobuf.message import Message
 from policy.cpu.commands import PluginCall
 from policy.errors import describe_container
 from wire import convert
+from wire.call_groups import CallGrouper
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
 from wire.listing_bytes import ListingEncoder
@@ -49,6 +52,9 @@ R = TypeVar("R")
 
 #: The full service name (wire.md §1.3).
 SERVICE = "resourceplugin.v1alpha1.ResourcePlugin"
+
+#: The methods whose calls are grouped (``actors.allocator_messages.GROUPED_CALLS``).
+GROUPED_RPCS = frozenset({"Allocate", "RemovePod", "GetTopologyHints"})
 
 #: kubelet's deadline for most calls (wire.md §9.6), and the ask timeout without one.
 DEFAULT_TIMEOUT_S = 10.0
@@ -166,12 +172,19 @@ def _method(
     allocator: ActorRef,
     ready: Callable[[], bool],
     observer: RpcObserver | None,
+    grouper: CallGrouper,
 ) -> grpc.RpcMethodHandler:
+    grouped = rpc.name in GROUPED_RPCS
+
     def work(request: M, context: grpc.ServicerContext) -> Message | bytes:
         if not ready():
             raise NotReady("qrmd is not ready (starting, stopping or recovering its state)")
         call = rpc.command(request)
-        reply = ask_allocator(allocator, call, ask_timeout(context, rpc.default_timeout_s))
+        timeout = ask_timeout(context, rpc.default_timeout_s)
+        if grouped:
+            reply = cast(R, grouper.ask(call, timeout))
+        else:
+            reply = ask_allocator(allocator, call, timeout)
         return rpc.response(reply)
 
     return unary_handler(rpc.name, rpc.request_type, work, observer, _subject)
@@ -192,5 +205,8 @@ def handler(
     """
     # Each row was checked on its own where it is written; here they are all just rows.
     rows: tuple[ResourcePluginRpc[Any, Any], ...] = _with_listing_encoder(RESOURCE_PLUGIN_RPCS)
-    methods = {rpc.name: _method(rpc, allocator, ready, observer) for rpc in rows}
+    # Allocate, RemovePod and GetTopologyHints that arrive together share one fsync
+    # (wire.call_groups); the other calls are asked one by one.
+    grouper = CallGrouper(allocator)
+    methods = {rpc.name: _method(rpc, allocator, ready, observer, grouper) for rpc in rows}
     return grpc.method_handlers_generic_handler(SERVICE, methods)

@@ -20,7 +20,8 @@ Three outcomes, kept apart because they leave the writer in different places:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
 
 import pykka
 
@@ -35,6 +36,7 @@ __all__ = [
     "AdoptedSnapshot",
     "CommitOutcomeUnknown",
     "Committer",
+    "GroupCommitter",
     "StateStoreCommitter",
 ]
 
@@ -70,6 +72,34 @@ class Committer(Protocol):
         Raises:
             StoreUnavailable: the store cannot answer.
         """
+        ...
+
+
+@runtime_checkable
+class GroupCommitter(Committer, Protocol):
+    """A ``Committer`` that can also commit a group of records with one fsync.
+
+    Inside ``group()``, ``commit`` writes the record and answers the state after it without
+    making it durable; ``sync`` then makes every record of the group durable at once and
+    answers the published snapshot. A failed write or sync cuts every record of the group back
+    (``CommitRefused``); ``broken`` then says the group's earlier records are gone.
+    """
+
+    def group(self) -> AbstractContextManager[None]:
+        """Hold the store for one group; leaving it unsynced cuts the group back."""
+        ...
+
+    def sync(self) -> Snapshot:
+        """Make the group durable; see the class docstring.
+
+        Raises:
+            CommitRefused: nothing of the group was persisted.
+        """
+        ...
+
+    @property
+    def broken(self) -> bool:
+        """Whether a failed write cut the current group's earlier records back."""
         ...
 
 

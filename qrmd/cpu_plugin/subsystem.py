@@ -29,8 +29,8 @@ import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
-from actors.ports.commit import StateStoreCommitter
-from actors.store_messages import GetSnapshot, Snapshot
+from actors.state_store import InTurnCommitter
+from actors.store_messages import CommitInTurn
 from actors.supervisor import ChildSpec, SupervisedRef
 from machines.registration import REGISTERED
 from policy.cpu.reserve import ReserveError
@@ -199,14 +199,18 @@ class CpuPluginWiring(SubsystemParts):
         return out
 
     def _start_allocator(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
-        snapshot = store.ask(GetSnapshot(), timeout=RECOVERY_TIMEOUT_S)
-        if not isinstance(snapshot, Snapshot):
-            raise TypeError(f"the state store answered GetSnapshot with {type(snapshot).__name__}")
+        # The Allocator commits in its own turn: one hop per kubelet call, not two
+        # (actors.state_store, InTurnCommitter); the store's actor keeps checkpoints and readers.
+        committer = store.ask(CommitInTurn(), timeout=RECOVERY_TIMEOUT_S)
+        if not isinstance(committer, InTurnCommitter):
+            raise TypeError(
+                f"the state store answered CommitInTurn with {type(committer).__name__}"
+            )
         ports = self._shared.ports
         core = AllocatorCore(
-            snapshot,
+            committer.latest(),
             self._shared.machine,
-            StateStoreCommitter(store),
+            committer,
             self._shared.clock.time,
             ports.pod_source,
             advisor=None if ports.advisor is None else ports.advisor(),

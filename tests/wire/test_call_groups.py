@@ -1,0 +1,117 @@
+"""Kubelet calls that arrive together are asked as one ``CommandGroup`` (wire.call_groups):
+each caller gets its own outcome, a lone call is asked as itself, and a call whose deadline
+passes before its group is sent is withdrawn, never decided."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from actors.allocator_messages import (
+    Allocate,
+    AllocatorUnavailable,
+    CommandGroup,
+    GroupOutcome,
+    RemovePod,
+)
+from tests.policy.decision_fixtures import request
+from wire.call_groups import CallGrouper
+
+
+class HeldAllocator:
+    """An Allocator ref whose first ask waits until the test releases it; every ask is kept.
+
+    It answers a call with ``("reply", call)``, a group with one such outcome per call, and a
+    ``RemovePod`` of ``"refused"`` with ``AllocatorUnavailable``.
+    """
+
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+        self.first_asked = threading.Event()
+        self.release = threading.Event()
+
+    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+        self.asked.append(message)
+        if len(self.asked) == 1:
+            self.first_asked.set()
+            assert self.release.wait(10)
+        if isinstance(message, CommandGroup):
+            return tuple(self._outcome(call) for call in message.commands)
+        outcome = self._outcome(message)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.reply
+
+    def _outcome(self, call: Any) -> GroupOutcome:
+        if call == RemovePod("refused"):
+            return GroupOutcome(error=AllocatorUnavailable("refused"))
+        return GroupOutcome(reply=("reply", call))
+
+
+def in_thread(grouper: CallGrouper, call: Any, timeout: float = 10) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["reply"] = grouper.ask(call, timeout)
+        except Exception as err:
+            result["error"] = err
+
+    result["thread"] = threading.Thread(target=run)
+    result["thread"].start()
+    return result
+
+
+def wait_until_queued(grouper: CallGrouper, count: int) -> None:
+    """Until ``count`` calls wait behind the group in flight (the grouper's own queue)."""
+    for _ in range(10_000):
+        with grouper._lock:
+            if len(grouper._waiting) == count:
+                return
+        threading.Event().wait(0.001)
+    pytest.fail(f"{count} calls never queued")
+
+
+def test_a_lone_call_is_asked_as_itself() -> None:
+    allocator = HeldAllocator()
+    allocator.release.set()
+    grouper = CallGrouper(allocator)  # type: ignore[arg-type]
+    call = Allocate(request("pod-a"))
+    assert grouper.ask(call, 10) == ("reply", call)
+    assert allocator.asked == [call]
+
+
+def test_calls_that_queue_behind_a_group_are_asked_together_and_each_gets_its_own_outcome() -> None:
+    allocator = HeldAllocator()
+    grouper = CallGrouper(allocator)  # type: ignore[arg-type]
+    first = in_thread(grouper, Allocate(request("pod-a")))
+    assert allocator.first_asked.wait(10)
+    later = [Allocate(request("pod-b")), RemovePod("refused"), RemovePod("pod-c")]
+    waiting = []
+    for call in later:
+        waiting.append(in_thread(grouper, call))
+        wait_until_queued(grouper, len(waiting))
+    allocator.release.set()
+    for result in (first, *waiting):
+        result["thread"].join(10)
+    assert allocator.asked[1] == CommandGroup(tuple(later))
+    assert first["reply"] == ("reply", Allocate(request("pod-a")))
+    assert waiting[0]["reply"] == ("reply", later[0])
+    assert isinstance(waiting[1]["error"], AllocatorUnavailable)
+    assert waiting[2]["reply"] == ("reply", later[2])
+
+
+def test_a_call_whose_deadline_passes_before_its_group_is_sent_is_never_decided() -> None:
+    allocator = HeldAllocator()
+    grouper = CallGrouper(allocator)  # type: ignore[arg-type]
+    first = in_thread(grouper, Allocate(request("pod-a")))
+    assert allocator.first_asked.wait(10)
+    late = in_thread(grouper, Allocate(request("pod-late")), timeout=0.01)
+    late["thread"].join(10)
+    assert isinstance(late["error"], pykka.Timeout)
+    allocator.release.set()
+    first["thread"].join(10)
+    assert allocator.asked == [Allocate(request("pod-a"))]
