@@ -12,7 +12,8 @@ leaves the transaction as it was (the reference swaps nothing when a step fails)
    Katalyst v0.5.47 also without the NUMA nodes of shared-binding pool entries
    (:func:`shared_binding_numas`), worked out after step 3 as the reference does.
 3. ``reclaim`` always exists: when the response gives it no CPUs it gets every CPU no result
-   took (but the reserve), or four NUMA-balanced CPUs when that is empty.
+   took (but the reserve), or four NUMA-balanced CPUs when that is empty (at v0.5.47 the
+   start-up reserved-reclaimed set instead, ``policy.cpu.pool_sizing.fallback_reclaim_cpus``).
 4. Every other container follows: shared and reclaimed ones into the pool the response names
    for them (else their own pool), ramping ones onto the ramp-up CPUs (left where they are
    when those are empty); a stored dedicated container without a result is an error.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from policy.cpu.advisor.blocks import BlockCPUSets
 from policy.cpu.advisor.response import NO_NUMA, POOL_SUB_ENTRY, AdvisorResponse
 from policy.cpu.context import PolicyContext
+from policy.cpu.pool_sizing import fallback_reclaim_cpus
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import ContainerKey
@@ -142,6 +144,12 @@ def apply_blocks(
     # 3. reclaim always exists.
     if pools.get(RECLAIM_POOL, CPUSet()).is_empty():
         reclaim = everything.difference(ctx.reserved).difference(pooled_union)
+        if reclaim.is_empty() and ctx.at_v0_5_47:
+            # v0.5.47 (reviseReclaimPool, :1344-1349): the start-up reserved-reclaimed set.
+            try:
+                reclaim = fallback_reclaim_cpus(ctx, "applyBlocks for reclaimPoolCPUSet")
+            except PolicyError as err:
+                raise ApplyError(str(err), kind=err.kind) from err
         if reclaim.is_empty():
             try:
                 reclaim, _ = take_by_numa_balance(

@@ -195,3 +195,15 @@ def test_a_pool_entry_with_only_a_nil_numa_minus_one_result_is_refused_at_v0_5_4
         "applyBlocks failed with error: GetSharedBindingNUMAs failed with error: "
         "SharedNUMABindingPoolEntry has invalid numaID: -1"
     )
+
+
+def test_reclaim_falls_back_on_the_start_up_reserved_reclaimed_set_at_v0_5_47() -> None:
+    # reviseReclaimPool (policy_advisor_handler.go:1344-1349) takes p.reservedReclaimedCPUSet,
+    # TakeHTByNUMABalance of max(4, NUMAs) CPUs at start-up: 1,3-4,6 on this node; v0.5.3
+    # takes four NUMA-balanced CPUs, 1,3,9,11 (test_application).
+    state = with_events(fresh_state(), PoolSet("share", cpus("4-7")))
+    resp = response(RESERVE, pool("share", 14))
+    for settings, expected in ((SETTINGS, "1,3,9,11"), (V0_5_47, "1,3-4,6")):
+        decision = apply_advice(state, resp, settings, 0.0)
+        assert decision.error is None, decision.error
+        assert str(apply_all(state, decision.events).cpu.pools["reclaim"]) == expected
