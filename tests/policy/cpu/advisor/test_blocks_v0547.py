@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policy.cpu.advisor.blocks import BlockError, generate_block_cpusets
 from policy.cpu.advisor.decision import AdvisorSettings, apply_advice
@@ -178,8 +180,8 @@ def test_ramp_up_cpus(
     state = with_events(fresh_state(), PoolSet("share", cpus("4-7")))
     state = with_events(state, ramping(state, "pod-r"))
     resp = response(*parts)
-    for settings, expected in ((SETTINGS, at_v0_5_3), (V0_5_47, at_v0_5_47)):
-        decision = apply_advice(state, resp, settings, 0.0)
+    for level, expected in ((SETTINGS, at_v0_5_3), (V0_5_47, at_v0_5_47)):
+        decision = apply_advice(state, resp, level, 0.0)
         assert decision.error is None, decision.error
         after = apply_all(state, decision.events)
         assert result_of(after, "pod-r") == expected
@@ -203,7 +205,37 @@ def test_reclaim_falls_back_on_the_start_up_reserved_reclaimed_set_at_v0_5_47() 
     # takes four NUMA-balanced CPUs, 1,3,9,11 (test_application).
     state = with_events(fresh_state(), PoolSet("share", cpus("4-7")))
     resp = response(RESERVE, pool("share", 14))
-    for settings, expected in ((SETTINGS, "1,3,9,11"), (V0_5_47, "1,3-4,6")):
-        decision = apply_advice(state, resp, settings, 0.0)
+    for level, expected in ((SETTINGS, "1,3,9,11"), (V0_5_47, "1,3-4,6")):
+        decision = apply_advice(state, resp, level, 0.0)
         assert decision.error is None, decision.error
         assert str(apply_all(state, decision.events).cpu.pools["reclaim"]) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bound=st.dictionaries(
+        st.sampled_from(["share-NUMA0", "share-NUMA1", "isolation2", "isolation3", "batch-NUMA3"]),
+        st.integers(0, 4),
+        max_size=4,
+    ),
+    share=st.integers(0, 14),
+)
+def test_non_binding_blocks_never_share_a_numa_node_with_numa_bound_pools(
+    bound: dict[str, int], share: int
+) -> None:
+    numa_of = {"share-NUMA0": 0, "share-NUMA1": 1, "isolation2": 2, "isolation3": 3,
+               "batch-NUMA3": 3}  # fmt: skip
+    parts = [pool(name, size, numa=numa_of[name]) for name, size in bound.items()]
+    resp = response(RESERVE, *parts, pool("share", share))
+    topology = fresh_state().cpu.topology
+    try:
+        mapped = generate_block_cpusets(fresh_state().cpu, resp, get_blocks(resp), at_v0_5_47=True)
+    except BlockError:
+        return
+    blocks = list(mapped.values())
+    for i, one in enumerate(blocks):
+        for other in blocks[i + 1 :]:
+            assert one.intersection(other).is_empty()
+    bound_numas = sorted({numa_of[name] for name in bound})
+    withheld = topology.cpu_details.cpus_in_numa_nodes(*bound_numas)
+    assert mapped["share-block"].intersection(withheld).is_empty()
