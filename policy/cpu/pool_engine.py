@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from policy.cpu.advisor.resize import resize_growth
 from policy.cpu.context import PolicyContext
 from policy.cpu.numa_pools import generate_pools_with_numa_binding
 from policy.cpu.pool_apply import apply_pools_and_isolated, clean_pools
@@ -74,7 +75,12 @@ def pool_quantities(
 
 
 def put_allocations_and_adjust(
-    txn: Txn, ctx: PolicyContext, containers: Sequence[ContainerEntry], incr_by_req: bool
+    txn: Txn,
+    ctx: PolicyContext,
+    containers: Sequence[ContainerEntry],
+    incr_by_req: bool,
+    *,
+    resized_from: ContainerEntry | None = None,
 ) -> None:
     """Put shared containers into their pools and resize every pool (§9.1).
 
@@ -87,6 +93,9 @@ def put_allocations_and_adjust(
         ctx: reserve, options and seams.
         containers: shared containers, possibly in-memory copies of their stored entries.
         incr_by_req: add their requested cores to their pools' quantities.
+        resized_from: for the in-place resize of one container, its entry before; with
+            sys-advisor at v0.5.47 the pool then grows by what the pod grew by
+            (``policy.cpu.advisor.resize``) instead of by the container's demand.
 
     Raises:
         PoolError: "put container with invalid qos level: L into pool", "entry NS/NAME, C
@@ -123,6 +132,10 @@ def put_allocations_and_adjust(
             else:
                 cores = requested_cores(container, ctx.requested_millicpu)
             increments[pool] = increments.get(pool, 0.0) + cores
+    if resized_from is not None and ctx.advisor_enabled and ctx.at_v0_5_47:
+        # v0.5.47 with the advisor: the growth of the pod's aggregated request only.
+        growth = resize_growth(state, resized_from, containers[0])
+        increments = {growth.pool: growth.cores}
     # 5. Their requests go to their pools.
     ceil = precise_ceil if ctx.at_v0_5_47 else math.ceil
     for pool, cores in increments.items():

@@ -100,7 +100,8 @@ def allocate_snb(
     pool = numa_pool_name(annotations, numa)
     entry = _entry(prepared, now, annotations, pool, OwnCPUs.of(CPUSet()))
     _store(txn, entry)
-    put_allocations_and_adjust(txn, ctx, [entry], incr_by_req=True)
+    resized_from = existing if is_inplace_resizing(prepared.annotations) else None
+    put_allocations_and_adjust(txn, ctx, [entry], incr_by_req=True, resized_from=resized_from)
     # 5. The whole pool.
     cpus = txn.cpu.pool_cpus(pool)
     if cpus is None:  # the engine sizes every pool with a positive demand

@@ -8,9 +8,12 @@ leaves the transaction as it was (the reference swaps nothing when a step fails)
    gets the union of its blocks' CPUs. A stored pool is resized, a stored container gets the
    CPUs as its own with owner ``dedicated`` and its ramp-up over; a missing entry may only be
    a new pool named as its owner. Pools the response omits (but ``reclaim``) are dropped.
-2. The ramp-up CPUs are every CPU but the reserve and the dedicated CPUs of step 1.
+2. The ramp-up CPUs are every CPU but the reserve and the dedicated CPUs of step 1. At
+   Katalyst v0.5.47 also without the NUMA nodes of shared-binding pool entries
+   (:func:`shared_binding_numas`), worked out after step 3 as the reference does.
 3. ``reclaim`` always exists: when the response gives it no CPUs it gets every CPU no result
-   took (but the reserve), or four NUMA-balanced CPUs when that is empty.
+   took (but the reserve), or four NUMA-balanced CPUs when that is empty (at v0.5.47 the
+   start-up reserved-reclaimed set instead, ``policy.cpu.pool_sizing.fallback_reclaim_cpus``).
 4. Every other container follows: shared and reclaimed ones into the pool the response names
    for them (else their own pool), ramping ones onto the ramp-up CPUs (left where they are
    when those are empty); a stored dedicated container without a result is an error.
@@ -26,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policy.cpu.advisor.blocks import BlockCPUSets
-from policy.cpu.advisor.response import POOL_SUB_ENTRY, AdvisorResponse
+from policy.cpu.advisor.response import NO_NUMA, POOL_SUB_ENTRY, AdvisorResponse
 from policy.cpu.context import PolicyContext
+from policy.cpu.pool_sizing import fallback_reclaim_cpus
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import ContainerKey
@@ -135,11 +139,17 @@ def apply_blocks(
             dedicated[(entry, sub)] = cs
             dedicated_union = dedicated_union.union(cs)
         pooled_union = pooled_union.union(cs)
-    # 2. The ramp-up CPUs.
+    # 2. The ramp-up CPUs (at v0.5.47 without shared-binding NUMA nodes, after step 3).
     ramp = everything.difference(ctx.reserved).difference(dedicated_union)
     # 3. reclaim always exists.
     if pools.get(RECLAIM_POOL, CPUSet()).is_empty():
         reclaim = everything.difference(ctx.reserved).difference(pooled_union)
+        if reclaim.is_empty() and ctx.at_v0_5_47:
+            # v0.5.47 (reviseReclaimPool, :1344-1349): the start-up reserved-reclaimed set.
+            try:
+                reclaim = fallback_reclaim_cpus(ctx, "applyBlocks for reclaimPoolCPUSet")
+            except PolicyError as err:
+                raise ApplyError(str(err), kind=err.kind) from err
         if reclaim.is_empty():
             try:
                 reclaim, _ = take_by_numa_balance(
@@ -151,6 +161,9 @@ def apply_blocks(
                     f"with error: {err}"
                 ) from err
         pools[RECLAIM_POOL] = reclaim
+    if ctx.at_v0_5_47:
+        binding = shared_binding_numas(response)
+        ramp = ramp.difference(topology.cpu_details.cpus_in_numa_nodes(*sorted(binding)))
     # 4. Every other container follows.
     moves: dict[ContainerKey, tuple[Placement, str]] = {}
     finished: list[ContainerKey] = []
@@ -204,3 +217,31 @@ def apply_blocks(
     events.extend(PoolRemoved(name) for name in sorted(cpu.pools) if name not in pools)
     txn.emit(*events)
     return AppliedBlocks({name: cs.size() for name, cs in sorted(pools.items())}, ramp)
+
+
+def shared_binding_numas(response: AdvisorResponse) -> frozenset[int]:
+    """v0.5.47's ``GetSharedBindingNUMAs`` (``cpuadvisor/helper.go:45-86``).
+
+    A top-level entry counts by its shape, not its name: a pool entry (one sub-entry, ``""``)
+    whose info has exactly one NUMA key and no NUMA ``-1`` result. Every such NUMA node is
+    kept out of the ramp-up CPUs (``policy_advisor_handler.go:1146-1156``).
+
+    Raises:
+        ApplyError: such an entry keyed by a negative NUMA id with a nil result, with the
+            reference's message.
+    """
+    numas: set[int] = set()
+    for subs in response.entries.values():
+        info = None if subs is None or len(subs) != 1 else subs.get(POOL_SUB_ENTRY)
+        if info is None:
+            continue
+        keys = list(info.numa_blocks)
+        if len(keys) != 1 or info.numa_blocks.get(NO_NUMA) is not None:
+            continue
+        if keys[0] < 0:
+            raise ApplyError(
+                "GetSharedBindingNUMAs failed with error: SharedNUMABindingPoolEntry has "
+                f"invalid numaID: {keys[0]}"
+            )
+        numas.add(keys[0])
+    return frozenset(numas)

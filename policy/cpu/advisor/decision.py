@@ -156,7 +156,9 @@ def apply_advice(
     try:
         index = validate_response(state.cpu, response)
         stage = STAGE_BLOCKS
-        blocks = generate_block_cpusets(state.cpu, response, index)
+        blocks = generate_block_cpusets(
+            state.cpu, response, index, at_v0_5_47=settings.cpu.at_v0_5_47
+        )
         stage = STAGE_APPLY
         resumed = section.is_sized_by_requests()
         if resumed:
