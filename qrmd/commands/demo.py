@@ -31,7 +31,9 @@ metrics file and a cgroup tree the demo writes), then SIGKILL and a restart that
 every allocation from the journal. Prints a per-NUMA CPU map and the pools after each phase.
 Each narrated step is checked against the journal and the simulator's record first: one that
 did not happen stops the demo with an error naming the phase (exit status 2). Takes about 45 s
-(about 20 s with --fast).
+(about 20 s with --fast). With --reference-version v0.5.47, phase 4b also places a shared pod
+bound to a NUMA node (its share-NUMA<n> pool) and a dedicated pod spread evenly over two NUMA
+nodes, then deletes them.
 """
 
 
