@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION, REFERENCE_VERSIONS
 from qrmd.commands import CommandError
 from qrmd.console import make_console
 from qrmd.sim.demo.scenario import DemoError, DemoSettings, run_demo
@@ -30,7 +31,9 @@ metrics file and a cgroup tree the demo writes), then SIGKILL and a restart that
 every allocation from the journal. Prints a per-NUMA CPU map and the pools after each phase.
 Each narrated step is checked against the journal and the simulator's record first: one that
 did not happen stops the demo with an error naming the phase (exit status 2). Takes about 45 s
-(about 20 s with --fast).
+(about 20 s with --fast). With --reference-version v0.5.47, phase 4b also places a shared pod
+bound to a NUMA node (its share-NUMA<n> pool) and a dedicated pod spread evenly over two NUMA
+nodes, then deletes them.
 """
 
 
@@ -57,12 +60,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="1 s reconcile and ramp-up (transition) periods instead of 3 s each, and a "
         "balance round every 0.5 s instead of 1 s",
     )
+    p.add_argument(
+        "--reference-version",
+        choices=REFERENCE_VERSIONS,
+        default=DEFAULT_REFERENCE_VERSION,
+        help="the Katalyst version qrmd run reproduces (passed to it); at v0.5.47 a phase "
+        "places a shared pod bound to a NUMA node and a dedicated pod spread evenly over two "
+        "NUMA nodes; default: %(default)s",
+    )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     console = make_console()
-    settings = DemoSettings(state_dir=args.state_dir, keep=args.keep, fast=args.fast)
+    settings = DemoSettings(
+        state_dir=args.state_dir,
+        keep=args.keep,
+        fast=args.fast,
+        reference_version=args.reference_version,
+    )
     try:
         result = run_demo(settings, console)
     except DemoError as exc:

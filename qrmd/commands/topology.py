@@ -4,7 +4,9 @@ An operator checks here that sockets, NUMA nodes, cores and thread siblings, and
 distances are what they expect (spec cpu-policy §1.2, §1.3). The human view is a tree
 (socket → NUMA node → cores with their siblings) and a distance table with memory-only nodes
 marked; ``--json`` prints every fact of that view as one stable document (``format``
-``qrmd-topology/1``: keys are only ever added, never renamed).
+``qrmd-topology/1``: keys are only ever added, never renamed), plus the L3 caches the v0.5.47
+dedicated allocation orders by (``l3_caches``, one CPU list per cache, as a machine file has
+them), so a document read back as a machine file keeps a non-default L3 layout.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from policy.topology.cpuset import CPUSet
-from policy.topology.model import CPUTopology
+from policy.topology.model import NO_L3_CACHE, CPUTopology
 from qrmd.console import make_console
 from qrmd.host.machine_file import TOPOLOGY_DOCUMENT_FORMAT
 from qrmd.host.topology_source import DEFAULT_TOPOLOGY_SPEC, SPEC_FORMS, load_topology
@@ -72,7 +74,9 @@ def topology_document(topology: CPUTopology, source: str) -> dict[str, object]:
     """Every fact ``qrmd topology`` shows, as plain JSON-ready data.
 
     CPU sets are Linux list strings (``"0-3,8"``); a core's siblings are a list of CPU ids;
-    distance rows follow ``distances.nodes`` (memory-only nodes included).
+    distance rows follow ``distances.nodes`` (memory-only nodes included); ``l3_caches`` lists
+    every L3 cache's CPUs by ascending L3 id, and is left out when some CPU has no L3. A
+    document without it (or written before it existed) reads back with one L3 per NUMA node.
 
     Args:
         topology: the machine.
@@ -88,7 +92,7 @@ def topology_document(topology: CPUTopology, source: str) -> dict[str, object]:
         cores_by_numa[core_numa[core_id]].append(
             {"id": core_id, "cpus": list(topology.cpus_in_core(core_id).ids())}
         )
-    return {
+    document: dict[str, object] = {
         "format": DOCUMENT_FORMAT,
         "source": source,
         "fingerprint": topology.fingerprint(),
@@ -123,6 +127,13 @@ def topology_document(topology: CPUTopology, source: str) -> dict[str, object]:
             "rows": {str(n): row for n, row in topology.distances.as_lists().items()},
         },
     }
+    l3_masks = topology.l3_masks()
+    # A machine file lists every CPU in exactly one cache and has no form for "no L3", so a
+    # machine where some CPU has none (no ``cache/index3`` in sysfs) leaves the key out and
+    # reads back with one L3 per NUMA node rather than not at all.
+    if NO_L3_CACHE not in l3_masks:
+        document["l3_caches"] = [str(CPUSet.from_mask(bits)) for bits in l3_masks.values()]
+    return document
 
 
 def document_json(document: dict[str, object]) -> str:

@@ -8,9 +8,11 @@ such as two ``id: 3`` nodes' worth of cores under one key).
 
 ``qrmd topology --json`` output (``"format": "qrmd-topology/1"``) is accepted wherever a
 machine file is: save it on a node, use it on a laptop (``qrmd journal verify --topology
-node.json``). It carries every core's siblings per NUMA node, each socket's CPUs and the
-distance rows, which is all a machine file says; the topology built from it must have the
-fingerprint the document states, so an edited document is refused rather than trusted.
+node.json``). It carries every core's siblings per NUMA node, each socket's CPUs, the
+distance rows and the L3 caches, which is all a machine file says; a document without
+``l3_caches`` (written before the key existed, or of a machine where some CPU has no L3) reads
+with one L3 per NUMA node. The topology built from it must have the fingerprint the document
+states, so an edited document is refused rather than trusted.
 
 Every failure is one ``MachineFileReadError`` whose message starts with the file's path.
 """
@@ -156,6 +158,9 @@ def machine_from_topology_document(document: dict[str, Any], file: Path) -> dict
     memory_only = document.get("memory_only_numa_nodes")
     if memory_only:
         machine["memory_only_numa_nodes"] = memory_only
+    if "l3_caches" in document:
+        # Validated as a machine file's ``l3_caches`` (each CPU in exactly one cache).
+        machine["l3_caches"] = document["l3_caches"]
     return machine
 
 

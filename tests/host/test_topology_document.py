@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from policy.topology.model import CPUTopology
+from policy.topology.model import NO_L3_CACHE, CPUTopology
 from qrmd.cli import main
 from qrmd.commands.topology import topology_document
 from qrmd.host.machine_file import MachineFileReadError, read_machine_file
+from qrmd.host.sysfs_topology import read_sysfs_topology
 from qrmd.host.topology_source import load_topology
+from tests.host.sysfs_tree import tree_of
+from tests.policy.topology.test_l3_caches import L3_PER_SOCKET_16_2_4
 from tests.qrmd.offline.scenario import write_scenario
 from tests.topologies import (
     HYBRID_12_1_2,
@@ -46,6 +49,7 @@ SHAPES = [
     pytest.param(
         read_machine_file(EXAMPLES / "machine-8numa-256cpu.yaml"), id="the SNC-4 256-CPU host"
     ),
+    pytest.param(L3_PER_SOCKET_16_2_4, id="a node with one L3 cache per socket"),
 ]
 
 
@@ -58,6 +62,35 @@ def test_the_json_document_reads_back_as_the_same_topology(
     assert again == topology
 
 
+def test_the_document_carries_a_non_default_l3_layout() -> None:
+    document = topology_document(L3_PER_SOCKET_16_2_4, "test")
+    assert document["l3_caches"] == ["0-3,8-11", "4-7,12-15"]
+
+
+def test_a_document_written_before_l3_caches_reads_with_one_l3_per_numa_node(
+    tmp_path: Path,
+) -> None:
+    document = topology_document(L3_PER_SOCKET_16_2_4, "test")
+    del document["l3_caches"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(document))
+    again = read_machine_file(path)
+    assert again.fingerprint() == L3_PER_SOCKET_16_2_4.fingerprint()
+    assert again.has_default_l3_layout()
+
+
+def test_a_machine_without_l3_leaves_the_key_out_and_still_reads_back(tmp_path: Path) -> None:
+    tree = tree_of(SYNTH_16_2_4)
+    tree.l3_shared = {}
+    without_l3 = read_sysfs_topology(tree.write(tmp_path / "sys"))
+    assert without_l3.cpu_details.l3_caches() == (NO_L3_CACHE,)
+    document = topology_document(without_l3, "test")
+    assert "l3_caches" not in document
+    assert read_machine_file(saved(tmp_path, without_l3)).fingerprint() == (
+        SYNTH_16_2_4.fingerprint()
+    )
+
+
 def test_the_document_is_a_topology_spec_too(tmp_path: Path) -> None:
     assert load_topology(str(saved(tmp_path, SYNTH_16_2_4))) == SYNTH_16_2_4
 
@@ -66,9 +99,14 @@ def test_the_document_is_a_topology_spec_too(tmp_path: Path) -> None:
     ("edit", "message"),
     [
         pytest.param(
-            lambda d: d["numa_nodes"][0]["cores"].pop(),
+            lambda d: (d["numa_nodes"][0]["cores"].pop(), d.pop("l3_caches")),
             "states fingerprint 'eee915c2b69b16f5' but describes topology",
             id="a core deleted by hand",
+        ),
+        pytest.param(
+            lambda d: d["numa_nodes"][0]["cores"].pop(0),
+            "l3_caches[0]: CPU 0 is in no NUMA node of the sockets",
+            id="a core deleted by hand while its CPUs stay in an L3 cache",
         ),
         pytest.param(
             lambda d: d.update(format="qrmd-topology/9"),
@@ -79,6 +117,11 @@ def test_the_document_is_a_topology_spec_too(tmp_path: Path) -> None:
             lambda d: d.pop("numa_nodes"),
             "(a qrmd-topology/1 document): numa_nodes missing or not a list",
             id="a missing key",
+        ),
+        pytest.param(
+            lambda d: d["l3_caches"].pop(),
+            "l3_caches: CPU(s) 6-7,14-15 are in no L3 cache",
+            id="an L3 cache deleted by hand",
         ),
         pytest.param(
             lambda d: d["sockets"][1].update(cpus="0-3"),

@@ -16,10 +16,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.sim.demo.daemon_process import pid_is_alive
+from qrmd.sim.demo.workload import TOPOLOGY
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +61,7 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
     ):
         assert phase in out
     assert "kubelet registered plugin cpu from" in out
+    assert "--reference-version" not in out and "4b." not in out  # the default level's story
     assert "journal recovered 5 allocations, identical: yes" in out
     assert "GetTopologyAwareResources of every container, identical: yes" in out
     assert "0: 23/24, 1: 23/24, 2: 24/24, 3: 24/24" in out  # two reserved CPUs
@@ -81,6 +86,74 @@ def test_demo_balances_a_pressured_node_recovers_every_allocation_and_stops() ->
         "tolerance rate 0.30"
     ) in " ".join(out.split())
     check_forgotten_pod(out, state.group(1))
+    check_advisor_phase(out)
+
+
+def journal_records(state_dir: str, pod_uid: str) -> dict[int, dict[str, Any]]:
+    """``qrmd journal show --json --pod``: the pod's records by seq."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    shown = subprocess.run(
+        [sys.executable, "-m", "qrmd", "journal", "show", state_dir, "--json", "--pod", pod_uid],
+        capture_output=True, text=True, timeout=30, env=env, check=True,
+    )  # fmt: skip
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    return {r["seq"]: r for r in records}
+
+
+def cpus_per_numa(cpuset: str) -> dict[int, int]:
+    """On the demo's machine, how many of ``cpuset``'s CPUs each NUMA node holds."""
+    machine = parse_synthetic_spec(TOPOLOGY)
+    cpus = CPUSet.parse(cpuset)
+    counts = {n: cpus.intersection(machine.cpus_in_numa(n)).size() for n in machine.numa_nodes()}
+    return {n: count for n, count in counts.items() if count}
+
+
+def test_demo_at_v0_5_47_places_a_numa_bound_shared_pod_and_an_evenly_spread_dedicated_pod() -> (
+    None
+):
+    done = run_demo("--reference-version", "v0.5.47")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    started = " ".join(out[: out.index("kubelet registered plugin")].split())
+    assert re.search(r"started \(pid \d+\): qrmd run .* --reference-version v0\.5\.47", started)
+    state = re.search(r"journal and checkpoints kept in (\S+);", out)
+    assert state is not None
+    told = " ".join(
+        out[out.index("4b. v0.5.47 placement") : out.index("5. memory balancer")].split()
+    )
+    snb = re.search(
+        r"feed \(shared_cores, numa_binding\) is bound to NUMA (\d): pool (\S+), annotation "
+        r"numa_hint=(\d), CPUs (\S+) now \(journal seq (\d+)\)",
+        told,
+    )
+    assert snb is not None, told
+    numa, pool, numa_hint, cpus_now, seq = snb.groups()
+    assert (pool, numa_hint) == (f"share-NUMA{numa}", numa)
+    assert set(cpus_per_numa(cpus_now)) == {int(numa)}
+    # The journal's Allocate of feed, at the seq told: one-node hint, stored in that pool.
+    feed = journal_records(state.group(1), "uid-feed")[int(seq)]
+    assert feed["cause"]["rpc"] == "Allocate"
+    assert feed["cause"]["request"]["hint"]["nodes"] == [int(numa)]
+    (stored,) = [e["entry"] for e in feed["events"] if e["kind"] == "ContainerAllocated"]
+    assert (stored["owner_pool_name"], stored["annotations"]["numa_hint"]) == (pool, numa)
+    answered = feed["cause"]["reply"]["allocation"]["allocation_result"]
+    assert set(cpus_per_numa(answered)) == {int(numa)}
+    even = re.search(
+        r"index \(dedicated_cores, numa_number 2, distribute_evenly_across_numa\) spans NUMA "
+        r"(\d), (\d): CPUs (\S+), NUMA \d: (\d+), NUMA \d: (\d+) \(journal seq (\d+)\)",
+        told,
+    )
+    assert even is not None, told
+    first, second, cpus, on_first, on_second, seq = even.groups()
+    index = journal_records(state.group(1), "uid-index")[int(seq)]
+    assert index["cause"]["request"]["hint"]["nodes"] == [int(first), int(second)]
+    assert index["cause"]["reply"]["allocation"]["allocation_result"] == cpus
+    assert cpus_per_numa(cpus) == {int(first): int(on_first), int(second): int(on_second)}
+    assert on_first == on_second == "4"
+    # Deleted again: the rest of the story is the v0.5.3 one, phase 7 without an SNB pod.
+    assert "feed and index deleted again (RemovePod)" in told
+    assert "sizing of SNB pools is not reproduced at v0.5.47, so phase 7 has no SNB pod" in told
+    assert "journal recovered 5 allocations, identical: yes" in out
     check_advisor_phase(out)
 
 

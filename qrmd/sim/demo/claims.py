@@ -16,11 +16,19 @@ forgets:
 * the forgotten pod got no ``RemovePod`` (none sent, none journaled), and exactly one
   ``RemoveResidualPods`` record removed it, alone: qrmd's residual-state checker
   (cpu-policy §12.4).
+
+Phase 3b (``--reference-version v0.5.47``) claims, from each pod's journaled ``Allocate``
+(its reply is what the kubelet got):
+
+* the shared pod bound to a NUMA node was hinted one node, is stored in that node's
+  ``share-NUMA<n>`` pool with ``numa_hint: "<n>"``, and got CPUs of that node only;
+* the dedicated pod asking for two NUMA nodes, distributed evenly, was hinted two nodes and
+  got the same number of CPUs on each, on no other node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +36,18 @@ from typing import Any
 from journal import JournalError, read_records
 from qrmd.sim.kubelet import RemovePodSent
 
-__all__ = ["ClaimError", "Deletions", "JournaledCause", "check_deletions", "journaled_causes"]
+__all__ = [
+    "SNB_POOL_FORMAT",
+    "ClaimError",
+    "Deletions",
+    "JournaledCause",
+    "Placement",
+    "check_deletions",
+    "check_even_placement",
+    "check_snb_placement",
+    "journaled_causes",
+    "journaled_placement",
+]
 
 REMOVE_POD = "RemovePod"
 REMOVE_RESIDUAL_PODS = "RemoveResidualPods"
@@ -161,3 +180,152 @@ def check_deletions(
             f"({_describe(record)})"
         )
     return Deletions(removed, record)
+
+
+# -- the v0.5.47 placement phase ---------------------------------------------------------------
+
+ALLOCATE = "Allocate"
+CONTAINER_ALLOCATED = "ContainerAllocated"
+#: The pool of shared cores bound to NUMA ``n`` (cpu-policy-v0.5.47 (a)): ``share-NUMA<n>``.
+SNB_POOL_FORMAT = "share-NUMA{numa}"
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One container's ``Allocate`` as the journal holds it.
+
+    Attributes:
+        seq: the record's journal seq.
+        hint: the NUMA nodes of the hint the kubelet allocated with.
+        cpus: the CPUs the plugin answered (and the kubelet got).
+        owner_pool: the pool the stored container belongs to (``dedicated``, ``share-NUMA1``).
+        numa_hint: the container's ``numa_hint`` annotation as stored, or None.
+        per_numa: NUMA node → how many of ``cpus`` are there (nodes holding none left out).
+    """
+
+    seq: int
+    hint: tuple[int, ...]
+    cpus: str
+    owner_pool: str
+    numa_hint: str | None
+    per_numa: dict[int, int]
+
+
+def journaled_placement(
+    state_dir: Path,
+    from_seq: int,
+    *,
+    pod_uid: str,
+    container: str,
+    answered: str,
+    numa_of_cpus: Callable[[str], dict[int, int]],
+) -> Placement:
+    """The journaled ``Allocate`` of one container, checked against what the kubelet got.
+
+    Args:
+        state_dir: the daemon's journal.
+        from_seq: the first record to look at.
+        pod_uid: the pod.
+        container: its container.
+        answered: the cpuset ``Allocate`` answered the kubelet.
+        numa_of_cpus: a cpuset → its CPUs per NUMA node, on the demo's machine.
+
+    Raises:
+        ClaimError: the journal holds no such record, or one whose reply is not what the
+            kubelet got, or one that stored no container.
+    """
+    try:
+        records = list(read_records(str(state_dir), from_seq=from_seq))
+    except JournalError as exc:
+        raise ClaimError(f"cannot read the journal {state_dir}: {exc}") from None
+    for record in records:
+        cause = record.cause
+        request = cause.get("request") or {}
+        if (
+            cause.get("rpc") != ALLOCATE
+            or request.get("pod_uid") != pod_uid
+            or request.get("container_name") != container
+        ):
+            continue
+        reply = ((cause.get("reply") or {}).get("allocation") or {}).get("allocation_result")
+        if reply != answered:
+            raise ClaimError(
+                f"the kubelet got CPUs {answered} for {pod_uid}/{container}, but the journal's "
+                f"Allocate (seq {record.seq}) answered {reply!r}"
+            )
+        stored = [
+            event["entry"]
+            for event in record.events
+            if event.get("kind") == CONTAINER_ALLOCATED
+            and event["entry"].get("pod_uid") == pod_uid
+            and event["entry"].get("container_name") == container
+        ]
+        if not stored:
+            raise ClaimError(
+                f"the journal's Allocate of {pod_uid}/{container} (seq {record.seq}) stored "
+                "no container"
+            )
+        entry = stored[-1]
+        hint = request.get("hint") or {}
+        return Placement(
+            seq=record.seq,
+            hint=tuple(hint.get("nodes") or ()),
+            cpus=answered,
+            owner_pool=str(entry.get("owner_pool_name")),
+            numa_hint=(entry.get("annotations") or {}).get("numa_hint"),
+            per_numa=numa_of_cpus(answered),
+        )
+    raise ClaimError(f"the journal holds no Allocate of {pod_uid}/{container}")
+
+
+def check_snb_placement(placement: Placement, pod: str) -> int:
+    """A shared pod bound to a NUMA node: one node in its hint, stored with that ``numa_hint``
+    in that node's ``share-NUMA<n>`` pool, its CPUs all on that node (cpu-policy-v0.5.47 (a)).
+
+    Returns:
+        The NUMA node.
+
+    Raises:
+        ClaimError: the first of those that does not hold.
+    """
+    where = f"{pod} (journal seq {placement.seq})"
+    if len(placement.hint) != 1:
+        raise ClaimError(f"{where} was allocated with hint {list(placement.hint)}, not one node")
+    (numa,) = placement.hint
+    pool = SNB_POOL_FORMAT.format(numa=numa)
+    if placement.owner_pool != pool or placement.numa_hint != str(numa):
+        raise ClaimError(
+            f"{where} is stored in pool {placement.owner_pool} with numa_hint "
+            f"{placement.numa_hint!r}, not in {pool} with numa_hint '{numa}'"
+        )
+    if set(placement.per_numa) != {numa}:
+        raise ClaimError(f"{where} got CPUs {placement.cpus}, not all on NUMA {numa}")
+    return numa
+
+
+def check_even_placement(placement: Placement, pod: str, numa_number: int) -> tuple[int, ...]:
+    """A dedicated pod asking ``numa_number`` nodes, distributed evenly: its hint has that many
+    nodes, its CPUs are on exactly those, the same count on each (cpu-policy-v0.5.47 (b)).
+
+    Returns:
+        The NUMA nodes.
+
+    Raises:
+        ClaimError: the first of those that does not hold.
+    """
+    where = f"{pod} (journal seq {placement.seq})"
+    if len(placement.hint) != numa_number:
+        raise ClaimError(
+            f"{where} was allocated with hint {list(placement.hint)}, not {numa_number} nodes"
+        )
+    if set(placement.per_numa) != set(placement.hint):
+        raise ClaimError(
+            f"{where} got CPUs {placement.cpus} on NUMA {sorted(placement.per_numa)}, not on "
+            f"its hint's {list(placement.hint)}"
+        )
+    if len(set(placement.per_numa.values())) != 1:
+        raise ClaimError(
+            f"{where} got CPUs {placement.cpus}, not evenly over its NUMA nodes "
+            f"({placement.per_numa})"
+        )
+    return placement.hint

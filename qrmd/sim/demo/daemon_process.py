@@ -133,6 +133,8 @@ class DaemonOptions:
     pod_source: PodSourceOptions | None = None
     cpu_pressure: CPUPressureOptions | None = None
     advisor: AdvisorOptions | None = None
+    #: ``--reference-version``; None leaves the flag out (the daemon's default, v0.5.3).
+    reference_version: str | None = None
 
     def argv(self) -> list[str]:
         """The ``qrmd run`` command line, run with this interpreter."""
@@ -161,6 +163,11 @@ class DaemonOptions:
             *(self.pod_source.argv() if self.pod_source is not None else ()),
             *(self.cpu_pressure.argv() if self.cpu_pressure is not None else ()),
             *(self.advisor.argv() if self.advisor is not None else ()),
+            *(
+                ("--reference-version", self.reference_version)
+                if self.reference_version is not None
+                else ()
+            ),
         ]
 
 

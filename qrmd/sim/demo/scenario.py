@@ -14,6 +14,13 @@
    simulator's ``/pods``, removes it after ``--residual-max-age`` in one journaled decision
    (cpu-policy §12.4). Each removal is told only once the journal and the simulator's record
    of what it sent show it (``claims``).
+4b. **v0.5.47 placement** (only with ``--reference-version v0.5.47``, once NUMA 1 is free):
+   a dedicated pod asking for two NUMA nodes with its CPUs distributed evenly gets the same
+   count on each, and a shared pod bound to a NUMA node joins that node's ``share-NUMA<n>``
+   pool, which the other shared pods leave to it; each placement is told only once the
+   journal's ``Allocate`` record and the reconcile answer bear it out (``claims``). Both pods
+   are then deleted, so phases 5 to 7 run the same workload at either level: phase 7 has no
+   SNB pod because sys-advisor's v0.5.47 sizing of SNB pools is not reproduced.
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
@@ -49,6 +56,7 @@ from rich.markup import escape
 
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.cpu.pressure import EVICTION_NAME_SUPPRESSION
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION, is_v0_5_47
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from policy.topology.synthetic import parse_synthetic_spec
@@ -56,7 +64,15 @@ from qrmd.config import parse_duration
 from qrmd.host.cpu_vendor import read_cpu_vendor
 from qrmd.sim.demo.advisor_phase import AdvisorOptions, AdvisorPhase
 from qrmd.sim.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
-from qrmd.sim.demo.claims import ClaimError, Deletions, check_deletions, journaled_causes
+from qrmd.sim.demo.claims import (
+    ClaimError,
+    Deletions,
+    check_deletions,
+    check_even_placement,
+    check_snb_placement,
+    journaled_causes,
+    journaled_placement,
+)
 from qrmd.sim.demo.daemon_process import (
     BalancerOptions,
     CPUPressureOptions,
@@ -72,11 +88,15 @@ from qrmd.sim.demo.settings import DemoError, DemoResult, DemoSettings
 from qrmd.sim.demo.view import Snapshot, admission_line, render_phase, runtime_view, snapshot
 from qrmd.sim.demo.workload import (
     DELETED,
+    EVEN_NUMA_NUMBER,
+    EVEN_POD,
     FORGOTTEN,
     PRESSURED_NUMA,
     RESERVED_CPU_CORES,
+    SNB_POD,
     TOPOLOGY,
     WORKLOAD,
+    is_snb,
 )
 from qrmd.sim.kubelet import (
     AdmissionError,
@@ -165,6 +185,11 @@ class _Demo:
                 balancer=self.balancer,
                 cpu_pressure=self.cpu_pressure,
                 pod_source=self.pod_source,
+                reference_version=(
+                    None
+                    if settings.reference_version == DEFAULT_REFERENCE_VERSION
+                    else settings.reference_version
+                ),
             ),
             self.work_dir / "daemon.log",
         )
@@ -181,6 +206,7 @@ class _Demo:
             log_lines=self.daemon.log_lines_matching,
         )
         self.admitted: list[Pod] = []
+
         self.qrmd = qrmd_command()  # how the user runs the commands the demo suggests
         self.started = time.monotonic()
         self.phase = "setting up"
@@ -309,7 +335,8 @@ class _Demo:
 
     def ramp_up(self, first: dict[str, dict[str, str]]) -> Snapshot:
         self._phase(3, f"ramp-up (transition period {self.settings.transition_period})")
-        shared = [p for p in self.admitted if p.qos_level == "shared_cores"]
+        # A shared pod bound to a NUMA node joins its pool at once: it never ramps up.
+        shared = [p for p in self.admitted if p.qos_level == "shared_cores" and not is_snb(p)]
 
         def moved(view: Snapshot) -> bool:
             return all(
@@ -322,6 +349,125 @@ class _Demo:
         self._show(
             "GetResourcesAllocation after ramp-up: shared containers are in the share pool", view
         )
+        return view
+
+    def place_v0_5_47(self) -> Snapshot:
+        """Phase 4b: the SNB pod and the evenly distributed dedicated pod, told as journaled,
+        then deleted again (the module docstring).
+
+        Returns:
+            The reconcile answer once they are gone, for the phases after.
+        """
+        self._phase(
+            "4b",
+            "v0.5.47 placement: shared cores bound to a NUMA node, dedicated "
+            "cores distributed evenly",
+        )
+        pods = (EVEN_POD, SNB_POD)
+        journal_end = self._journal_end()
+        granted = {pod.uid: self._admit(pod) for pod in pods}
+        view = self._wait_stable(
+            "the v0.5.47 pods' placement", lambda v: all(p.uid in v for p in pods)
+        )
+        self._show("GetResourcesAllocation with the v0.5.47 pods placed", view)
+        snb_main, even_main = SNB_POD.main_container_name, EVEN_POD.main_container_name
+        try:
+            snb = journaled_placement(
+                self.state_dir,
+                journal_end,
+                pod_uid=SNB_POD.uid,
+                container=snb_main,
+                answered=granted[SNB_POD.uid][snb_main],
+                numa_of_cpus=self._per_numa,
+            )
+            numa = check_snb_placement(snb, SNB_POD.name)
+            even = journaled_placement(
+                self.state_dir,
+                journal_end,
+                pod_uid=EVEN_POD.uid,
+                container=even_main,
+                answered=granted[EVEN_POD.uid][even_main],
+                numa_of_cpus=self._per_numa,
+            )
+            nodes = check_even_placement(even, EVEN_POD.name, EVEN_NUMA_NUMBER)
+        except ClaimError as exc:
+            raise DemoError(str(exc)) from None
+        pool_now = view[SNB_POD.uid][snb_main]
+        if set(self._per_numa(pool_now)) != {numa}:
+            raise DemoError(
+                f"GetResourcesAllocation gives {SNB_POD.name} CPUs {pool_now}, not all on "
+                f"NUMA {numa}, its pool's node"
+            )
+        intruders = sorted(
+            f"{p.name}/{container}"
+            for p in self.admitted
+            if p.qos_level == "shared_cores" and not is_snb(p)
+            for container, cpus in view.get(p.uid, {}).items()
+            if numa in self._per_numa(cpus)
+        )
+        if intruders:
+            raise DemoError(
+                f"shared containers without NUMA binding hold CPUs of NUMA {numa}, "
+                f"{SNB_POD.name}'s node: {', '.join(intruders)}"
+            )
+        if view[EVEN_POD.uid][even_main] != even.cpus:
+            raise DemoError(
+                f"GetResourcesAllocation gives {EVEN_POD.name} CPUs "
+                f"{view[EVEN_POD.uid][even_main]}, not the {even.cpus} it was allocated"
+            )
+        self.console.print(
+            f"  {SNB_POD.name} (shared_cores, numa_binding) is bound to NUMA {numa}: pool "
+            f"{snb.owner_pool}, annotation numa_hint={numa}, CPUs {pool_now} now "
+            f"(journal seq {snb.seq}); the shared pods without binding leave NUMA {numa} to "
+            "it",
+            soft_wrap=True,
+            markup=False,
+        )
+        spread = ", ".join(f"NUMA {n}: {even.per_numa[n]}" for n in nodes)
+        self.console.print(
+            f"  {EVEN_POD.name} (dedicated_cores, numa_number {EVEN_NUMA_NUMBER}, "
+            f"distribute_evenly_across_numa) spans NUMA {', '.join(map(str, nodes))}: CPUs "
+            f"{even.cpus}, {spread} (journal seq {even.seq})",
+            soft_wrap=True,
+            markup=False,
+        )
+        after = self._remove_again(pods)
+        self._show("GetResourcesAllocation after deleting them", after)
+        self.console.print(
+            f"  {SNB_POD.name} and {EVEN_POD.name} deleted again (RemovePod): phases 5 to 7 run "
+            "the same workload as at v0.5.3; sys-advisor's sizing of SNB pools is not "
+            "reproduced at v0.5.47, so phase 7 has no SNB pod",
+            soft_wrap=True,
+        )
+        return after
+
+    def _per_numa(self, cpuset: str) -> dict[int, int]:
+        """How many CPUs of ``cpuset`` each NUMA node holds (nodes holding none left out)."""
+        cpus = CPUSet.parse(cpuset)
+        counts = {
+            n: cpus.intersection(self.topology.cpus_in_numa(n)).size()
+            for n in self.topology.numa_nodes()
+        }
+        return {n: count for n, count in counts.items() if count}
+
+    def _remove_again(self, pods: tuple[Pod, ...]) -> Snapshot:
+        """Delete ``pods`` as phase 4 deletes its pods: stopped, RemovePod, gone from /pods."""
+        kubelet = self.sim.kubelet
+        sent_before = len(kubelet.removals_sent())
+        uids = [p.uid for p in pods]
+        for uid in uids:
+            kubelet.stop_pod(uid)
+        self.admitted = [p for p in self.admitted if p.uid not in uids]
+        self._wait_removals_sent(uids, sent_before)
+        for uid in uids:
+            kubelet.delete_pod(uid)
+
+        def gone(view: Snapshot) -> bool:
+            held = kubelet.checkpointed_pods()
+            return not any(uid in view or uid in held for uid in uids)
+
+        view = self._wait_stable("removal of the v0.5.47 pods", gone)
+        self._write_cpusets()
         return view
 
     def _write_cpusets(self) -> None:
@@ -622,6 +768,8 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         first = demo.admit()
         demo.ramp_up(first)
         before = demo.delete()
+        if is_v0_5_47(settings.reference_version):
+            before = demo.place_v0_5_47()
         balance = demo.balance()
         demo.pressure(before)
         recovered, identical = demo.crash_and_recover(endpoint, before)

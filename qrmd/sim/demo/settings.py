@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION
 from qrmd.sim.demo.balance_phase import BalanceOutcome
 
 __all__ = ["DemoError", "DemoResult", "DemoSettings"]
@@ -27,6 +28,8 @@ class DemoSettings:
             the forgotten pod before qrmd removes it (short, so the demo sees it go). The
             deleted pods stay listed until their ``RemovePod``, so it may be shorter than
             the kubelet's garbage collection period without changing the story.
+        reference_version: the daemon's ``--reference-version``; at v0.5.47 the demo adds
+            its placement phase (4b, ``scenario``).
     """
 
     state_dir: Path | None = None
@@ -34,6 +37,7 @@ class DemoSettings:
     fast: bool = False
     metrics: bool = True
     residual_max_age: str = "2s"
+    reference_version: str = DEFAULT_REFERENCE_VERSION
 
     @property
     def reconcile_period_s(self) -> float:

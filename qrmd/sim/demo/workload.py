@@ -17,6 +17,16 @@ pod without ever calling ``RemovePod``, as a kubelet that lost its checkpoint do
 residual-state checker removes it once the pod list has missed it long enough
 (cpu-policy §12.4).
 
+At ``--reference-version v0.5.47`` two more pods show the placements that level adds, once
+the deletions have freed NUMA 1: ``EVEN_POD``, a dedicated pod asking for ``EVEN_NUMA_NUMBER``
+NUMA nodes with its CPUs distributed evenly over them (the allocation options,
+docs/reference-levels-dedicated.md), and ``SNB_POD``, a shared pod bound to a NUMA node (its
+own ``share-NUMA<n>`` pool). A dedicated pod bound to several NUMA nodes keeps the pools off
+them, so it needs a node left for the pools: NUMA 0 being the exclusive pod's, it can only
+span NUMA 2 and 3 (beside ``cache``), 4 CPUs on each, the pools keeping NUMA 1. Both are
+deleted again before the memory balancer's phase, so the rest of the story is the same at
+either level.
+
 For the memory balancer's phase each pod also has anonymous memory per NUMA node (what its
 cgroup's ``memory.numa_stat`` says, ``ANON_MEMORY``), and ``PRESSURED_NUMA`` is the node put
 under latency pressure. After the deletions the ``share`` and ``reclaim`` pools have CPUs on
@@ -31,17 +41,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 from qrmd.sim.kubelet import Pod, dedicated_pod, reclaimed_pod, shared_pod
-from qrmd.sim.kubelet.pods import QOS_LEVEL_ANNOTATION
+from qrmd.sim.kubelet.pods import MEMORY_ENHANCEMENT_ANNOTATION, QOS_LEVEL_ANNOTATION
 
 __all__ = [
     "ANON_MEMORY",
     "DELETED",
+    "EVEN_NUMA_NUMBER",
+    "EVEN_POD",
     "FORGOTTEN",
     "NAMESPACE",
     "PRESSURED_NUMA",
     "RESERVED_CPU_CORES",
+    "SNB_POD",
     "TOPOLOGY",
     "WORKLOAD",
+    "is_snb",
 ]
 
 TOPOLOGY = "synthetic:cpus=96,sockets=2,numas=4"
@@ -76,6 +90,37 @@ WORKLOAD: tuple[Pod, ...] = (
     ),
     reclaimed_pod("uid-batch-2", "batch-2", 4000, namespace=NAMESPACE),
 )
+
+#: The shared pod bound to a NUMA node of the v0.5.47 phase (cpu-policy-v0.5.47 (a)).
+SNB_POD = replace(
+    shared_pod("uid-feed", "feed", 2, namespace=NAMESPACE),
+    annotations={
+        QOS_LEVEL_ANNOTATION: "shared_cores",
+        MEMORY_ENHANCEMENT_ANNOTATION: '{"numa_binding": "true"}',
+    },
+)
+#: The NUMA nodes the v0.5.47 phase's dedicated pod asks for.
+EVEN_NUMA_NUMBER = 2
+#: The dedicated pod with allocation options of the v0.5.47 phase (cpu-policy-v0.5.47 (b)).
+EVEN_POD = replace(
+    dedicated_pod("uid-index", "index", 8, numa_exclusive=False, namespace=NAMESPACE),
+    annotations={
+        QOS_LEVEL_ANNOTATION: "dedicated_cores",
+        MEMORY_ENHANCEMENT_ANNOTATION: '{"numa_binding": "true"}',
+        CPU_ENHANCEMENT: (
+            '{"distribute_evenly_across_numa": "true", '
+            f'"katalyst.kubewharf.io/numa_number": "{EVEN_NUMA_NUMBER}"}}'
+        ),
+    },
+)
+
+
+def is_snb(pod: Pod) -> bool:
+    """Whether ``pod`` is shared cores bound to a NUMA node (at v0.5.47; never ramps up)."""
+    return pod.qos_level == "shared_cores" and '"numa_binding": "true"' in pod.annotations.get(
+        MEMORY_ENHANCEMENT_ANNOTATION, ""
+    )
+
 
 #: The pods deleted in the demo's third phase.
 DELETED: tuple[str, ...] = ("uid-db-replica", "uid-api", "uid-batch-2")

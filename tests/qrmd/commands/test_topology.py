@@ -119,6 +119,7 @@ def test_json_document_is_complete_and_stable(capsys: pytest.CaptureFixture[str]
         ],
         "memory_only_numa_nodes": [],
         "distances": {"nodes": [0, 1], "rows": {"0": [10, 21], "1": [21, 10]}},
+        "l3_caches": ["0-1,4-5", "2-3,6-7"],
     }
     assert '"numa_nodes": [0],' in out  # short number lists stay on one line
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -51,6 +52,13 @@ def test_command_line_is_qrmd_run_with_the_demo_settings(work_dir: Path) -> None
         "--metrics-address": "off",
         "--log-level": "info",
     }
+
+
+def test_a_reference_version_is_passed_to_qrmd_run_only_when_given(work_dir: Path) -> None:
+    default = options(work_dir, "synthetic:cpus=16,sockets=2,numas=4")
+    assert "--reference-version" not in default.argv()
+    argv = dataclasses.replace(default, reference_version="v0.5.47").argv()
+    assert argv[-2:] == ["--reference-version", "v0.5.47"]
 
 
 def test_a_daemon_that_exits_is_reported_with_its_status_and_last_words(work_dir: Path) -> None:
