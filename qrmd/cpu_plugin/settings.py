@@ -94,12 +94,15 @@ def _shared_cores_optimizers(raw: object) -> tuple[str, ...]:
 
 
 def _reclaim_numa_binding(raw: object) -> bool:
-    # The reference's reclaimed NUMA-binding path (headroom per NUMA, actual and non-actual
-    # binding) is not reproduced: refuse to pretend rather than place such pods differently.
+    # The reference's reclaimed NUMA-binding path chooses NUMAs by the per-NUMA headroom only
+    # sys-advisor sends (v0.5.47 policy_hint_handlers.go:570-620, policy_advisor_handler.go:
+    # 1307-1330), which qrmd's advisor protos do not carry: refuse rather than place such pods
+    # differently. docs/reference-levels.md ("RNB") has the analysis and what is missing.
     if switch(raw):
         raise ValueError(
             "reclaimed cores with NUMA binding are not reproduced by qrmd yet; leave it false "
-            "(such pods are then placed as other reclaimed_cores pods)"
+            "(such pods are then placed as other reclaimed_cores pods); see "
+            'docs/reference-levels.md, "Reclaimed cores bound to a NUMA node (RNB)"'
         )
     return False
 
