@@ -1,0 +1,1 @@
+"""Stand-ins for qrmd's peers and the deterministic simulation; production never imports it."""
