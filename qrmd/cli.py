@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "balance",
     "eviction",
     "journal",
+    "sim",
 )
 
 __all__ = ["COMMANDS", "CommandError", "build_parser", "main"]

@@ -37,6 +37,7 @@ from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.sim.dst import faults as fault_kinds
 from qrmd.sim.dst.clock import VirtualClock
+from qrmd.sim.dst.defects import planted
 from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
@@ -99,6 +100,7 @@ class Simulation:
         seed: the seed.
         faults: the fault kinds that may be injected.
         fault_budget: at most this many faults (None: no limit); ``qrmd sim shrink`` lowers it.
+        defect: a planted defect to switch on for the run (``qrmd.sim.dst.defects``).
     """
 
     def __init__(
@@ -106,8 +108,10 @@ class Simulation:
         seed: int,
         faults: tuple[str, ...] = fault_kinds.FAULT_KINDS,
         fault_budget: int | None = None,
+        defect: str | None = None,
     ) -> None:
         self.seed = seed
+        self.defect = defect
         self.rng = Random(seed)
         self.clock = VirtualClock()
         self.scheduler = Scheduler(self.rng, self.clock)
@@ -134,7 +138,7 @@ class Simulation:
 
     def run(self, steps: int) -> Outcome:
         """Run ``steps`` steps, stopping at the first step that breaks an invariant."""
-        with _quiet():
+        with _quiet(), planted(self.defect):
             self._do(self._boot)
             for _ in range(steps):
                 self.step_no += 1
@@ -174,11 +178,16 @@ class Simulation:
             self.clock.advance(self.rng.uniform(0.1, 2.0))
             return "process down"
         roll = self.rng.random()
-        budget_left = (
-            self.fault_budget is None or sum(self.faults_injected.values()) < self.fault_budget
-        )
-        if self.kinds and budget_left and roll < FAULT_RATE:
-            kind = self.kinds[self.rng.randrange(len(self.kinds))]
+        if roll < FAULT_RATE:
+            # The kind is drawn from every kind, enabled or not, and a fault left out (its
+            # kind disabled, the budget spent) is a step where nothing happens: the rest of
+            # the run makes the same choices, so a shrunk run stays close to the original.
+            kind = fault_kinds.FAULT_KINDS[self.rng.randrange(len(fault_kinds.FAULT_KINDS))]
+            spent = sum(self.faults_injected.values())
+            if kind not in self.kinds or (
+                self.fault_budget is not None and spent >= self.fault_budget
+            ):
+                return f"fault {kind} left out"
             self.faults_injected[kind] = self.faults_injected.get(kind, 0) + 1
             return f"fault {kind}: {fault_kinds.FAULTS[kind](self)}"
         if roll < 0.50 and self.scheduler.runnable():
@@ -265,6 +274,7 @@ def run(
     steps: int,
     faults: tuple[str, ...] = fault_kinds.FAULT_KINDS,
     fault_budget: int | None = None,
+    defect: str | None = None,
 ) -> Outcome:
     """Run one seed; see ``Simulation``."""
-    return Simulation(seed, faults, fault_budget).run(steps)
+    return Simulation(seed, faults, fault_budget, defect).run(steps)

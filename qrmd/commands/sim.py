@@ -1,0 +1,202 @@
+"""``qrmd sim``: the deterministic simulation of the node (docs/simulation.md).
+
+``qrmd sim run --seed N --steps K`` runs the real StateStore and Allocator, the journal on a
+simulated disk, a simulated kubelet and faults from the seed, checking every invariant after
+each step. Exit 0: every invariant held; 1: one broke (the seed, the step, the invariant and
+the command that replays it are printed); 2: bad input, one line. ``--json`` prints one object
+(``seed``, ``steps``, ``trace_digest``, ``faults_injected``, ``invariants_checked``,
+``failures``, ...); the same seed always gives the same digest.
+
+``qrmd sim shrink --seed N`` takes a failing seed and finds a smaller reproduction: the
+shortest prefix that fails, with the fewest fault kinds and faults that still fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from qrmd.commands import CommandError
+
+__all__ = ["register", "run"]
+
+DEFAULT_STEPS = 400
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="run the deterministic simulation of the node (any failure replays from its seed)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run_p = actions.add_parser("run", help="run one seed and check every invariant each step")
+    shrink_p = actions.add_parser("shrink", help="shrink a failing seed to a small reproduction")
+    for action in (run_p, shrink_p):
+        action.add_argument("--seed", required=True, metavar="N", help="the seed (an integer)")
+        action.add_argument(
+            "--steps",
+            default=str(DEFAULT_STEPS),
+            metavar="K",
+            help="steps to run (default %(default)s)",
+        )
+        action.add_argument(
+            "--faults",
+            default="all",
+            metavar="KINDS",
+            help="fault kinds to inject, comma-separated, or 'all' or 'none' "
+            "(crash, power_loss, disk_full, write_eio, fsync_eio, slow_fsync, clock_jump, "
+            "kubelet_restart, pod_source; default all)",
+        )
+        action.add_argument(
+            "--fault-budget",
+            default=None,
+            metavar="N",
+            help="inject at most N faults (default: no limit)",
+        )
+        action.add_argument(
+            "--plant",
+            default=None,
+            metavar="DEFECT",
+            help="switch on a planted defect, to check that the simulation finds it "
+            "(ack-before-fsync, stale-snapshot, no-rollback, skip-dedicated-disjointness, "
+            "forget-unanswered-commit)",
+        )
+        action.add_argument("--json", action="store_true", help="print one JSON object")
+        action.set_defaults(error_prefix=action.prog)
+    run_p.add_argument("--trace", default=None, metavar="FILE", help="write the trace to FILE")
+    p.set_defaults(run=run)
+
+
+def _count(text: str | None, flag: str, *, minimum: int) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise CommandError(f"{flag} must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise CommandError(f"{flag} must be at least {minimum}, got {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    # The simulation imports the daemon's actors: only when asked for.
+    from qrmd.sim.dst.defects import DEFECTS
+    from qrmd.sim.dst.faults import parse_kinds
+
+    seed = _count(args.seed, "--seed", minimum=0)
+    steps = _count(args.steps, "--steps", minimum=1)
+    budget = _count(args.fault_budget, "--fault-budget", minimum=0)
+    assert seed is not None and steps is not None
+    try:
+        kinds = parse_kinds(args.faults)
+    except ValueError as err:
+        raise CommandError(f"--faults: {err}") from None
+    if args.plant is not None and args.plant not in DEFECTS:
+        raise CommandError(f"--plant: unknown defect {args.plant!r}; known: {', '.join(DEFECTS)}")
+    if args.action == "shrink":
+        return _shrink(seed, steps, kinds, budget, args.plant, args.json)
+    return _run(seed, steps, kinds, budget, args.plant, args.json, args.trace)
+
+
+def replay_command(
+    seed: int, steps: int, kinds: Sequence[str], budget: int | None, plant: str | None
+) -> str:
+    """The command line that replays a run."""
+    from qrmd.sim.dst.faults import FAULT_KINDS
+
+    faults = "all" if tuple(kinds) == FAULT_KINDS else (",".join(kinds) or "none")
+    out = f"qrmd sim run --seed {seed} --steps {steps} --faults {faults}"
+    if budget is not None:
+        out += f" --fault-budget {budget}"
+    if plant is not None:
+        out += f" --plant {plant}"
+    return out
+
+
+def _run(
+    seed: int,
+    steps: int,
+    kinds: tuple[str, ...],
+    budget: int | None,
+    plant: str | None,
+    as_json: bool,
+    trace: str | None,
+) -> int:
+    from qrmd.sim.dst.simulation import run as simulate
+
+    outcome = simulate(seed, steps, kinds, budget, plant)
+    if trace is not None:
+        with open(trace, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(outcome.trace) + "\n")
+    replay = replay_command(seed, outcome.steps, kinds, budget, plant)
+    if as_json:
+        doc = outcome.as_json()
+        doc["replay"] = replay
+        print(json.dumps(doc, indent=2))
+    else:
+        faults = ", ".join(f"{k} {n}" for k, n in sorted(outcome.faults_injected.items()))
+        print(
+            f"seed {seed}: {outcome.steps} steps, {outcome.invariants_checked} invariant checks, "
+            f"faults: {faults or 'none'}, {outcome.boots} boots; trace {outcome.trace_digest[:16]}"
+        )
+    if not outcome.failures:
+        return 0
+    if not as_json:
+        for failure in outcome.failures:
+            print(
+                f"qrmd sim: seed {seed} failed at step {failure.step}: {failure.invariant}: "
+                f"{failure.message}",
+                file=sys.stderr,
+            )
+        print(f"replay it: {replay}", file=sys.stderr)
+    return 1
+
+
+def _shrink(
+    seed: int,
+    steps: int,
+    kinds: tuple[str, ...],
+    budget: int | None,
+    plant: str | None,
+    as_json: bool,
+) -> int:
+    from qrmd.sim.dst.shrink import shrink
+
+    found = shrink(seed, steps, kinds, budget, plant)
+    if found is None:
+        print(f"seed {seed} does not fail in {steps} steps: nothing to shrink")
+        return 0
+    replay = replay_command(seed, found.steps, found.kinds, found.budget, plant)
+    failure = found.failure
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "steps": found.steps,
+                    "faults": list(found.kinds),
+                    "fault_budget": found.budget,
+                    "faults_injected": found.faults_injected,
+                    "failure": {
+                        "step": failure.step,
+                        "invariant": failure.invariant,
+                        "message": failure.message,
+                    },
+                    "runs": found.runs,
+                    "replay": replay,
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(
+            f"seed {seed} shrunk in {found.runs} runs: fails at step {failure.step} "
+            f"({failure.invariant}: {failure.message}) with {sum(found.faults_injected.values())} "
+            f"faults of {len(found.kinds)} kinds\nreplay it: {replay}"
+        )
+    return 1
