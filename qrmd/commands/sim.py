@@ -17,8 +17,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from qrmd.commands import CommandError
+from qrmd.sim.dst.defects import DEFECTS
+from qrmd.sim.dst.faults import FAULT_KINDS, parse_kinds
+from qrmd.sim.dst.shrink import shrink
+from qrmd.sim.dst.simulation import run as simulate
 
 __all__ = ["register", "run"]
 
@@ -83,11 +88,19 @@ def _count(text: str | None, flag: str, *, minimum: int) -> int | None:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
-    # The simulation imports the daemon's actors: only when asked for.
-    from qrmd.sim.dst.defects import DEFECTS
-    from qrmd.sim.dst.faults import parse_kinds
+@dataclass(frozen=True, slots=True)
+class SimArgs:
+    """The checked arguments of ``qrmd sim run`` and ``qrmd sim shrink``."""
 
+    seed: int
+    steps: int
+    kinds: tuple[str, ...]
+    budget: int | None
+    plant: str | None
+    as_json: bool
+
+
+def run(args: argparse.Namespace) -> int:
     seed = _count(args.seed, "--seed", minimum=0)
     steps = _count(args.steps, "--steps", minimum=1)
     budget = _count(args.fault_budget, "--fault-budget", minimum=0)
@@ -98,17 +111,16 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--faults: {err}") from None
     if args.plant is not None and args.plant not in DEFECTS:
         raise CommandError(f"--plant: unknown defect {args.plant!r}; known: {', '.join(DEFECTS)}")
+    checked = SimArgs(seed, steps, kinds, budget, args.plant, args.json)
     if args.action == "shrink":
-        return _shrink(seed, steps, kinds, budget, args.plant, args.json)
-    return _run(seed, steps, kinds, budget, args.plant, args.json, args.trace)
+        return _shrink(checked)
+    return _run(checked, args.trace)
 
 
 def replay_command(
     seed: int, steps: int, kinds: Sequence[str], budget: int | None, plant: str | None
 ) -> str:
     """The command line that replays a run."""
-    from qrmd.sim.dst.faults import FAULT_KINDS
-
     faults = "all" if tuple(kinds) == FAULT_KINDS else (",".join(kinds) or "none")
     out = f"qrmd sim run --seed {seed} --steps {steps} --faults {faults}"
     if budget is not None:
@@ -118,17 +130,15 @@ def replay_command(
     return out
 
 
-def _run(
-    seed: int,
-    steps: int,
-    kinds: tuple[str, ...],
-    budget: int | None,
-    plant: str | None,
-    as_json: bool,
-    trace: str | None,
-) -> int:
-    from qrmd.sim.dst.simulation import run as simulate
-
+def _run(args: SimArgs, trace: str | None) -> int:
+    seed, steps, kinds, budget, plant, as_json = (
+        args.seed,
+        args.steps,
+        args.kinds,
+        args.budget,
+        args.plant,
+        args.as_json,
+    )
     outcome = simulate(seed, steps, kinds, budget, plant)
     if trace is not None:
         with open(trace, "w", encoding="utf-8") as handle:
@@ -157,16 +167,15 @@ def _run(
     return 1
 
 
-def _shrink(
-    seed: int,
-    steps: int,
-    kinds: tuple[str, ...],
-    budget: int | None,
-    plant: str | None,
-    as_json: bool,
-) -> int:
-    from qrmd.sim.dst.shrink import shrink
-
+def _shrink(args: SimArgs) -> int:
+    seed, steps, kinds, budget, plant, as_json = (
+        args.seed,
+        args.steps,
+        args.kinds,
+        args.budget,
+        args.plant,
+        args.as_json,
+    )
     found = shrink(seed, steps, kinds, budget, plant)
     if found is None:
         print(f"seed {seed} does not fail in {steps} steps: nothing to shrink")

@@ -1,10 +1,10 @@
 """The simulated kubelet: pods of every QoS level through hints → Allocate → listing → RemovePod.
 
-It speaks protobuf, and each call goes through the same rows the gRPC server serves
-(``wire.resource_plugin.RESOURCE_PLUGIN_RPCS``): the request message is converted to the
+Each call goes through both halves of the wire conversion (``wire.loopback``): kubelet's plain
+request becomes the protobuf bytes kubelet sends, the server's row converts them to the
 Allocator's command, the Allocator is asked (not blocking: many calls may be in flight, and
-the scheduler decides when each is served), and the reply is converted back to the response
-message, whose fields the kubelet reads. Errors map to gRPC codes as the server maps them
+the scheduler decides when each is served), and its reply travels back the same way to the
+plain value kubelet's client reads. Errors map to gRPC codes as the server maps them
 (``wire.errors.code_for``).
 
 As the real kubelet (wire.md §9): every call has a deadline (10 s); a call that fails with
@@ -26,20 +26,30 @@ from typing import Any
 import grpc
 
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.runtime import SimFuture
 from wire.errors import code_for
-from wire.gen import resourceplugin_pb2 as pb
-from wire.resource_plugin import RESOURCE_PLUGIN_RPCS, ResourcePluginRpc
+from wire.loopback import LoopbackPlugin
 
 __all__ = ["Answer", "KubeletPeer", "SimPod"]
 
-ROWS: dict[str, ResourcePluginRpc[Any, Any]] = {rpc.name: rpc for rpc in RESOURCE_PLUGIN_RPCS}
 CPU = "cpu"
 RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
 #: QoS levels and their share of new pods.
 KINDS = ("shared", "shared", "shared", "dedicated", "dedicated_exclusive", "reclaimed")
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+#: The RPC each command answers (``policy.cpu.commands``' class names are the RPCs' names).
+_RPC_OF = {
+    name: name
+    for name in (
+        "GetTopologyHints",
+        "Allocate",
+        "RemovePod",
+        "GetResourcesAllocation",
+        "GetResourcePluginOptions",
+    )
+}
 
 
 @dataclass(slots=True)
@@ -53,10 +63,10 @@ class SimPod:
     kind: str
     quantity: float
     phase: str = "hints"
-    hint: tuple[tuple[int, ...], bool] | None = None
+    hint: TopologyHint | None = None
     container: str = "app"
 
-    def request(self, with_hint: bool) -> pb.ResourceRequest:
+    def request(self, with_hint: bool) -> ResourceRequest:
         """The ``ResourceRequest`` of GetTopologyHints (no hint) or Allocate (the chosen one)."""
         annotations = {QOS_LEVEL_KEY: _qos(self.kind)}
         if self.kind.startswith("dedicated"):
@@ -65,21 +75,22 @@ class SimPod:
                 enhancement["numa_exclusive"] = "true"
             annotations[MEMORY_ENHANCEMENT_KEY] = json.dumps(enhancement, separators=(",", ":"))
         requested = RECLAIMED_MILLICPU if self.kind == "reclaimed" else CPU
-        message = pb.ResourceRequest(
+        return ResourceRequest(
             pod_uid=self.uid,
             pod_namespace="sim",
             pod_name=f"pod-{self.uid}",
             container_name=self.container,
-            container_type=pb.ContainerType.MAIN,
+            container_type=ContainerType.MAIN,
             container_index=0,
             resource_name=CPU,
             resource_requests={requested: self.quantity},
+            pod_role="",
+            pod_type="",
+            hint=self.hint if with_hint else None,
+            labels=None,
             annotations=annotations,
             native_qos_class="Guaranteed" if self.kind.startswith("dedicated") else "Burstable",
         )
-        if with_hint and self.hint is not None:
-            message.hint.CopyFrom(pb.TopologyHint(nodes=self.hint[0], preferred=self.hint[1]))
-        return message
 
 
 def _qos(kind: str) -> str:
@@ -141,6 +152,7 @@ class KubeletPeer:
     disagreements: list[str] = field(default_factory=list)
     #: Answers told since the invariants last looked.
     fresh: list[tuple[tuple[str, str], Answer]] = field(default_factory=list)
+    plugin: LoopbackPlugin = field(default_factory=LoopbackPlugin.new)
 
     # -- acting -------------------------------------------------------------------------------
 
@@ -152,37 +164,32 @@ class KubeletPeer:
         """
         busy = {c.pod.uid for c in self.calls if c.pod is not None}
         live = [p for p in self.pods.values() if p.phase != "gone" and p.uid not in busy]
+        plugin = self.plugin
         roll = self.rng.random()
         if roll < 0.12 and not any(c.rpc == "GetResourcesAllocation" for c in self.calls):
-            return self._send(
-                allocator, "GetResourcesAllocation", None, pb.GetResourcesAllocationRequest()
-            )
+            return self._send(allocator, None, plugin.resources_allocation())
         if roll < 0.30 and len(self.pods) < self.max_pods:
             pod = self._new_pod()
-            return self._send(allocator, "GetTopologyHints", pod, pod.request(with_hint=False))
+            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
         if not live:
             return "kubelet idle"
         pod = live[self.rng.randrange(len(live))]
         if pod.phase == "running":
-            if self.rng.random() < 0.35:
-                pod.phase = "removing"
-            else:
-                return self._send(
-                    allocator, "GetResourcesAllocation", None, pb.GetResourcesAllocationRequest()
-                )
+            if self.rng.random() >= 0.35:
+                return self._send(allocator, None, plugin.resources_allocation())
+            pod.phase = "removing"
         if pod.phase == "hints":
-            return self._send(allocator, "GetTopologyHints", pod, pod.request(with_hint=False))
+            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
         if pod.phase == "allocate":
-            return self._send(allocator, "Allocate", pod, pod.request(with_hint=True))
+            return self._send(allocator, pod, plugin.allocate(pod.request(with_hint=True)))
         self.removal_sent.add(pod.uid)
-        return self._send(allocator, "RemovePod", pod, pb.RemovePodRequest(pod_uid=pod.uid))
+        return self._send(allocator, pod, plugin.remove_pod(pod.uid))
 
     def restarted(self, allocator: Any) -> str:
         """The plugin registered again: kubelet asks its options and its allocations."""
-        self._send(allocator, "GetResourcePluginOptions", None, pb.Empty())
-        return self._send(
-            allocator, "GetResourcesAllocation", None, pb.GetResourcesAllocationRequest()
-        )
+        self.plugin = LoopbackPlugin.new()
+        self._send(allocator, None, self.plugin.options())
+        return self._send(allocator, None, self.plugin.resources_allocation())
 
     def connection_lost(self) -> None:
         """The plugin's process died: every call in flight fails with UNAVAILABLE."""
@@ -215,25 +222,21 @@ class KubeletPeer:
         self.calls = still
         return out
 
-    def _send(self, allocator: Any, rpc: str, pod: SimPod | None, request: Any) -> str:
-        row = ROWS[rpc]
-        # The wire round trip: the bytes kubelet sends, parsed as the server parses them.
-        message = row.request_type.FromString(request.SerializeToString())
+    def _send(self, allocator: Any, pod: SimPod | None, command: Any) -> str:
+        rpc = _RPC_OF[type(command).__name__]
+        who = f" {pod.uid}" if pod is not None else ""
         if allocator is None:
             self._count(f"{rpc}:UNAVAILABLE")
-            return f"kubelet {rpc} {pod.uid if pod else ''}: plugin down"
-        future = allocator.ask(row.command(message), block=False)
+            return f"kubelet {rpc}{who}: plugin down"
+        future = allocator.ask(command, block=False)
         self.calls.append(Call(rpc, pod, future, self.clock.monotonic() + self.deadline_s))
-        return f"kubelet sends {rpc} {pod.uid if pod else ''}".rstrip()
+        return f"kubelet sends {rpc}{who}"
 
     def _failed(self, call: Call, code: grpc.StatusCode) -> str:
         self._count(f"{call.rpc}:{code.name}")
         pod = call.pod
-        if (
-            pod is not None
-            and code not in RETRYABLE
-            and call.rpc in ("GetTopologyHints", "Allocate")
-        ):
+        admitting = call.rpc in ("GetTopologyHints", "Allocate")
+        if pod is not None and code not in RETRYABLE and admitting:
             # Admission failed: kubelet rejects the pod and removes what the plugin holds.
             pod.phase = "removing"
         return f"kubelet {call.rpc} {pod.uid if pod else ''} failed {code.name}"
@@ -241,28 +244,24 @@ class KubeletPeer:
     def _answered(self, call: Call) -> str:
         self._count(f"{call.rpc}:OK")
         future = call.future
-        witness = getattr(future, "witness", None)
+        witness = future.witness
         seq, state = witness if witness is not None else (0, None)
         self.acked_seq = max(self.acked_seq, seq)
-        response: Any = ROWS[call.rpc].response(future.value)
-        if isinstance(response, bytes):
-            response = pb.GetResourcesAllocationResponse.FromString(response)
+        answer = self.plugin.answer(call.rpc, future.value)
         pod = call.pod
         if call.rpc == "GetTopologyHints":
             assert pod is not None
-            hints = (
-                list(response.resource_hints[CPU].hints) if CPU in response.resource_hints else []
-            )
+            hints = list(answer or ())
             preferred = [h for h in hints if h.preferred] or hints
             if preferred:
-                chosen = preferred[self.rng.randrange(len(preferred))]
-                pod.hint = (tuple(chosen.nodes), chosen.preferred)
+                pod.hint = preferred[self.rng.randrange(len(preferred))]
             pod.phase = "allocate"
         elif call.rpc == "Allocate":
             assert pod is not None
-            info = response.allocation_result.resource_allocation.get(CPU)
+            info = (answer or {}).get(CPU)
             if info is not None:
-                self._told((pod.uid, pod.container), info.allocation_result, call.rpc, seq, state)
+                key = (pod.uid, pod.container)
+                self._told(key, info.allocation_result, call.rpc, seq, state)
             pod.phase = "running"
         elif call.rpc == "RemovePod":
             assert pod is not None
@@ -272,7 +271,7 @@ class KubeletPeer:
                 del self.answers[key]
             del self.pods[pod.uid]
         elif call.rpc == "GetResourcesAllocation":
-            self._listed(response, seq, state)
+            self._listed(answer, seq, state)
         return f"kubelet {call.rpc} {pod.uid if pod else ''} ok"
 
     def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
@@ -280,22 +279,15 @@ class KubeletPeer:
         self.answers[key] = answer
         self.fresh.append((key, answer))
 
-    def _listed(self, response: pb.GetResourcesAllocationResponse, seq: int, state: Any) -> None:
-        for uid, resources in response.pod_resources.items():
-            for container, allocation in resources.container_resources.items():
-                info = allocation.resource_allocation.get(CPU)
+    def _listed(self, listing: Any, seq: int, state: Any) -> None:
+        for uid, containers in listing.items():
+            for container, resources in containers.items():
+                info = resources.get(CPU)
                 if info is not None and uid in self.pods:
-                    self._told(
-                        (uid, container),
-                        info.allocation_result,
-                        "GetResourcesAllocation",
-                        seq,
-                        state,
-                    )
+                    key = (uid, container)
+                    self._told(key, info.allocation_result, "GetResourcesAllocation", seq, state)
         if state is not None:
-            listed = {
-                (u, c) for u, r in response.pod_resources.items() for c in r.container_resources
-            }
+            listed = {(u, c) for u, containers in listing.items() for c in containers}
             held = {(e.pod_uid, e.container_name) for e in state.cpu.entries()}
             if listed != held:
                 self.disagreements.append(
