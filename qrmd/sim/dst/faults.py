@@ -104,6 +104,7 @@ def clear(sim: Simulation, kind: str) -> None:
     faults = sim.disk.faults
     if kind == "disk_full":
         faults.full = False
+        faults.free_bytes = None
     elif kind == "write_eio":
         faults.write_eio_p = 0.0
     elif kind == "fsync_eio":

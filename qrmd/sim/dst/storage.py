@@ -51,7 +51,10 @@ class DiskFaults:
     """What the disk does wrong, armed by the simulation from the seed.
 
     Attributes:
-        full: every write that adds bytes fails with ENOSPC, after a short write.
+        full: the disk is nearly full: the space left (``free_bytes``, a few hundred bytes
+            the seed picks when it fills) goes to the next writes, short ones at the end, then
+            every write fails with ENOSPC.
+        free_bytes: the space left while ``full`` (None until the first write sees it).
         write_eio_p: chance that a write fails with EIO.
         fsync_eio_p: chance that an fsync fails with EIO.
         slow_fsync_s: extra virtual seconds each fsync takes (0: none).
@@ -60,6 +63,7 @@ class DiskFaults:
     """
 
     full: bool = False
+    free_bytes: int | None = None
     write_eio_p: float = 0.0
     fsync_eio_p: float = 0.0
     slow_fsync_s: float = 0.0
@@ -68,6 +72,7 @@ class DiskFaults:
     def clear(self) -> None:
         """No fault armed."""
         self.full = False
+        self.free_bytes = None
         self.write_eio_p = self.fsync_eio_p = self.slow_fsync_s = 0.0
         self.crash_in_ops = None
 
@@ -189,10 +194,12 @@ class SimFileOps:
         if faults.write_eio_p and self.disk.rng.random() < faults.write_eio_p:
             raise OSError(errno.EIO, "input/output error (simulated)", path)
         if faults.full and data:
-            short = self.disk.rng.randrange(len(data))
-            if short == 0:
+            if faults.free_bytes is None:
+                faults.free_bytes = self.disk.rng.randrange(512)
+            if faults.free_bytes == 0:
                 raise OSError(errno.ENOSPC, "no space left on device (simulated)", path)
-            data = data[:short]
+            data = data[: faults.free_bytes]
+            faults.free_bytes -= len(data)
         f.data += data
         f.mtime = self.disk.clock.time()
         self.disk.version += 1
