@@ -41,7 +41,7 @@ from journal.lock import lock_directory
 from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
 from journal.recovery import Recovery, recover
 from journal.retention import Retention, apply_retention
-from journal.segments import create_segment, segment_name
+from journal.segments import SegmentLeftBehind, create_segment, segment_name
 from journal.settings import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -436,6 +436,17 @@ class Journal:
         old_fd = self._fd
         try:
             self._start_segment(seq)
+        except SegmentLeftBehind as exc:
+            # The new segment may be on disk starting at ``seq``: appending ``seq`` to the old
+            # one would make the next start refuse the journal. Refuse every append instead;
+            # the next start finds the empty segment after the last record, which is fine.
+            self.stats.append_failures += 1
+            self._failure = f"record {seq} was not journaled: {exc}"
+            _log.error("journal unhealthy: %s", self._failure)
+            raise JournalFailed(
+                f"journal {self.directory} is unhealthy: {self._failure}; it refuses every "
+                f"further append. Restart qrmd: recovery will decide from what the disk holds"
+            ) from exc
         except OSError as exc:
             self.stats.append_failures += 1
             raise JournalWriteError(

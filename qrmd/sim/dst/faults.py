@@ -14,6 +14,9 @@ Kinds (``--faults`` takes a comma-separated subset; the default is all):
 * ``kubelet_restart``: kubelet restarts: its calls in flight are lost, it registers the
   plugin again and asks for its options and allocations.
 * ``pod_source``: the pod source turns stale, failing or empty for a while.
+* ``actor_crash``: the StateStore or the Allocator is told a message it cannot handle and
+  dies; the Supervisor restarts it and the actors after it (rest-for-one), the store
+  recovering from the disk.
 
 A timed fault lasts a number of steps the seed picks, then clears. To add a kind: write a
 function ``(sim) -> str`` here (it arms the fault and returns what it did, for the trace) and
@@ -79,6 +82,13 @@ def _kubelet_restart(sim: Simulation) -> str:
     return "kubelet restarts and registers the plugin again"
 
 
+def _actor_crash(sim: Simulation) -> str:
+    name = sim.rng.choice(("store", "allocator"))
+    if sim.node.crash_actor(name):
+        return f"the {name} actor is told a message it cannot handle"
+    return f"the {name} actor is not running"
+
+
 def _pod_source(sim: Simulation) -> str:
     mode = MODES[1 + sim.rng.randrange(len(MODES) - 1)]
     sim.pod_source.mode = mode
@@ -95,6 +105,7 @@ FAULTS: dict[str, Callable[[Simulation], str]] = {
     "clock_jump": _clock_jump,
     "kubelet_restart": _kubelet_restart,
     "pod_source": _pod_source,
+    "actor_crash": _actor_crash,
 }
 FAULT_KINDS = tuple(FAULTS)
 

@@ -228,7 +228,11 @@ class KubeletPeer:
         if allocator is None:
             self._count(f"{rpc}:UNAVAILABLE")
             return f"kubelet {rpc}{who}: plugin down"
-        future = allocator.ask(command, block=False)
+        try:
+            future = allocator.ask(command, block=False)
+        except Exception as err:  # the Allocator is restarting: the server answers at once
+            self._count(f"{rpc}:{code_for(err).name}")
+            return f"kubelet {rpc}{who}: {code_for(err).name}"
         self.calls.append(Call(rpc, pod, future, self.clock.monotonic() + self.deadline_s))
         return f"kubelet sends {rpc}{who}"
 

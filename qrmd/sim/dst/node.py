@@ -1,39 +1,52 @@
-"""The simulated node's qrmd process: the real StateStore and Allocator actors on the scheduler.
+"""The simulated node's qrmd process: the real StateStore and Allocator under the real Supervisor.
 
 A boot does what ``qrmd run``'s state store and CPU plugin subsystems do
 (``qrmd.store.subsystem``, ``qrmd.cpu_plugin.subsystem``), with the simulation's ports: the
-StateStore opens the journal on the simulated disk with the virtual clock (and so recovers
-from whatever the disk kept), the Allocator starts from the store's recovered snapshot and
-commits through the real ``StateStoreCommitter``, and ``StartPolicy`` makes the pools
-(cpu-policy §6.2). A boot can fail (a disk fault during recovery or start-up, a crash inside
-it): the process is then down, and the simulation boots it again later, as kubelet's
-DaemonSet restarts a failed pod.
+Supervisor starts the StateStore, which opens the journal on the simulated disk with the
+virtual clock (and so recovers from whatever the disk kept), then the Allocator, built from
+the store's recovered snapshot and committing through the real ``StateStoreCommitter``, ready
+once ``StartPolicy`` made the pools (cpu-policy §6.2). The Supervisor runs without its monitor
+thread: the simulation calls ``check`` when time passes, and its back-off waits move the
+virtual clock. A boot can fail (a disk fault during recovery or start-up, a crash inside it):
+the process is then down, and the simulation boots it again later, as kubelet's DaemonSet
+restarts a failed pod.
 
 A crash kills every actor at once (nothing answered, inboxes lost) and keeps the disk; a power
-loss also drops what was not synced (``qrmd.sim.dst.storage``).
+loss also drops what was not synced (``qrmd.sim.dst.storage``). An actor crash (a message it
+cannot handle, told) stops one actor; the Supervisor restarts it and the ones after it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
-from actors.allocator_messages import StartPolicy
+from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.pod_source import PodSource
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
+from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from journal import Retention
 from policy.cpu.context import PolicyContext
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.runtime import Scheduler
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
 
-__all__ = ["JOURNAL_DIR", "SimNode", "store_config"]
+__all__ = ["JOURNAL_DIR", "Poison", "SimNode", "store_config"]
 
 JOURNAL_DIR = "/var/lib/qrmd/journal"
+STORE_CHILD = "store"
+ALLOCATOR_CHILD = "allocator"
+#: How often the Supervisor's monitor would poll (the simulation checks when time passes).
+POLL_INTERVAL_S = 0.5
+
+
+class Poison:
+    """A message no actor handles: told, it raises in the actor and stops it (a bug's crash)."""
 
 
 def store_config() -> StoreConfig:
@@ -75,54 +88,69 @@ class SimNode:
         self.ctx = ctx
         self.pods = pods
         self.config = store_config()
-        self.store: Any = None
-        self.allocator: Any = None
+        self.supervisor: Supervisor | None = None
+        self.allocator: SupervisedRef | None = None
+        self.store: SupervisedRef | None = None
         self.boots = 0
         self.last_boot_error: str | None = None
+        self._fs: SimFileOps | None = None
 
     @property
     def up(self) -> bool:
-        """Whether the process serves (both actors alive)."""
-        return (
-            self.store is not None
-            and self.allocator is not None
-            and self.store.is_alive()
-            and self.allocator.is_alive()
-        )
+        """Whether the process runs and its actors are available."""
+        return self.supervisor is not None and self.supervisor.available()
 
     def boot(self) -> bool:
-        """Start the process: recover, start the Allocator, StartPolicy. False if it failed."""
+        """Start the process: the Supervisor starts the store (recovery), then the Allocator
+        (``StartPolicy``). False if it failed (the process is down)."""
         self.boots += 1
-        fs = SimFileOps(self.disk)
-        config, topology, clock = self.config, self.ctx.topology, self.clock
-
-        def opener() -> StateStoreCore:
-            return StateStoreCore.open(config, topology, fs=fs, clock=clock)
-
-        store = self.scheduler.actor_class(StateStoreActor).start(opener)
+        self._fs = SimFileOps(self.disk)  # a new process: no descriptors, no locks
+        supervisor = Supervisor(
+            (
+                ChildSpec(STORE_CHILD, self._start_store, _wait_recovered),
+                ChildSpec(
+                    ALLOCATOR_CHILD,
+                    lambda refs: self._start_allocator(refs[STORE_CHILD]),
+                    _start_policy,
+                    unavailable=AllocatorUnavailable,
+                ),
+            ),
+            poll_interval_s=POLL_INTERVAL_S,
+            clock=self.clock,
+            wait=self._wait,
+            monitor=False,
+        )
         try:
-            if not store.is_alive():
-                raise RuntimeError("the state store failed to open its journal")
-            snapshot = store.ask(GetSnapshot(), timeout=600.0)
-            assert isinstance(snapshot, Snapshot)
-            core = AllocatorCore(
-                snapshot, self.ctx, StateStoreCommitter(store), clock.time, self.pods
-            )
-            allocator = self.scheduler.actor_class(AllocatorActor).start(core)
-            allocator.ask(StartPolicy(), timeout=60.0)
-        except (Exception, pykka.Timeout) as err:
-            self.last_boot_error = f"{type(err).__name__}: {err}"
-            self.scheduler.kill_all()
-            self.store = self.allocator = None
+            supervisor.start()
+        except SupervisorError as err:
+            self.last_boot_error = str(err)
+            self.crash()
             return False
-        self.store, self.allocator = store, allocator
+        self.supervisor = supervisor
+        self.store = supervisor.ref(STORE_CHILD)
+        self.allocator = supervisor.ref(ALLOCATOR_CHILD)
         self.last_boot_error = None
         return True
 
     def crash(self) -> None:
         """The process dies: every actor at once; the disk keeps what was written."""
         self.scheduler.kill_all()
-        self.store = self.allocator = None
+        self.supervisor = self.store = self.allocator = None
+
+    def crash_actor(self, name: str) -> bool:
+        """Tell ``name`` (``store`` or ``allocator``) a message it cannot handle; it dies when
+        the scheduler delivers it. False when the actor is not running."""
+        if self.supervisor is None:
+            return False
+        try:
+            self.supervisor.current(name).tell(Poison())
+        except Exception:
+            return False
+        return True
+
+    def watch(self) -> bool:
+        """The Supervisor's monitor, one poll: restart a dead actor (and those after it)."""
+        return self.supervisor is not None and self.supervisor.check()
 
     def store_core(self) -> StateStoreCore | None:
         """The StateStore's core while it runs (the invariants read its published state)."""
@@ -137,3 +165,41 @@ class SimNode:
             if isinstance(actor, AllocatorActor) and not actor.actor_stopped.is_set():
                 return actor.core
         return None
+
+    def dead_children(self) -> list[str]:
+        """Names of the supervised actors that are not alive."""
+        if self.supervisor is None:
+            return []
+        return [c.name for c in self.supervisor.status().children if not c.alive]
+
+    # -- the children, as the store and CPU plugin subsystems start them ----------------------
+
+    def _start_store(self, _refs: Mapping[str, Any]) -> pykka.ActorRef[Any]:
+        fs, config, topology, clock = self._fs, self.config, self.ctx.topology, self.clock
+
+        def opener() -> StateStoreCore:
+            return StateStoreCore.open(config, topology, fs=fs, clock=clock)
+
+        return self.scheduler.actor_class(StateStoreActor).start(opener)
+
+    def _start_allocator(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+        snapshot = store.ask(GetSnapshot(), timeout=600.0)
+        if not isinstance(snapshot, Snapshot):
+            raise TypeError(f"the state store answered GetSnapshot with {snapshot!r}")
+        core = AllocatorCore(
+            snapshot, self.ctx, StateStoreCommitter(store), self.clock.time, self.pods
+        )
+        return self.scheduler.actor_class(AllocatorActor).start(core)
+
+    def _wait(self, seconds: float) -> bool:
+        """The Supervisor's back-off wait: virtual time passes; it is never stopping."""
+        self.clock.advance(seconds)
+        return False
+
+
+def _wait_recovered(ref: pykka.ActorRef[Any]) -> None:
+    ref.ask(GetSnapshot(), timeout=600.0)
+
+
+def _start_policy(ref: pykka.ActorRef[Any]) -> None:
+    ref.ask(StartPolicy(), timeout=60.0)

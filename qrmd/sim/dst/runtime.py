@@ -74,10 +74,11 @@ class SimInbox:
 class SimFuture(pykka.Future[Any]):
     """A future resolved by the scheduler; ``get`` runs the scheduler until it resolves."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler | None = None) -> None:
         super().__init__()
+        # pykka builds a hook-only future with no arguments (``ActorRef.stop``'s converter).
         self._scheduler = scheduler
-        self.created_at = scheduler.clock.monotonic()
+        self.created_at = 0.0 if scheduler is None else scheduler.clock.monotonic()
         self.resolved_at: float | None = None
         self._value: Any = None
         self._exc_info: ExcInfo | None = None
@@ -100,6 +101,8 @@ class SimFuture(pykka.Future[Any]):
         return self._value
 
     def get(self, *, timeout: float | None = None) -> Any:
+        if self._get_hook is not None or self._scheduler is None:
+            return super().get(timeout=timeout)
         deadline = None if timeout is None else self.created_at + timeout
         if not self.done:
             self._scheduler.run_until(self, deadline)
@@ -113,6 +116,7 @@ class SimFuture(pykka.Future[Any]):
     def set(self, value: Any | None = None) -> None:
         if self.done:
             raise RuntimeError("a simulated future was set twice")
+        assert self._scheduler is not None
         self._value = value
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)
@@ -121,7 +125,7 @@ class SimFuture(pykka.Future[Any]):
         if self.done:
             raise RuntimeError("a simulated future was set twice")
         info = exc_info if exc_info is not None else sys.exc_info()
-        assert info[0] is not None and info[1] is not None
+        assert info[0] is not None and info[1] is not None and self._scheduler is not None
         self._exc_info = (info[0], info[1], info[2])
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)

@@ -172,7 +172,7 @@ class Simulation:
 
     def _step(self) -> str:
         self._expire()
-        if not self.node.up:
+        if self.node.supervisor is None:
             if self.rng.random() < 0.5:
                 return self._boot()
             self.clock.advance(self.rng.uniform(0.1, 2.0))
@@ -197,11 +197,35 @@ class Simulation:
             return self.kubelet.act(self.node.allocator)
         self.clock.advance(self.rng.uniform(0.01, 4.0))
         self.pod_source.poll()
-        if self.clock.monotonic() >= self.next_tick:
+        what = "time passes"
+        if self._watch():
+            what += "; the supervisor restarted actors"
+        if self.clock.monotonic() >= self.next_tick and self.node.store is not None:
             self.next_tick = self.clock.monotonic() + CHECKPOINT_TICK_S
-            self.node.store.tell(CheckpointIfDue(self.clock.time()))
-            return "time passes; checkpoint tick"
-        return "time passes"
+            try:
+                self.node.store.tell(CheckpointIfDue(self.clock.time()))
+            except Exception as err:  # the ticker's rule: a missed tick costs that tick only
+                return f"{what}; checkpoint tick missed: {type(err).__name__}"
+            return f"{what}; checkpoint tick"
+        return what
+
+    def _watch(self) -> bool:
+        """The Supervisor's poll; a restarted store recovered, and nothing may stay dead."""
+        restarted = self.node.watch()
+        if restarted:
+            core = self.node.store_core()
+            if core is not None:
+                self.world.recoveries.append((core.snapshot.seq, core.snapshot.state))
+        dead = self.node.dead_children()
+        if dead and not self._disk_faulty():
+            self.world.unsupervised.append(
+                f"actors {', '.join(dead)} still dead after the supervisor's poll"
+            )
+        return restarted
+
+    def _disk_faulty(self) -> bool:
+        f = self.disk.faults
+        return f.full or bool(f.write_eio_p or f.fsync_eio_p)
 
     def _boot(self) -> str:
         if not self.node.boot():
@@ -253,7 +277,10 @@ class Simulation:
             future.witness = (core.snapshot.seq, core.snapshot.state)
 
     def _refused(self, message: Any, error: BaseException) -> None:
-        if isinstance(message, Commit) and isinstance(error, CommitRefused):
+        # Only a plain ``CommitRefused`` promises that nothing was persisted. ``StoreUnavailable``
+        # also answers the commit whose cut-back failed (the journal then refuses everything
+        # and "the next start decides from what the disk holds", DESIGN.md step 3).
+        if isinstance(message, Commit) and type(error) is CommitRefused:
             core = self.node.store_core()
             if core is not None:
                 self.world.refused[core.snapshot.seq + 1] = pack(dict(message.cause), "cause")

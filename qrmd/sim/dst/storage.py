@@ -139,7 +139,7 @@ class SimFileOps:
         self.disk = disk
         self._fds: dict[int, tuple[SimFile, str]] = {}
         self._next_fd = 3
-        self._locks: set[str] = set()
+        self._locks: dict[int, str] = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -225,6 +225,7 @@ class SimFileOps:
 
     def close(self, fd: int) -> None:
         self._fds.pop(fd, None)
+        self._locks.pop(fd, None)  # closing the lock's descriptor releases the flock
 
     def rename(self, src: str, dst: str) -> None:
         self.disk.tick_op()
@@ -259,11 +260,11 @@ class SimFileOps:
         return None
 
     def lock(self, path: str) -> int:
-        if path in self._locks:
+        if path in self._locks.values():
             raise BlockingIOError(errno.EWOULDBLOCK, "locked", path)
-        self._locks.add(path)
         fd = self._next_fd
         self._next_fd += 1
+        self._locks[fd] = path
         return fd
 
     # -- helpers ------------------------------------------------------------------------------
