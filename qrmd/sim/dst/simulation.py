@@ -6,7 +6,8 @@ A step is one thing happening on the node, the seed choosing which:
 * the scheduler delivers one actor message (an Allocator call, a commit, a tick);
 * the kubelet acts (a new pod's hints, an Allocate, a listing, a RemovePod, a retry);
 * time passes (up to a few seconds): the store's checkpoint ticker fires when due, the pod
-  source polls;
+  source polls, the Supervisor polls its actors, and kubelet's liveness probe restarts a qrmd
+  whose store has refused every commit for 30 s;
 * a fault from the enabled kinds (``qrmd.sim.dst.faults``);
 * while the process is down, it boots again (recovering from the disk).
 
@@ -49,6 +50,8 @@ __all__ = ["Failure", "Outcome", "Simulation", "run"]
 
 #: How often the store's checkpoint ticker fires (virtual seconds).
 CHECKPOINT_TICK_S = 30.0
+#: How long /healthz may fail before kubelet's liveness probe restarts qrmd (virtual seconds).
+LIVENESS_S = 30.0
 #: Fault probability per step when faults are enabled.
 FAULT_RATE = 0.04
 
@@ -128,6 +131,7 @@ class Simulation:
         self.held: dict[str, int] = {}
         self.step_no = 0
         self.next_tick = CHECKPOINT_TICK_S
+        self.unhealthy_since: float | None = None
         self.trace: list[str] = []
         self.invariants_checked = 0
         self.failures: list[Failure] = []
@@ -200,6 +204,9 @@ class Simulation:
         what = "time passes"
         if self._watch():
             what += "; the supervisor restarted actors"
+        if self._liveness_failed():
+            self.crash_process()
+            return f"{what}; /healthz failed for {LIVENESS_S:g} s: kubelet restarts qrmd"
         if self.clock.monotonic() >= self.next_tick and self.node.store is not None:
             self.next_tick = self.clock.monotonic() + CHECKPOINT_TICK_S
             try:
@@ -222,6 +229,19 @@ class Simulation:
                 f"actors {', '.join(dead)} still dead after the supervisor's poll"
             )
         return restarted
+
+    def _liveness_failed(self) -> bool:
+        """kubelet's liveness probe: a store that refuses every commit (its journal could not
+        undo a failed write) reports unhealthy; after ``LIVENESS_S`` of that, the pod restarts
+        and the next start decides from what the disk holds (DESIGN.md, the commit protocol)."""
+        core = self.node.store_core()
+        if core is None or core.accepts_commits or core.status.health.healthy:
+            self.unhealthy_since = None
+            return False
+        now = self.clock.monotonic()
+        if self.unhealthy_since is None:
+            self.unhealthy_since = now
+        return now - self.unhealthy_since >= LIVENESS_S
 
     def _disk_faulty(self) -> bool:
         f = self.disk.faults
