@@ -18,6 +18,9 @@ The rules (DESIGN.md, the commit protocol and Journal):
   then calls ``write_checkpoint``, after which retention deletes what is no longer needed.
 - One process at a time: a ``flock`` on the journal directory itself (``journal.lock``) is
   held while it is open for writing.
+- Opening for writing fsyncs the newest segment and the directory: what recovery read (maybe
+  only in the page cache, after a crash between a write and its fsync) is durable before
+  anything is answered from it.
 """
 
 from __future__ import annotations
@@ -221,6 +224,12 @@ class Journal:
                     journal._path = position.path
                     journal._end = position.end
                     journal._header_end = position.header_end
+                    # fsync what recovery read before anything is answered from it: a
+                    # process that crashed between a record's write and its fsync leaves the
+                    # record in the page cache, recovery replays it, and without this a power
+                    # loss could still take it away after the new process answered from it.
+                    syncer.sync_file(journal._fd, position.path)
+                    syncer.sync_dir(directory)
                 journal.apply_retention()
         except BaseException:
             if lock_fd is not None:

@@ -17,6 +17,8 @@ Kinds (``--faults`` takes a comma-separated subset; the default is all):
 * ``actor_crash``: the StateStore or the Allocator is told a message it cannot handle and
   dies; the Supervisor restarts it and the actors after it (rest-for-one), the store
   recovering from the disk.
+* ``cpuset_drift``: a running container's real cpuset (its cgroup) drifts to every CPU for a
+  while; checkCPUSet reports it and changes nothing.
 
 A timed fault lasts a number of steps the seed picks, then clears. To add a kind: write a
 function ``(sim) -> str`` here (it arms the fault and returns what it did, for the trace) and
@@ -89,6 +91,15 @@ def _actor_crash(sim: Simulation) -> str:
     return f"the {name} actor is not running"
 
 
+def _cpuset_drift(sim: Simulation) -> str:
+    running = sorted(uid for uid, p in sim.kubelet.pods.items() if p.phase == "running")
+    if not running:
+        return "no running pod to drift"
+    uid = running[sim.rng.randrange(len(running))]
+    sim.cgroups.drifted.add(uid)
+    return f"cpuset of {uid} drifts for {sim.hold('cpuset_drift')} steps"
+
+
 def _pod_source(sim: Simulation) -> str:
     mode = MODES[1 + sim.rng.randrange(len(MODES) - 1)]
     sim.pod_source.mode = mode
@@ -106,6 +117,7 @@ FAULTS: dict[str, Callable[[Simulation], str]] = {
     "kubelet_restart": _kubelet_restart,
     "pod_source": _pod_source,
     "actor_crash": _actor_crash,
+    "cpuset_drift": _cpuset_drift,
 }
 FAULT_KINDS = tuple(FAULTS)
 
@@ -124,6 +136,8 @@ def clear(sim: Simulation, kind: str) -> None:
         faults.slow_fsync_s = 0.0
     elif kind == "pod_source":
         sim.pod_source.mode = "healthy"
+    elif kind == "cpuset_drift":
+        sim.cgroups.drifted.clear()
 
 
 def parse_kinds(text: str) -> tuple[str, ...]:

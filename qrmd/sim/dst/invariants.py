@@ -11,6 +11,8 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
   StateStore's published state at the same seq.
 * ``acknowledged-survive``: after every recovery (crash, power loss), the journal holds every
   seq an answer to kubelet was given from, and every container kubelet was told it has.
+* ``allocated-stay``: a container kubelet was allocated stays in the live state until kubelet
+  sends its pod's RemovePod (the residual checker removes only pods the pod list misses).
 * ``kubelet-answer-agrees``: each Allocate answer names the cpuset the durable state held when
   it was given, and each allocation listing names exactly the containers the state held.
 * ``journal-holds-no-refused-record``: a commit refused with ``CommitRefused`` (nothing was
@@ -164,6 +166,19 @@ def acknowledged_survive(world: World) -> list[str]:
     return out
 
 
+def allocated_stay(world: World) -> list[str]:
+    state = _live_state(world)
+    if state is None:
+        return []
+    kubelet = world.kubelet
+    out = []
+    for (uid, container), answer in sorted(kubelet.answers.items()):
+        held = state.cpu.entry(uid, container) is not None
+        if answer.rpc == "Allocate" and uid not in kubelet.removal_sent and not held:
+            out.append(f"{uid}/{container} runs on {answer.cpus} but the state dropped it")
+    return out
+
+
 def kubelet_answer_agrees(world: World) -> list[str]:
     kubelet = world.kubelet
     out = list(kubelet.disagreements)
@@ -205,6 +220,7 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("pools-as-spec", pools_as_spec),
     ("replay-equals-live", replay_equals_live),
     ("acknowledged-survive", acknowledged_survive),
+    ("allocated-stay", allocated_stay),
     ("kubelet-answer-agrees", kubelet_answer_agrees),
     ("journal-holds-no-refused-record", journal_holds_no_refused_record),
     ("health-truthful", health_truthful),

@@ -25,6 +25,9 @@ import pykka
 
 from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
+from actors.checkers import CheckersActor, CheckersCore, CheckersPorts
+from actors.checkers_messages import CheckerSettings
+from actors.ports.cgroups import CpusetReader
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.pod_source import PodSource
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
@@ -32,6 +35,7 @@ from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from journal import Retention
 from policy.cpu.context import PolicyContext
+from policy.state.sections import State
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.runtime import Scheduler
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
@@ -41,6 +45,9 @@ __all__ = ["JOURNAL_DIR", "Poison", "SimNode", "store_config"]
 JOURNAL_DIR = "/var/lib/qrmd/journal"
 STORE_CHILD = "store"
 ALLOCATOR_CHILD = "allocator"
+CHECKERS_CHILD = "checkers"
+#: The checkers' periods, short so that residual rounds happen within a few hundred steps.
+CHECKER_SETTINGS = CheckerSettings(residual_period_s=5.0, cpuset_period_s=5.0)
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
 POLL_INTERVAL_S = 0.5
 
@@ -71,7 +78,8 @@ class SimNode:
         disk: the node's disk, which outlives the process.
         clock: the virtual clock.
         ctx: the CPU policy's topology, reserve and settings.
-        pods: the pod source port the Allocator reads.
+        pods: the pod source port the Allocator and the checkers read.
+        cgroups: the cgroups port checkCPUSet reads (None: no checkers run).
     """
 
     def __init__(
@@ -81,8 +89,14 @@ class SimNode:
         clock: VirtualClock,
         ctx: PolicyContext,
         pods: PodSource | None = None,
+        *,
+        cgroups: CpusetReader | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.cgroups = cgroups
+        self.latest: Snapshot | None = None
+        #: handler → its last error (None: Ready), as the checkers report to /healthz.
+        self.checks: dict[str, str | None] = {}
         self.disk = disk
         self.clock = clock
         self.ctx = ctx
@@ -91,6 +105,7 @@ class SimNode:
         self.supervisor: Supervisor | None = None
         self.allocator: SupervisedRef | None = None
         self.store: SupervisedRef | None = None
+        self.checkers: SupervisedRef | None = None
         self.boots = 0
         self.last_boot_error: str | None = None
         self._fs: SimFileOps | None = None
@@ -114,6 +129,16 @@ class SimNode:
                     _start_policy,
                     unavailable=AllocatorUnavailable,
                 ),
+                *(
+                    ()
+                    if self.cgroups is None or self.pods is None
+                    else (
+                        ChildSpec(
+                            CHECKERS_CHILD,
+                            lambda refs: self._start_checkers(refs[ALLOCATOR_CHILD]),
+                        ),
+                    )
+                ),
             ),
             poll_interval_s=POLL_INTERVAL_S,
             clock=self.clock,
@@ -129,13 +154,16 @@ class SimNode:
         self.supervisor = supervisor
         self.store = supervisor.ref(STORE_CHILD)
         self.allocator = supervisor.ref(ALLOCATOR_CHILD)
+        if self.cgroups is not None and self.pods is not None:
+            self.checkers = supervisor.ref(CHECKERS_CHILD)
         self.last_boot_error = None
         return True
 
     def crash(self) -> None:
         """The process dies: every actor at once; the disk keeps what was written."""
         self.scheduler.kill_all()
-        self.supervisor = self.store = self.allocator = None
+        self.supervisor = self.store = self.allocator = self.checkers = None
+        self.latest = None
 
     def crash_actor(self, name: str) -> bool:
         """Tell ``name`` (``store`` or ``allocator``) a message it cannot handle; it dies when
@@ -178,9 +206,33 @@ class SimNode:
         fs, config, topology, clock = self._fs, self.config, self.ctx.topology, self.clock
 
         def opener() -> StateStoreCore:
-            return StateStoreCore.open(config, topology, fs=fs, clock=clock)
+            core = StateStoreCore.open(config, topology, fs=fs, clock=clock)
+            self.latest = core.snapshot
+            return core
 
-        return self.scheduler.actor_class(StateStoreActor).start(opener)
+        return self.scheduler.actor_class(StateStoreActor).start(opener, [self._publish])
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        """The store's snapshot subscriber (what the pods subsystem keeps for the checkers)."""
+        self.latest = snapshot
+
+    def _start_checkers(self, allocator: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+        assert self.pods is not None and self.cgroups is not None
+        ports = CheckersPorts(
+            pods=self.pods,
+            state=self._latest_state,
+            allocator=allocator,
+            cpusets=self.cgroups,
+            report=self._report,
+        )
+        core = CheckersCore(ports, self.ctx, CHECKER_SETTINGS)
+        return self.scheduler.actor_class(CheckersActor).start(core)
+
+    def _latest_state(self) -> State | None:
+        return None if self.latest is None else self.latest.state
+
+    def _report(self, handler: str, error: str | None) -> None:
+        self.checks[handler] = error
 
     def _start_allocator(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
         snapshot = store.ask(GetSnapshot(), timeout=600.0)

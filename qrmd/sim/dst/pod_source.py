@@ -35,15 +35,12 @@ class SimPodSource:
         if self.mode == "empty":
             self._latest = PodListSnapshot.of([], now)
             return
-        pods = [
-            PodListing(
-                p.uid,
-                "sim",
-                f"pod-{p.uid}",
-                "Pending" if p.phase in ("hints", "allocate") else "Running",
-            )
-            for p in self._kubelet.pods.values()
-        ]
+        pods = []
+        for p in self._kubelet.pods.values():
+            admitting = p.phase in ("hints", "allocate")
+            ids = {} if admitting else {p.container: f"containerd://{p.uid}-{p.container}"}
+            phase = "Pending" if admitting else "Running"
+            pods.append(PodListing(p.uid, "sim", f"pod-{p.uid}", phase, ids))
         self._latest = PodListSnapshot.of(pods, now)
 
     def latest(self) -> PodListSnapshot | None:

@@ -31,12 +31,14 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from actors.checkers_messages import PodListFetched
 from actors.store_messages import CheckpointIfDue, Commit, CommitRefused
 from journal.records import pack
 from policy.cpu.context import PolicyContext
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.sim.dst import faults as fault_kinds
+from qrmd.sim.dst.cgroups import SimCgroups
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.defects import planted
 from qrmd.sim.dst.invariants import INVARIANTS, World
@@ -120,10 +122,16 @@ class Simulation:
         self.scheduler = Scheduler(self.rng, self.clock)
         self.disk = SimDisk(self.rng, self.clock)
         topology = generate_dummy_cpu_topology(16, 2, 4)
-        self.ctx = PolicyContext(topology=topology, reserved=CPUSet.parse("0,2"))
+        # Three sightings: residual rounds remove pods within a few hundred steps.
+        self.ctx = PolicyContext(
+            topology=topology, reserved=CPUSet.parse("0,2"), residual_sightings=3
+        )
         self.kubelet = KubeletPeer(self.rng, self.clock)
         self.pod_source = SimPodSource(self.kubelet, self.clock)
-        self.node = SimNode(self.scheduler, self.disk, self.clock, self.ctx, self.pod_source)
+        self.cgroups = SimCgroups(self.kubelet, topology.cpu_details.cpus())
+        self.node = SimNode(
+            self.scheduler, self.disk, self.clock, self.ctx, self.pod_source, cgroups=self.cgroups
+        )
         self.world = World(self.node, self.disk, self.kubelet, self.ctx)
         self.kinds = faults
         self.fault_budget = fault_budget
@@ -202,6 +210,12 @@ class Simulation:
         self.clock.advance(self.rng.uniform(0.01, 4.0))
         self.pod_source.poll()
         what = "time passes"
+        if self.node.checkers is not None:
+            try:
+                # The publisher's tell after each fetch: the pod handlers due run on it.
+                self.node.checkers.tell(PodListFetched(self.clock.time()))
+            except Exception as err:
+                what += f"; pod list not told: {type(err).__name__}"
         if self._watch():
             what += "; the supervisor restarted actors"
         if self._liveness_failed():

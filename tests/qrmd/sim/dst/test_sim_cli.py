@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from qrmd.cli import main
+from tests.qrmd.sim.dst.test_teeth import first_failing_seed
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -71,20 +72,29 @@ def test_json_has_the_documented_keys_and_a_clean_run_exits_0(
 def test_a_failure_exits_1_naming_seed_step_invariant_and_the_replay(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = run_cli(capsys, "run", "--seed", "0", "--plant", "skip-dedicated-disjointness")
+    seed = first_failing_seed("skip-dedicated-disjointness")
+    assert seed is not None
+    code, _, err = run_cli(
+        capsys, "run", "--seed", str(seed), "--plant", "skip-dedicated-disjointness"
+    )
     assert code == 1
-    assert "seed 0 failed at step" in err and "exclusive-cpus-disjoint" in err
+    assert f"seed {seed} failed at step" in err and "exclusive-cpus-disjoint" in err
     replay = err.split("replay it: ")[1].strip()
-    assert replay.startswith("qrmd sim run --seed 0 --steps ")
+    assert replay.startswith(f"qrmd sim run --seed {seed} --steps ")
     code, _, again = run_cli(capsys, *replay.split()[2:])
     assert code == 1 and again == err
 
 
 def test_shrink_prints_a_smaller_reproduction(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "shrink", "--seed", "7", "--plant", "ack-before-fsync", "--json")
+    seed = first_failing_seed("ack-before-fsync")
+    assert seed is not None
+    code, out, _ = run_cli(
+        capsys, "shrink", "--seed", str(seed), "--plant", "ack-before-fsync", "--json"
+    )
     doc = json.loads(out)
-    assert code == 1 and doc["faults"] == ["power_loss"]
+    assert code == 1 and "power_loss" in doc["faults"]
     assert doc["failure"]["invariant"] == "acknowledged-survive"
+    assert doc["replay"].startswith(f"qrmd sim run --seed {seed} --steps {doc['steps']} ")
 
 
 def test_shrinking_a_seed_that_does_not_fail_says_so(capsys: pytest.CaptureFixture[str]) -> None:
