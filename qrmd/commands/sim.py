@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="KINDS",
             help="fault kinds to inject, comma-separated, or 'all' or 'none' "
             "(crash, power_loss, disk_full, write_eio, fsync_eio, slow_fsync, clock_jump, "
-            "kubelet_restart, pod_source; default all)",
+            "kubelet_restart, pod_source, actor_crash, cpuset_drift; default all)",
         )
         action.add_argument(
             "--fault-budget",
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="DEFECT",
             help="switch on a planted defect, to check that the simulation finds it "
             "(ack-before-fsync, stale-snapshot, no-rollback, skip-dedicated-disjointness, "
-            "forget-unanswered-commit)",
+            "forget-unanswered-commit, count-empty-listing)",
         )
         action.add_argument("--json", action="store_true", help="print one JSON object")
         action.set_defaults(error_prefix=action.prog)

@@ -12,6 +12,8 @@ code carries no switch) and undone afterwards:
   and the next append lands after it.
 * ``skip-dedicated-disjointness``: a NUMA node's available CPUs forget the dedicated ones
   already taken, on the hints and Allocate path, so two pods can get the same CPUs.
+* ``count-empty-listing``: the residual check counts an empty pod listing as evidence (a
+  restarting kubelet answers empty), so every pod the node runs looks residual and is removed.
 * ``forget-unanswered-commit``: a writer whose commit went unanswered (a slow fsync past its
   timeout) forgets that the record may still land, so it never re-reads the durable state and
   decides the next call on a snapshot the disk has left behind.
@@ -26,9 +28,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import actors.checkers
 from actors.ports.commit import AdoptedSnapshot
 from journal.syncer import Syncer
 from journal.writer import Journal
+from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
 from policy.state.cpu_state import CPUState
 from policy.topology.cpuset import CPUSet
 
@@ -77,12 +81,29 @@ def _forget_unanswered_commit() -> tuple[Any, str, Any]:
     return AdoptedSnapshot, "commit", commit
 
 
+def _count_empty_listing() -> tuple[Any, str, Any]:
+    def observe(
+        previous: ResidualEvidence,
+        state: CPUState,
+        listing: Listing | None,
+        sightings_to_removal: int,
+    ) -> ResidualEvidence:
+        if listing is not None and not listing.pod_uids:
+            # The rule "an empty listing removes nothing" skipped: a placeholder uid makes the
+            # listing count while it still lists none of the node's pods.
+            listing = Listing(frozenset({"(empty)"}), listing.fetched_at)
+        return observe_listing(previous, state, listing, sightings_to_removal)
+
+    return actors.checkers, "observe_listing", observe
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
     "no-rollback": _no_rollback,
     "skip-dedicated-disjointness": _skip_dedicated_disjointness,
     "forget-unanswered-commit": _forget_unanswered_commit,
+    "count-empty-listing": _count_empty_listing,
 }
 
 

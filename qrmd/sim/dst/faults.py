@@ -103,7 +103,8 @@ def _cpuset_drift(sim: Simulation) -> str:
 def _pod_source(sim: Simulation) -> str:
     mode = MODES[1 + sim.rng.randrange(len(MODES) - 1)]
     sim.pod_source.mode = mode
-    return f"pod source {mode} for {sim.hold('pod_source')} steps"
+    # Long enough, at times, for several residual rounds to see it.
+    return f"pod source {mode} for {sim.hold('pod_source', 80)} steps"
 
 
 FAULTS: dict[str, Callable[[Simulation], str]] = {

@@ -46,8 +46,10 @@ JOURNAL_DIR = "/var/lib/qrmd/journal"
 STORE_CHILD = "store"
 ALLOCATOR_CHILD = "allocator"
 CHECKERS_CHILD = "checkers"
-#: The checkers' periods, short so that residual rounds happen within a few hundred steps.
-CHECKER_SETTINGS = CheckerSettings(residual_period_s=5.0, cpuset_period_s=5.0)
+#: The checkers' periods (seconds), short so that residual rounds happen within a few hundred
+#: steps; the sightings come from the policy's context, as the pods subsystem takes them.
+RESIDUAL_PERIOD_S = 2.0
+CPUSET_PERIOD_S = 5.0
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
 POLL_INTERVAL_S = 0.5
 
@@ -225,7 +227,12 @@ class SimNode:
             cpusets=self.cgroups,
             report=self._report,
         )
-        core = CheckersCore(ports, self.ctx, CHECKER_SETTINGS)
+        settings = CheckerSettings(
+            residual_sightings=self.ctx.residual_sightings,
+            residual_period_s=RESIDUAL_PERIOD_S,
+            cpuset_period_s=CPUSET_PERIOD_S,
+        )
+        core = CheckersCore(ports, self.ctx, settings)
         return self.scheduler.actor_class(CheckersActor).start(core)
 
     def _latest_state(self) -> State | None:

@@ -287,9 +287,10 @@ class Simulation:
         self.disk.faults.crash_in_ops = None
         self.kubelet.connection_lost()
 
-    def hold(self, kind: str) -> int:
-        """Keep the timed fault ``kind`` for a number of steps the seed picks; returns it."""
-        steps = self.rng.randrange(3, 25)
+    def hold(self, kind: str, longest: int = 25) -> int:
+        """Keep the timed fault ``kind`` for a number of steps the seed picks (3 up to
+        ``longest``); returns it."""
+        steps = self.rng.randrange(3, longest)
         self.held[kind] = self.step_no + steps
         return steps
 

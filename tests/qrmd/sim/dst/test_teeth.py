@@ -47,6 +47,11 @@ def first_failing_seed(defect: str) -> int | None:
             id="forgetting taken dedicated CPUs gives one CPU to two pods",
         ),
         pytest.param(
+            "count-empty-listing",
+            {"allocated-stay"},
+            id="counting an empty pod listing removes pods kubelet runs",
+        ),
+        pytest.param(
             "forget-unanswered-commit",
             # Deciding on a state the disk left behind breaks whichever rule it meets first.
             {"kubelet-answer-agrees", "pools-as-spec", "exclusive-cpus-disjoint"},
@@ -97,4 +102,5 @@ def test_every_defect_has_a_case() -> None:
         "no-rollback",
         "skip-dedicated-disjointness",
         "forget-unanswered-commit",
+        "count-empty-listing",
     }
