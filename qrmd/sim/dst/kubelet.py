@@ -19,6 +19,7 @@ whose removal was acknowledged, and every pod a removal was ever sent for.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
@@ -27,6 +28,7 @@ import grpc
 
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.topology.cpuset import CPUSet
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.runtime import SimFuture
 from wire.errors import code_for
@@ -124,6 +126,7 @@ class Call:
     pod: SimPod | None
     future: SimFuture
     deadline: float
+    sent_seq: int = -1
 
 
 @dataclass(slots=True)
@@ -153,6 +156,9 @@ class KubeletPeer:
     #: Answers told since the invariants last looked.
     fresh: list[tuple[tuple[str, str], Answer]] = field(default_factory=list)
     plugin: LoopbackPlugin = field(default_factory=LoopbackPlugin.new)
+    #: The durable seq now (-1 while qrmd is down): a listing answered with no commit since
+    #: it was sent must agree with the state exactly.
+    seq_now: Callable[[], int] = lambda: -1
 
     # -- acting -------------------------------------------------------------------------------
 
@@ -233,7 +239,8 @@ class KubeletPeer:
         except Exception as err:  # the Allocator is restarting: the server answers at once
             self._count(f"{rpc}:{code_for(err).name}")
             return f"kubelet {rpc}{who}: {code_for(err).name}"
-        self.calls.append(Call(rpc, pod, future, self.clock.monotonic() + self.deadline_s))
+        deadline = self.clock.monotonic() + self.deadline_s
+        self.calls.append(Call(rpc, pod, future, deadline, self.seq_now()))
         return f"kubelet sends {rpc}{who}"
 
     def _failed(self, call: Call, code: grpc.StatusCode) -> str:
@@ -275,7 +282,7 @@ class KubeletPeer:
                 del self.answers[key]
             del self.pods[pod.uid]
         elif call.rpc == "GetResourcesAllocation":
-            self._listed(answer, seq, state)
+            self._listed(answer, seq, state, settled=seq != call.sent_seq)
         return f"kubelet {call.rpc} {pod.uid if pod else ''} ok"
 
     def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
@@ -283,21 +290,45 @@ class KubeletPeer:
         self.answers[key] = answer
         self.fresh.append((key, answer))
 
-    def _listed(self, listing: Any, seq: int, state: Any) -> None:
+    def _listed(self, listing: Any, seq: int, state: Any, *, settled: bool) -> None:
+        """A listing: kept as the containers' last answers, and checked against the state.
+
+        Its containers must be the state's. Its cpusets must be the state's too, unless the
+        listing itself (or anything since it was sent) committed: the call that settles a
+        ramp-up answers the cpuset from before the adjustment (spec cpu-policy §15.6), and the
+        next one the new one.
+        """
         for uid, containers in listing.items():
             for container, resources in containers.items():
                 info = resources.get(CPU)
                 if info is not None and uid in self.pods:
                     key = (uid, container)
                     self._told(key, info.allocation_result, "GetResourcesAllocation", seq, state)
-        if state is not None:
-            listed = {(u, c) for u, containers in listing.items() for c in containers}
-            held = {(e.pod_uid, e.container_name) for e in state.cpu.entries()}
-            if listed != held:
-                self.disagreements.append(
-                    f"GetResourcesAllocation at seq {seq} listed {sorted(listed)} but the state "
-                    f"holds {sorted(held)}"
-                )
+        if state is None:
+            return
+        listed = {(u, c) for u, containers in listing.items() for c in containers}
+        held = {(e.pod_uid, e.container_name) for e in state.cpu.entries()}
+        if listed != held:
+            self.disagreements.append(
+                f"GetResourcesAllocation at seq {seq} listed {sorted(listed)} but the state "
+                f"holds {sorted(held)}"
+            )
+            return
+        if settled:
+            return
+        cpu = state.cpu
+        for uid, containers in sorted(listing.items()):
+            for container, resources in sorted(containers.items()):
+                info = resources.get(CPU)
+                if info is None:
+                    continue
+                held_cpus, _ = cpu.placement_cpus(cpu.require_entry(uid, container).placement)
+                if CPUSet.parse(info.allocation_result) != held_cpus:
+                    self.disagreements.append(
+                        f"GetResourcesAllocation at seq {seq} (nothing committed since it was "
+                        f"sent) told {uid}/{container} {info.allocation_result}; the state "
+                        f"holds {held_cpus}"
+                    )
 
     def _new_pod(self) -> SimPod:
         self._next_uid += 1

@@ -127,6 +127,7 @@ class Simulation:
             topology=topology, reserved=CPUSet.parse("0,2"), residual_sightings=3
         )
         self.kubelet = KubeletPeer(self.rng, self.clock)
+        self.kubelet.seq_now = self._seq
         self.pod_source = SimPodSource(self.kubelet, self.clock)
         self.cgroups = SimCgroups(self.kubelet, topology.cpu_details.cpus())
         self.node = SimNode(
