@@ -41,17 +41,16 @@ RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
 #: QoS levels and their share of new pods.
 KINDS = ("shared", "shared", "shared", "dedicated", "dedicated_exclusive", "reclaimed")
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-#: The RPC each command answers (``policy.cpu.commands``' class names are the RPCs' names).
-_RPC_OF = {
-    name: name
-    for name in (
+#: The RPCs kubelet makes; ``policy.cpu.commands``' class names are the RPCs' names.
+RPCS = frozenset(
+    (
         "GetTopologyHints",
         "Allocate",
         "RemovePod",
         "GetResourcesAllocation",
         "GetResourcePluginOptions",
     )
-}
+)
 
 
 @dataclass(slots=True)
@@ -229,7 +228,8 @@ class KubeletPeer:
         return out
 
     def _send(self, allocator: Any, pod: SimPod | None, command: Any) -> str:
-        rpc = _RPC_OF[type(command).__name__]
+        rpc = type(command).__name__
+        assert rpc in RPCS, rpc
         who = f" {pod.uid}" if pod is not None else ""
         if allocator is None:
             self._count(f"{rpc}:UNAVAILABLE")
