@@ -344,6 +344,15 @@ class Supervisor:
         if wait and self._wait(wait):
             return  # stopping: ``stop`` takes the children down
         while not self._stopping.is_set():
+            # A child before ``index`` may have died meanwhile (the store, while the Allocator
+            # restarts): restart from it, or every attempt would start on a dead dependency
+            # and fail for ever.
+            earlier = next(
+                (i for i, c in enumerate(self._children[:index]) if not c.is_alive()), None
+            )
+            if earlier is not None:
+                self._children[earlier].last_failure = "died"
+                index = earlier
             self._stop_from(index)
             for child in self._children[index:]:
                 child.restarts += 1

@@ -18,8 +18,9 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
 * ``journal-holds-no-refused-record``: a commit refused with ``CommitRefused`` (nothing was
   persisted) never shows up in the journal at the seq it would have had.
 * ``health-truthful``: the store reports itself healthy only while it accepts commits.
-* ``actors-supervised``: no actor stays dead unnoticed: after the Supervisor's poll, with no
-  disk fault in the way of a restart, every supervised actor is alive again.
+* ``actors-supervised``: no actor dead without its supervisor knowing: a poll that leaves an
+  actor dead noticed it (and tried to restart it), and with no disk fault in the way of a
+  restart every supervised actor is alive again after the poll.
 
 To add one: write a function here taking the ``World`` and returning messages, and add it to
 ``INVARIANTS``; docs/simulation.md says more.

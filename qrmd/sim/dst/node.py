@@ -50,6 +50,8 @@ CHECKERS_CHILD = "checkers"
 #: steps; the sightings come from the policy's context, as the pods subsystem takes them.
 RESIDUAL_PERIOD_S = 2.0
 CPUSET_PERIOD_S = 5.0
+#: Back-off waits the Supervisor may make within one step (see ``SimNode._wait``).
+WAITS_PER_STEP = 3
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
 POLL_INTERVAL_S = 0.5
 
@@ -111,6 +113,7 @@ class SimNode:
         self.boots = 0
         self.last_boot_error: str | None = None
         self._fs: SimFileOps | None = None
+        self._waits_left = WAITS_PER_STEP
 
     @property
     def up(self) -> bool:
@@ -250,10 +253,18 @@ class SimNode:
         )
         return self.scheduler.actor_class(AllocatorActor).start(core)
 
+    def begin_step(self) -> None:
+        """A new step of the simulation: the Supervisor may wait again (``_wait``)."""
+        self._waits_left = WAITS_PER_STEP
+
     def _wait(self, seconds: float) -> bool:
-        """The Supervisor's back-off wait: virtual time passes; it is never stopping."""
+        """The Supervisor's back-off wait: virtual time passes. A restart that keeps failing
+        retries for ever on a real node, while the world goes on; here the world moves between
+        steps only, so after a few waits in one step the wait answers "stopping": the
+        Supervisor gives up this round and its next ``check`` tries again."""
         self.clock.advance(seconds)
-        return False
+        self._waits_left -= 1
+        return self._waits_left < 0
 
 
 def _wait_recovered(ref: pykka.ActorRef[Any]) -> None:

@@ -185,6 +185,7 @@ class Simulation:
 
     def _step(self) -> str:
         self._expire()
+        self.node.begin_step()
         if self.node.supervisor is None:
             if self.rng.random() < 0.5:
                 return self._boot()
@@ -238,10 +239,19 @@ class Simulation:
             core = self.node.store_core()
             if core is not None:
                 self.world.recoveries.append((core.snapshot.seq, core.snapshot.state))
-        dead = self.node.dead_children()
-        if dead and not self._disk_faulty():
+        supervisor = self.node.supervisor
+        if supervisor is None:
+            return restarted
+        dead = [c for c in supervisor.status().children if not c.alive]
+        if dead and not restarted:
+            names = ", ".join(c.name for c in dead)
             self.world.unsupervised.append(
-                f"actors {', '.join(dead)} still dead after the supervisor's poll"
+                f"actors {names} are dead and the supervisor's poll did not notice"
+            )
+        elif dead and not self._disk_faulty():
+            failures = "; ".join(f"{c.name}: {c.last_failure}" for c in dead)
+            self.world.unsupervised.append(
+                f"actors still dead after the supervisor's poll on a healthy disk ({failures})"
             )
         return restarted
 
@@ -259,8 +269,14 @@ class Simulation:
         return now - self.unhealthy_since >= LIVENESS_S
 
     def _disk_faulty(self) -> bool:
+        """Whether a disk fault may keep a restart from succeeding (a slow fsync past the
+        commit timeout fails ``StartPolicy``, as it would on a node)."""
         f = self.disk.faults
-        return f.full or bool(f.write_eio_p or f.fsync_eio_p)
+        return (
+            f.full
+            or bool(f.write_eio_p or f.fsync_eio_p or f.slow_fsync_s)
+            or f.crash_in_ops is not None
+        )
 
     def _boot(self) -> str:
         if not self.node.boot():
