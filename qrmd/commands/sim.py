@@ -23,6 +23,7 @@ from qrmd.commands import CommandError
 from qrmd.sim.dst.defects import DEFECTS
 from qrmd.sim.dst.faults import FAULT_KINDS, parse_kinds
 from qrmd.sim.dst.shrink import shrink
+from qrmd.sim.dst.simulation import FAULT_RATE, MAX_FAULT_RATE
 from qrmd.sim.dst.simulation import run as simulate
 
 __all__ = ["register", "run"]
@@ -63,6 +64,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help="inject at most N faults (default: no limit)",
         )
         action.add_argument(
+            "--fault-rate",
+            default=str(FAULT_RATE),
+            metavar="R",
+            help=f"chance that a step is a fault, 0 to {MAX_FAULT_RATE} (default %(default)s)",
+        )
+        action.add_argument(
             "--plant",
             default=None,
             metavar="DEFECT",
@@ -98,6 +105,7 @@ class SimArgs:
     budget: int | None
     plant: str | None
     as_json: bool
+    fault_rate: float = FAULT_RATE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,20 +119,34 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--faults: {err}") from None
     if args.plant is not None and args.plant not in DEFECTS:
         raise CommandError(f"--plant: unknown defect {args.plant!r}; known: {', '.join(DEFECTS)}")
-    checked = SimArgs(seed, steps, kinds, budget, args.plant, args.json)
+    try:
+        rate = float(args.fault_rate)
+    except ValueError:
+        raise CommandError(f"--fault-rate must be a number, got {args.fault_rate!r}") from None
+    if not 0 <= rate <= MAX_FAULT_RATE:
+        raise CommandError(f"--fault-rate must lie between 0 and {MAX_FAULT_RATE}, got {rate}")
+    checked = SimArgs(seed, steps, kinds, budget, args.plant, args.json, rate)
     if args.action == "shrink":
         return _shrink(checked)
     return _run(checked, args.trace)
 
 
 def replay_command(
-    seed: int, steps: int, kinds: Sequence[str], budget: int | None, plant: str | None
+    seed: int,
+    steps: int,
+    kinds: Sequence[str],
+    budget: int | None,
+    plant: str | None,
+    *,
+    fault_rate: float = FAULT_RATE,
 ) -> str:
     """The command line that replays a run."""
     faults = "all" if tuple(kinds) == FAULT_KINDS else (",".join(kinds) or "none")
     out = f"qrmd sim run --seed {seed} --steps {steps} --faults {faults}"
     if budget is not None:
         out += f" --fault-budget {budget}"
+    if fault_rate != FAULT_RATE:
+        out += f" --fault-rate {fault_rate:g}"
     if plant is not None:
         out += f" --plant {plant}"
     return out
@@ -139,11 +161,11 @@ def _run(args: SimArgs, trace: str | None) -> int:
         args.plant,
         args.as_json,
     )
-    outcome = simulate(seed, steps, kinds, budget, plant)
+    outcome = simulate(seed, steps, kinds, budget, plant, fault_rate=args.fault_rate)
     if trace is not None:
         with open(trace, "w", encoding="utf-8") as handle:
             handle.write("\n".join(outcome.trace) + "\n")
-    replay = replay_command(seed, outcome.steps, kinds, budget, plant)
+    replay = replay_command(seed, outcome.steps, kinds, budget, plant, fault_rate=args.fault_rate)
     if as_json:
         doc = outcome.as_json()
         doc["replay"] = replay
@@ -176,11 +198,13 @@ def _shrink(args: SimArgs) -> int:
         args.plant,
         args.as_json,
     )
-    found = shrink(seed, steps, kinds, budget, plant)
+    found = shrink(seed, steps, kinds, budget, plant, fault_rate=args.fault_rate)
     if found is None:
         print(f"seed {seed} does not fail in {steps} steps: nothing to shrink")
         return 0
-    replay = replay_command(seed, found.steps, found.kinds, found.budget, plant)
+    replay = replay_command(
+        seed, found.steps, found.kinds, found.budget, plant, fault_rate=args.fault_rate
+    )
     failure = found.failure
     if as_json:
         print(

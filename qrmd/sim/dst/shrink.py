@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qrmd.sim.dst.simulation import Failure, Outcome, run
+from qrmd.sim.dst.simulation import FAULT_RATE, Failure, Outcome, run
 
 __all__ = ["Shrunk", "shrink"]
 
@@ -38,10 +38,12 @@ def shrink(
     kinds: tuple[str, ...],
     budget: int | None = None,
     defect: str | None = None,
+    *,
+    fault_rate: float = FAULT_RATE,
 ) -> Shrunk | None:
     """Shrink ``seed``'s failure (module rules); None when it does not fail in ``steps``."""
     runs = 1
-    best = run(seed, steps, kinds, budget, defect)
+    best = run(seed, steps, kinds, budget, defect, fault_rate=fault_rate)
     if not best.failures:
         return None
     steps = best.steps
@@ -49,7 +51,7 @@ def shrink(
     def attempt(kinds: tuple[str, ...], budget: int | None) -> Outcome | None:
         nonlocal runs
         runs += 1
-        outcome = run(seed, steps, kinds, budget, defect)
+        outcome = run(seed, steps, kinds, budget, defect, fault_rate=fault_rate)
         return outcome if outcome.failures else None
 
     # 1. Drop fault kinds one at a time.

@@ -56,6 +56,8 @@ CHECKPOINT_TICK_S = 30.0
 LIVENESS_S = 30.0
 #: Fault probability per step when faults are enabled.
 FAULT_RATE = 0.04
+#: Above this, faults would crowd out the deliveries (a step is a delivery below 0.5).
+MAX_FAULT_RATE = 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ class Simulation:
         faults: the fault kinds that may be injected.
         fault_budget: at most this many faults (None: no limit); ``qrmd sim shrink`` lowers it.
         defect: a planted defect to switch on for the run (``qrmd.sim.dst.defects``).
+        fault_rate: the chance that a step (of a running process) is a fault.
     """
 
     def __init__(
@@ -114,9 +117,13 @@ class Simulation:
         faults: tuple[str, ...] = fault_kinds.FAULT_KINDS,
         fault_budget: int | None = None,
         defect: str | None = None,
+        fault_rate: float = FAULT_RATE,
     ) -> None:
+        if not 0 <= fault_rate <= MAX_FAULT_RATE:
+            raise ValueError(f"the fault rate must lie in [0, {MAX_FAULT_RATE}], got {fault_rate}")
         self.seed = seed
         self.defect = defect
+        self.fault_rate = fault_rate
         self.rng = Random(seed)
         self.clock = VirtualClock()
         self.scheduler = Scheduler(self.rng, self.clock)
@@ -192,7 +199,7 @@ class Simulation:
             self.clock.advance(self.rng.uniform(0.1, 2.0))
             return "process down"
         roll = self.rng.random()
-        if roll < FAULT_RATE:
+        if roll < self.fault_rate:
             # The kind is drawn from every kind, enabled or not, and a fault left out (its
             # kind disabled, the budget spent) is a step where nothing happens: the rest of
             # the run makes the same choices, so a shrunk run stays close to the original.
@@ -354,6 +361,8 @@ def run(
     faults: tuple[str, ...] = fault_kinds.FAULT_KINDS,
     fault_budget: int | None = None,
     defect: str | None = None,
+    *,
+    fault_rate: float = FAULT_RATE,
 ) -> Outcome:
     """Run one seed; see ``Simulation``."""
-    return Simulation(seed, faults, fault_budget, defect).run(steps)
+    return Simulation(seed, faults, fault_budget, defect, fault_rate).run(steps)

@@ -100,3 +100,15 @@ def test_shrink_prints_a_smaller_reproduction(capsys: pytest.CaptureFixture[str]
 def test_shrinking_a_seed_that_does_not_fail_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "shrink", "--seed", "1", "--steps", "30")
     assert code == 0 and "does not fail" in out
+
+
+def test_a_higher_fault_rate_injects_more_and_replays_with_its_rate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, low, _ = run_cli(capsys, "run", "--seed", "2", "--steps", "150", "--json")
+    _, high, _ = run_cli(
+        capsys, "run", "--seed", "2", "--steps", "150", "--json", "--fault-rate", "0.2"
+    )
+    low_doc, high_doc = json.loads(low), json.loads(high)
+    assert sum(high_doc["faults_injected"].values()) > sum(low_doc["faults_injected"].values())
+    assert "--fault-rate 0.2" in high_doc["replay"] and "--fault-rate" not in low_doc["replay"]
