@@ -35,6 +35,11 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
             id="an unknown fault kind",
         ),
         pytest.param(
+            ["run", "--seed", "1", "--fault-rate", "0.9"],
+            "--fault-rate must lie between 0 and 0.4",
+            id="a fault rate past the limit",
+        ),
+        pytest.param(
             ["shrink", "--seed", "1", "--plant", "typo"],
             "unknown defect 'typo'",
             id="an unknown defect",
