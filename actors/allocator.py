@@ -4,10 +4,10 @@ protocol; spec cpu-policy §6.2, §7, §8, §10, §12.4).
 For every command it gathers the decision's inputs (the call, and for Allocate what its pod
 source says of the pod, §7.3 step 3a), decides with the policy façade (``policy.cpu.facade``)
 on the state of the snapshot it holds, which is always the durable state; if the decision has
-events it commits them with the inputs as the record's cause (``actors.allocator_cause``) and
+events it commits them with the inputs as the record's cause (``policy.cpu.cause``) and
 adopts the snapshot the store answers with; only then does it reply. So kubelet never hears of
 a placement the disk does not hold, one mailbox gives a total order of decisions with no locks,
-and every committed decision can be re-run from its record (``actors.decision_rerun``). A
+and every committed decision can be re-run from its record (``qrmd.offline.decision_rerun``). A
 refused commit leaves the snapshot as it was and fails the call with ``AllocatorUnavailable``
 (kubelet retries; every call is idempotent). A commit with no answer may still land, so the
 next command first re-reads the durable state.
@@ -25,8 +25,8 @@ Allocate and RemovePod (``actors.allocator_advisor``); every pool-sizing decisio
 ``sizing_context`` (pools sized by requests while the fallback is in force).
 
 ``AllocatorCore`` is the behaviour, driven directly by unit tests; ``AllocatorActor`` is the thin
-pykka shell around it; :func:`decide` is the one table from inputs to façade function, shared
-with the re-run of journaled decisions.
+pykka shell around it; ``policy.cpu.decide.decide`` is the one table from inputs to façade
+function, shared with the re-run of journaled decisions.
 """
 
 from __future__ import annotations
@@ -39,13 +39,6 @@ import pykka
 
 from actors.advisor_messages import AdvisorLinkChanged, ApplyAdvice, CheckAdvisorSilence
 from actors.allocator_advisor import AdvisorCalls, AdvisorMessage
-from actors.allocator_cause import (
-    AdvisorSilence,
-    DecisionInputs,
-    ResidualPods,
-    cause_of,
-    reply_of,
-)
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -65,90 +58,19 @@ from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.pod_source import NoPodSource, PodSource
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu import facade as cpu_policy
-from policy.cpu.advisor.decision import (
-    AdvisorSettings,
-    SilenceCheck,
-    apply_advice,
-    fall_back_when_silent,
-    sizing_context,
-)
-from policy.cpu.advisor.refusal import AddContainerRefused, undo_allocate
-from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.allocation_listing import ResourcesAllocation
+from policy.cpu.cause import DecisionInputs, ResidualPods, cause_of, reply_of
 from policy.cpu.commands import AllocateInputs, PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.decide import decide
+from policy.cpu.reference import REFERENCE_CAUSE_KEY, reference_cause
 from policy.cpu.residual_check import ResidualEvidence
 from policy.cpu.residual_removal import residual_candidates
 from policy.decision import Decision
-from policy.state.sections import State
 
-__all__ = ["AllocatorActor", "AllocatorCore", "decide", "pod_phase"]
+__all__ = ["AllocatorActor", "AllocatorCore", "pod_phase"]
 
 logger = logging.getLogger(__name__)
-
-
-def decide(
-    state: State,
-    inputs: DecisionInputs,
-    settings: PolicyContext,
-    now: float,
-    previous_listing: ResourcesAllocation | None = None,
-) -> Decision[Any]:
-    """Call the façade function that decides ``inputs``: the one table for live and re-run.
-
-    Every decision sees ``sizing_context(state, settings)``: while the request-based fallback
-    is in force (a state fact, journaled), pools are sized by requests as without the advisor.
-
-    Args:
-        state: the state to decide on (the durable one, or the one replayed before a record).
-        inputs: the decision's inputs (a command that is its own inputs, ``AllocateInputs``,
-            ``ResidualPods``, or an advisor input: a response, ``AdvisorSilence``,
-            ``AddContainerRefused``).
-        settings: the fixed context.
-        now: the wall time the decision is taken at.
-        previous_listing: for GetResourcesAllocation, the last listing answered, whose
-            per-pod parts it reuses; the decision is the same without it.
-
-    Returns:
-        The decision.
-
-    Raises:
-        PolicyError: the policy refused (see ``policy.cpu.facade``); nothing to commit.
-        TypeError: ``inputs`` is not one of the Allocator's decision inputs.
-    """
-    settings = sizing_context(state, settings)
-    match inputs:
-        case AdvisorResponse():
-            return apply_advice(state, inputs, AdvisorSettings(settings), now)
-        case AdvisorSilence(silent_since, unhealthy_after_s):
-            advisor = AdvisorSettings(settings, unhealthy_after_s)
-            return fall_back_when_silent(state, SilenceCheck(silent_since), advisor, now)
-        case AddContainerRefused():
-            return undo_allocate(state, inputs, settings, now)
-        case AllocateInputs():
-            return cpu_policy.allocate(state, inputs, settings, now)
-        case GetTopologyHints():
-            return cpu_policy.get_topology_hints(state, inputs, settings, now)
-        case RemovePod():
-            return cpu_policy.remove_pod(state, inputs, settings, now)
-        case GetResourcesAllocation():
-            return cpu_policy.get_resources_allocation(
-                state, inputs, settings, now, previous_listing
-            )
-        case GetTopologyAwareResources():
-            return cpu_policy.get_topology_aware_resources(state, inputs, settings, now)
-        case GetTopologyAwareAllocatableResources():
-            fn = cpu_policy.get_topology_aware_allocatable_resources
-            return fn(state, inputs, settings, now)
-        case GetResourcePluginOptions():
-            return cpu_policy.get_resource_plugin_options(state, inputs, settings, now)
-        case PreStartContainer():
-            return cpu_policy.pre_start_container(state, inputs, settings, now)
-        case StartPolicy():
-            return cpu_policy.start(state, settings)
-        case ResidualPods():
-            return cpu_policy.remove_residual_pods(state, inputs, settings, now)
-    raise TypeError(f"the Allocator decides no inputs of type {type(inputs).__name__}")
 
 
 def pod_phase(source: PodSource, pod_uid: str, now: float) -> PodPhase:
@@ -355,8 +277,13 @@ class AllocatorCore:
             logger.warning("%s: %s", type(command).__name__, warning)
         if decision.events:
             # The cause keeps what kubelet is about to be answered, so forensics shows the
-            # answer itself (``actors.allocator_cause``, "The reply").
+            # answer itself (``policy.cpu.cause``, "The reply").
             cause = cause_of(inputs, now, reply_of(inputs, decision))
+            if self.ctx.at_v0_5_47:
+                # The level and its options are inputs too: a re-run decides as v0.5.47.
+                cause[REFERENCE_CAUSE_KEY] = reference_cause(
+                    self.ctx.reference_version, self.ctx.reference
+                )
             self._durable.commit(decision.events, cause)
 
     def _resync_if_stale(self) -> None:

@@ -47,12 +47,12 @@ from actors.advisor_messages import (
     CheckAdvisorSilence,
     ReportSickAdvisor,
 )
-from actors.allocator_cause import AdvisorSilence, DecisionInputs
 from actors.ports.advisor import AdvisorClient, AdvisorRefused, AdvisorSick
 from machines import advisor_link as machine
 from policy.cpu.advisor.decision import AdviceOutcome
 from policy.cpu.advisor.push import allocated_metadata
 from policy.cpu.advisor.refusal import AddContainerRefused, AdvisorRefusedError
+from policy.cpu.cause import AdvisorSilence, DecisionInputs
 from policy.cpu.commands import Allocate, RemovePod
 from policy.cpu.request import parse_quantity
 from policy.decision import Decision

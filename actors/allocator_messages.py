@@ -29,6 +29,7 @@ from policy.cpu.commands import (
     PluginCall,
     PreStartContainer,
     RemovePod,
+    StartPolicy,
 )
 from policy.cpu.residual_check import ResidualEvidence
 from policy.errors import ErrorKind
@@ -58,14 +59,6 @@ class AllocatorUnavailable(ActorError):  # noqa: N818 (the brief's name, like Co
     """
 
     kind = ErrorKind.UNAVAILABLE
-
-
-@dataclass(frozen=True, slots=True)
-class StartPolicy(PluginCall[None]):
-    """Bring the pools up to date on the recovered state (spec cpu-policy §6.2 steps 4–6).
-
-    Sent once at start-up; sending it again commits nothing, as the pools are then current.
-    """
 
 
 @dataclass(frozen=True, slots=True)

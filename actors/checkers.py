@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pykka
@@ -58,6 +57,7 @@ from actors.checkers_messages import (
     GetCheckersView,
     PodListFetched,
 )
+from actors.log_text import utc
 from actors.ports.actor_ref import ActorRef
 from actors.ports.cgroups import CpuIdleError, CpuIdleSetter, CpusetReader, CpusetUnavailable
 from actors.ports.pod_source import PodListSnapshot, PodSource
@@ -351,13 +351,6 @@ class CheckersCore:
         self._heartbeat_at = now
 
 
-def _utc(wall: float) -> str:
-    """A wall time as a reader of the log wants it: ISO-8601 UTC to the millisecond."""
-    return (
-        datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
-
-
 def _removal_words(removed: tuple[str, ...], evidence: ResidualEvidence) -> str:
     """The removed pods with their evidence in words (the journal holds it as data)."""
     parts = []
@@ -368,13 +361,13 @@ def _removal_words(removed: tuple[str, ...], evidence: ResidualEvidence) -> str:
             continue
         parts.append(
             f"{uid} (missing from {seen.count} pod listings in a row over "
-            f"{seen.last_at - seen.first_at:.1f} s, since {_utc(seen.first_at)})"
+            f"{seen.last_at - seen.first_at:.1f} s, since {utc(seen.first_at)})"
         )
     words = ", ".join(parts)
     listing = evidence.listing
     if listing is not None:
         words += (
-            f"; last listing {_utc(listing.fetched_at)}: {listing.pods} "
+            f"; last listing {utc(listing.fetched_at)}: {listing.pods} "
             f"pod{'' if listing.pods == 1 else 's'}, fingerprint {listing.fingerprint}"
         )
     return words

@@ -41,6 +41,7 @@ from actors.cpu_pressure_messages import (
     PressureView,
     SuppressionEvictPods,
 )
+from actors.log_text import utc
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.cpu_load import ContainerLoadSource, MissingLoad
 from actors.store_messages import CommitRefused, Snapshot
@@ -169,12 +170,12 @@ class CPUPressureCore:
             self._commit(decision, "CollectLoad", now, inputs.to_json())
         except (PressureUnavailable, PolicyError) as err:
             self.counters["collection_failures_total"] += 1
-            _log.warning("CPU load collection at %.3f failed: %s", now, err)
+            _log.warning("CPU load collection at %s failed: %s", utc(now), err)
             return CollectReport()
         except Exception:
             # Told, not asked: an escaping error would stop the actor for one bad tick.
             self.counters["collection_failures_total"] += 1
-            _log.exception("CPU load collection at %.3f failed unexpectedly", now)
+            _log.exception("CPU load collection at %s failed unexpectedly", utc(now))
             return CollectReport()
         return decision.reply
 

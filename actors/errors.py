@@ -15,9 +15,9 @@ Each class stays in the module of the protocol that raises it, where its callers
   ``actors.balancer_messages.BalancerUnavailable``, ``actors.supervisor.ActorUnavailable``,
   ``actors.ports.balancer.AnonMemoryUnavailable``, ``actors.ports.cgroups.CpusetUnavailable``;
 * ``INTERNAL`` (retrying will not help; the operator must look):
-  ``actors.state_replay.ReplayError``, ``actors.supervisor.SupervisorError``,
-  ``actors.allocator_cause.CauseError`` and ``actors.decision_rerun.RerunError`` (a journaled
-  decision that cannot be decoded or re-run), ``actors.ports.cgroups.CpuIdleError``.
+  ``actors.supervisor.SupervisorError``, ``actors.ports.cgroups.CpuIdleError``. (A journal
+  that cannot be replayed or a cause that cannot be decoded is the policy's to say:
+  ``policy.state.replay.ReplayError``, ``policy.cpu.cause.CauseError``, both ``INTERNAL``.)
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ from actors.balancer_messages import (
 )
 from actors.balancer_metrics import BalancerMetrics
 from actors.balancer_ports import BalancerPorts
+from actors.log_text import utc
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.migration import MigrationMode, MigrationPlan
 from actors.store_messages import CommitRefused, Snapshot
@@ -219,7 +220,7 @@ class MemoryBalancerCore:
         except Exception as err:
             # A tick is told, not asked: an escaping error would stop the actor. A bug in a
             # round must cost that round only.
-            _log.exception("balance round at %s failed unexpectedly", now)
+            _log.exception("balance round at %s failed unexpectedly", utc(now))
             report = RoundReport(now, RoundResult.FAILED, error=f"internal error: {err!r}")
         try:
             advice, plan = self._take_advice(AdviceRequest(now, from_tick=True))
@@ -227,7 +228,7 @@ class MemoryBalancerCore:
             return replace(report, error=_join(report.error, str(err)))
         except Exception as err:
             # Same reason: an executor that breaks its "never raises" must not stop the actor.
-            _log.exception("balance advice at %s failed unexpectedly", now)
+            _log.exception("balance advice at %s failed unexpectedly", utc(now))
             return replace(report, error=_join(report.error, f"internal error: {err!r}"))
         return replace(report, advice=advice, execution=None if plan is None else plan.to_json())
 
@@ -241,7 +242,7 @@ class MemoryBalancerCore:
         if reply.record is None:
             # §6.2 step 2: "balance occurs recently"; nothing computed, stored or measured.
             self.metrics.rounds_skipped_total += 1
-            _log.debug("balance occurs recently, round at %s skipped", now)
+            _log.debug("balance occurs recently, round at %s skipped", utc(now))
             return RoundReport(now, RoundResult.SKIPPED, window=reply.window)
         # Measured like any computed round, failed ones too (§12).
         self.metrics.count_round(reply.record)
@@ -293,7 +294,7 @@ class MemoryBalancerCore:
         except Exception as err:
             if not isinstance(err, BalanceError | OSError):
                 # Not a port that failed as ports do: a bug, worth its traceback.
-                _log.exception("balance round at %s cannot read its inputs", now)
+                _log.exception("balance round at %s cannot read its inputs", utc(now))
             return unreadable_round(state, now, str(err))
         return decision
 

@@ -25,7 +25,7 @@ store answers ``StoreUnavailable`` to this and every later commit and reports it
 unhealthy; the next start decides from what the disk holds (the Supervisor restarts it).
 
 On open the store recovers: the newest valid checkpoint plus every later record
-(``actors.state_replay``), and reports what it did in the log and in its status.
+(``policy.state.replay``), and reports what it did in the log and in its status.
 
 The store's health and figures are published, never read off it: each change (a commit, a
 refusal, a checkpoint, a failure) makes a new frozen ``StoreStatus`` that status subscribers
@@ -47,8 +47,8 @@ from typing import Any
 
 import pykka
 
+from actors.log_text import utc
 from actors.ports.clock import SYSTEM_CLOCK, Clock
-from actors.state_replay import replay_records, state_from_checkpoint
 from actors.store_messages import (
     CheckpointIfDue,
     Commit,
@@ -80,6 +80,7 @@ from journal.recovery import collector_paused
 from policy.errors import StateError
 from policy.state.codec import encode_event, encode_state
 from policy.state.events import Event
+from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 
@@ -454,7 +455,7 @@ class StateStoreActor(pykka.ThreadingActor):
             case CheckpointIfDue(now=now):
                 path = self.core.checkpoint_if_due()
                 if path is not None:
-                    _log.debug("checkpoint %s written on the tick sent at %.3f", path, now)
+                    _log.debug("checkpoint %s written on the tick sent at %s", path, utc(now))
                 return path
         raise TypeError(f"the state store does not handle {type(message).__name__}")
 

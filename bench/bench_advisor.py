@@ -5,7 +5,7 @@ Run: ``PYTHONPATH=. python bench/bench_advisor.py [--blocks N] [--per-block N]``
 
 Five real ``qrmd run --enable-cpu-advisor`` processes run at once, each on a
 ``synthetic:cpus=96,sockets=2,numas=4`` node with 20 shared pods admitted, each dialling its own
-simulated sys-advisor (``qrmd.advisor_sim``, in this process, a result every second):
+simulated sys-advisor (``qrmd.sim.advisor``, in this process, a result every second):
 
 * **healthy** — answers everything;
 * **stalled** — keeps its stream open and sends nothing; AddContainer/RemovePod hang;
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import grpc
 
-from qrmd.advisor_sim import Fault, LoadModel, SimNode, SysAdvisorSimulator
+from qrmd.sim.advisor import Fault, LoadModel, SimNode, SysAdvisorSimulator
 from wire.gen import resourceplugin_pb2 as rp
 from wire.gen import resourceplugin_pb2_grpc as rp_grpc
 

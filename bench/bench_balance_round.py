@@ -10,11 +10,12 @@ with one to three containers holding anonymous memory on every NUMA node. The re
 ``MemoryBalancerActor`` runs on the real ``StateStoreActor`` (durability ``always``, a journal
 in a temporary directory, its default checkpoint settings), with the ports the daemon wires
 (``qrmd.balancer.subsystem``): the pods in pools from the store's snapshots, the topology's
-distance lists, and at the machine's edge the simulators the demo uses (``SimulatedNumaMetrics``,
-``SimulatedContainerMemory``), a kubelet-like pod listing with every container's ID, and the
-tests' recording executor in place of the cgroup migrator. The heap built by the set-up is
-frozen (``gc.freeze``) as ``qrmd run`` freezes its start-up's. Each figure is one ``Tick`` asked
-of the actor (gather, decide, commit, and the advice step), timed from the caller.
+distance lists, and at the machine's edge the stand-ins of ``qrmd.sim.host``
+(``SimulatedNumaMetrics``, ``SimulatedContainerMemory``), a kubelet-like pod listing with
+every container's ID, and the tests' recording executor in place of the cgroup migrator. The
+heap built by the set-up is frozen (``gc.freeze``) as ``qrmd run`` freezes its start-up's.
+Each figure is one ``Tick`` asked of the actor (gather, decide, commit, and the advice step),
+timed from the caller.
 
 * **Quiet round** (no NUMA node under pressure): the metrics are read, the round finds no
   pressure, so no pod is read (``round_reads_pods``). Journaled every round (``0 s`` summary
@@ -74,9 +75,9 @@ from policy.state.events import ContainerAllocated, PoolSet
 from policy.state.pool_pods import PodsInPools
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
-from qrmd.host.memory_simulator import SimulatedContainerMemory
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.host.numa_distances import TopologyNumaDistances
+from qrmd.sim.host.memory import SimulatedContainerMemory
+from qrmd.sim.host.metrics import SimulatedNumaMetrics
 from tests.actors.balancer_fakes import RecordingExecutor
 from tests.policy.state_fixtures import container
 

@@ -48,8 +48,8 @@ from policy.balance import BalancerConfig
 from policy.state.events import Event
 from policy.state.pool_pods import PodsInPools, pods_in_pools
 from policy.topology.synthetic import parse_synthetic_spec
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.host.numa_distances import TopologyNumaDistances
+from qrmd.sim.host.metrics import SimulatedNumaMetrics
 
 DAY_S = 86400.0
 PERIOD_S = 5.0

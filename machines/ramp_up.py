@@ -25,7 +25,9 @@ The events named here are the container's lifecycle events; a decision may commi
 
 * ``pod_pending_or_unknown`` — the pod source says Pending, or cannot find the pod (§7.3 3a);
 * ``target_pool_missing`` — the container's pool does not exist (§7.3 3a, "switch to ramp-up");
-* ``transition_period_passed`` — ``now > init_timestamp + transition period`` (§10.1).
+* ``transition_period_passed`` — ``now > init_timestamp + transition period`` (§10.1);
+* ``numa_bound`` — at the v0.5.47 reference level, a shared container bound to one NUMA node
+  (SNB): an unreadable timestamp is only reset (cpu-policy-v0.5.47 (c) 10).
 """
 
 from __future__ import annotations
@@ -85,7 +87,11 @@ TRANSITIONS = (
     Transition("apply_advisor_result", (DEDICATED_RAMPING,), DEDICATED,
                events=(RAMP_UP_FINISHED,)),
     # An unreadable init_timestamp (§10.1): shared containers ramp again, others keep their place.
-    Transition("repair_timestamp", (RAMPING, POOLED), RAMPING, events=(CONTAINER_RE_RAMPED,)),
+    # At v0.5.47 a shared container bound to one NUMA node (SNB) keeps its place instead.
+    Transition("repair_timestamp", (POOLED,), POOLED, conditions=("numa_bound",),
+               events=(TIMESTAMP_RESET,)),
+    Transition("repair_timestamp", (RAMPING, POOLED), RAMPING, unless=("numa_bound",),
+               events=(CONTAINER_RE_RAMPED,)),
     Transition("repair_timestamp", (DEDICATED_RAMPING,), DEDICATED_RAMPING,
                events=(TIMESTAMP_RESET,)),
     Transition("repair_timestamp", (DEDICATED,), DEDICATED, events=(TIMESTAMP_RESET,)),
@@ -109,6 +115,11 @@ TABLE = MachineTable(
             "the pod source says the pod is Pending, or cannot find it (§7.3 step 3a)",
         ),
         ("target_pool_missing", "the pool the container would join does not exist (§7.3 3a)"),
+        (
+            "numa_bound",
+            "v0.5.47 only: the shared container is bound to one NUMA node (SNB, "
+            "cpu-policy-v0.5.47 (c) 10)",
+        ),
         (
             "transition_period_passed",
             "now > init_timestamp + transition period (30 s by default; §10.1)",

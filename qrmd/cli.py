@@ -1,4 +1,5 @@
-"""The ``qrmd`` command line: one sub-command per module under ``qrmd/commands``.
+"""The ``qrmd`` command line: one sub-command per module, under ``qrmd/commands`` or, for the
+tools that read a journal directory, ``qrmd/offline/commands``.
 
 Every sub-command reports a failure as one line on stderr naming what is wrong (exit status
 2), never a traceback; ``QRMD_DEBUG=1`` shows the traceback for a bug report.
@@ -17,9 +18,10 @@ from collections.abc import Sequence
 from qrmd.commands import CommandError
 from qrmd.version import VERSION
 
-# Each module ``qrmd.commands.NAME`` exposes ``register(subparsers)``, which adds its parser
+# Each command's module (``qrmd.commands.NAME``, or ``qrmd.offline.commands.NAME`` for the
+# tools that read a journal directory) exposes ``register(subparsers)``, which adds its parser
 # and sets ``run``. A command imports only its own module: `qrmd run` starts without loading
-# the demo, its simulators or rich, and `qrmd journal` without the daemon.
+# the demo, its simulators, rich or the offline tools, and `qrmd journal` without the daemon.
 COMMANDS: tuple[str, ...] = (
     "demo",
     "run",
@@ -31,7 +33,17 @@ COMMANDS: tuple[str, ...] = (
     "sim",
 )
 
-__all__ = ["COMMANDS", "CommandError", "build_parser", "main"]
+#: The commands whose module is one of the offline tools' (DESIGN.md "Layout").
+OFFLINE_COMMANDS: frozenset[str] = frozenset({"journal", "eviction"})
+
+__all__ = [
+    "COMMANDS",
+    "OFFLINE_COMMANDS",
+    "CommandError",
+    "build_parser",
+    "command_module",
+    "main",
+]
 
 EXIT_USAGE_OR_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
@@ -54,10 +66,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         if command is None or name == command:
-            importlib.import_module(f"qrmd.commands.{name}").register(sub)
+            importlib.import_module(command_module(name)).register(sub)
         else:
             sub.add_parser(name)
     return parser
+
+
+def command_module(name: str) -> str:
+    """The module that registers command ``name``."""
+    package = "qrmd.offline.commands" if name in OFFLINE_COMMANDS else "qrmd.commands"
+    return f"{package}.{name}"
 
 
 def _command_named(argv: Sequence[str]) -> str | None:

@@ -19,7 +19,10 @@ Rules (DESIGN.md "Time, config, errors"):
 * Everything is validated before anything starts. A bad value is one ``ConfigError`` naming
   its key: ``--transition-period: '3x' is not a duration (use 0s, 10ms, 1m30s)``.
 * A socket path longer than a unix socket can hold (``MAX_SOCKET_PATH_BYTES``, 107) is a
-  configuration error, so the daemon refuses to start rather than fail after recovery.
+  configuration error, so the daemon refuses to start rather than fail after recovery. The
+  sockets are the ones each enabled subsystem's settings declare (``declared_sockets``).
+* ``DaemonConfig`` is the flat aggregate the flags and the file fill; each subsystem reads its
+  own settings object of it (``settings_of(SettingsType, config)``, ``SUBSYSTEM_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from journal import (
     Durability,
 )
 from policy.balance import BalancerConfig
-from policy.balance.constants import EVICTION_PLUGIN_NAME
 from policy.cpu.context import (
     DEFAULT_MAX_FULL_HINT_NUMA_NODES,
     DEFAULT_MAX_HINTS,
@@ -51,6 +53,7 @@ from policy.cpu.context import (
 )
 from policy.cpu.pressure import PressureSettings
 from policy.cpu.qos import QoSConfig
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION, ReferenceOptions
 from policy.cpu.reserve import (
     ReserveError,
     most_reservable_cpus,
@@ -58,19 +61,27 @@ from policy.cpu.reserve import (
     reserved_cpus,
 )
 from policy.topology.model import CPUTopology
-from qrmd.advisor.settings import ADVISOR_OPTIONS, AdvisorLinkConfig, advisor_values
+from qrmd.advisor.settings import (
+    ADVISOR_OPTIONS,
+    AdvisorLinkConfig,
+    AdvisorSettings,
+    advisor_values,
+)
 from qrmd.balancer.settings import (
     BALANCER_OPTIONS,
     DEFAULT_METRICS_SOURCE,
     DEFAULT_PLUGIN_REGISTRATION_DIR,
+    BalancerSettings,
     balancer_values,
 )
 from qrmd.config_values import (
     MAX_SOCKET_PATH_BYTES,
     ConfigError,
     Option,
+    Socket,
+    SubsystemSettings,
     parse_duration,
-    socket_path,
+    settings_of,
 )
 from qrmd.config_values import choice as _choice
 from qrmd.config_values import single_value as _text
@@ -79,19 +90,33 @@ from qrmd.cpu_plugin.settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_SOCKET_DIR,
     DEFAULT_TOPOLOGY_SPEC,
-    PLUGIN_NAME,
     PLUGIN_SOCKET_NAME,
+    REFERENCE_GROUP,
+    CpuPluginSettings,
+    reference_values,
+    require_reference_level,
     reserve_error,
 )
 from qrmd.cpu_pressure.settings import (
     CPU_EVICTION_OPTIONS,
     DEFAULT_CPU_LOAD_SOURCE,
+    CPUPressureSettings,
     cpu_eviction_values,
 )
 from qrmd.host.source_settings import BalancerSourceSettings
 from qrmd.host.topology_source import load_topology
-from qrmd.pods.settings import POD_SOURCE_OPTIONS, PodSourceSettings, pod_source_values
-from qrmd.store.settings import DEFAULT_STATE_DIR, MIN_CHECKPOINT_EVERY_S, STORE_OPTIONS
+from qrmd.pods.settings import (
+    POD_SOURCE_OPTIONS,
+    PodSourceSettings,
+    PodsSettings,
+    pod_source_values,
+)
+from qrmd.store.settings import (
+    DEFAULT_STATE_DIR,
+    MIN_CHECKPOINT_EVERY_S,
+    STORE_OPTIONS,
+    StoreSettings,
+)
 from qrmd.store.takeover_settings import TAKEOVER_OPTIONS, TakeoverSettings, takeover_values
 
 __all__ = [
@@ -104,12 +129,14 @@ __all__ = [
     "PLUGIN_SOCKET_NAME",
     "RUN_USAGE",
     "SECTIONS",
+    "SUBSYSTEM_SETTINGS",
     "ConfigError",
     "DaemonConfig",
     "Option",
     "add_arguments",
     "build_context",
     "config_from_args",
+    "declared_sockets",
     "env_name",
     "environment_values",
     "help_group",
@@ -167,6 +194,8 @@ class DaemonConfig:
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor.settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
         takeover: what to do with katalyst-agent's checkpoint (``qrmd.store.takeover_settings``).
+        reference_version: the Katalyst release reproduced (``policy.cpu.reference``).
+        reference: the v0.5.47 options of the CPU decisions.
         config_file: the file the settings were read from, if any.
     """
 
@@ -205,23 +234,9 @@ class DaemonConfig:
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
     takeover: TakeoverSettings = field(default_factory=TakeoverSettings)
+    reference_version: str = DEFAULT_REFERENCE_VERSION
+    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
     config_file: str | None = None
-
-    def socket_paths(self) -> tuple[str, ...]:
-        """The plugin socket of each socket directory, absolute (wire.md §2).
-
-        Raises:
-            ValueError: a path is longer than a unix socket allows.
-        """
-        return tuple(socket_path(d, PLUGIN_NAME) for d in self.socket_dirs)
-
-    def eviction_socket_path(self) -> str:
-        """The eviction plugin's socket (memory-balancer §10), absolute.
-
-        Raises:
-            ValueError: the path is longer than a unix socket allows.
-        """
-        return socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)
 
 
 def _metrics_address(raw: object) -> tuple[str, int] | None:
@@ -265,6 +280,17 @@ SECTIONS: tuple[tuple[str, tuple[Option, ...]], ...] = (
     ("metrics, health and logs", DAEMON_OPTIONS),
 )
 OPTIONS: tuple[Option, ...] = tuple(opt for _, options in SECTIONS for opt in options)
+
+#: Each subsystem's settings type, in the daemon's order (``qrmd.daemon.SUBSYSTEMS`` names the
+#: same, a test says so): ``declared_sockets`` asks each for the sockets it serves.
+SUBSYSTEM_SETTINGS: tuple[type[SubsystemSettings], ...] = (
+    StoreSettings,
+    CpuPluginSettings,
+    BalancerSettings,
+    CPUPressureSettings,
+    PodsSettings,
+    AdvisorSettings,
+)
 
 _BY_FLAG = {o.flag: o for o in OPTIONS}
 
@@ -407,6 +433,7 @@ def load_config(
         "cpu_eviction": {},
         "pod_source": {},
         "takeover": {},
+        REFERENCE_GROUP: {},
     }
     for opt in OPTIONS:
         if opt.flag not in raw:
@@ -421,6 +448,11 @@ def load_config(
         else:
             values[opt.field] = parsed
     try:
+        require_reference_level(
+            values.get("reference_version", DEFAULT_REFERENCE_VERSION),
+            (opt for opt in OPTIONS if opt.flag in raw),
+        )
+        values.update(reference_values(groups))
         values.update(balancer_values(values, groups))
         values.update(cpu_eviction_values(values, groups))
         values.update(advisor_values(groups))
@@ -453,17 +485,22 @@ def _parse(opt: Option, value: object) -> Any:
     return tuple(parsed)
 
 
+def declared_sockets(config: DaemonConfig) -> tuple[Socket, ...]:
+    """Every unix socket the enabled subsystems serve, in the daemon's order, as their
+    settings declare them (``qrmd.subsystem.SubsystemSettings.sockets``)."""
+    return tuple(
+        declared for kind in SUBSYSTEM_SETTINGS for declared in settings_of(kind, config).sockets()
+    )
+
+
 def _check_socket_paths(config: DaemonConfig) -> None:
-    """Refuse a socket path a unix socket cannot hold (at most ``MAX_SOCKET_PATH_BYTES``)."""
-    try:
-        config.socket_paths()
-    except ValueError as err:
-        raise ConfigError(f"--socket-dir: {err}") from None
-    if config.enable_memory_balancer:
+    """Refuse a socket path a unix socket cannot hold (at most ``MAX_SOCKET_PATH_BYTES``),
+    naming the flag that placed it."""
+    for declared in declared_sockets(config):
         try:
-            config.eviction_socket_path()
+            declared.check()
         except ValueError as err:
-            raise ConfigError(f"--plugin-registration-dir: {err}") from None
+            raise ConfigError(f"--{declared.flag}: {err}") from None
 
 
 def _file_key(key: object, config_file: str) -> str:
@@ -515,7 +552,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         )
         require_cpus_outside_reserve(topology, reserved)
     except ReserveError as err:
-        raise ConfigError(reserve_error(config, err)) from err
+        raise ConfigError(reserve_error(settings_of(CpuPluginSettings, config), err)) from err
     qos = QoSConfig.build(
         enhancement_defaults=dict(config.qos_enhancement_defaults),
         debug_annotation_keys=config.pod_debug_anno_keys,
@@ -530,6 +567,8 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
         residual_sightings=config.pod_source.residual_sightings,
+        reference_version=config.reference_version,
+        reference=config.reference,
     )
 
 

@@ -6,27 +6,39 @@ number, string, list or mapping), and returns the checked value or raises ``Valu
 whose message the caller prefixes with the flag: ``--transition-period: '3x' is not a
 duration (use 0s, 10ms, 1m30s)``. ``qrmd.config`` lists the daemon's options and
 ``qrmd.balancer.settings`` the memory balancer's, both with these.
+
+A subsystem's settings are a frozen dataclass of plain values whose fields are the validated
+configuration's fields of the same name (``settings_of`` builds one; ``qrmd.subsystem``'s
+``SubsystemSettings`` is what the daemon asks of it), and it declares the unix sockets it
+serves as ``Socket`` rows, so the root checks every path and counts every capped socket
+without knowing which subsystem serves it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "MAX_SOCKET_PATH_BYTES",
     "ConfigError",
     "Option",
+    "Socket",
+    "SubsystemSettings",
     "choice",
+    "comma_list",
     "count",
     "duration",
     "nonempty",
     "parse_duration",
     "period",
     "positive_duration",
+    "real_number",
+    "settings_of",
     "single_value",
     "socket_file",
     "socket_path",
@@ -121,6 +133,26 @@ def choice(*choices: str) -> Callable[[object], str]:
     return parse
 
 
+def comma_list(raw: object) -> tuple[str, ...]:
+    """A comma-separated list (``a,b``; the reference's Go string slices) or a file's list;
+    empty items are dropped, so ``""`` is the empty list."""
+    items = raw if isinstance(raw, list | tuple) else single_value(raw).split(",")
+    return tuple(text for text in (single_value(item).strip() for item in items) if text)
+
+
+def real_number(raw: object) -> float:
+    """A number (``0.5``, ``"1e-3"``), not a boolean, not NaN."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        value = float(single_value(raw))
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+    if math.isnan(value):
+        raise ValueError(f"{raw!r} is not a number")
+    return value
+
+
 def switch(raw: object) -> bool:
     """A boolean: ``true``/``yes``/``1`` or ``false``/``no``/``0``, or a file's boolean."""
     if isinstance(raw, bool):
@@ -169,7 +201,11 @@ def socket_path(directory: str, name: str) -> str:
     Raises:
         ValueError: the path is longer than ``MAX_SOCKET_PATH_BYTES``; the message names it.
     """
-    return _fits(os.path.abspath(os.path.join(directory, f"{name}.sock")))
+    return _fits(_joined(directory, name))
+
+
+def _joined(directory: str, name: str) -> str:
+    return os.path.abspath(os.path.join(directory, f"{name}.sock"))
 
 
 def socket_file(raw: object) -> str:
@@ -211,8 +247,75 @@ class Option:
     #: ``BalancerConfig``; ``sources``: the metric sources; ``advisor``: the
     #: ``AdvisorLinkConfig``), ``field`` being the key.
     group: str = ""
+    #: The reference level the option belongs to (``policy.cpu.reference``): "" for every
+    #: level; ``v0.5.47`` for an option that only means something there, which the settings
+    #: refuse at any other level (``qrmd.cpu_plugin.settings.require_reference_level``).
+    since: str = ""
 
     def help_text(self) -> str:
         """The ``--help`` line: what it does, its default and the reference flag."""
         ref = f"; reference: {self.reference}" if self.reference else ""
         return f"{self.help} (default: {self.default}{ref})"
+
+
+@dataclass(frozen=True, slots=True)
+class Socket:
+    """A unix socket a subsystem serves, as its settings declare it.
+
+    Attributes:
+        flag: the option that places it (``socket-dir``), named when its path is refused.
+        path: the socket's absolute path, not yet checked (``check``).
+        max_connections: the most connections it accepts at once, counted against the
+            open-file limit at start (``qrmd.cpu_plugin.connection_cap``); None: not counted.
+    """
+
+    flag: str
+    path: str
+    max_connections: int | None = None
+
+    @classmethod
+    def in_directory(
+        cls, flag: str, directory: str, name: str, max_connections: int | None = None
+    ) -> Socket:
+        """The socket ``<directory>/<name>.sock``, made absolute."""
+        return cls(flag, _joined(directory, name), max_connections)
+
+    def check(self) -> str:
+        """The path, refused if a unix socket cannot hold it.
+
+        Raises:
+            ValueError: longer than ``MAX_SOCKET_PATH_BYTES``; the message names the path.
+        """
+        return _fits(self.path)
+
+
+class SubsystemSettings(Protocol):
+    """A subsystem's settings: a frozen dataclass of plain values, each field the validated
+    configuration's field of the same name (built by ``qrmd.config_values.settings_of``)."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the configuration asks for the subsystem (a disabled one is never built)."""
+        ...
+
+    def sockets(self) -> Sequence[Socket]:
+        """The unix sockets it serves when enabled (none when not): the root refuses a path a
+        unix socket cannot hold, naming the socket's flag, and counts each socket with a
+        connection cap against the open-file limit."""
+        ...
+
+
+_Settings = TypeVar("_Settings")
+
+
+def settings_of(kind: type[_Settings], config: object) -> _Settings:
+    """A subsystem's settings (a dataclass) of the validated configuration: each field is the
+    configuration's field of the same name.
+
+    The names and types agree by construction of the option rows (each row's ``field``); a
+    test checks every subsystem's settings type against ``DaemonConfig``.
+
+    Raises:
+        AttributeError: the configuration has no field of that name (a bug the test catches).
+    """
+    return kind(**{f.name: getattr(config, f.name) for f in fields(kind)})  # type: ignore[arg-type]

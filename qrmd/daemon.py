@@ -5,8 +5,10 @@ simulation", the commit protocol step 5).
 ``SUBSYSTEMS`` is the list: the state store, the CPU plugin, the memory balancer, CPU
 pressure eviction, the pod source and its checkers, the sys-advisor link. Each is a package
 under ``qrmd/`` implementing ``qrmd.subsystem.Subsystem``; this module knows them only here,
-by the module of their wiring, imported when the subsystem is enabled (a node that leaves one
-off never loads it, as ``qrmd.cli`` loads only the command it runs).
+by their settings type (plain data: whether it runs, the sockets it serves) and the module of
+their wiring, imported when the subsystem is enabled (a node that leaves one off never loads
+it, as ``qrmd.cli`` loads only the command it runs). Each wiring is given its own settings
+object (``qrmd.config_values.settings_of``), never the whole configuration.
 
 Start, in order:
 
@@ -48,7 +50,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pykka
 
@@ -56,15 +58,22 @@ from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.supervisor import Supervisor, SupervisorError
 from journal import JournalMismatch
 from policy.cpu.context import PolicyContext
-from qrmd.config import DaemonConfig, build_context
+from qrmd.advisor.settings import AdvisorSettings
+from qrmd.balancer.settings import BalancerSettings
+from qrmd.config import DaemonConfig, build_context, declared_sockets
+from qrmd.config_values import SubsystemSettings, settings_of
 from qrmd.cpu_plugin.connection_cap import (
     check_connection_cap,
     log_open_file_limit,
     raise_open_file_limit,
 )
+from qrmd.cpu_plugin.settings import CpuPluginSettings
+from qrmd.cpu_pressure.settings import CPUPressureSettings
+from qrmd.pods.settings import PodsSettings
 from qrmd.status.endpoint import StatusEndpoint
 from qrmd.status.health import HealthRegistry
 from qrmd.status.metrics import DaemonMetrics, MetricSources
+from qrmd.store.settings import StoreSettings
 from qrmd.subsystem import DaemonError, Running, Shared, Subsystem
 from qrmd.version import VERSION
 
@@ -79,9 +88,9 @@ __all__ = [
 
 _log = logging.getLogger("qrmd.daemon")
 
-#: Builds a subsystem from the configuration and the shared context (the ``build`` of its
-#: wiring module; tests give their own by the entry's name).
-Builder = Callable[[DaemonConfig, Shared], Subsystem]
+#: Builds a subsystem from its settings (its entry's settings type) and the shared context
+#: (the ``build`` of its wiring module; tests give their own by the entry's name).
+Builder = Callable[[Any, Shared], Subsystem]
 
 _T = TypeVar("_T")
 
@@ -93,43 +102,30 @@ class Entry:
     Attributes:
         name: how tests and logs name it.
         module: the module whose ``build`` makes it (imported only when it is enabled).
-        enabled: whether the configuration asks for it.
+        settings: its settings type: the plain data its ``build`` is given, which says
+            whether the configuration asks for it.
         off: its part of the serving line when it is not enabled, or "" for none.
     """
 
     name: str
     module: str
-    enabled: Callable[[DaemonConfig], bool]
+    settings: type[SubsystemSettings]
     off: str = ""
-
-
-def _always(_config: DaemonConfig) -> bool:
-    return True
 
 
 #: The daemon: its subsystems, in start (and supervision) order; stop is the reverse.
 SUBSYSTEMS: tuple[Entry, ...] = (
-    Entry("store", "qrmd.store.subsystem", _always),
-    Entry("cpu_plugin", "qrmd.cpu_plugin.subsystem", _always),
-    Entry(
-        "balancer",
-        "qrmd.balancer.subsystem",
-        lambda config: config.enable_memory_balancer,
-        off="memory balancer: off",
-    ),
+    Entry("store", "qrmd.store.subsystem", StoreSettings),
+    Entry("cpu_plugin", "qrmd.cpu_plugin.subsystem", CpuPluginSettings),
+    Entry("balancer", "qrmd.balancer.subsystem", BalancerSettings, off="memory balancer: off"),
     Entry(
         "cpu_pressure",
         "qrmd.cpu_pressure.subsystem",
-        lambda config: config.enable_cpu_pressure_eviction,
+        CPUPressureSettings,
         off="cpu pressure eviction: off",
     ),
-    Entry("pods", "qrmd.pods.subsystem", lambda config: config.pod_source.enabled),
-    Entry(
-        "advisor",
-        "qrmd.advisor.subsystem",
-        lambda config: config.cpu_advisor.enabled,
-        off="sys-advisor: off",
-    ),
+    Entry("pods", "qrmd.pods.subsystem", PodsSettings),
+    Entry("advisor", "qrmd.advisor.subsystem", AdvisorSettings, off="sys-advisor: off"),
 )
 #: The serving line names the subsystems in list order, with the metrics endpoint after
 #: this many of them (where operators' log searches have always found it).
@@ -196,9 +192,10 @@ class Daemon:
         shared = Shared(machine, self._clock, self.health)
         # 2. The enabled subsystems, in order.
         for entry in SUBSYSTEMS:
-            if entry.enabled(config):
+            settings = settings_of(entry.settings, config)
+            if settings.enabled:
                 build = self._builders.get(entry.name) or _builder(entry)
-                self.subsystems.append((entry, build(config, shared)))
+                self.subsystems.append((entry, build(settings, shared)))
         parts = [subsystem for _, subsystem in self.subsystems]
         # 3. The supervision tree, health and metrics.
         supervisor = Supervisor(
@@ -327,12 +324,12 @@ def run_daemon(config: DaemonConfig, *, builders: Mapping[str, Builder] | None =
             _log.info("%s: stopping", signal.Signals(signum).name)
         stop.set()
 
-    # Room for the journal and health beside the capped connections
-    # (qrmd.cpu_plugin.connection_cap).
+    # Room for the journal and health beside the capped connections of every socket the
+    # subsystems declare (qrmd.cpu_plugin.connection_cap).
     limit = raise_open_file_limit()
-    sockets = len(config.socket_dirs) + (1 if config.enable_memory_balancer else 0)
+    caps = [s.max_connections for s in declared_sockets(config) if s.max_connections is not None]
     try:
-        check_connection_cap(config.max_connections, sockets, limit)
+        check_connection_cap(caps, limit)
     except ValueError as err:
         raise DaemonError(str(err)) from None
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

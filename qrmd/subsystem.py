@@ -5,21 +5,29 @@ A subsystem is a package under ``qrmd/`` (``store``, ``cpu_plugin``, ``balancer`
 ``cpu_pressure``, ``pods``, ``advisor``) with
 
 * ``settings.py``: its option rows (flag, config key, default, parser, help; ``qrmd.config``
-  lists them, ``--help`` and ``docs/flags.md`` are made from them) and its settings as plain
-  data — the fields of ``DaemonConfig`` it reads, as a ``Protocol``, so it never imports the
-  configuration that lists every subsystem;
-* ``subsystem.py``: ``build(settings, shared) -> Subsystem``, the wiring. Given the daemon's
-  ``Shared`` context it builds its parts; the ``Subsystem`` it returns gives the children it
-  adds to the supervision tree (in order), its health and readiness sources, its metrics
-  collectors, its part of the serving line (its sockets and endpoints), and its start, stop
-  and close hooks.
+  lists them, ``--help`` and ``docs/flags.md`` are made from them) and its settings type, a
+  frozen dataclass of plain values (``SubsystemSettings``) whose fields are the validated
+  configuration's fields of the same name, so ``settings_of(SettingsType, config)``
+  (``qrmd.config_values``) builds it in one place and the settings never import the
+  configuration that lists every subsystem. The settings say whether the subsystem runs and
+  declare the unix sockets it serves: the root checks every declared path when the
+  configuration is loaded, and counts every capped one against the open-file limit;
+* ``subsystem.py``: ``build(settings, shared) -> Subsystem``, the wiring, given its own
+  settings object and nothing else of the configuration. Given the daemon's ``Shared``
+  context it builds its parts; the ``Subsystem`` it returns gives the children it adds to
+  the supervision tree (in order), its health and readiness sources, its metrics collectors,
+  its part of the serving line (its sockets and endpoints), and its start, stop and close
+  hooks.
 
 ``qrmd.daemon`` is the ordered list of them: it builds every enabled one, supervises their
 children in list order, starts them in that order and stops them in reverse. Subsystems never
 import each other: they meet through the ``Ports`` of ``Shared`` (the pod source, the advisor
-calls, the store's latest snapshot and status), which actors' ports type.
+calls, the store's latest snapshot and status), which actors' ports type. A value two
+subsystems read (``--plugin-registration-dir``, ``--enable-reclaim``) is a field of both
+settings types, filled from the one option row.
 
-Only typing is imported at run time: the heavy types are for the type checker.
+Only typing and the plain settings pieces (``qrmd.config_values``) are imported at run time:
+the heavy types are for the type checker.
 """
 
 from __future__ import annotations
@@ -27,6 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
+
+# The settings half of the protocol is plain data, beside the option rows (``qrmd.config``
+# reads it without loading this module's heavy types).
+from qrmd.config_values import Socket, SubsystemSettings
 
 if TYPE_CHECKING:
     from prometheus_client.registry import Collector
@@ -49,8 +61,10 @@ __all__ = [
     "Ports",
     "Running",
     "Shared",
+    "Socket",
     "Subsystem",
     "SubsystemParts",
+    "SubsystemSettings",
 ]
 
 #: The state store's name among the Supervisor's children: the first child, whose ref every

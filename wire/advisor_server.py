@@ -1,5 +1,5 @@
 """sys-advisor's side of the CPU advisor protocol: a ``CPUAdvisor`` server over plain values
-(wire.md §6.1, §10), for the sys-advisor simulator (``qrmd.advisor_sim``) and tests.
+(wire.md §6.1, §10), for the sys-advisor simulator (``qrmd.sim.advisor``) and tests.
 
 The served behaviour is a :class:`AdvisorBehaviour`: what to answer to ``AddContainer`` and
 ``RemovePod`` (return, or raise :class:`AdvisorStatus` to answer an error status), and the

@@ -1,6 +1,6 @@
 """The kubelet's gRPC client for one QRM plugin socket: every call with the kubelet's deadline.
 
-The kubelet's side of the QRM protocol, for the kubelet simulator (``qrmd.kubelet_sim``) and
+The kubelet's side of the QRM protocol, for the kubelet simulator (``qrmd.sim.kubelet``) and
 tests: one channel serving both services a plugin registers with (``pluginregistration``'s
 ``Registration`` and ``resourceplugin.v1alpha1.ResourcePlugin``). Calls take and return plain
 values (``wire.kubelet_convert``, ``policy.cpu.request``), never protobuf messages.

@@ -28,6 +28,8 @@ The rule, in the reference's order (§7.1):
      from the state without its old entry. A sidecar (§7.5.2) copies its main container's
      CPUs, or gets an empty reply while the main container has none.
    * any other level (``system_cores``): "katalyst QoS level: %s is not supported yet".
+   * at the v0.5.47 reference level, shared_cores with NUMA binding (SNB) take
+     ``policy.cpu.snb_allocate`` instead, and an in-place resize skips step 8.
 
 Which lifecycle transition a container takes (ramping or pooled, re-allocation, a sidecar) is
 the ramp-up machine's decision (``machines.ramp_up`` through ``policy.cpu.ramp_steps``); this module
@@ -42,12 +44,17 @@ transaction then holds what the steps before the failure emitted, and the caller
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from machines import ramp_up as lifecycle
 from machines.lifecycle import Step
 from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
+from policy.cpu.dedicated_allocation import (
+    allocate_numa_binding_cpus_v0547,
+    numa_binding_hint_id,
+)
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE
 from policy.cpu.pool_engine import (
     adjust_allocation_entries,
@@ -59,12 +66,16 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus, pod_aggregated_request
+from policy.cpu.snb_allocate import allocate_snb
+from policy.cpu.system_cores import SYSTEM_CORES, allocate_system
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
 from policy.state.cpu_state import CPUState
 from policy.state.entries import (
+    ANNOTATION_NUMA_HINT,
     DEDICATED_OWNER,
     RECLAIM_POOL,
     ContainerEntry,
@@ -120,16 +131,26 @@ def allocate_container(
     state = txn.cpu
     # 8. Enough CPUs already: the stored allocation, no handler.
     held = state.entry(request.pod_uid, request.container_name)
-    if held is not None:
+    # v0.5.47: an in-place resize always reaches its handler.
+    resizing = ctx.at_v0_5_47 and is_inplace_resizing(prepared.annotations)
+    if held is not None and not resizing:
         result, original = state.placement_cpus(held.placement)
         if original.size() >= prepared.req_int:
             return _reply(prepared, _cpu_allocation(result, None), native_qos_class="")
-    # 9. Dispatch on the level.
+    # 9. Dispatch on the level (v0.5.47 also accepts system_cores).
+    if ctx.at_v0_5_47 and prepared.qos_level == SYSTEM_CORES:
+        try:
+            system = allocate_system(txn, ctx, prepared, now)
+        except PolicyError as err:
+            raise AllocationError(str(err), kind=err.kind, subject=request.describe()) from err
+        return AllocationReply() if system is None else _pack(prepared, system)
     try:
         check_handled_level(prepared.qos_level)
     except QoSError as err:
         raise QoSError(str(err), subject=request.describe()) from err
     try:
+        if prepared.qos_level == SHARED_CORES and ctx.at_v0_5_47 and prepared.numa_binding:
+            return _allocate_snb(txn, ctx, prepared, now)
         if prepared.qos_level == SHARED_CORES:
             return _allocate_shared(txn, ctx, prepared, pod, now)
         if prepared.qos_level == RECLAIMED_CORES:
@@ -203,6 +224,9 @@ def _allocate_shared(
     # 1. The pooled CPUs: every NUMA node without a dedicated NUMA-binding container, minus
     #    dedicated CPUs and the reserve.
     pooled = state.pooled_cpus(ctx.reserved)
+    if ctx.at_v0_5_47:
+        # v0.5.47 also leaves out the NUMAs of SNB pools (spec cpu-policy-v0.5.47 (c) 8).
+        pooled = non_binding_pooled_cpus(state, ctx)
     if pooled.is_empty():
         raise AllocationError("get empty pooledCPUs", kind=ErrorKind.SHORTAGE)
     existing = state.entry(request.pod_uid, request.container_name)
@@ -242,6 +266,16 @@ def _allocate_shared(
     emit_step(txn, step, ContainerAllocated(existing))
     _put_into_pool(txn, ctx, updated, incr_by_req=True)
     return _pack(prepared, current)
+
+
+def _allocate_snb(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
+    """v0.5.47 shared cores with NUMA binding (``policy.cpu.snb_allocate``)."""
+    cpus, _ = allocate_snb(txn, ctx, prepared, now)
+    if cpus is None:
+        return AllocationReply()  # a sidecar before its main container: an empty reply
+    return _pack(prepared, cpus)
 
 
 def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:
@@ -349,12 +383,17 @@ def _allocate_dedicated(
     source = state
     if existing is not None:
         source = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
-    # 2. The CPUs on the hinted NUMA nodes.
-    result = allocate_numa_binding_cpus(
-        source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
-    )
+    # 2. The CPUs on the hinted NUMA nodes (at v0.5.47 with the allocation options).
+    if ctx.at_v0_5_47:
+        result = _numa_binding_cpus_v0547(source, ctx, prepared)
+    else:
+        result = allocate_numa_binding_cpus(
+            source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
+        )
     # 3–4. Stored with the ramp-up flag (replacing the old entry), then the pools move away.
     entry = _new_entry(prepared, now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
+    if ctx.at_v0_5_47:
+        entry = _with_numa_hint(entry, ctx, prepared)
     emit_step(txn, step, ContainerAllocated(entry))
     try:
         adjust_allocation_entries(txn, ctx)
@@ -364,6 +403,50 @@ def _allocate_dedicated(
         ) from err
     # 5. The reply.
     return _pack(prepared, result)
+
+
+def _with_numa_hint(
+    entry: ContainerEntry, ctx: PolicyContext, prepared: PreparedRequest
+) -> ContainerEntry:
+    """v0.5.47 records a single-node dedicated container's NUMA as ``numa_hint`` (module
+    ``policy.cpu.dedicated_allocation``); the hint was checked by the allocation already."""
+    hint = prepared.request.hint
+    assert hint is not None  # the allocation refused a missing hint
+    numa = numa_binding_hint_id(
+        prepared.numa_exclusive,
+        prepared.annotations,
+        len(ctx.topology.numa_nodes()),
+        hint,
+        numa_number_key=ctx.reference.numa_number_annotation_key,
+    )
+    if numa is None:
+        return entry
+    return replace(
+        entry, annotations={**(entry.annotations or {}), ANNOTATION_NUMA_HINT: str(numa)}
+    )
+
+
+def _numa_binding_cpus_v0547(
+    state: CPUState, ctx: PolicyContext, prepared: PreparedRequest
+) -> CPUSet:
+    """v0.5.47's ``allocateNumaBindingCPUs`` (``policy.cpu.dedicated_allocation``), for the
+    pod's aggregated request when its annotation is kept (``GetPodAggregatedRequestResource``:
+    rounded up to whole CPUs), else the container's."""
+    numas = ctx.topology.numa_nodes()
+    aggregated = pod_aggregated_request(prepared.annotations)
+    wanted = prepared.req_int if aggregated is None else math.ceil(aggregated)
+    try:
+        return allocate_numa_binding_cpus_v0547(
+            ctx.topology,
+            {n: state.numa_available(n, ctx.reserved) for n in numas},
+            wanted,
+            prepared.request.hint,
+            exclusive=prepared.numa_exclusive,
+            annotations=prepared.annotations,
+            numa_number_key=ctx.reference.numa_number_annotation_key,
+        )
+    except PolicyError as err:
+        raise AllocationError(str(err), kind=err.kind) from err
 
 
 def _allocate_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:

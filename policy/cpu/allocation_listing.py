@@ -6,13 +6,17 @@ each container through the ramp-up machine:
 * an unreadable or empty ``init_timestamp`` is repaired (``repair_timestamp``): a shared
   container ramps again on the pooled CPUs (``ContainerReRamped``), any other gets the
   timestamp reset (``TimestampReset``);
+* at v0.5.47 a dedicated sidecar whose CPUs or owner differ from its main container's takes
+  its main container's again (``ContainerPlaced``), as the reference syncs them;
 * a flagged container whose transition period has passed (``now > init + period``) finishes
   ramp-up (``finish_ramp_up`` → ``RampUpFinished``); shared ones then join their pools with
   ``put_allocations_and_adjust(..., incr_by_req=True)``.
 
 The reply lists each container's cpuset as it is *before* the pools are adjusted (§15.6):
-kubelet learns the new cpusets at its next call. An adjustment that fails does not fail the
-call; its message comes back in ``warnings`` for the caller to log, and the flags stay cleared.
+kubelet learns the new cpusets at its next call. At the v0.5.47 reference level the reply is
+built after the adjustment (spec cpu-policy-v0.5.47 (c) 3): the call that ends a ramp-up
+already reports the pool. An adjustment that fails does not fail the call; its message comes
+back in ``warnings`` for the caller to log, and the flags stay cleared.
 
 When the disk refuses the commit of what was settled, kubelet's reconcile must still get an
 answer: :func:`listed_as_is` lists the state as it is, settling nothing (the containers stay
@@ -44,12 +48,13 @@ from policy.cpu.listing_parts import (
 from policy.cpu.pool_engine import put_allocations_and_adjust
 from policy.cpu.ramp_steps import RampUpError, container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, ContainerCPUAllocation
+from policy.cpu.snb import snb_pool_cpus
 from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import PolicyError
 from policy.state.cpu_state import ContainerKey, CPUState
-from policy.state.entries import ContainerEntry
-from policy.state.events import ContainerReRamped, RampUpFinished, TimestampReset
+from policy.state.entries import ContainerEntry, OwnCPUs
+from policy.state.events import ContainerPlaced, ContainerReRamped, RampUpFinished, TimestampReset
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
@@ -108,8 +113,9 @@ def resources_allocation(
             whose parts to reuse; the answer is the same without it.
 
     Returns:
-        The reply, with cpusets as they were before step 3. ``previous`` itself when it
-        listed this very state and that state had nothing to settle.
+        The reply, with cpusets as they were before step 3 (v0.5.3) or after it (v0.5.47).
+        ``previous`` itself when it listed this very state and that state had nothing to
+        settle.
     """
     state = txn.cpu
     basis = None if previous is None else previous.parts
@@ -117,8 +123,14 @@ def resources_allocation(
         assert previous is not None  # for the type checker: _lists_settled said so
         return previous  # nothing to settle: the same answer at any time
     parts = list_pods(state, basis)
+    # 0. v0.5.47: dedicated sidecars follow their main container again (policy.go:546-553).
+    if ctx.at_v0_5_47:
+        txn.emit(*_sidecar_syncs(state))
     # 1. What a re-ramped shared container gets.
     pooled = state.pooled_cpus(ctx.reserved)
+    if ctx.at_v0_5_47:
+        # v0.5.47 re-ramps onto the pooled CPUs without the SNB containers' (policy.go:521).
+        pooled = pooled.difference(snb_pool_cpus(state))
     stamp = format_qrm_time(now)
     warnings: list[str] = []
     just_finished: list[ContainerEntry] = []
@@ -145,8 +157,31 @@ def resources_allocation(
             put_allocations_and_adjust(txn, ctx, just_finished, incr_by_req=True)
         except PolicyError as err:
             warnings.append(f"putAllocationsAndAdjustAllocationEntries failed with error: {err}")
+
+    if ctx.at_v0_5_47 and txn.cpu is not state:
+        # v0.5.47 reads the pod entries again after adjusting (policy.go:589-634).
+        parts = list_pods(txn.cpu, parts)
+        listed_after = len(txn.events)
     settled = not txn.events and not warnings and not state.ramping_containers()
     return ResourcesAllocation(parts.pod_resources, tuple(warnings), parts, settled, listed_after)
+
+
+def _sidecar_syncs(state: CPUState) -> list[ContainerPlaced]:
+    """v0.5.47's ``applySidecarAllocationInfoFromMainContainer`` for dedicated sidecars (the
+    only ones that hold a copy of their main container's CPUs: an SNB sidecar follows its
+    pool): a ``ContainerPlaced`` for each whose CPUs or owner differ from its main
+    container's. O(dedicated containers)."""
+    out: list[ContainerPlaced] = []
+    for key in sorted(state.dedicated_containers()):
+        entry = state.require_entry(*key)
+        main = state.main_container_entry(entry.pod_uid)
+        if not entry.is_sidecar() or main is None:
+            continue
+        result, original = state.placement_cpus(main.placement)
+        placement = OwnCPUs(result, original)
+        if entry.placement != placement or entry.owner_pool_name != main.owner_pool_name:
+            out.append(ContainerPlaced(key[0], key[1], placement, main.owner_pool_name))
+    return out
 
 
 def listed_as_is(
@@ -209,9 +244,12 @@ def _settle(
     pod_uid, name = entry.key
     started = parse_init_timestamp(entry.init_timestamp)
     if started is None:
-        step = fire(container_phase(entry), "repair_timestamp")
-        assert step is not None  # repair_timestamp has no guards
-        if entry.is_shared():
+        # v0.5.47 re-ramps only non-binding shared containers (policy.go:559).
+        numa_bound = ctx.at_v0_5_47 and entry.is_shared() and entry.is_numa_binding()
+        phase = container_phase(entry, system_cores=ctx.at_v0_5_47)
+        step = fire(phase, "repair_timestamp", {"numa_bound": numa_bound})
+        assert step is not None  # every live phase has a repair_timestamp transition
+        if entry.is_shared() and not numa_bound:
             emit_step(txn, step, ContainerReRamped(pod_uid, name, stamp, pooled))
         else:
             emit_step(txn, step, TimestampReset(pod_uid, name, stamp))

@@ -41,6 +41,7 @@ __all__ = [
     "PodPhase",
     "PreStartContainer",
     "RemovePod",
+    "StartPolicy",
 ]
 
 R = TypeVar("R")
@@ -55,6 +56,14 @@ class PluginCall(Generic[R]):
     """A kubelet call whose reply is ``R`` (``None`` where kubelet gets an empty message)."""
 
     __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StartPolicy(PluginCall[None]):
+    """Bring the pools up to date on the recovered state (spec cpu-policy §6.2 steps 4–6).
+
+    Sent once at start-up; sending it again commits nothing, as the pools are then current.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ Built once at start-up by the composition root and passed to every policy call a
 decision (the call, the pod source's answer) is the decision's ``inputs`` instead
 (``policy.cpu.commands``). Spec cpu-policy §3 (reserve), §4.3 (QoS configuration), §9.6
 (transition period), §14 (options), and the hint limits of the reduced hints answer (§8).
+The reference level (``policy.cpu.reference``) picks v0.5.3's rules or v0.5.47's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from policy.cpu.qos import QoSConfig
+from policy.cpu.reference import DEFAULT_REFERENCE_VERSION, ReferenceOptions, is_v0_5_47
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 
@@ -55,6 +57,9 @@ class PolicyContext:
         residual_sightings: consecutive rounds a pod is missing from the pod list before its
             state goes (§12.4 step 3; ``--residual-max-age`` over ``--residual-check-period``,
             10 with the reference's 5 min and 30 s).
+        reference_version: the Katalyst release reproduced, ``v0.5.3`` (the default) or
+            ``v0.5.47`` (``policy.cpu.reference``).
+        reference: the v0.5.47 options (their defaults at v0.5.3).
     """
 
     topology: CPUTopology
@@ -67,3 +72,10 @@ class PolicyContext:
     max_hints: int = DEFAULT_MAX_HINTS
     requested_millicpu: RequestedMilliCPULookup = _unknown_request
     residual_sightings: int = 10
+    reference_version: str = DEFAULT_REFERENCE_VERSION
+    reference: ReferenceOptions = field(default_factory=ReferenceOptions)
+
+    @property
+    def at_v0_5_47(self) -> bool:
+        """Whether the v0.5.47 rules apply (spec cpu-policy-v0.5.47)."""
+        return is_v0_5_47(self.reference_version)

@@ -10,7 +10,7 @@ for every decision of a run. ``now`` is the wall time in seconds since the epoch
 The Allocator actor gathers the inputs through its ports, calls these with its (durable) state,
 commits ``decision.events`` through the StateStore with the inputs as the journaled cause, and
 then replies with ``decision.reply`` (DESIGN.md, the commit protocol); so the journal can
-re-run any committed decision from its record alone (``actors.decision_rerun``). Nothing here
+re-run any committed decision from its record alone (``qrmd.offline.decision_rerun``). Nothing here
 reads a clock, a file or a socket, and nothing mutates the state passed in.
 
 Errors. A request that cannot be served raises a ``PolicyError`` subclass whose message names
@@ -62,6 +62,7 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.residual_removal import ResidualOutcome, ResidualPods
+from policy.cpu.snb import is_inplace_resizing
 from policy.cpu.topology_aware import (
     allocatable_resources,
     plugin_options,
@@ -132,8 +133,14 @@ def get_topology_hints(
         RequestError, QoSError, HintError: see the module docstring.
     """
     del now
-    prepared = prepare_request(settings.qos, inputs.request)
+    prepared = prepare_request(settings.qos, inputs.request, _kept_keys(settings))
     return Decision((), topology_hints(state.cpu, settings, prepared))
+
+
+def _kept_keys(settings: PolicyContext) -> tuple[str, ...]:
+    """The annotations a request keeps besides the QoS ones: ``--pod-annotation-kept-keys``
+    at v0.5.47 (spec cpu-policy-v0.5.47 (c) 4), none at v0.5.3."""
+    return settings.reference.pod_annotation_kept_keys if settings.at_v0_5_47 else ()
 
 
 def allocate(
@@ -156,11 +163,14 @@ def allocate(
         AllocationError: the handler failed and the container had no entry; nothing to commit.
     """
     request = inputs.call.request
-    prepared = prepare_request(settings.qos, request)
+    prepared = prepare_request(settings.qos, request, _kept_keys(settings))
     txn = Txn(state)
     try:
         reply = allocate_container(txn, settings, prepared, inputs.pod, now)
     except PolicyError as err:
+        # v0.5.47 keeps the container when an in-place resize fails (policy.go:937-940).
+        if settings.at_v0_5_47 and is_inplace_resizing(prepared.annotations):
+            raise
         # §7.2: the finaliser removes the container; only a pre-existing entry makes that
         # observable.
         cleanup = Txn(state)

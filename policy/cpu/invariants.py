@@ -10,7 +10,8 @@ The rules, and the overlaps the spec allows:
    §9.7's overlap with settled dedicated NUMA-binding containers).
 3. No other pool holds a reserved CPU, nor a CPU of a NUMA node that hosts a dedicated
    NUMA-binding container (§3: the reserve is excluded from everything available; pools are
-   taken from the adjustable CPUs, §5.4, §9.3 step 1).
+   taken from the adjustable CPUs, §5.4, §9.3 step 1). At v0.5.47: nor a CPU of a NUMA node
+   hosting a NUMA-exclusive one, nor a dedicated NUMA-binding container's CPU.
 4. Two non-resident pools are disjoint, or identical: when the pools cannot have one CPU each,
    every pool gets the whole available set (§15.8).
 5. The ramp-up cpuset holds no reserved CPU (§9.8 step 5: adjustable CPUs minus isolated ones).
@@ -40,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policy.cpu.context import PolicyContext
+from policy.cpu.snb import exclusive_binding_numas
 from policy.errors import ErrorKind, PolicyError, describe_container
 from policy.state.cpu_state import CPUState
 from policy.state.entries import DEDICATED_OWNER, RECLAIM_POOL, RESERVE_POOL, RESIDENT_POOLS
@@ -85,7 +87,7 @@ def check_invariants(state: CPUState, settings: PolicyContext) -> list[Violation
     """
     placed_by_us = not settings.advisor_enabled
     return [
-        *_resident_pools(state, settings.reserved, placed_by_us),
+        *_resident_pools(state, settings, placed_by_us),
         *_dedicated(state, settings.reserved, placed_by_us),
     ]
 
@@ -107,7 +109,10 @@ def require_invariants(state: CPUState, settings: PolicyContext, where: str) -> 
         raise InvariantError(f"{where} would leave an inconsistent CPU state: {listed}")
 
 
-def _resident_pools(state: CPUState, reserved: CPUSet, placed_by_us: bool) -> Iterator[Violation]:
+def _resident_pools(
+    state: CPUState, settings: PolicyContext, placed_by_us: bool
+) -> Iterator[Violation]:
+    reserved = settings.reserved
     # 1. The reserve is the reserved set.
     reserve = state.pool_cpus(RESERVE_POOL)
     if reserve != reserved:
@@ -121,7 +126,13 @@ def _resident_pools(state: CPUState, reserved: CPUSet, placed_by_us: bool) -> It
     # 3. No other pool holds a reserved CPU; 4. other pools are disjoint or identical.
     others = sorted(state.filtered_pools_cpuset_map(RESIDENT_POOLS).items())
     bound = CPUSet()
-    if placed_by_us:
+    if placed_by_us and settings.at_v0_5_47:
+        # v0.5.47 pools may use the free CPUs of NUMAs whose dedicated containers are not
+        # NUMA-exclusive (policy.cpu.snb.adjustable_cpus).
+        bound = CPUSet.union_all(
+            state.topology.cpus_in_numa(n) for n in exclusive_binding_numas(state)
+        ).union(CPUSet.from_mask(state.indexes.allocated_mask))
+    elif placed_by_us:
         bound = CPUSet.union_all(
             state.topology.cpus_in_numa(n) for n in state.numas_with_dedicated_numa_binding()
         )

@@ -193,7 +193,7 @@ def pod_allocations(state: CPUState, pod_uid: str) -> PodAllocations | None:
     """One pod's part of the listing of ``state``, made as :func:`list_pods` makes it.
 
     For forensics, which shows what one listing answered for one pod without listing them
-    all (``qrmd.forensics.explain``).
+    all (``qrmd.offline.explain``).
 
     Args:
         state: the CPU state listed.

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
+from policy.cpu.snb import adjustable_cpus, numa_of_pool
+from policy.cpu.system_cores import SYSTEM_CORES, system_pool_cpus
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
@@ -100,8 +102,11 @@ def apply_pools_and_isolated(
         for name in sorted(pools_cs)
         if state.pools.get(name) != pools_cs[name]
     ]
-    # 5. The ramp-up cpuset.
+    # 5. The ramp-up cpuset (v0.5.47: without the NUMAs of SNB pools, spec (c) 8).
     ramp = state.adjustable_cpus(ctx.reserved).difference(isolated_union)
+    if ctx.at_v0_5_47:
+        ramp = adjustable_cpus(state, ctx).difference(isolated_union)
+        ramp = ramp.difference(_snb_numa_cpus(ctx, pools_cs))
     if state.ramp_cpus != ramp:
         pool_events.append(RampCPUsSet(ramp))
     # 6. Containers whose placement or owner changes.
@@ -122,6 +127,13 @@ def apply_pools_and_isolated(
         moves[key] = (RAMPING, "")
     for key in sorted(state.unflagged_unpooled_containers()):
         entry = state.require_entry(*key)
+        if ctx.at_v0_5_47 and entry.qos_level == SYSTEM_CORES:
+            # v0.5.47's system_cores follow the pools they name (policy.cpu.system_cores).
+            if entry.is_sidecar():
+                continue  # a sidecar keeps the copy of its main container's CPUs
+            cpus = system_pool_cpus(state, ctx, entry.annotations, pools_cs)
+            moves[key] = (OwnCPUs.of(cpus), entry.owner_pool_name)
+            continue
         _check_pooled_level(entry)
         pool = entry.pool_name()
         if pool in pools_cs:
@@ -142,6 +154,17 @@ def apply_pools_and_isolated(
     ]
     removals = [PoolRemoved(name) for name in dropped]
     txn.emit(*pool_events, *placed, *quantities, *removals)
+
+
+def _snb_numa_cpus(ctx: PolicyContext, pools_cs: Mapping[str, CPUSet]) -> CPUSet:
+    """The CPUs of the NUMAs the new SNB pools are bound to."""
+    masks = ctx.topology.numa_masks()
+    bits = 0
+    for name, cpus in pools_cs.items():
+        numa = numa_of_pool(name)
+        if numa is not None and not cpus.is_empty():
+            bits |= masks.get(numa, 0)
+    return CPUSet.from_mask(bits)
 
 
 def _dedicated_move(entry: ContainerEntry, ramp: CPUSet) -> tuple[Placement, str]:

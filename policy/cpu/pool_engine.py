@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 
 from policy.cpu.context import PolicyContext
+from policy.cpu.numa_pools import generate_pools_with_numa_binding
 from policy.cpu.pool_apply import apply_pools_and_isolated, clean_pools
 from policy.cpu.pool_sizing import (
     IsolatedQuantities,
@@ -35,6 +36,7 @@ from policy.cpu.pool_sizing import (
     apportion_reclaimed_pool,
     generate_pools_and_isolation,
 )
+from policy.cpu.snb import adjustable_cpus, demand_of, pool_demands, precise_ceil, target_pool
 from policy.cpu.txn import Txn
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import RECLAIM_POOL, RESIDENT_POOLS, ContainerEntry, requested_cores
@@ -65,6 +67,9 @@ def pool_quantities(
         return {
             name: cpus.size() for name, cpus in state.pools.items() if name not in RESIDENT_POOLS
         }
+    if ctx.at_v0_5_47:
+        # v0.5.47: main containers, ramping ones too, SNB ones twice (policy.cpu.snb).
+        return pool_demands(state, ctx, ignore)
     return state.shared_quantity_map(ignore, ctx.requested_millicpu)
 
 
@@ -112,11 +117,16 @@ def put_allocations_and_adjust(
         if not pool:
             raise PoolError("allocationInfo points to empty poolName")
         if incr_by_req:
-            cores = requested_cores(container, ctx.requested_millicpu)
+            if ctx.at_v0_5_47:
+                # v0.5.47 counts an SNB container into its NUMA pool, twice its request.
+                pool, cores = target_pool(container), demand_of(container, ctx)
+            else:
+                cores = requested_cores(container, ctx.requested_millicpu)
             increments[pool] = increments.get(pool, 0.0) + cores
     # 5. Their requests go to their pools.
+    ceil = precise_ceil if ctx.at_v0_5_47 else math.ceil
     for pool, cores in increments.items():
-        pools_q[pool] = pools_q.get(pool, 0) + math.ceil(cores)
+        pools_q[pool] = pools_q.get(pool, 0) + ceil(cores)
     # 6-7. Isolated containers as they are; then size and place.
     iso_q = state.isolated_quantity_map(ignore, ctx.requested_millicpu)
     _adjust(txn, ctx, pools_q, iso_q)
@@ -161,11 +171,14 @@ def adjust_pools_and_isolated(
             with error: ..."); the steps before it keep their events.
     """
     state = txn.cpu
-    # 1. Adjustable CPUs.
-    available = state.adjustable_cpus(ctx.reserved)
-    # 2. Sizes.
+    # 1. Adjustable CPUs (v0.5.47: only NUMA-exclusive dedicated NUMAs are left out whole).
+    available = (
+        adjustable_cpus(state, ctx) if ctx.at_v0_5_47 else state.adjustable_cpus(ctx.reserved)
+    )
+    # 2. Sizes (v0.5.47: the NUMA-bound pools first, policy.cpu.numa_pools).
+    generate = generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
     try:
-        pools_cs, iso_cs = generate_pools_and_isolation(ctx, pools_q, iso_q, available)
+        pools_cs, iso_cs = generate(ctx, pools_q, iso_q, available)
     except PoolError as err:
         raise PoolError(
             f"generatePoolsAndIsolation failed with error: {err}", kind=err.kind

@@ -9,6 +9,10 @@ impossible, every pool gets *all* the CPUs (§15.8). ``reserve`` is always the r
 unless ``enable_reclaim`` is set, reclaim keeps only four of them and hands the rest to the
 other pools in proportion to their sizes (§9.5).
 
+At the v0.5.47 reference level (spec cpu-policy-v0.5.47 (c) 1–2) the floor is max(4, NUMA
+nodes), the fallback and the hand-out take single hyper-threads by NUMA balance
+(TakeHTByNUMABalance) instead of whole cores, and only non-binding pools share the surplus.
+
 Everything here is a pure function of the topology, the reserve and plain maps: no state, no
 events. Where the reference iterates a Go map (random order), the order is the spec's
 recommended one (§15.11): pool names ascending, pod uids then container names ascending,
@@ -18,7 +22,7 @@ shrinking ties broken by pool name.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Final
 
 from policy.cpu.context import PolicyContext
@@ -26,7 +30,11 @@ from policy.errors import ErrorKind, PolicyError
 from policy.state.entries import RECLAIM_POOL, RESERVE_POOL, RESIDENT_POOLS
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
-from policy.topology.selection import SelectionError, take_by_numa_balance
+from policy.topology.selection import (
+    SelectionError,
+    take_by_numa_balance,
+    take_ht_by_numa_balance,
+)
 
 __all__ = [
     "RESERVED_RECLAIMED_CPUS_SIZE",
@@ -37,6 +45,7 @@ __all__ = [
     "fallback_reclaim_cpus",
     "generate_pools_and_isolation",
     "proportional",
+    "reserved_reclaimed_cpus_size",
     "shrink_proportionally",
     "take_cpus_for_containers",
     "take_cpus_for_pools",
@@ -44,6 +53,15 @@ __all__ = [
 
 #: The reclaim pool's floor and fallback size (§6.1).
 RESERVED_RECLAIMED_CPUS_SIZE: Final = 4
+
+
+def reserved_reclaimed_cpus_size(ctx: PolicyContext) -> int:
+    """Reclaim's floor: four CPUs, and at v0.5.47 at least one per NUMA node (its
+    ``general.Max(reservedReclaimedCPUsSize, NumNUMANodes)``)."""
+    if ctx.at_v0_5_47:
+        return max(RESERVED_RECLAIMED_CPUS_SIZE, len(ctx.topology.numa_nodes()))
+    return RESERVED_RECLAIMED_CPUS_SIZE
+
 
 #: ``{pod_uid: {container_name: CPUs}}`` of isolated dedicated containers (§5.6).
 IsolatedQuantities = Mapping[str, Mapping[str, int]]
@@ -227,8 +245,15 @@ def generate_pools_and_isolation(
     reclaim = pools_cs.get(RECLAIM_POOL, CPUSet()).union(available)
     if reclaim.is_empty():
         reclaim = fallback_reclaim_cpus(ctx, "generatePoolsAndIsolation for reclaimedCPUSet")
-    if not ctx.enable_reclaim and reclaim.size() > RESERVED_RECLAIMED_CPUS_SIZE:
-        pools_cs, reclaim = apportion_reclaimed_pool(topology, pools_cs, reclaim)
+    floor = reserved_reclaimed_cpus_size(ctx)
+    if not ctx.enable_reclaim and reclaim.size() > floor:
+        if ctx.at_v0_5_47:
+            # v0.5.47: hyper-threads, and the non-binding pools only ((c) 2).
+            pools_cs, reclaim = apportion_reclaimed_pool(
+                topology, pools_cs, reclaim, floor=floor, by_thread=True, only=pools.keys()
+            )
+        else:
+            pools_cs, reclaim = apportion_reclaimed_pool(topology, pools_cs, reclaim)
     pools_cs[RECLAIM_POOL] = reclaim
     return pools_cs, iso_cs
 
@@ -245,23 +270,35 @@ def _take_pools(
 def fallback_reclaim_cpus(ctx: PolicyContext, where: str) -> CPUSet:
     """Four CPUs for reclaim from all non-reserved CPUs, whatever holds them (§6.2, §9.4).
 
+    At v0.5.47 the reference's start-up ``reservedReclaimedCPUSet``: the floor's size
+    (``reserved_reclaimed_cpus_size``) by TakeHTByNUMABalance ((c) 1), so ``1,3-4,6`` on the
+    (16,2,4) node with reserve ``0,2`` where v0.5.3 gives ``1,3,9,11``.
+
     Raises:
         PoolError: "fallback takeByNUMABalance faild in <where> with error: ..." (sic).
     """
     everything = CPUSet.from_mask(ctx.topology.cpu_details.mask).difference(ctx.reserved)
+    take, name = take_by_numa_balance, "takeByNUMABalance"
+    if ctx.at_v0_5_47:
+        take, name = take_ht_by_numa_balance, "TakeHTByNUMABalance"
     try:
-        taken, _ = take_by_numa_balance(ctx.topology, everything, RESERVED_RECLAIMED_CPUS_SIZE)
+        taken, _ = take(ctx.topology, everything, reserved_reclaimed_cpus_size(ctx))
     except SelectionError as err:
-        raise PoolError(
-            f"fallback takeByNUMABalance faild in {where} with error: {err}", kind=err.kind
-        ) from err
+        message = f"fallback {name} faild in {where} with error: {err}"
+        raise PoolError(message, kind=err.kind) from err
     return taken
 
 
 def apportion_reclaimed_pool(
-    topology: CPUTopology, pools_cs: Mapping[str, CPUSet], reclaim: CPUSet
+    topology: CPUTopology,
+    pools_cs: Mapping[str, CPUSet],
+    reclaim: CPUSet,
+    *,
+    floor: int = RESERVED_RECLAIMED_CPUS_SIZE,
+    by_thread: bool = False,
+    only: Collection[str] | None = None,
 ) -> tuple[dict[str, CPUSet], CPUSet]:
-    """Give reclaim's CPUs above the four-CPU floor to the non-resident pools (§9.5).
+    """Give reclaim's CPUs above the floor to the non-resident pools (§9.5).
 
     Each non-resident pool, by name, takes ``max(trunc(extra × size / total), 1)`` CPUs from
     reclaim with ``take_by_numa_balance`` (sizes as they were before this step), until reclaim
@@ -272,23 +309,33 @@ def apportion_reclaimed_pool(
         topology: the machine.
         pools_cs: every pool's cpuset (reclaim's own entry is ignored).
         reclaim: the reclaim pool's CPUs.
+        floor: what reclaim keeps (``reserved_reclaimed_cpus_size``).
+        by_thread: take single hyper-threads (``take_ht_by_numa_balance``, v0.5.47) rather
+            than whole cores first.
+        only: the pools that share the surplus (v0.5.47: the non-binding ones); every
+            non-resident pool when None.
 
     Returns:
         ``(pools with their share added, what reclaim keeps)``.
     """
     out = dict(pools_cs)
-    sizes = {name: cpus.size() for name, cpus in pools_cs.items() if name not in RESIDENT_POOLS}
+    take = take_ht_by_numa_balance if by_thread else take_by_numa_balance
+    sizes = {
+        name: cpus.size()
+        for name, cpus in pools_cs.items()
+        if name not in RESIDENT_POOLS and (only is None or name in only)
+    }
     total = sum(sizes.values())
-    extra = reclaim.size() - RESERVED_RECLAIMED_CPUS_SIZE
+    extra = reclaim.size() - floor
     if extra <= 0 or total == 0:
         return out, reclaim
     for name in sorted(sizes):
         n = max(proportional(sizes[name], total, extra, ceil=False), 1)
         try:
-            taken, reclaim = take_by_numa_balance(topology, reclaim, n)
+            taken, reclaim = take(topology, reclaim, n)
         except SelectionError:
             return out, reclaim
         out[name] = out[name].union(taken)
-        if reclaim.size() <= RESERVED_RECLAIMED_CPUS_SIZE:
+        if reclaim.size() <= floor:
             break
     return out, reclaim

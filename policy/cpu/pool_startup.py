@@ -29,7 +29,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.invariants import require_invariants
 from policy.cpu.pool_apply import clean_pools
 from policy.cpu.pool_engine import adjust_allocation_entries
-from policy.cpu.pool_sizing import RESERVED_RECLAIMED_CPUS_SIZE, PoolError, fallback_reclaim_cpus
+from policy.cpu.pool_sizing import PoolError, fallback_reclaim_cpus, reserved_reclaimed_cpus_size
 from policy.cpu.reserve import ReserveChangeRefused, require_cpus_outside_reserve
 from policy.cpu.txn import Txn
 from policy.errors import describe_container
@@ -44,7 +44,7 @@ from policy.state.entries import (
 )
 from policy.state.events import ContainerPlaced, CPUEvent, PoolSet
 from policy.topology.cpuset import CPUSet
-from policy.topology.selection import take_by_numa_balance
+from policy.topology.selection import take_by_numa_balance, take_ht_by_numa_balance
 
 __all__ = [
     "init_reclaim_pool",
@@ -188,6 +188,9 @@ def init_reclaim_pool(txn: Txn, ctx: PolicyContext) -> None:
     b. up to four of them by ``take_by_numa_balance``;
     c. none: four of all non-reserved CPUs, overlap allowed.
 
+    At v0.5.47 (spec cpu-policy-v0.5.47 (c) 1) b and c take single hyper-threads by NUMA
+    balance and the floor is max(4, NUMA nodes): ``1,3-4,6`` on the (16,2,4) node.
+
     Raises:
         PoolError: "fallback takeByNUMABalance faild in initReclaimPool for reclaim with
             error: ..." (sic) when even the fallback fails.
@@ -199,8 +202,9 @@ def init_reclaim_pool(txn: Txn, ctx: PolicyContext) -> None:
     non_resident = state.filtered_pools_cpuset(RESIDENT_POOLS)
     available = state.pooled_cpus(ctx.reserved).difference(non_resident)
     # b. Up to four of them, spread over the NUMA nodes.
-    wanted = min(RESERVED_RECLAIMED_CPUS_SIZE, available.size())
-    cpus, _ = take_by_numa_balance(ctx.topology, available, wanted)
+    wanted = min(reserved_reclaimed_cpus_size(ctx), available.size())
+    take = take_ht_by_numa_balance if ctx.at_v0_5_47 else take_by_numa_balance
+    cpus, _ = take(ctx.topology, available, wanted)
     # c. Nothing free: four anywhere.
     if cpus.is_empty():
         cpus = fallback_reclaim_cpus(ctx, "initReclaimPool for reclaim")

@@ -19,7 +19,7 @@ What the handlers do next with INIT containers and debug pods (echo, nothing sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policy.cpu.enhancements import cpuset_pool, is_numa_binding, is_numa_exclusive
@@ -90,12 +90,15 @@ class PreparedRequest:
         return cpuset_pool(self.annotations)
 
 
-def prepare_request(config: QoSConfig, request: ResourceRequest) -> PreparedRequest:
+def prepare_request(
+    config: QoSConfig, request: ResourceRequest, kept_annotation_keys: Iterable[str] = ()
+) -> PreparedRequest:
     """Check a request and read its level, quantity and normalised maps.
 
     Args:
         config: QoS selectors, enhancement aliases and defaults, debug keys.
         request: the request as converted from the wire; not changed.
+        kept_annotation_keys: annotations kept besides the QoS ones (v0.5.47 only).
 
     Returns:
         The prepared request.
@@ -116,7 +119,9 @@ def prepare_request(config: QoSConfig, request: ResourceRequest) -> PreparedRequ
             f"resource type mismatches: {err}"
         ) from err
     try:
-        normalised = normalise(config, level, request.labels, request.annotations)
+        normalised = normalise(
+            config, level, request.labels, request.annotations, kept_annotation_keys
+        )
     except RequestError as err:
         raise RequestError(str(err), subject=request.describe()) from err
     try:

@@ -287,6 +287,7 @@ def normalise(
     qos_level: str,
     labels: Mapping[str, str] | None,
     annotations: Mapping[str, str] | None,
+    kept_annotation_keys: Iterable[str] = (),
 ) -> Normalised:
     """Rewrite a request's labels and annotations for its resolved level (§4.5).
 
@@ -295,6 +296,10 @@ def normalise(
         qos_level: the level :func:`resolve_qos_level` returned.
         labels: the pod's labels as sent (``None`` = none).
         annotations: the pod's annotations as sent (``None`` = none).
+        kept_annotation_keys: annotations kept as they are besides the QoS ones (v0.5.47's
+            ``--pod-annotation-kept-keys``, spec cpu-policy-v0.5.47 (c) 4; none at v0.5.3);
+            a QoS or enhancement key of the same name wins, as the reference merges them
+            first.
 
     Returns:
         New read-only maps (the inputs are not changed) and the warnings of a lenient
@@ -305,7 +310,8 @@ def normalise(
             JSON object of string values (the message names the annotation and the fault).
     """
     source = {**(annotations or {}), QOS_LEVEL_KEY: qos_level}
-    normalised = {key: value for key, value in source.items() if key in config.qos_keys}
+    normalised = {key: source[key] for key in kept_annotation_keys if key in source}
+    normalised.update((key, value) for key, value in source.items() if key in config.qos_keys)
     flattened, warnings = flatten_enhancements(
         source,
         aliases=config.enhancement_aliases,

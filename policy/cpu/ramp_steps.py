@@ -32,11 +32,15 @@ class RampUpError(PolicyError):
     kind = ErrorKind.REFUSED
 
 
-def container_phase(entry: ContainerEntry) -> str:
+_SYSTEM_CORES = "system_cores"
+
+
+def container_phase(entry: ContainerEntry, *, system_cores: bool = False) -> str:
     """The ramp-up machine state of a stored container entry.
 
     shared: ``ramping`` while flagged, else ``pooled``; dedicated: ``dedicated_ramping`` while
-    flagged, else ``dedicated``; reclaimed: ``reclaimed``.
+    flagged, else ``dedicated``; reclaimed: ``reclaimed``; with ``system_cores`` (the v0.5.47
+    level, which stores system_cores containers), system_cores: ``reclaimed`` too.
 
     Raises:
         RampUpError: the entry's QoS level has no lifecycle (no handler ever stores one).
@@ -45,7 +49,8 @@ def container_phase(entry: ContainerEntry) -> str:
         return ramp_up.RAMPING if entry.ramp_up else ramp_up.POOLED
     if entry.is_dedicated():
         return ramp_up.DEDICATED_RAMPING if entry.ramp_up else ramp_up.DEDICATED
-    if entry.is_reclaimed():
+    if entry.is_reclaimed() or (system_cores and entry.qos_level == _SYSTEM_CORES):
+        # system_cores (v0.5.47 only) is placed directly and never ramps: reclaimed's lifecycle.
         return ramp_up.RECLAIMED
     raise RampUpError(
         f"pod: {entry.pod_uid}, container: {entry.container_name}: qos level "

@@ -47,7 +47,7 @@ MAX_RESIDUAL_TIME_S: Final = 300
 RESIDUAL_SIGHTINGS: Final = MAX_RESIDUAL_TIME_S // RESIDUAL_CHECK_PERIOD_S
 
 
-def _remove_pod_entries(txn: Txn, pod_uid: str) -> None:
+def _remove_pod_entries(txn: Txn, ctx: PolicyContext, pod_uid: str) -> None:
     """``PodRemoved`` for a known pod, checked against every container's lifecycle."""
     containers = txn.cpu.pod_containers(pod_uid)
     if not containers:
@@ -55,7 +55,8 @@ def _remove_pod_entries(txn: Txn, pod_uid: str) -> None:
     # Every container's lifecycle must allow it; they all name the one PodRemoved.
     step = None
     for name in sorted(containers):
-        step = fire(container_phase(containers[name]), "remove_pod")
+        phase = container_phase(containers[name], system_cores=ctx.at_v0_5_47)
+        step = fire(phase, "remove_pod")
     assert step is not None  # removal has no guards
     emit_step(txn, step, PodRemoved(pod_uid))
 
@@ -65,7 +66,7 @@ def _remove_pods_and_adjust(
 ) -> tuple[str, ...]:
     """Forget each known pod in turn, then re-size the pools; an adjustment error is returned."""
     for pod_uid in pod_uids:
-        _remove_pod_entries(txn, pod_uid)
+        _remove_pod_entries(txn, ctx, pod_uid)
     try:
         adjust_allocation_entries(txn, ctx)
     except PolicyError as err:
@@ -95,11 +96,10 @@ def remove_container(txn: Txn, ctx: PolicyContext, pod_uid: str, container_name:
 
     No pool adjustment follows (the reference runs none here).
     """
-    del ctx
     entry = txn.cpu.entry(pod_uid, container_name)
     if entry is None:
         return
-    step = fire(container_phase(entry), "remove_container")
+    step = fire(container_phase(entry, system_cores=ctx.at_v0_5_47), "remove_container")
     assert step is not None  # removal has no guards
     emit_step(txn, step, ContainerRemoved(pod_uid, container_name))
 

@@ -34,6 +34,7 @@ __all__ = [
     "ANNOTATION_CPUSET_POOL",
     "ANNOTATION_NUMA_BINDING",
     "ANNOTATION_NUMA_EXCLUSIVE",
+    "ANNOTATION_NUMA_HINT",
     "CONTAINER_TYPE_MAIN",
     "CONTAINER_TYPE_SIDECAR",
     "DEDICATED_CORES",
@@ -78,6 +79,9 @@ RESIDENT_POOLS: Final = frozenset({RECLAIM_POOL}) | STATIC_POOLS
 ANNOTATION_NUMA_BINDING: Final = "numa_binding"
 ANNOTATION_NUMA_EXCLUSIVE: Final = "numa_exclusive"
 ANNOTATION_CPUSET_POOL: Final = "cpuset_pool"
+#: The NUMA node a single-node binding container was placed on, at v0.5.47
+#: (``CPUStateAnnotationKeyNUMAHint``, cpu-policy-v0.5.47 (a) "State", (b) "Allocation").
+ANNOTATION_NUMA_HINT: Final = "numa_hint"
 
 # Container types as stored (enum names, §4.7).
 CONTAINER_TYPE_MAIN: Final = "MAIN"

@@ -28,7 +28,7 @@ layouts differ in which fields exist, the JSON order of a record's fields and th
 struct nesting; the checksum algorithm is the same for all (kubelet v1.24.6's).
 
 Reading a file into a document is ``policy.state.katalyst_decode``. No file access here: the
-commands in ``qrmd.commands.katalyst_checkpoint`` read and write.
+commands in ``qrmd.offline.commands.katalyst_checkpoint`` read and write.
 """
 
 from __future__ import annotations

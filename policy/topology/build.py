@@ -9,6 +9,10 @@ A machine description (a hand-written machine file, or what sysfs says) is reduc
 of ``CoreSpec`` (socket, NUMA node, thread siblings) plus a distance matrix; this module checks
 that the pieces fit and builds the topology. Where no distances are known, qrmd's synthetic
 rule applies (10 local, 12 within a socket, 21 across sockets, §1.3).
+
+The L3 caches, when the description has them, are the CPU sets each cache is shared by (sysfs
+``cache/index3/shared_cpu_list``); a cache's id is its lowest CPU, like a core's. Without
+them, each NUMA node is one L3 (the reference's dummy topology, cpu-policy-v0.5.47 (b)).
 """
 
 from __future__ import annotations
@@ -17,13 +21,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from policy.topology.cpuset import CPUSet
-from policy.topology.model import CPUInfo, CPUTopology, NUMADistances, TopologyError
+from policy.topology.model import (
+    NO_L3_CACHE,
+    CPUInfo,
+    CPUTopology,
+    NUMADistances,
+    TopologyError,
+)
 from policy.topology.synthetic import LOCAL_DISTANCE, REMOTE_SOCKET_DISTANCE, SAME_SOCKET_DISTANCE
 
 __all__ = [
     "CoreSpec",
     "assemble_topology",
     "default_distances",
+    "l3_ids_of_caches",
     "parse_cpu_list",
 ]
 
@@ -102,10 +113,40 @@ def default_distances(numa_sockets: Mapping[int, Iterable[int]]) -> dict[int, di
     }
 
 
+def l3_ids_of_caches(caches: Iterable[CPUSet], cpus: Iterable[int]) -> dict[int, int]:
+    """Each CPU's L3 id from the caches' CPU sets: the cache's lowest CPU.
+
+    Args:
+        caches: the CPUs each L3 cache is shared by; a cache listed twice counts once.
+        cpus: the machine's CPUs; one no cache holds gets ``NO_L3_CACHE``.
+
+    Returns:
+        ``cpu → L3 id`` for every CPU of ``cpus``.
+
+    Raises:
+        TopologyError: two different caches share a CPU, or a cache names no CPU.
+    """
+    of: dict[int, int] = {}
+    seen: dict[int, CPUSet] = {}
+    for cache in caches:
+        if cache.is_empty():
+            raise TopologyError("an L3 cache is shared by no CPU")
+        l3 = cache.min()
+        if l3 in seen and seen[l3] == cache:
+            continue
+        for cpu in cache:
+            if cpu in of:
+                raise TopologyError(f"CPU {cpu} is in two L3 caches ({seen[of[cpu]]} and {cache})")
+            of[cpu] = l3
+        seen[l3] = cache
+    return {cpu: of.get(cpu, NO_L3_CACHE) for cpu in cpus}
+
+
 def assemble_topology(
     cores: Sequence[CoreSpec],
     *,
     distances: Mapping[int, Mapping[int, int]] | None = None,
+    l3_caches: Sequence[CPUSet] | None = None,
 ) -> CPUTopology:
     """Build the topology of a machine from its physical cores.
 
@@ -113,14 +154,16 @@ def assemble_topology(
         cores: every physical core once; each CPU in exactly one core.
         distances: the NUMA distance matrix over every node with memory or CPUs, memory-only
             nodes included; ``None`` applies the default rule to the CPU nodes.
+        l3_caches: the CPUs each L3 cache is shared by (CPUs outside the machine are
+            ignored; a CPU in none has no L3); ``None`` makes each NUMA node one L3.
 
     Returns:
         The topology: ``num_cpus`` = CPUs listed, ``num_cores`` = cores given,
         ``num_sockets``/``num_numa_nodes`` = distinct ids among the cores.
 
     Raises:
-        TopologyError: no cores, a core without CPUs, a CPU in two cores, or a NUMA node with
-            CPUs that the distance matrix leaves out.
+        TopologyError: no cores, a core without CPUs, a CPU in two cores, a NUMA node with
+            CPUs that the distance matrix leaves out, or a CPU in two L3 caches.
     """
     if not cores:
         raise TopologyError("a machine needs at least one core")
@@ -146,6 +189,12 @@ def assemble_topology(
         raise TopologyError(
             f"NUMA node(s) {','.join(map(str, missing))} have CPUs but no NUMA distances"
         )
+    l3_of = None
+    if l3_caches is not None:
+        machine = CPUSet(details)
+        l3_of = l3_ids_of_caches(
+            (c.intersection(machine) for c in l3_caches if c.intersection(machine)), details
+        )
     return CPUTopology(
         num_cpus=len(details),
         num_cores=len(cores),
@@ -153,4 +202,5 @@ def assemble_topology(
         num_numa_nodes=len(numa_sockets),
         cpu_details=details,
         distances=NUMADistances.of(distances),
+        l3_caches=l3_of,
     )

@@ -22,6 +22,7 @@ The format (all ids are non-negative integers; CPU lists use the Linux list form
     distances:                           # optional without memory-only nodes
       0: [10, 12, 21, 21, 30]            # one row per node, columns in ascending node id
       ...
+    l3_caches: ["0-1,8-9", "2-3,10-11"]  # optional: the CPUs each L3 cache is shared by
 
 Rules:
 - ``core_id`` is the lowest CPU id of a core's siblings (§1.2); ``num_cores`` counts cores.
@@ -33,6 +34,11 @@ Rules:
   [0, 1], [2, 3]).
 - Without ``distances``: 10 to itself, 12 to a node sharing a socket, 21 otherwise (§1.3).
   Memory-only nodes have no socket, so they need explicit distances.
+- ``l3_caches`` (what ``cpuN/cache/index3/shared_cpu_list`` says, one list per cache): every
+  CPU of the machine in exactly one. Without it each NUMA node is one L3 cache, as in the
+  reference's dummy topology. Only Katalyst v0.5.47's dedicated allocation reads it
+  (cpu-policy-v0.5.47 (b)); ``machine_from_topology`` writes it only when the layout is not
+  that default, so a machine document of a default layout is what it was before the key.
 
 Every error names the key path of the offending value, e.g.
 ``sockets[1].numa_nodes[0].cores[3]: CPU 7 already in sockets[0].numa_nodes[0].cores[2]``.
@@ -45,6 +51,7 @@ from dataclasses import dataclass
 
 from policy.errors import ErrorKind
 from policy.topology.build import CoreSpec, assemble_topology, parse_cpu_list
+from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology, TopologyError
 
 __all__ = [
@@ -63,6 +70,7 @@ _TOP_KEYS = (
     "sockets",
     "memory_only_numa_nodes",
     "distances",
+    "l3_caches",
 )
 _SOCKET_KEYS = ("id", "numa_nodes")
 _NUMA_KEYS = ("id", "cores", "cpus", "threads_per_core", "sibling_layout")
@@ -149,7 +157,8 @@ def topology_from_machine(doc: object) -> CPUTopology:
             "memory-only NUMA nodes need 'distances' too: a node without CPUs has no socket, "
             "so qrmd has no default distance for it",
         )
-    return assemble_topology(cores, distances=distances)
+    l3_caches = _l3_caches(top, cpu_home)
+    return assemble_topology(cores, distances=distances, l3_caches=l3_caches)
 
 
 def machine_from_topology(topology: CPUTopology) -> dict[str, object]:
@@ -187,6 +196,11 @@ def machine_from_topology(topology: CPUTopology) -> dict[str, object]:
     if memory_only:
         doc["memory_only_numa_nodes"] = memory_only
     doc["distances"] = topology.distances.as_lists()
+    if not topology.has_default_l3_layout():
+        # A CPU without an L3 (NO_L3_CACHE) is in no list, as it is in no cache.
+        doc["l3_caches"] = [
+            str(CPUSet.from_mask(bits)) for l3, bits in topology.l3_masks().items() if l3 >= 0
+        ]
     return doc
 
 
@@ -330,6 +344,40 @@ def _distances(top: Mapping[str, object], nodes: Sequence[int]) -> dict[int, dic
 
 
 # -- typed access with key paths -------------------------------------------------------------
+
+
+def _l3_caches(top: Mapping[str, object], cpu_home: Mapping[int, str]) -> list[CPUSet] | None:
+    raw = _list(top, "l3_caches", "")
+    if raw is None:
+        return None
+    caches: list[CPUSet] = []
+    owner: dict[int, str] = {}
+    for k, raw_value in enumerate(raw):
+        where = f"l3_caches[{k}]"
+        value = raw_value
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # YAML reads a one-CPU list as a number
+        if not isinstance(value, str):
+            raise MachineFileError(where, f"expected a CPU list like '0-3,8', got {_kind(value)}")
+        try:
+            cache = parse_cpu_list(value)
+        except TopologyError as exc:
+            raise MachineFileError(where, str(exc)) from None
+        if cache.is_empty():
+            raise MachineFileError(where, "an L3 cache needs at least one CPU")
+        for cpu in cache:
+            if cpu not in cpu_home:
+                raise MachineFileError(where, f"CPU {cpu} is in no NUMA node of the sockets")
+            if cpu in owner:
+                raise MachineFileError(where, f"CPU {cpu} already in {owner[cpu]}")
+            owner[cpu] = where
+        caches.append(cache)
+    missing = sorted(set(cpu_home) - set(owner))
+    if missing:
+        raise MachineFileError(
+            "l3_caches", f"CPU(s) {CPUSet(missing)} are in no L3 cache (list every CPU once)"
+        )
+    return caches
 
 
 def _node_key(key: object) -> int:

@@ -10,6 +10,16 @@ integer operations, not a walk over the CPUs.
 
 NUMA nodes with memory and no CPUs (CXL expanders, some SNC layouts) are not NUMA nodes of
 the CPU topology (§1.3): they appear only in ``distances``.
+
+Each CPU also sits in an **L3 cache** (the last-level cache domain), the level Katalyst
+v0.5.47's dedicated allocation orders by between sockets and cores (cpu-policy-v0.5.47 (b)).
+An L3 id is the lowest CPU id the cache is shared by (as a core's is), and ``NO_L3_CACHE``
+(-1) for a CPU with no L3, as the reference's ``getUniqueL3CacheID`` answers. Without other
+information each NUMA node is one L3, the reference's dummy topology
+(``GenerateDummyCPUTopology`` names it by the NUMA id; ordering by lowest CPU is the same
+order there, and order is all the allocation reads of an id). The L3 level is not part of
+the fingerprint: v0.5.3 decisions never read it, and a journal written before it existed must
+still open on the same machine.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from policy.errors import ErrorKind, PolicyError
 from policy.topology.cpuset import CPUSet
 
 __all__ = [
+    "NO_L3_CACHE",
     "CPUDetails",
     "CPUInfo",
     "CPUTopology",
@@ -30,6 +41,10 @@ __all__ = [
     "TopologyError",
     "numa_aware_assignments",
 ]
+
+
+#: The L3 id of a CPU without an L3 cache (the reference's ``getUniqueL3CacheID``).
+NO_L3_CACHE = -1
 
 
 class TopologyError(PolicyError):
@@ -67,14 +82,21 @@ class _Index:
         "core_numa",
         "core_socket",
         "cpu_info",
+        "cpu_l3",
+        "l3_cpus",
         "numa_cpus",
         "numa_socket",
         "socket_cpus",
         "socket_numas",
     )
 
-    def __init__(self, cpu_info: Mapping[int, CPUInfo]) -> None:
+    def __init__(self, cpu_info: Mapping[int, CPUInfo], cpu_l3: Mapping[int, int]) -> None:
         self.cpu_info = dict(cpu_info)
+        self.cpu_l3 = dict(cpu_l3)
+        l3_cpus: dict[int, int] = {}
+        for cpu, l3 in cpu_l3.items():
+            l3_cpus[l3] = l3_cpus.get(l3, 0) | (1 << cpu)
+        self.l3_cpus = dict(sorted(l3_cpus.items()))
         numa_cpus: dict[int, int] = {}
         socket_cpus: dict[int, int] = {}
         core_cpus: dict[int, int] = {}
@@ -180,6 +202,16 @@ class CPUDetails:
             if bits & self._mask and self._idx.core_socket[core] in wanted
         )
 
+    def l3_caches(self) -> tuple[int, ...]:
+        """The L3 ids of this view's CPUs, ascending (``NO_L3_CACHE`` first when present).
+
+        A tuple, not a CPUSet: an L3 id may be -1.
+        """
+        return tuple(l3 for l3, bits in self._idx.l3_cpus.items() if bits & self._mask)
+
+    def cpus_in_l3_caches(self, *ids: int) -> CPUSet:
+        return self._cpus_in(self._idx.l3_cpus, ids)
+
     def numa_nodes_in_sockets(self, *ids: int) -> CPUSet:
         bits = 0
         for s in ids:
@@ -253,6 +285,9 @@ class CPUTopology:
         num_numa_nodes: NUMA nodes with CPUs.
         cpu_details: where each CPU sits.
         distances: the NUMA distance matrix; may hold memory-only nodes too.
+        l3_caches: each CPU's L3 id (the cache's lowest CPU); ``None`` puts each NUMA node's
+            CPUs in one L3 (the reference's dummy topology). A CPU the mapping leaves out has
+            no L3 (``NO_L3_CACHE``).
     """
 
     __slots__ = (
@@ -275,12 +310,20 @@ class CPUTopology:
         num_numa_nodes: int,
         cpu_details: Mapping[int, CPUInfo],
         distances: NUMADistances,
+        l3_caches: Mapping[int, int] | None = None,
     ) -> None:
         self.num_cpus = num_cpus
         self.num_cores = num_cores
         self.num_sockets = num_sockets
         self.num_numa_nodes = num_numa_nodes
-        self._index = _Index(cpu_details)
+        if l3_caches is None:
+            numa_lowest: dict[int, int] = {}
+            for cpu, info in sorted(cpu_details.items()):
+                numa_lowest.setdefault(info.numa_id, cpu)
+            cpu_l3 = {cpu: numa_lowest[info.numa_id] for cpu, info in cpu_details.items()}
+        else:
+            cpu_l3 = {cpu: l3_caches.get(cpu, NO_L3_CACHE) for cpu in cpu_details}
+        self._index = _Index(cpu_details, cpu_l3)
         self.cpu_details = CPUDetails(self._index, self._index.all_mask)
         self.distances = distances
         self._fingerprint: str | None = None
@@ -363,6 +406,22 @@ class CPUTopology:
         """Socket id → bitmask of its CPUs, ascending ids (for hot loops)."""
         return self._index.socket_cpus
 
+    def l3_masks(self) -> Mapping[int, int]:
+        """L3 id → bitmask of its CPUs, ascending ids (``NO_L3_CACHE`` first when present)."""
+        return self._index.l3_cpus
+
+    def l3_of(self, cpu: int) -> int:
+        """The L3 id of a CPU (``NO_L3_CACHE`` when it has none)."""
+        return self._index.cpu_l3[cpu]
+
+    def cpus_in_l3(self, l3: int) -> CPUSet:
+        return CPUSet.from_mask(self._index.l3_cpus.get(l3, 0))
+
+    def has_default_l3_layout(self) -> bool:
+        """Whether the L3 level is one cache per NUMA node (the default)."""
+        numas = self._index.numa_cpus.values()
+        return self._index.l3_cpus == {(bits & -bits).bit_length() - 1: bits for bits in numas}
+
     def core_numa(self) -> Mapping[int, int]:
         return self._index.core_numa
 
@@ -389,7 +448,12 @@ class CPUTopology:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CPUTopology):
             return NotImplemented
-        return self.fingerprint() == other.fingerprint()
+        # The L3 level is compared apart from the fingerprint (see the module docstring), so
+        # caches keyed by topology never mix two L3 layouts of one shape.
+        return (
+            self.fingerprint() == other.fingerprint()
+            and self._index.l3_cpus == other._index.l3_cpus
+        )
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())

@@ -7,7 +7,9 @@ each reproducing the reference's CPU ids exactly (§2.4 gives worked values):
 * ``take_by_numa_balance`` — one whole free core per NUMA node per round while the request
   covers a core, else one CPU per NUMA node per round (pools, blocks without NUMA binding);
 * ``take_by_topology`` — kubelet's best fit: whole sockets, whole cores, then single CPUs from
-  the most used sockets and cores first (dedicated non-exclusive, NUMA-pinned blocks).
+  the most used sockets and cores first (dedicated non-exclusive, NUMA-pinned blocks); with
+  ``align_by_l3`` (Katalyst v0.5.47's dedicated allocation, cpu-policy-v0.5.47 (b)), the L3
+  cache level between sockets and cores.
 
 All three follow the spec's accumulator: ``details`` (here the bitmask ``free``) is the
 topology restricted to the available CPUs, ``needed`` the CPUs still wanted; a *free core* is
@@ -81,6 +83,7 @@ class _Index:
     odd_cores: tuple[int, ...]  # cores of another size (hybrid parts), counted one by one
     cpus_per_core: int
     cpus_per_socket: int
+    l3_masks: Mapping[int, int]  # L3 id -> its CPUs, ascending id
 
 
 @lru_cache(maxsize=32)
@@ -118,6 +121,7 @@ def _index_of(topology: CPUTopology) -> _Index:
         odd_cores=tuple(odd_cores),
         cpus_per_core=topology.cpus_per_core,
         cpus_per_socket=topology.cpus_per_socket,
+        l3_masks=topology.l3_masks(),
     )
 
 
@@ -283,7 +287,9 @@ def _sockets_by_use(idx: _Index, free: int) -> list[int]:
     return [s for s, count in sorted(counts, key=lambda sc: (sc[1], sc[0])) if count]
 
 
-def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet:
+def take_by_topology(
+    topology: CPUTopology, available: CPUSet, n: int, *, align_by_l3: bool = False
+) -> CPUSet:
     """Take n CPUs by kubelet's best fit (spec cpu-policy §2.3).
 
     1. n < 1 takes nothing; n above the available CPUs fails.
@@ -291,6 +297,7 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
        free CPUs, then id; cores by socket in that order, then fewest free CPUs, then id;
        CPUs by core in that order, then id.
     3. Whole free sockets, in socket order, each while what is still needed covers it.
+    3b. With ``align_by_l3`` only: the L3 caches (:func:`_align_l3_caches`).
     4. Whole free cores, in core order, each while what is still needed covers it.
     5. Single CPUs in CPU order until n are taken: partly used sockets and cores first.
     6. Still short: fail.
@@ -299,6 +306,8 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
         topology: the node's topology.
         available: CPUs that may be taken; CPUs outside the topology are never taken.
         n: how many CPUs to take.
+        align_by_l3: the reference's ``alignByL3Caches`` (v0.5.47's ``TakeByTopology(...,
+            true)`` of dedicated NUMA-binding allocation); off, the v0.5.3 rule exactly.
 
     Returns:
         The CPUs taken.
@@ -314,6 +323,7 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
     free = idx.all_cpus & available.mask
     _check_enough(n, free)
     start_free = free
+    taken = 0
     needed = n
 
     # 3. Whole free sockets, in socket order (2). The reference takes every CPU the socket
@@ -326,9 +336,18 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
         if needed >= socket_cpus.bit_count():
             cpus = socket_cpus & free
             free &= ~cpus
+            taken |= cpus
             needed -= cpus.bit_count()
     if needed < 1:
-        return CPUSet.from_mask(start_free & ~free)
+        return CPUSet.from_mask(taken)
+
+    # 3b. The L3 caches: whole caches taken, or the rest confined to one cache.
+    if align_by_l3:
+        free, cached = _align_l3_caches(idx, free, needed)
+        taken |= cached
+        needed -= cached.bit_count()
+        if needed < 1:
+            return CPUSet.from_mask(taken)
 
     # 4. Whole free cores, in core order (2). Free cores of one socket all hold cpus_per_core
     # free CPUs, so among themselves they sort by id; taking one changes no other core's
@@ -346,19 +365,67 @@ def take_by_topology(topology: CPUTopology, available: CPUSet, n: int) -> CPUSet
                 if needed >= core_cpus.bit_count():
                     cpus = core_cpus & free
                     free &= ~cpus
+                    taken |= cpus
                     needed -= cpus.bit_count()
     if needed < 1:
-        return CPUSet.from_mask(start_free & ~free)
+        return CPUSet.from_mask(taken)
 
     # 5. Single CPUs, in CPU order (2), until satisfied.
     for cpu in _cpus_by_use(idx, free, needed):
         free &= ~cpu
+        taken |= cpu
         needed -= 1
         if needed < 1:
-            return CPUSet.from_mask(start_free & ~free)
+            return CPUSet.from_mask(taken)
 
     # 6. Unreachable while step 1 holds, kept so a broken invariant fails loudly.
     raise SelectionError(FAILED_TO_ALLOCATE, requested=n, available=start_free.bit_count())
+
+
+def _best_l3_cache(idx: _Index, free: int, needed: int) -> int | None:
+    """The reference's ``getBestMatchCPUsNeededL3Cache``: which cache the rest goes to.
+
+    Over the caches with free CPUs, ascending id: the first whose free CPUs equal what is
+    needed; else the one exceeding it by the least (the first such on a tie); else the one
+    with the most free CPUs (the first such on a tie). None when no cache has a free CPU.
+    """
+    sizes = [(l3, (bits & free).bit_count()) for l3, bits in idx.l3_masks.items() if bits & free]
+    if not sizes:
+        return None
+    for l3, size in sizes:
+        if size == needed:
+            return l3
+    larger = [(size - needed, l3) for l3, size in sizes if size > needed]
+    if larger:
+        return min(larger, key=lambda excess_l3: excess_l3[0])[1]
+    most = max(size for _, size in sizes)
+    return next(l3 for l3, size in sizes if size == most)
+
+
+def _align_l3_caches(idx: _Index, free: int, needed: int) -> tuple[int, int]:
+    """Step 3b, the reference's ``tryAlignL3Caches``: returns (the CPUs still eligible, taken).
+
+    a. Pick the best cache for what is still needed (:func:`_best_l3_cache`).
+    b. If what is needed covers its free CPUs, take them all and go back to a.
+    c. Otherwise confine every later step to that cache's free CPUs, taking nothing.
+    """
+    taken = 0
+    while needed >= 1:
+        # a. The best cache.
+        l3 = _best_l3_cache(idx, free, needed)
+        if l3 is None:
+            break
+        cache_free = idx.l3_masks[l3] & free
+        # b. Whole cache while it fits.
+        if needed >= cache_free.bit_count():
+            free &= ~cache_free
+            taken |= cache_free
+            needed -= cache_free.bit_count()
+            continue
+        # c. The rest within this cache only.
+        free &= cache_free
+        break
+    return free, taken
 
 
 def _cpus_by_use(idx: _Index, free: int, limit: int) -> list[int]:

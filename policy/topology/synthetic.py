@@ -3,6 +3,7 @@
 The numbering is the reference's ``GenerateDummyCPUTopology``: core ``k`` holds CPUs ``k`` and
 ``k + num_cpus/2``, NUMA node ``n`` holds cores ``n*half .. (n+1)*half-1``. Distances are
 qrmd's rule (the reference generator has none): 10 to itself, 12 within a socket, 21 across.
+Each NUMA node is one L3 cache whose id is the node's (``L3CacheID: j`` at v0.5.47).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def generate_dummy_cpu_topology(num_cpus: int, num_sockets: int, num_numas: int)
         num_numa_nodes=num_numas,
         cpu_details=details,
         distances=NUMADistances.of(matrix),
+        l3_caches=None,  # one L3 per NUMA node (the model's default)
     )
 
 

@@ -21,11 +21,11 @@ message the caller prefixes with the flag.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from policy.cpu.advisor.decision import DEFAULT_UNHEALTHY_AFTER_S
-from qrmd.config_values import Option, positive_duration, socket_file, switch
+from qrmd.config_values import Option, Socket, positive_duration, socket_file, switch
 
 __all__ = [
     "ADVISOR_LINK_WIRED",
@@ -33,8 +33,8 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_CPU_ADVISOR_SOCKET",
     "DEFAULT_CPU_PLUGIN_SOCKET",
-    "AdvisorFields",
     "AdvisorLinkConfig",
+    "AdvisorSettings",
     "advisor_values",
 ]
 
@@ -118,8 +118,25 @@ def advisor_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, Any]
     return {"cpu_advisor": config}
 
 
-class AdvisorFields(Protocol):
-    """The ``DaemonConfig`` field the advisor link is made of (``qrmd.advisor.subsystem``)."""
+@dataclass(frozen=True, slots=True)
+class AdvisorSettings:
+    """The sys-advisor link's settings, the ``DaemonConfig`` field of the same name
+    (``qrmd.config_values.settings_of``).
+
+    Attributes:
+        cpu_advisor: the link's options (``ADVISOR_OPTIONS``).
+    """
+
+    cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
 
     @property
-    def cpu_advisor(self) -> AdvisorLinkConfig: ...
+    def enabled(self) -> bool:
+        """``--enable-cpu-advisor``."""
+        return self.cpu_advisor.enabled
+
+    def sockets(self) -> tuple[Socket, ...]:
+        """qrmd's ``CPUPlugin`` socket (GetCheckpoint), when the link runs; sys-advisor's own
+        socket is dialled, not served. Served without a connection cap, so not counted."""
+        if not self.enabled:
+            return ()
+        return (Socket("cpu-plugin-socket", self.cpu_advisor.plugin_socket),)

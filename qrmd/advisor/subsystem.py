@@ -43,7 +43,7 @@ from actors.supervisor import ChildSpec, Supervisor
 from actors.ticker import Ticker
 from qrmd.advisor.health import register_advisor_health
 from qrmd.advisor.metrics import AdvisorLinkCollector
-from qrmd.advisor.settings import AdvisorFields, AdvisorLinkConfig
+from qrmd.advisor.settings import AdvisorLinkConfig, AdvisorSettings
 from qrmd.status.health import HandlerHealth, HealthRegistry
 from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
 from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, is_served
@@ -97,7 +97,7 @@ class _Tell:
             _log.info("%s stopped: %s dropped", self.name, type(message).__name__)
 
 
-def build(settings: AdvisorFields, shared: Shared) -> AdvisorWiring:
+def build(settings: AdvisorSettings, shared: Shared) -> AdvisorWiring:
     """The advisor link subsystem; it offers the Allocator its calls to sys-advisor."""
     ports = shared.ports
 

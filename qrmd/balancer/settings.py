@@ -32,18 +32,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 from policy.balance import BalanceError, BalancerConfig
 from policy.balance.constants import EVICTION_PLUGIN_NAME
 from qrmd.config_values import (
     Option,
+    Socket,
     choice,
     nonempty,
     period,
     positive_duration,
     single_value,
+    socket_path,
     switch,
     whole_number,
 )
@@ -53,7 +55,7 @@ __all__ = [
     "BALANCER_OPTIONS",
     "DEFAULT_METRICS_SOURCE",
     "DEFAULT_PLUGIN_REGISTRATION_DIR",
-    "BalancerFields",
+    "BalancerSettings",
     "MetricsSourceSpec",
     "balancer_value",
     "balancer_values",
@@ -68,6 +70,9 @@ __all__ = [
 #: the same; a test checks that they agree).
 DEFAULT_PLUGIN_REGISTRATION_DIR = "/var/lib/katalyst/plugin-socks"
 DEFAULT_METRICS_SOURCE = "file"
+#: ``--max-connections``'s default (``qrmd.cpu_plugin.settings``; the balancer's eviction
+#: socket is counted as one more plugin socket under it).
+_DEFAULT_MAX_CONNECTIONS: Final = 1024
 # The section name ``from_mapping`` puts in front of a key in its messages.
 _SECTION = "memory-balancer"
 
@@ -270,7 +275,8 @@ BALANCER_OPTIONS: tuple[Option, ...] = (
            "the journal gets a summary of such rounds at least this often (0s: every round)",
            "none (the reference journals nothing)", "DURATION"),
     Option("memory-balance-execute", "memory_balance_execute", switch, "false",
-           "carry out the balancer's advices with migrate_pages(2); false: a dry run that logs "
+           "carry out the balancer's advices (pages moved with move_pages(2) in bounded batches); "
+           "false: a dry run that logs "
            "and journals what it would migrate",
            "none (the memory plugin executes when --memory-resource-plugin-advisor)",
            switch=True),
@@ -414,27 +420,60 @@ def balancer_values(
     }
 
 
-class BalancerFields(Protocol):
-    """The ``DaemonConfig`` fields the memory balancer's wiring reads
-    (``qrmd.balancer.subsystem``)."""
+@dataclass(frozen=True, slots=True)
+class BalancerSettings:
+    """The memory balancer's settings: its option rows (``BALANCER_OPTIONS``) and the objects
+    built from them, each the ``DaemonConfig`` field of the same name
+    (``qrmd.config_values.settings_of``).
+
+    Attributes:
+        enable_memory_balancer: run the NUMA memory balancer (memory-balancer §1.1).
+        qos_aware_sync_period_s: seconds between balance rounds (§1.1).
+        balance_round_summary_every_s: quiet rounds repeating the journaled outcome are
+            journaled at least this often; 0: every round.
+        memory_balance_execute: migrate pages for the advices; False: dry run (§11).
+        plugin_registration_dir: where the eviction plugin's socket is created (§10).
+        numa_metrics_source: the ``--numa-metrics-source`` SPEC as given.
+        simulated_pressure: simulated NUMA nodes under pressure from the start.
+        memory_balancer: the balancer's options (§3), vendor-aware values unresolved.
+        numa_metric_sources: where metrics and anonymous memory are read (§4).
+        max_connections: ``--max-connections`` (the CPU plugin's option): the eviction socket
+            counts as one more capped plugin socket against the open-file limit.
+    """
+
+    enable_memory_balancer: bool = False
+    qos_aware_sync_period_s: float = 5.0
+    balance_round_summary_every_s: float = 3600.0
+    memory_balance_execute: bool = False
+    plugin_registration_dir: str = DEFAULT_PLUGIN_REGISTRATION_DIR
+    numa_metrics_source: str = DEFAULT_METRICS_SOURCE
+    simulated_pressure: tuple[int, ...] = ()
+    memory_balancer: BalancerConfig = field(default_factory=BalancerConfig)
+    numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
+    max_connections: int = _DEFAULT_MAX_CONNECTIONS
 
     @property
-    def qos_aware_sync_period_s(self) -> float: ...
+    def enabled(self) -> bool:
+        """``--enable-memory-balancer``."""
+        return self.enable_memory_balancer
 
-    @property
-    def balance_round_summary_every_s(self) -> float: ...
+    def sockets(self) -> tuple[Socket, ...]:
+        """The eviction plugin's socket (memory-balancer §10), when the balancer runs."""
+        if not self.enabled:
+            return ()
+        return (
+            Socket.in_directory(
+                "plugin-registration-dir",
+                self.plugin_registration_dir,
+                EVICTION_PLUGIN_NAME,
+                self.max_connections,
+            ),
+        )
 
-    @property
-    def memory_balance_execute(self) -> bool: ...
+    def eviction_socket_path(self) -> str:
+        """The eviction plugin's socket (memory-balancer §10), absolute.
 
-    @property
-    def plugin_registration_dir(self) -> str: ...
-
-    @property
-    def simulated_pressure(self) -> tuple[int, ...]: ...
-
-    @property
-    def memory_balancer(self) -> BalancerConfig: ...
-
-    @property
-    def numa_metric_sources(self) -> BalancerSourceSettings: ...
+        Raises:
+            ValueError: the path is longer than a unix socket allows.
+        """
+        return socket_path(self.plugin_registration_dir, EVICTION_PLUGIN_NAME)

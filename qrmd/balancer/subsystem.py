@@ -58,10 +58,10 @@ from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
 from policy.topology.model import CPUTopology
 from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
-from qrmd.balancer.settings import BalancerFields
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.host.balancer_sources import build_container_memory_reader, build_numa_metric_source
 from qrmd.host.cpu_vendor import read_cpu_vendor
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
+from qrmd.host.metrics_fixed import FixedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_distances import TopologyNumaDistances
 from qrmd.status.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, ProblemSource
@@ -108,7 +108,7 @@ class _BalancerRef:
         return any(c.name == BALANCER_CHILD and c.alive for c in self._supervisor.status().children)
 
 
-def build(settings: BalancerFields, shared: Shared) -> BalancerWiring:
+def build(settings: BalancerSettings, shared: Shared) -> BalancerWiring:
     """The memory balancer subsystem on this host's sources, as the settings choose them."""
     return BalancerWiring(
         settings, shared.machine.topology, shared.clock, cpu_vendor=read_cpu_vendor()
@@ -134,7 +134,7 @@ class BalancerWiring(SubsystemParts):
 
     def __init__(
         self,
-        config: BalancerFields,
+        config: BalancerSettings,
         topology: CPUTopology,
         clock: Clock,
         *,
@@ -172,11 +172,11 @@ class BalancerWiring(SubsystemParts):
             clock=clock.time,
             monotonic=clock.monotonic,
         )
-        if isinstance(self.metric_source, SimulatedNumaMetrics):
-            for numa in config.simulated_pressure:
-                self.metric_source.put_under_pressure(
-                    numa, read_latency=resolved.force_balance_read_latency_threshold + 10
-                )
+        if isinstance(self.metric_source, FixedNumaMetrics):
+            self.metric_source = self.metric_source.under_pressure(
+                config.simulated_pressure,
+                read_latency=resolved.force_balance_read_latency_threshold + 10,
+            )
         reader = build_container_memory_reader(settings)
         self.memory: ContainerMemoryReader = memory or reader
         self.executor: AdviceExecutor = executor or CgroupMigrator(

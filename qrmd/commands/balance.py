@@ -3,8 +3,8 @@
 An operator gives one round's inputs as JSON (the shape ``RoundInputs.to_json`` writes and a
 journaled round records: per-NUMA latency and bandwidth, the distance lists, the pools and their
 pods with per-NUMA anonymous memory, the configuration, the last emitted round and the time;
-format in ``policy.balance.inputs`` and the README). qrmd runs the same pure ``plan_round`` the
-daemon runs (spec memory-balancer §6.2, §7) and prints:
+format in ``policy.balance.inputs`` and docs/balancer.md). qrmd runs the same pure
+``plan_round`` the daemon runs (spec memory-balancer §6.2, §7) and prints:
 
 * the human view: the verdict, a per-NUMA latency/bandwidth table with each node's role (max
   latency, max bandwidth, source, destination with its distance), the pods to migrate, the
@@ -29,8 +29,8 @@ failed one (its reason is printed), 2 for a bad file.
 
 ``--from-journal DIR --seq N`` takes the inputs of the round journaled as record N instead of a
 file, re-computes it on the balance section as it stood before that record
-(``qrmd.balancer_rerun``) and says whether today's code decides what the journal holds: exit 0
-when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
+(``qrmd.offline.balance_rerun``) and says whether today's code decides what the journal holds:
+exit 0 when it matches, 1 when it differs (both events printed), 2 when record N is not a round.
 ``--json`` adds ``"journal": {"seq", "matches", "journaled", "recomputed"}``.
 """
 
@@ -60,14 +60,14 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
-from qrmd.balancer_rerun import rerun_journaled_round
+from qrmd.commands.node_view import numa_roles
 from qrmd.console import make_console
+from qrmd.offline.balance_rerun import rerun_journaled_round
 
 __all__ = [
     "EXIT_ROUND_FAILED",
     "check_one_node",
     "load_inputs",
-    "numa_roles",
     "plan_document",
     "register",
     "run",
@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "say whether it matches: exit 1 when it does not, 2 when the record is not a round",
     )
     plan.add_argument("--seq", metavar="N", type=int, help="the record of --from-journal")
-    plan.set_defaults(run=run)
+    plan.set_defaults(run=run, error_prefix=plan.prog)  # errors name the action, as usage errors do
 
 
 #: Exit status of a round that failed (a metric missing, the inputs unusable).
@@ -331,31 +331,6 @@ def _verdict(outcome: RoundOutcome, record: BalanceInfo) -> str:
     if record.failed_reason:
         text += f"\n{record.failed_reason}"
     return text
-
-
-def numa_roles(record: BalanceInfo, numa_id: int, *, source: str = "source") -> list[str]:
-    """What NUMA node ``numa_id`` is in a round: max latency, max bandwidth, source,
-    destination (with its distance); empty for a bystander.
-
-    Args:
-        record: the round's record.
-        numa_id: the node.
-        source: the label of the source node (the demo marks it up).
-
-    Returns:
-        The roles, in that order.
-    """
-    dest = {n.numa_id: n.distance for n in record.dest_numas or ()}
-    roles: list[str] = []
-    if record.max_latency_numa and record.max_latency_numa.numa_id == numa_id:
-        roles.append("max latency")
-    if record.max_bandwidth_numa and record.max_bandwidth_numa.numa_id == numa_id:
-        roles.append("max bandwidth")
-    if record.source_numa and record.source_numa.numa_id == numa_id:
-        roles.append(source)
-    if numa_id in dest:
-        roles.append(f"destination (distance {dest[numa_id]})")
-    return roles
 
 
 def _numa_table(record: BalanceInfo) -> Table:

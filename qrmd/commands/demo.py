@@ -4,7 +4,7 @@ The newcomer's first command (DESIGN.md, "Newcomers run qrmd demo"): it starts t
 ``qrmd run`` and drives it over real gRPC through the plugin-watcher handshake, admission,
 ramp-up, pod deletion, the NUMA memory balancer's rounds, advice and eviction offer with one
 node under latency pressure, and a SIGKILL followed by recovery from the journal, showing after
-each phase which pod holds which CPUs on each NUMA node (``qrmd.demo.scenario``). The state
+each phase which pod holds which CPUs on each NUMA node (``qrmd.sim.demo.scenario``). The state
 directory is kept, so the ``qrmd journal`` commands can be tried on it.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from qrmd.commands import CommandError
 from qrmd.console import make_console
-from qrmd.demo.scenario import DemoError, DemoSettings, run_demo
-from qrmd.demo.workload import TOPOLOGY
+from qrmd.sim.demo.scenario import DemoError, DemoSettings, run_demo
+from qrmd.sim.demo.workload import TOPOLOGY
 
 __all__ = ["register", "run"]
 

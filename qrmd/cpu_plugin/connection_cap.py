@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import resource
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qrmd.cpu_plugin.settings import DEFAULT_MAX_CONNECTIONS
@@ -98,25 +99,32 @@ def log_open_file_limit(limit: OpenFileLimit) -> None:
         )
 
 
-def check_connection_cap(max_connections: int, sockets: int, limit: OpenFileLimit) -> None:
-    """Refuse a connection cap the open-file limit cannot hold.
+def check_connection_cap(caps: Sequence[int], limit: OpenFileLimit) -> None:
+    """Refuse connection caps the open-file limit cannot hold.
 
     Args:
-        max_connections: ``--max-connections``.
-        sockets: how many plugin sockets the daemon serves, each with its own cap.
+        caps: the connection cap of each capped socket the daemon serves (the sockets its
+            subsystems declare: ``qrmd.config.declared_sockets``).
         limit: the open-file limit after :func:`raise_open_file_limit`.
 
     Raises:
-        ValueError: ``sockets × max_connections + FD_HEADROOM`` exceeds the soft limit; the
-            message names the flag and the numbers.
+        ValueError: the caps' sum ``+ FD_HEADROOM`` exceeds the soft limit; the message names
+            the flag and the numbers.
     """
     if limit.soft == resource.RLIM_INFINITY:
         return
-    needed = sockets * max_connections + FD_HEADROOM
+    needed = sum(caps) + FD_HEADROOM
     if needed > limit.soft:
         raise ValueError(
-            f"--max-connections {max_connections} × {sockets} sockets + {FD_HEADROOM} "
+            f"--max-connections {_connections(caps)} + {FD_HEADROOM} "
             f"descriptors for the rest of the daemon = {needed}, more than the open-file limit "
             f"{limit.soft} (hard limit {limit.hard}); lower --max-connections or raise "
             f"`ulimit -Hn` for qrmd"
         )
+
+
+def _connections(caps: Sequence[int]) -> str:
+    # Every capped socket takes --max-connections; were they to differ, each is named.
+    if len(set(caps)) == 1:
+        return f"{caps[0]} × {len(caps)} sockets"
+    return f"({' + '.join(str(cap) for cap in caps)}) on {len(caps)} sockets"

@@ -38,7 +38,7 @@ from qrmd.config_values import ConfigError
 from qrmd.cpu_plugin.settings import (
     DEFAULT_MAX_CONNECTIONS,
     PLUGIN_NAME,
-    CpuPluginFields,
+    CpuPluginSettings,
     reserve_error,
 )
 from qrmd.status.health import ProblemSource
@@ -108,12 +108,12 @@ def wire_plugin_server(
 
 
 def build(
-    settings: CpuPluginFields, shared: Shared, *, server_factory: ServerFactory | None = None
+    settings: CpuPluginSettings, shared: Shared, *, server_factory: ServerFactory | None = None
 ) -> CpuPluginWiring:
     """The CPU plugin subsystem.
 
     Args:
-        settings: its fields of the configuration.
+        settings: its settings.
         shared: the daemon's context; the Allocator reads its ports when it starts.
         server_factory: builds each socket's server (default: the gRPC one with the
             connection cap; tests inject one).
@@ -128,7 +128,7 @@ class CpuPluginWiring(SubsystemParts):
     """The Allocator's child spec and the kubelet servers (module docstring)."""
 
     def __init__(
-        self, settings: CpuPluginFields, shared: Shared, server_factory: ServerFactory
+        self, settings: CpuPluginSettings, shared: Shared, server_factory: ServerFactory
     ) -> None:
         self.settings = settings
         self._shared = shared

@@ -12,8 +12,8 @@ Every flag keeps the reference's name and default:
   ``--eviction-load-sync-period`` (``options/eviction/cpu_pressure_eviction.go``) and the CPU
   of ``--reserved-resource-for-allocate`` / ``--reserved-resource-for-reclaimed-cores``
   (``options/dynamic/adminqos/reclaimedresource``, which the load plugin reads to choose its
-  bounds): the ``cpu_eviction`` group, one ``PressureSettings``; ``pressure_settings`` adds
-  ``--enable-reclaim`` to it;
+  bounds): the ``cpu_eviction`` group, one ``PressureSettings``;
+  ``CPUPressureSettings.plugins`` adds ``--enable-reclaim`` to it;
 * ``--cpu-load-metrics-source`` (qrmd's own): where containers' 1-minute load is read
   (``qrmd.host.cpu_load_sources``).
 
@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from policy.cpu.pressure import PressureSettings, PressureSettingsError
+from policy.cpu.pressure.answers import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 from policy.cpu.pressure.pods import PodError, parse_quantity
 from policy.cpu.pressure.settings import DEFAULT_SKIP_POOLS
 from qrmd.config_values import (
     Option,
+    Socket,
     count,
     duration,
     nonempty,
@@ -44,15 +46,18 @@ from qrmd.config_values import (
 __all__ = [
     "CPU_EVICTION_OPTIONS",
     "DEFAULT_CPU_LOAD_SOURCE",
-    "CPUPressureFields",
-    "PressureFields",
+    "PLUGIN_NAMES",
+    "CPUPressureSettings",
     "cpu_eviction_values",
-    "pressure_settings",
 ]
 
 #: ``--cpu-load-metrics-source`` default: the collector's JSON file.
 DEFAULT_CPU_LOAD_SOURCE = "file"
 _GROUP = "cpu_eviction"
+#: The two eviction plugins, each on ``<--plugin-registration-dir>/<name>.sock``.
+PLUGIN_NAMES = (EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION)
+#: ``--plugin-registration-dir``'s default (``qrmd.balancer.settings``, whose option it is).
+_DEFAULT_PLUGIN_REGISTRATION_DIR = "/var/lib/katalyst/plugin-socks"
 
 
 def _ratio(raw: object) -> float:
@@ -114,7 +119,7 @@ def _grace(raw: object) -> int:
     return whole_number(raw)
 
 
-#: The options, in the order ``--help`` and the README list them.
+#: The options, in the order ``--help`` and docs/flags.md list them.
 CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
     Option("enable-cpu-pressure-eviction", "enable_cpu_pressure_eviction", switch, "false",
            "serve the CPU pressure eviction plugins cpu-pressure-load-plugin and "
@@ -185,7 +190,8 @@ def cpu_eviction_values(
     Raises:
         ValueError: the values are invalid together; the message names the flag.
     """
-    del values  # --enable-reclaim stays DaemonConfig.enable_reclaim: see ``pressure_settings``
+    # --enable-reclaim stays DaemonConfig.enable_reclaim: see ``CPUPressureSettings.plugins``.
+    del values
     given: dict[str, Any] = dict(groups.get(_GROUP, {}))
     try:
         return {"cpu_pressure": PressureSettings(**given)}
@@ -196,29 +202,45 @@ def cpu_eviction_values(
         raise ValueError(f"{flag}: {err}" if flag else str(err)) from None
 
 
-class PressureFields(Protocol):
-    """The two ``DaemonConfig`` fields the plugins' settings are made of (a protocol, so these
-    settings need not import ``qrmd.config``, which lists them)."""
+@dataclass(frozen=True, slots=True)
+class CPUPressureSettings:
+    """CPU pressure eviction's settings, each the ``DaemonConfig`` field of the same name
+    (``qrmd.config_values.settings_of``): its own option rows and the two of other sections
+    it reads (``--enable-reclaim``, ``--plugin-registration-dir``).
+
+    Attributes:
+        enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
+            §12.7).
+        cpu_pressure: the plugins' settings, ``enable_reclaim`` left false (``plugins``).
+        enable_reclaim: ``--enable-reclaim`` (the CPU plugin's option).
+        cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        plugin_registration_dir: where the plugins' sockets are created (the memory
+            balancer's option).
+    """
+
+    enable_cpu_pressure_eviction: bool = False
+    cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
+    enable_reclaim: bool = False
+    cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    plugin_registration_dir: str = _DEFAULT_PLUGIN_REGISTRATION_DIR
 
     @property
-    def cpu_pressure(self) -> PressureSettings: ...
+    def enabled(self) -> bool:
+        """``--enable-cpu-pressure-eviction``."""
+        return self.enable_cpu_pressure_eviction
 
     @property
-    def enable_reclaim(self) -> bool: ...
+    def plugins(self) -> PressureSettings:
+        """The plugins' settings: ``cpu_pressure`` with ``--enable-reclaim`` (one flag for the
+        CPU policy and the load plugin's bounds, as in the reference)."""
+        return replace(self.cpu_pressure, enable_reclaim=self.enable_reclaim)
 
-
-class CPUPressureFields(PressureFields, Protocol):
-    """The ``DaemonConfig`` fields the CPU pressure wiring reads
-    (``qrmd.cpu_pressure.subsystem``)."""
-
-    @property
-    def cpu_load_metrics_source(self) -> str: ...
-
-    @property
-    def plugin_registration_dir(self) -> str: ...
-
-
-def pressure_settings(config: PressureFields) -> PressureSettings:
-    """The plugins' settings of a ``DaemonConfig``: ``cpu_pressure`` with ``--enable-reclaim``
-    (one flag for the CPU policy and the load plugin's bounds, as in the reference)."""
-    return replace(config.cpu_pressure, enable_reclaim=config.enable_reclaim)
+    def sockets(self) -> tuple[Socket, ...]:
+        """The two eviction plugins' sockets, when they are served. They are not counted
+        against the open-file limit under ``--max-connections`` (the daemon never has)."""
+        if not self.enabled:
+            return ()
+        return tuple(
+            Socket.in_directory("plugin-registration-dir", self.plugin_registration_dir, name)
+            for name in PLUGIN_NAMES
+        )

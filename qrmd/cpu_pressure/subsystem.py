@@ -45,7 +45,7 @@ from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 from policy.cpu.pressure.settings import EVICTION_SCOPE_LOAD
 from policy.cpu.qos import QoSConfig
 from policy.topology.cpuset import CPUSet
-from qrmd.cpu_pressure.settings import CPUPressureFields, pressure_settings
+from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.host.cpu_load_sources import build_container_load_source
 from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
 from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
@@ -100,7 +100,7 @@ class _SupervisedPressureRef:
         return any(c.name == CPU_PRESSURE_CHILD and c.alive for c in children)
 
 
-def build(settings: CPUPressureFields, shared: Shared) -> CPUPressureWiring:
+def build(settings: CPUPressureSettings, shared: Shared) -> CPUPressureWiring:
     """The CPU pressure eviction subsystem on the load source the settings name."""
     return CPUPressureWiring(
         settings, shared.clock, reserved=shared.machine.reserved, qos=shared.machine.qos
@@ -123,7 +123,7 @@ class CPUPressureWiring(SubsystemParts):
 
     def __init__(
         self,
-        config: CPUPressureFields,
+        config: CPUPressureSettings,
         clock: Clock,
         *,
         reserved: CPUSet,
@@ -131,7 +131,7 @@ class CPUPressureWiring(SubsystemParts):
         loads: ContainerLoadSource | None = None,
     ) -> None:
         self.config = config
-        self.settings = pressure_settings(config)
+        self.settings = config.plugins
         self._clock = clock
         self._reserved = reserved
         self._qos = qos

@@ -15,9 +15,9 @@ from pathlib import Path
 from actors.ports.balancer import NumaMetricSource
 from qrmd.host.metric_sources import SplitNumaMetrics, Staleness
 from qrmd.host.metrics_file import MetricsFile
+from qrmd.host.metrics_fixed import FixedNumaMetrics
 from qrmd.host.metrics_prometheus import PrometheusNumaMetrics
 from qrmd.host.metrics_resctrl import ResctrlBandwidth
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from qrmd.host.numa_stat import CgroupAnonMemoryReader
 from qrmd.host.source_settings import (
     DEFAULT_METRICS_FILE,
@@ -51,7 +51,7 @@ def build_numa_metric_source(
         settings: the validated settings.
         latency_metric: the balancer's resolved ``ReadLatencyMetric`` (§3.1), the name read
             from a file, and the Prometheus name unless one is configured.
-        numa_ids: the nodes a simulator starts quiet on.
+        numa_ids: the nodes the ``simulated`` source reports quiet figures for.
         sysfs_root: sysfs, for resctrl's L3 domain map.
         clock: Unix time, for staleness.
         monotonic: a monotonic clock, for resctrl rates.
@@ -90,7 +90,7 @@ def build_numa_metric_source(
             )
         if kind is SourceKind.RESCTRL:
             return ResctrlBandwidth(settings.resctrl_root, sysfs_root, monotonic=monotonic)
-        return SimulatedNumaMetrics.quiet(numa_ids)
+        return FixedNumaMetrics.quiet(numa_ids)
 
     latency = source(settings.latency_source)
     if settings.bandwidth_source is settings.latency_source:

@@ -9,7 +9,7 @@ SPEC                            the source
                                 ``/run/qrmd/cpu-load.json``)
 ``prometheus:URL``              a Prometheus text endpoint, metric ``cpu_load_1min_container``
                                 with labels ``pod_uid`` and ``container``
-``simulated``                   a simulator (tests, the demo); every load 0 until set
+``simulated``                   every container idle: load 0 (the demo; trying the plugins)
 ==============================  ==============================================================
 
 The file (write a temporary file and rename it over the old one)::
@@ -29,6 +29,11 @@ uninterruptible threads of the container's ``cgroup.threads`` as ``/proc/loadavg
 its 1-minute decay; that needs each container's cgroup, hence its container ID from a pod
 source, which ``qrmd run`` does not have yet. Until then a collector that can (malachite, a
 node exporter) feeds the file or the Prometheus source.
+
+**The simulated source** answers fixed loads (``FixedContainerLoads``): nothing outside the
+daemon can change them. The settable stand-in that tests and simulations drive from their own
+thread is ``qrmd.sim.host.cpu_load.SimulatedContainerLoads``; the daemon never imports
+``qrmd.sim``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -49,8 +53,8 @@ from actors.ports.cpu_load import ContainerKey, ContainerLoadSource, MissingLoad
 __all__ = [
     "DEFAULT_LOAD_FILE",
     "FileContainerLoads",
+    "FixedContainerLoads",
     "PrometheusContainerLoads",
-    "SimulatedContainerLoads",
     "build_container_load_source",
 ]
 
@@ -176,29 +180,15 @@ class PrometheusContainerLoads:
         return out
 
 
-class SimulatedContainerLoads:
-    """Loads set by hand (tests, the demo); thread-safe, as the demo sets them from outside."""
+class FixedContainerLoads:
+    """Loads that stay as built; a container without one is idle (load 0)."""
 
-    def __init__(self, loads: Mapping[ContainerKey, float] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._loads: dict[ContainerKey, float | MissingLoad] = dict(loads or {})
-
-    def set_load(self, pod_uid: str, container: str, load: float) -> None:
-        """The container's load from now on."""
-        with self._lock:
-            self._loads[(pod_uid, container)] = load
-
-    def make_unreadable(
-        self, pod_uid: str, container: str, reason: str = "simulated failure"
-    ) -> None:
-        """The container's load is missing from now on."""
-        with self._lock:
-            self._loads[(pod_uid, container)] = MissingLoad(reason)
+    def __init__(self, loads: Mapping[ContainerKey, float | MissingLoad] | None = None) -> None:
+        self._loads = dict(loads or {})
 
     def sample(self, containers: Sequence[ContainerKey]) -> Loads:
-        """The loads set; a container never set has load 0 (the simulator's idle default)."""
-        with self._lock:
-            return {key: self._loads.get(key, 0.0) for key in containers}
+        """Each container's load; 0 for one never given a load."""
+        return {key: self._loads.get(key, 0.0) for key in containers}
 
 
 def build_container_load_source(
@@ -220,7 +210,7 @@ def build_container_load_source(
     if kind == "prometheus":
         return PrometheusContainerLoads(arg)
     if kind == "simulated" and not arg:
-        return SimulatedContainerLoads()
+        return FixedContainerLoads()
     raise ValueError(
         f"{spec!r} is not a CPU load source: use file[:PATH], prometheus:URL or simulated"
     )

@@ -2,7 +2,7 @@
 that takes latency from one adapter and bandwidth from another (spec memory-balancer §4.1, §4.3).
 
 The adapters (``metrics_file``, ``metrics_prometheus``, ``metrics_resctrl``,
-``metrics_simulator``) implement the ``NumaMetricSource`` port. Their common rules:
+``metrics_fixed``) implement the ``NumaMetricSource`` port. Their common rules:
 
 * **Never a zero for a missing value.** A value that is absent, expired, not a number, NaN,
   infinite or negative becomes ``MissingSample(reason)``; the round then fails naming the

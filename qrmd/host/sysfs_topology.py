@@ -9,6 +9,10 @@ What is read, under a configurable root (``/sys`` on a host, a tmp tree in tests
 - per NUMA node, ``devices/system/node/nodeN/cpulist`` (its CPUs) and ``distance`` (its row of
   the distance matrix, one entry per online node in ascending id: ``devices/system/node/online``,
   else the node directories present).
+- per online CPU, ``cpuN/cache/index3/shared_cpu_list`` where present: the CPUs its L3 cache
+  is shared by, the level Katalyst v0.5.47's dedicated allocation orders by
+  (cpu-policy-v0.5.47 (b)). A cache's id is its lowest online CPU; a CPU without ``index3``
+  has no L3 (the reference's -1); only online CPUs count.
 - ``devices/system/node/has_memory`` where present: a node with neither online CPUs nor memory
   is dropped from the matrix; a node with memory and no CPUs is memory-only, no NUMA node of
   the CPU topology but kept in the distances (§1.3).
@@ -76,6 +80,7 @@ def read_sysfs_topology(root: Path | str = DEFAULT_SYSFS_ROOT) -> CPUTopology:
         topo_dir = cpu_dir / f"cpu{cpu}" / "topology"
         package[cpu] = _read_package(topo_dir / "physical_package_id")
         siblings[cpu] = _read_siblings(topo_dir, cpu, online)
+    l3_caches = _read_l3_caches(cpu_dir, online)
     cores: list[CoreSpec] = []
     for cpu in online:
         group = siblings[cpu]
@@ -87,9 +92,24 @@ def read_sysfs_topology(root: Path | str = DEFAULT_SYSFS_ROOT) -> CPUTopology:
             )
         cores.append(CoreSpec(socket_id=package[cpu], numa_id=cpu_numa[cpu], cpus=group.ids()))
     try:
-        return assemble_topology(cores, distances=distances)
+        return assemble_topology(cores, distances=distances, l3_caches=l3_caches)
     except TopologyError as exc:
         raise SysfsTopologyError(f"{system}: {exc}") from None
+
+
+def _read_l3_caches(cpu_dir: Path, online: CPUSet) -> list[CPUSet]:
+    """The online CPUs each L3 cache is shared by, one entry per CPU that has an L3."""
+    caches: list[CPUSet] = []
+    for cpu in online:
+        index3 = cpu_dir / f"cpu{cpu}" / "cache" / "index3"
+        if not index3.is_dir():
+            continue
+        path = index3 / "shared_cpu_list"
+        shared = _read_cpu_list(path).intersection(online)
+        if cpu not in shared:
+            raise SysfsTopologyError(f"{path}: does not list CPU {cpu} itself")
+        caches.append(shared)
+    return caches
 
 
 def read_numa_distances(root: Path | str = DEFAULT_SYSFS_ROOT) -> NUMADistances:

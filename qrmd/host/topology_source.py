@@ -6,7 +6,7 @@ SPEC forms (spec cpu-policy §1.2, §1.3):
   out like ``/sys`` under ROOT (a copy taken from another host, or a test fixture).
 - ``synthetic:cpus=N,sockets=S,numas=M``: the reference's generated layout.
 - a path ending in ``.yaml``, ``.yml`` or ``.json``, or ``file:PATH`` for any name: a
-  machine file (format in ``policy.topology.machine_file`` and the README).
+  machine file (format in ``policy.topology.machine_file`` and docs/topology.md).
 """
 
 from __future__ import annotations

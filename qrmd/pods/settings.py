@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from qrmd.config_values import Option, choice, count, nonempty, positive_duration, switch
+from qrmd.config_values import Option, Socket, choice, count, nonempty, positive_duration, switch
 from qrmd.host.kubelet_endpoint import DEFAULT_FETCH_TIMEOUT_S, KubeletEndpoint
 from qrmd.host.source_settings import BalancerSourceSettings
 
@@ -29,7 +29,7 @@ __all__ = [
     "DEFAULT_API_AUTH_TOKEN_FILE",
     "POD_SOURCE_OPTIONS",
     "PodSourceSettings",
-    "PodsFields",
+    "PodsSettings",
     "pod_source_values",
 ]
 
@@ -224,12 +224,25 @@ def pod_source_values(groups: Mapping[str, Mapping[str, object]]) -> dict[str, A
     return {"pod_source": settings}
 
 
-class PodsFields(Protocol):
-    """The ``DaemonConfig`` fields the pod source and its checkers read (``qrmd.pods.subsystem``):
-    their own, and the cgroup layout the memory balancer's sources name."""
+@dataclass(frozen=True, slots=True)
+class PodsSettings:
+    """The pod source's and the checkers' settings, each the ``DaemonConfig`` field of the same
+    name (``qrmd.config_values.settings_of``).
+
+    Attributes:
+        pod_source: their own (``POD_SOURCE_OPTIONS``).
+        numa_metric_sources: the memory balancer's source settings, for the cgroup layout
+            they name (``cgroup_driver``, ``kubelet_cgroup_root``).
+    """
+
+    pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
+    numa_metric_sources: BalancerSourceSettings = field(default_factory=BalancerSourceSettings)
 
     @property
-    def pod_source(self) -> PodSourceSettings: ...
+    def enabled(self) -> bool:
+        """``--pod-source kubelet``."""
+        return self.pod_source.enabled
 
-    @property
-    def numa_metric_sources(self) -> BalancerSourceSettings: ...
+    def sockets(self) -> tuple[Socket, ...]:
+        """None: kubelet's pod list is read over HTTP."""
+        return ()

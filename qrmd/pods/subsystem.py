@@ -59,7 +59,7 @@ from qrmd.host.cpu_idle import CgroupCpuIdle
 from qrmd.host.cpuset_cgroups import CgroupCpusetReader
 from qrmd.host.kubelet_pods import KubeletPodFetcher, runs_as_pod
 from qrmd.host.pod_publisher import FETCH_HANDLER, PodListPublisher
-from qrmd.pods.settings import PodsFields
+from qrmd.pods.settings import PodsSettings
 from qrmd.status.health import HandlerHealth, HealthRegistry
 from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
 
@@ -94,7 +94,7 @@ class _Refresh:
         self._checkers.tell(PodListFetched(message))
 
 
-def build(settings: PodsFields, shared: Shared) -> CheckersWiring:
+def build(settings: PodsSettings, shared: Shared) -> CheckersWiring:
     """The pod source subsystem; it offers the others kubelet's pod list (its publisher)."""
     ports = shared.ports
 
@@ -122,7 +122,7 @@ class CheckersWiring(SubsystemParts):
 
     def __init__(
         self,
-        config: PodsFields,
+        config: PodsSettings,
         ctx: PolicyContext,
         clock: Clock,
         health: HealthRegistry,

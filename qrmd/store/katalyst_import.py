@@ -23,15 +23,16 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.state_replay import ReplayError, replay_records, state_from_checkpoint
 from journal import Journal, JournalError, OsFileOps
 from journal.checkpoints import list_checkpoints
+from journal.recovery import collector_paused
 from journal.segments import list_segments
 from policy.errors import StateError
 from policy.state.codec import encode_event
 from policy.state.events import CPUEvent, PoolRemoved
 from policy.state.katalyst_checkpoint import CheckpointCorruptedError, ImportPlan, plan_import
 from policy.state.katalyst_decode import decode_document
+from policy.state.replay import ReplayError, replay_records, state_from_checkpoint
 from policy.state.sections import State, apply_all
 from policy.topology.model import CPUTopology
 from qrmd.store.start_record import machine_of
@@ -189,10 +190,11 @@ def import_checkpoint(
         raise KatalystCheckpointError(str(err)) from None
     with journal:
         try:
-            state = state_from_checkpoint(
-                recovery.checkpoint_state, recovery.checkpoint_seq, topology
-            )
-            state, _, _ = replay_records(state, recovery.records)
+            with collector_paused():  # a long journal (journal.recovery.collector_paused)
+                state = state_from_checkpoint(
+                    recovery.checkpoint_state, recovery.checkpoint_seq, topology
+                )
+                state, _, _ = replay_records(state, recovery.records)
         except ReplayError as err:
             raise KatalystCheckpointError(str(err)) from None
         events = _takeover_events(state, plan)

@@ -17,17 +17,22 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Final, Protocol
+from dataclasses import dataclass, field
+from typing import Final
 
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
+    DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_DURABILITY,
+    DEFAULT_RETENTION_MAX_AGE_S,
+    DEFAULT_RETENTION_MAX_BYTES,
     DURABILITIES,
     Durability,
     Retention,
 )
 from qrmd.config_values import (
     Option,
+    Socket,
     choice,
     count,
     duration,
@@ -44,6 +49,7 @@ __all__ = [
     "JOURNAL_OPTIONS",
     "MIN_CHECKPOINT_EVERY_S",
     "STORE_OPTIONS",
+    "StoreSettings",
     "journal_retention",
     "retention_age",
     "retention_size",
@@ -171,29 +177,41 @@ STORE_OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-class StoreFields(Protocol):
-    """The ``DaemonConfig`` fields the state store is made of (``qrmd.store.subsystem``)."""
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """The state store's settings: its option rows (``STORE_OPTIONS``) and the takeover's
+    (``TAKEOVER_OPTIONS``), each the ``DaemonConfig`` field of the same name
+    (``qrmd.config_values.settings_of``).
+
+    Attributes:
+        state_dir: journal and checkpoints.
+        node_name: the journal's node name.
+        durability: ``always`` (fsync before acknowledging) or ``none``.
+        checkpoint_every_records: a checkpoint after this many journal records...
+        checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
+        journal_retention_max_age_s: forensic history older than this is deleted; None: never.
+        takeover: what to do with katalyst-agent's checkpoint.
+    """
+
+    state_dir: str = DEFAULT_STATE_DIR
+    node_name: str = ""
+    durability: Durability = DEFAULT_DURABILITY
+    checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
+    journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
+    takeover: TakeoverSettings = field(default_factory=TakeoverSettings)
 
     @property
-    def state_dir(self) -> str: ...
+    def enabled(self) -> bool:
+        """The store always runs: every other subsystem commits through it."""
+        return True
 
-    @property
-    def node_name(self) -> str: ...
+    def sockets(self) -> tuple[Socket, ...]:
+        """None: the journal is files."""
+        return ()
 
-    @property
-    def durability(self) -> Durability: ...
-
-    @property
-    def checkpoint_every_records(self) -> int: ...
-
-    @property
-    def checkpoint_every_s(self) -> float: ...
-
-    @property
-    def journal_retention_max_bytes(self) -> int | None: ...
-
-    @property
-    def journal_retention_max_age_s(self) -> float | None: ...
-
-    @property
-    def takeover(self) -> TakeoverSettings: ...
+    def retention(self) -> Retention:
+        """The journal's ``Retention`` of the two retention settings."""
+        return journal_retention(self.journal_retention_max_bytes, self.journal_retention_max_age_s)

@@ -4,7 +4,8 @@ what recovery did (DESIGN.md, Journal: "restarts leave a trace").
 After the StateStore has recovered and the Allocator has started, the daemon commits one record
 with no events and this cause (msgpack-able plain data)::
 
-    {"kind": "DaemonStarted", "version": "0.1.0", "settings_fingerprint": "3f9c…",
+    {"kind": "DaemonStarted", "version": "0.1.0", "reference_version": "v0.5.3",
+     "settings_fingerprint": "3f9c…",
      "settings": {"topology": "eee915c2b69b16f5", "reserved": "0,2", "qos": {...},
                   "enable_reclaim": false, ...},
      "recovery": {"checkpoint_seq": 10000, "records_replayed": 742, "events_replayed": 901,
@@ -17,8 +18,11 @@ the forensic commands rebuild the state of a journal copied off the node without
 its topology (``--topology journal``, their default). It is left out for the one shape no
 machine file describes (the synthetic generator's odd CPU counts, cpu-policy §1.3).
 
+``reference_version`` is the Katalyst release the node reproduced (``--reference-version``).
 ``settings`` are the Allocator's decision settings (``PolicyContext``, the topology by its
-fingerprint); the balancer's configuration travels in every round's inputs. Their fingerprint
+fingerprint); at v0.5.47 they also hold ``reference_version`` and the v0.5.47 options
+(``reference``), which a v0.5.3 start leaves out so its fingerprint is the one it always was;
+the balancer's configuration travels in every round's inputs. Their fingerprint
 lets ``qrmd journal rerun`` say when the settings it was given are not the ones the node ran
 with. The record changes no state, so replay is unaffected; a restarted StateStore actor (not
 a daemon start) writes none.
@@ -31,9 +35,10 @@ import json
 from importlib import metadata
 from typing import Any, Final
 
-from actors.allocator_cause import plain
 from actors.store_report import RecoveryReport
+from policy.cpu.cause import plain
 from policy.cpu.context import PolicyContext
+from policy.cpu.reference import ReferenceOptions
 from policy.topology.machine_file import machine_from_topology, topology_from_machine
 from policy.topology.model import CPUTopology, TopologyError
 
@@ -41,6 +46,7 @@ __all__ = [
     "START_KIND",
     "machine_of",
     "policy_settings",
+    "reference_settings",
     "settings_fingerprint",
     "start_cause",
     "topology_of_start",
@@ -58,9 +64,15 @@ def qrmd_version() -> str:
         return "unknown"
 
 
+def reference_settings(version: str, options: ReferenceOptions) -> dict[str, Any]:
+    """A reference level and its options as plain data: ``{"reference_version": ...,
+    "reference": {<option field>: <value>, ...}}``."""
+    return {"reference_version": version, "reference": plain(options)}
+
+
 def policy_settings(ctx: PolicyContext) -> dict[str, Any]:
     """The Allocator's decision settings as plain data (module docstring)."""
-    return {
+    settings = {
         "topology": ctx.topology.fingerprint(),
         "reserved": str(ctx.reserved),
         "qos": plain(ctx.qos),
@@ -70,6 +82,9 @@ def policy_settings(ctx: PolicyContext) -> dict[str, Any]:
         "max_full_hint_numa_nodes": ctx.max_full_hint_numa_nodes,
         "max_hints": ctx.max_hints,
     }
+    if ctx.at_v0_5_47:
+        settings.update(reference_settings(ctx.reference_version, ctx.reference))
+    return settings
 
 
 def settings_fingerprint(settings: dict[str, Any]) -> str:
@@ -105,6 +120,7 @@ def start_cause(ctx: PolicyContext, recovery: RecoveryReport) -> dict[str, Any]:
     cause: dict[str, Any] = {
         "kind": START_KIND,
         "version": qrmd_version(),
+        "reference_version": ctx.reference_version,
         "settings_fingerprint": settings_fingerprint(settings),
         "settings": settings,
         "recovery": {

@@ -48,7 +48,7 @@ from policy.cpu.context import PolicyContext
 from policy.topology.model import CPUTopology
 from qrmd.status.health import ProblemSource
 from qrmd.store.katalyst_takeover import adopt_katalyst_state
-from qrmd.store.settings import StoreFields, journal_retention
+from qrmd.store.settings import StoreSettings
 from qrmd.store.start_record import start_cause
 from qrmd.subsystem import (
     RECOVERY_TIMEOUT_S,
@@ -92,7 +92,7 @@ def checkpoint_tick_period(checkpoint_every_s: float) -> float:
     return min(checkpoint_every_s / 4, MAX_CHECKPOINT_TICK_S)
 
 
-def build(settings: StoreFields, shared: Shared) -> StoreWiring:
+def build(settings: StoreSettings, shared: Shared) -> StoreWiring:
     """The state store subsystem; it offers the others its latest snapshot and status.
 
     Before anything opens the journal, katalyst-agent's checkpoint is taken over or the start
@@ -108,9 +108,7 @@ def build(settings: StoreFields, shared: Shared) -> StoreWiring:
             settings.durability,
             checkpoint_every_records=settings.checkpoint_every_records,
             checkpoint_every_s=settings.checkpoint_every_s,
-            retention=journal_retention(
-                settings.journal_retention_max_bytes, settings.journal_retention_max_age_s
-            ),
+            retention=settings.retention(),
         ),
         shared.machine.topology,
         shared.clock,

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.allocator import AllocatorActor, AllocatorCore, pod_phase
-from actors.allocator_cause import cause_of, plain
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -34,6 +33,7 @@ from actors.allocator_messages import (
     StartPolicy,
 )
 from actors.store_messages import Snapshot
+from policy.cpu.cause import cause_of, plain
 from policy.cpu.commands import PodPhase
 from policy.cpu.context import PolicyContext
 from policy.cpu.errors import UnknownContainerError

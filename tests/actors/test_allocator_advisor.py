@@ -40,7 +40,6 @@ from actors.allocator_messages import (
     ResidualRemoval,
     StartPolicy,
 )
-from actors.decision_rerun import rerun_in_journal
 from actors.ports.advisor import AdvisorRefused, AdvisorSick
 from actors.state_store import StateStoreCore, StoreConfig
 from actors.store_messages import Snapshot
@@ -51,6 +50,7 @@ from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.context import PolicyContext
 from policy.state.events import Event
+from qrmd.offline.decision_rerun import rerun_in_journal
 from tests.actors.fakes import FakeClock, FakePodSource
 from tests.policy.cpu.advisor.fixtures import info, pool, response
 from tests.policy.cpu.residual_fixtures import evidence

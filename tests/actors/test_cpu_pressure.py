@@ -34,7 +34,7 @@ from policy.state.pressure.events import (
 )
 from policy.state.sections import apply_all, empty_state
 from policy.topology.cpuset import CPUSet
-from qrmd.host.cpu_load_sources import SimulatedContainerLoads
+from qrmd.sim.host.cpu_load import SimulatedContainerLoads
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 

@@ -15,7 +15,7 @@ from policy.cpu.pressure import SuppressionError
 from policy.state.events import CPUEvent, PoolRemoved, PoolSet
 from policy.state.sections import apply_all, empty_state
 from policy.topology.cpuset import CPUSet
-from qrmd.host.cpu_load_sources import SimulatedContainerLoads
+from qrmd.sim.host.cpu_load import SimulatedContainerLoads
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.cpu.pressure.suppression_timeline import (
     PODS,

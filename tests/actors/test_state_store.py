@@ -16,7 +16,6 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.state_replay import ReplayError
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import (
     Commit,
@@ -28,6 +27,7 @@ from actors.store_messages import (
 from journal import Journal, JournalMismatch
 from policy.state.codec import encode_event
 from policy.state.events import ContainerRemoved, PodRemoved, PoolRemoved
+from policy.state.replay import ReplayError
 from policy.state.sections import apply_all, empty_state
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.actors.store_helpers import (

@@ -30,7 +30,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from actors.state_replay import decode_events, replay_records, state_from_checkpoint
 from actors.state_store import StateStoreCore
 from actors.store_messages import CommitRefused, StoreUnavailable
 from actors.store_status import StoreStatus
@@ -45,6 +44,7 @@ from policy.state.events import (
     PoolSet,
     RequestQuantitySet,
 )
+from policy.state.replay import decode_events, replay_records, state_from_checkpoint
 from policy.state.sections import State, apply, apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from tests.actors.store_helpers import NODE, TOPO, open_store

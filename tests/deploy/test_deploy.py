@@ -1,4 +1,4 @@
-"""What ``deploy/`` ships is valid for the tools that will read it (README, Deploying):
+"""What ``deploy/`` ships is valid for the tools that will read it (docs/running.md, Install):
 the image recipe passes hadolint, the manifests validate against the Kubernetes schemas
 (``kubernetes-validate``, its offline schemas), the unit passes ``systemd-analyze verify``,
 every flag they pass exists in ``qrmd run --help`` and their settings load; and the package

@@ -26,6 +26,8 @@ class SysfsTree:
         node_online: ``node/online``; ``None`` leaves the file out.
         has_memory: ``node/has_memory``; ``None`` leaves the file out.
         siblings_file: ``core_cpus_list`` (kernel ≥ 5.0) or ``thread_siblings_list`` (older).
+        l3_shared: CPU → its ``cache/index3/shared_cpu_list``; a CPU left out has no
+            ``index3`` directory (no L3).
     """
 
     online: str
@@ -35,6 +37,7 @@ class SysfsTree:
     has_memory: str | None = None
     siblings_file: str = "core_cpus_list"
     extra_files: dict[str, str] = field(default_factory=dict)
+    l3_shared: dict[int, str] = field(default_factory=dict)
 
     def write(self, root: Path) -> Path:
         """Create the tree under ``root`` and return ``root``."""
@@ -44,6 +47,10 @@ class SysfsTree:
             topo = system / "cpu" / f"cpu{cpu}" / "topology"
             put(topo / "physical_package_id", f"{package}\n")
             put(topo / self.siblings_file, siblings + "\n")
+        for cpu, shared in self.l3_shared.items():
+            index3 = system / "cpu" / f"cpu{cpu}" / "cache" / "index3"
+            put(index3 / "shared_cpu_list", shared + "\n")
+            put(index3 / "level", "3\n")
         if self.nodes is not None:
             node_dir = system / "node"
             node_dir.mkdir(parents=True, exist_ok=True)
@@ -87,10 +94,17 @@ def tree_of(
     rows = topology.distances.as_lists()
     nodes = {n: (str(topology.cpus_in_numa(n)), rows[n]) for n in rows}
     listed = CPUSet(rows)
+    # Linux lists the whole cache, offline CPUs included; the reader keeps the online ones.
+    l3_shared = {
+        cpu: str(topology.cpus_in_l3(topology.l3_of(cpu)))
+        for cpu in online
+        if topology.l3_of(cpu) >= 0
+    }
     return SysfsTree(
         online=str(online),
         cpus=cpus,
         nodes=nodes,
         node_online=str(listed),
         has_memory=str(listed),
+        l3_shared=l3_shared,
     )

@@ -17,8 +17,8 @@ from qrmd.host.balancer_sources import (
 from qrmd.host.kube_cgroups import CgroupDriver
 from qrmd.host.metric_sources import MetricSourceUnavailable, SplitNumaMetrics
 from qrmd.host.metrics_file import MetricsFile
+from qrmd.host.metrics_fixed import FixedNumaMetrics
 from qrmd.host.metrics_prometheus import PrometheusNumaMetrics
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
 from tests.host.cgroup_tree import put_cgroup
 
 
@@ -139,7 +139,7 @@ def test_different_sources_are_split() -> None:
 def test_simulator_alone_starts_quiet() -> None:
     settings = BalancerSourceSettings.from_mapping({"numa-latency-source": "simulator"})
     source = build_numa_metric_source(settings, latency_metric="x", numa_ids=[0, 1])
-    assert isinstance(source, SimulatedNumaMetrics)
+    assert isinstance(source, FixedNumaMetrics)
     assert source.sample([1]) == {1: NumaMetrics(40, 100)}
 
 

@@ -1,5 +1,5 @@
 """Containers' CPU load for the load pressure plugin: the collector's JSON file (with an
-injected clock for staleness), a real HTTP server serving Prometheus text, the simulator, and
+injected clock for staleness), a real HTTP server serving Prometheus text, the fixed source, and
 the ``--cpu-load-metrics-source`` SPEC. A load that cannot be read is a ``MissingLoad`` with
 its reason, never 0."""
 
@@ -13,8 +13,8 @@ import pytest
 from actors.ports.cpu_load import ContainerLoadSource, MissingLoad
 from qrmd.host.cpu_load_sources import (
     FileContainerLoads,
+    FixedContainerLoads,
     PrometheusContainerLoads,
-    SimulatedContainerLoads,
     build_container_load_source,
 )
 from tests.host.test_metric_sources import Exporter, exporter  # noqa: F401 (the fixture)
@@ -32,7 +32,7 @@ def test_every_source_is_a_container_load_source(tmp_path: Path) -> None:
     for source in (
         FileContainerLoads(tmp_path / "x"),
         PrometheusContainerLoads("http://127.0.0.1:1/metrics"),
-        SimulatedContainerLoads(),
+        FixedContainerLoads(),
     ):
         assert isinstance(source, ContainerLoadSource)
 
@@ -112,13 +112,11 @@ def test_a_failed_scrape_makes_every_load_missing(exporter: Exporter) -> None:  
     assert all(isinstance(v, MissingLoad) and "scrape of" in v.reason for v in got.values())
 
 
-def test_the_simulator_answers_what_was_set() -> None:
-    source = SimulatedContainerLoads()
-    source.set_load("uid-web", "main", 9.0)
-    source.make_unreadable("uid-api", "main", "collector down")
+def test_the_fixed_source_answers_what_it_was_built_with_and_idle_otherwise() -> None:
+    source = FixedContainerLoads({("uid-web", "main"): 9.0})
     assert source.sample(WANTED) == {
         ("uid-web", "main"): 9.0,
-        ("uid-api", "main"): MissingLoad("collector down"),
+        ("uid-api", "main"): 0.0,
     }
 
 
@@ -128,7 +126,7 @@ def test_the_simulator_answers_what_was_set() -> None:
         pytest.param("file", FileContainerLoads, id="file"),
         pytest.param("file:/tmp/l.json", FileContainerLoads, id="file with a path"),
         pytest.param("prometheus:http://127.0.0.1:9/m", PrometheusContainerLoads, id="prometheus"),
-        pytest.param("simulated", SimulatedContainerLoads, id="simulated"),
+        pytest.param("simulated", FixedContainerLoads, id="simulated"),
     ],
 )
 def test_the_spec_names_the_source(spec: str, kind: type) -> None:

@@ -129,13 +129,13 @@ def test_not_utf8(tmp_path: Path) -> None:
         read_machine_file(tmp_path / "b.yaml")
 
 
-def readme_yaml_blocks() -> list[str]:
-    text = (EXAMPLES.parents[1] / "README.md").read_text()
+def guide_yaml_blocks() -> list[str]:
+    text = (EXAMPLES.parent / "topology.md").read_text()
     return re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
 
 
-def test_readme_machine_file_examples_load(tmp_path: Path) -> None:
-    full, compact = readme_yaml_blocks()
+def test_the_guide_machine_file_examples_load(tmp_path: Path) -> None:
+    full, compact = guide_yaml_blocks()
     (tmp_path / "full.yaml").write_text(full)
     (tmp_path / "compact.yaml").write_text(compact)
     assert read_machine_file(tmp_path / "full.yaml") == read_machine_file(

@@ -1,7 +1,8 @@
 """NUMA metric and distance sources for the memory balancer (spec memory-balancer §4.1, §4.3,
 §4.4): sysfs distances (synthetic trees and this host's), the collector's JSON file, a real HTTP
 server serving Prometheus text, resctrl MBM counters on a synthetic tree with an injected clock,
-and the simulator. A metric that cannot be read is a ``MissingSample`` with its reason, never 0.
+and the fixed source ``--numa-metrics-source simulated`` selects. A metric that cannot be read
+is a ``MissingSample`` with its reason, never 0.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from qrmd.host.metric_sources import (
     checked_value,
 )
 from qrmd.host.metrics_file import MetricsFile
+from qrmd.host.metrics_fixed import FixedNumaMetrics, NumaProfile
 from qrmd.host.metrics_prometheus import PrometheusNumaMetrics, prometheus_name
 from qrmd.host.metrics_resctrl import ResctrlBandwidth, l3_domains_by_numa
-from qrmd.host.metrics_simulator import NumaProfile, SimulatedNumaMetrics
 from qrmd.host.numa_distances import SysfsNumaDistances, TopologyNumaDistances
 from qrmd.host.sysfs_topology import SysfsTopologyError, read_sysfs_topology
 from tests.host.sysfs_tree import SysfsTree, put, tree_of
@@ -688,7 +689,7 @@ def test_resctrl_on_this_host() -> None:
             ResctrlBandwidth()
 
 
-# -- the simulator and combining sources ---------------------------------------------------------
+# -- the fixed source and combining sources -----------------------------------------------------
 
 T4 = {
     0: [(1, 11), (2, 21), (3, 21)],
@@ -708,29 +709,29 @@ def round_on(metrics: dict[int, NumaMetrics]) -> RoundInputs:
     )
 
 
-def test_simulator_quiet_then_pressure_then_relief() -> None:
-    sim = SimulatedNumaMetrics.quiet(range(4))
-    assert isinstance(sim, NumaMetricSource)
-    quiet = plan_round(round_on(dict(sim.sample([0, 1, 2, 3]))))
-    assert quiet.result is RoundResult.STORED and not quiet.record.need_balance  # type: ignore[union-attr]
-    sim.put_under_pressure(2)
-    assert sim.sample([2]) == {2: NumaMetrics(90, 900)}
-    pressed = plan_round(round_on(dict(sim.sample([0, 1, 2, 3]))))
-    record = pressed.record
+def test_the_fixed_source_quiet_then_under_pressure_force_balances() -> None:
+    quiet = FixedNumaMetrics.quiet(range(4))
+    assert isinstance(quiet, NumaMetricSource)
+    stored = plan_round(round_on(dict(quiet.sample([0, 1, 2, 3]))))
+    assert stored.result is RoundResult.STORED and not stored.record.need_balance  # type: ignore[union-attr]
+    pressed = quiet.under_pressure([2])
+    assert pressed.sample([2]) == {2: NumaMetrics(90, 900)}
+    assert quiet.sample([2]) == {2: NumaMetrics(40, 100)}  # built once, never changed
+    record = plan_round(round_on(dict(pressed.sample([0, 1, 2, 3])))).record
     assert record is not None and record.balance_level is BalanceLevel.FORCE
     assert record.source_numa is not None and record.source_numa.numa_id == 2
-    sim.relieve(2)
-    assert sim.sample([2]) == {2: NumaMetrics(40, 100)}
 
 
-def test_simulator_unreadable_node_fails_the_round() -> None:
-    sim = SimulatedNumaMetrics({0: NumaProfile(60, 100), 1: NumaProfile(50, 90)})
-    sim.make_unreadable(1, "collector lost node 1")
-    got = sim.sample([0, 1, 2])
+def test_the_fixed_source_reports_unknown_and_unreadable_nodes_missing() -> None:
+    fixed = FixedNumaMetrics(
+        {0: NumaProfile(60, 100), 1: NumaProfile(50, 90)}, {1: "collector lost node 1"}
+    )
+    got = fixed.sample([0, 1, 2])
+    assert got[0] == NumaMetrics(60, 100)
     assert got[1] == NumaMetrics(MISSING("collector lost node 1"), MISSING("collector lost node 1"))
     assert got[2].read_latency == MISSING("NUMA node 2 is not simulated")
     with pytest.raises(KeyError, match="NUMA node 7 is not simulated"):
-        sim.put_under_pressure(7)
+        fixed.under_pressure([7])
     with pytest.raises(ValueError, match="simulated read latency -1 must be"):
         NumaProfile(-1, 0)
 
@@ -740,8 +741,8 @@ def test_split_source_takes_latency_and_bandwidth_from_each(tmp_path: Path) -> N
     set_counter(resctrl, "", 0, 0)
     set_counter(resctrl, "", 1, 0)
     clock = FakeClock()
-    sim = SimulatedNumaMetrics.quiet([0, 1], read_latency=55)
-    split = SplitNumaMetrics(sim, ResctrlBandwidth(resctrl, sysfs, monotonic=clock))
+    fixed = FixedNumaMetrics.quiet([0, 1], read_latency=55)
+    split = SplitNumaMetrics(fixed, ResctrlBandwidth(resctrl, sysfs, monotonic=clock))
     assert isinstance(split, NumaMetricSource)
     split.sample([0, 1])
     clock.advance(4.0)

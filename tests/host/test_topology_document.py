@@ -14,7 +14,7 @@ from qrmd.cli import main
 from qrmd.commands.topology import topology_document
 from qrmd.host.machine_file import MachineFileReadError, read_machine_file
 from qrmd.host.topology_source import load_topology
-from tests.qrmd.forensics.scenario import write_scenario
+from tests.qrmd.offline.scenario import write_scenario
 from tests.topologies import (
     HYBRID_12_1_2,
     NO_HT_8_2_2,

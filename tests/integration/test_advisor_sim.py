@@ -24,7 +24,7 @@ from policy.cpu.advisor.push import push_list
 from policy.state.entries import InPool
 from policy.state.events import PoolSet
 from policy.state.sections import apply_all
-from qrmd.advisor_sim import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
+from qrmd.sim.advisor import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
 from tests.policy.pool_fixtures import (
     CTX,
     cpus,

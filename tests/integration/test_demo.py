@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from qrmd.demo.daemon_process import pid_is_alive
+from qrmd.sim.demo.daemon_process import pid_is_alive
 
 pytestmark = pytest.mark.slow
 

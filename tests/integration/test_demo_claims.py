@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from qrmd.demo.claims import journaled_causes
-from qrmd.demo.daemon_process import pid_is_alive
-from qrmd.demo.scenario import DemoError, DemoSettings, run_demo
-from qrmd.kubelet_sim import Kubelet
+from qrmd.sim.demo.claims import journaled_causes
+from qrmd.sim.demo.daemon_process import pid_is_alive
+from qrmd.sim.demo.scenario import DemoError, DemoSettings, run_demo
+from qrmd.sim.kubelet import Kubelet
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from journal import read_records
-from qrmd.advisor_sim import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
+from qrmd.sim.advisor import INVALID_KINDS, Fault, LoadModel, SimNode, SysAdvisorSimulator
 from tests.integration.daemon_process import (
     PluginClient,
     QrmdProcess,

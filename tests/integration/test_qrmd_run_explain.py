@@ -24,7 +24,7 @@ import pytest
 
 from journal import read_records
 from qrmd.cli import main
-from qrmd.kubelet_sim.pods import (
+from qrmd.sim.kubelet.pods import (
     Pod,
     dedicated_pod,
     reclaimed_pod,

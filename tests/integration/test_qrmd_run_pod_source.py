@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from qrmd.kubelet_sim import Container, KubeletSimulator, Pod, shared_pod
-from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint, container_id
+from qrmd.sim.kubelet import Container, KubeletSimulator, Pod, shared_pod
+from qrmd.sim.kubelet.pods_endpoint import PodsEndpoint, container_id
 from tests.integration.daemon_process import REPO, PluginClient, QrmdProcess, wait_for
 
 pytestmark = pytest.mark.slow

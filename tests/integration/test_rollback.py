@@ -1,4 +1,4 @@
-"""Rolling back to an older qrmd (docs/operations.md, "Rollback to the previous qrmd release"):
+"""Rolling back to an older qrmd (docs/running.md, "Roll back to the previous qrmd release"):
 a journal holding a record of a newer schema is refused at start with one line naming both
 versions, and nothing in it is cut or changed — the newer release can still read all of it."""
 

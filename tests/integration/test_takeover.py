@@ -1,8 +1,8 @@
-"""Taking a node over, end to end, through the real ``qrmd run`` (README "Taking over a
-Katalyst node"): a state built by the kubelet simulator is exported to the reference's
-``cpu_plugin_state``, imported into a fresh state directory, and ``qrmd run`` on it answers
-GetResourcesAllocation and GetTopologyAwareResources exactly as before; and the same for a
-``cpu_plugin_state`` as the reference writes it (``tests/fixtures/katalyst``)."""
+"""Taking a node over, end to end, through the real ``qrmd run`` (docs/takeover.md): a state
+built by the kubelet simulator is exported to the reference's ``cpu_plugin_state``, imported
+into a fresh state directory, and ``qrmd run`` on it answers GetResourcesAllocation and
+GetTopologyAwareResources exactly as before; and the same for a ``cpu_plugin_state`` as the
+reference writes it (``tests/fixtures/katalyst``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qrmd.kubelet_sim import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
+from qrmd.sim.kubelet import KubeletSimulator, dedicated_pod, reclaimed_pod, shared_pod
 from qrmd.version import VERSION
 from tests.integration.daemon_process import (
     REPO,

@@ -14,8 +14,8 @@ from machines.lifecycle import InvalidTransition
 from tests.machines.checks import Model, assert_every_illegal_trigger_raises, walk
 
 LC = ramp_up.lifecycle()
-PENDING = {"pod_pending_or_unknown": True, "target_pool_missing": False}
-RUNNING = {"pod_pending_or_unknown": False, "target_pool_missing": False}
+PENDING = {"pod_pending_or_unknown": True, "target_pool_missing": False, "numa_bound": False}
+RUNNING = {"pod_pending_or_unknown": False, "target_pool_missing": False, "numa_bound": False}
 NO_POOL = {"pod_pending_or_unknown": False, "target_pool_missing": True}
 PERIOD_OVER = {"transition_period_passed": True}
 
@@ -45,6 +45,11 @@ PERIOD_OVER = {"transition_period_passed": True}
             RUNNING, ["allocate_shared", "repair_timestamp"], "ramping",
             ["ContainerAllocated", "ContainerReRamped"],
             id="an unreadable timestamp re-ramps a pooled container",
+        ),
+        pytest.param(
+            RUNNING | {"numa_bound": True}, ["allocate_shared", "repair_timestamp"], "pooled",
+            ["ContainerAllocated", "TimestampReset"],
+            id="at v0.5.47 an unreadable timestamp of a NUMA-bound shared container is only reset",
         ),
         pytest.param(
             PENDING | PERIOD_OVER,

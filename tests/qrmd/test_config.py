@@ -29,6 +29,8 @@ from qrmd.config import (
     load_config,
     parse_duration,
 )
+from qrmd.config_values import settings_of
+from qrmd.cpu_plugin.settings import CpuPluginSettings
 
 
 def _from_argv(*argv: str) -> DaemonConfig:
@@ -45,7 +47,7 @@ def test_defaults_are_the_issues(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.topology == "sysfs"
     assert config.reserved_cpu_cores == 0
     assert config.socket_dirs == ("/var/lib/kubelet/plugins_registry",)
-    assert config.socket_paths() == (
+    assert settings_of(CpuPluginSettings, config).socket_paths() == (
         "/var/lib/kubelet/plugins_registry/qrm_cpu_plugin_dynamic.sock",
     )
     assert config.transition_period_s == 30.0
@@ -90,7 +92,7 @@ def test_the_journal_options_default_to_the_journals_own_defaults(
 ) -> None:
     """One definition: the help's default, the config's and the store's are the journal's."""
     option = next(o for o in OPTIONS if o.flag == flag)
-    assert option.parse(option.default) == journal_default  # what --help and the README show
+    assert option.parse(option.default) == journal_default  # what --help and docs/flags.md show
     assert getattr(DaemonConfig(), field) == journal_default
     store = StoreConfig("/j", "node")
     retention = store.retention or Retention()  # None: the journal's own Retention()
@@ -278,7 +280,8 @@ def test_a_socket_path_too_long_is_refused_before_anything_starts() -> None:
 def test_the_longest_socket_path_that_fits() -> None:
     room = 107 - len("/" + PLUGIN_SOCKET_NAME)
     directory = "/tmp/" + "d" * (room - len("/tmp/"))
-    assert load_config({"socket-dir": [directory]}).socket_paths()[0].__len__() == 107
+    config = load_config({"socket-dir": [directory]})
+    assert len(settings_of(CpuPluginSettings, config).socket_paths()[0]) == 107
     with pytest.raises(ConfigError, match="108 bytes"):
         load_config({"socket-dir": [directory + "d"]})
 
@@ -418,10 +421,3 @@ def test_help_explains_every_flag_with_its_default_and_reference() -> None:
         "--enable-reclaim",
     ):
         assert f"reference: {reference}" in text
-
-
-def test_the_readme_table_lists_every_flag() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| `--")]
-    listed = {row.split("`")[1].split()[0] for row in rows}
-    assert {f"--{opt.flag}" for opt in OPTIONS} <= listed

@@ -28,7 +28,9 @@ from actors.supervisor import SupervisedRef
 from journal import Journal, JournalError
 from policy.cpu.request import ContainerType, ResourceRequest
 from qrmd.config import DaemonConfig, load_config
+from qrmd.config_values import settings_of
 from qrmd.cpu_plugin import subsystem as cpu_plugin
+from qrmd.cpu_plugin.settings import CpuPluginSettings
 from qrmd.daemon import Builder, Daemon, DaemonError
 from qrmd.status.metrics import DaemonMetrics
 from qrmd.store.subsystem import StoreWiring
@@ -286,7 +288,7 @@ def test_over_grpc_the_daemon_answers_unavailable_while_the_store_is_down(
     kubelet's calls get UNAVAILABLE, never an answer from a state the disk may not hold."""
     daemon = Daemon(harness.config())  # the real gRPC server
     daemon.start()
-    client = PluginClient(Path(daemon.config.socket_paths()[0]))
+    client = PluginClient(Path(settings_of(CpuPluginSettings, daemon.config).socket_paths()[0]))
     try:
         assert client.allocate("pod-a") == "1,3-15"
         intruder = take_the_journal_from_a_dead_store(daemon, harness.root / "state")
@@ -302,7 +304,7 @@ def test_over_grpc_the_daemon_answers_unavailable_while_the_store_is_down(
     finally:
         client.close()
         daemon.stop()
-    assert not Path(daemon.config.socket_paths()[0]).exists()
+    assert not Path(settings_of(CpuPluginSettings, daemon.config).socket_paths()[0]).exists()
 
 
 def test_health_turns_unhealthy_when_the_store_refuses_commits(harness: Harness) -> None:

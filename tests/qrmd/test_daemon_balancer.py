@@ -22,18 +22,19 @@ from actors.supervisor import SupervisedRef
 from journal import read_records
 from policy.balance import BalanceStatus
 from policy.topology.model import CPUTopology
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BALANCER_CHILD, BalancerWiring
 from qrmd.cli import main
 from qrmd.config import DaemonConfig
 from qrmd.daemon import Builder, Daemon
-from qrmd.host.memory_simulator import SimulatedContainerMemory
-from qrmd.host.metrics_simulator import SimulatedNumaMetrics
-from qrmd.kubelet_sim import Container as SimContainer
-from qrmd.kubelet_sim import Kubelet
-from qrmd.kubelet_sim import Pod as SimPod
-from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
-from qrmd.kubelet_sim.pods_endpoint import container_id as listed_id
 from qrmd.pods.subsystem import CheckersWiring
+from qrmd.sim.host.memory import SimulatedContainerMemory
+from qrmd.sim.host.metrics import SimulatedNumaMetrics
+from qrmd.sim.kubelet import Container as SimContainer
+from qrmd.sim.kubelet import Kubelet
+from qrmd.sim.kubelet import Pod as SimPod
+from qrmd.sim.kubelet.pods_endpoint import PodsEndpoint
+from qrmd.sim.kubelet.pods_endpoint import container_id as listed_id
 from tests.qrmd.test_daemon import Harness, http, shared, wait_until
 from tests.wire.eviction_agent import EvictionAgent, go_pod
 
@@ -79,7 +80,9 @@ class BalancerHarness(Harness):
             }
         )
 
-    def wiring(self, config: DaemonConfig, topology: CPUTopology, clock: Clock) -> BalancerWiring:
+    def wiring(
+        self, config: BalancerSettings, topology: CPUTopology, clock: Clock
+    ) -> BalancerWiring:
         harness = self
 
         class Refusing(BalancerWiring):

@@ -15,8 +15,10 @@ import pytest
 from policy.balance.constants import FREE_TEXT_FAILED_REASON
 from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.balancer.checks import check_memory_cgroup_root, metrics_file_warnings
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.config import load_config
+from qrmd.config_values import settings_of
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 from tests.qrmd.test_daemon import http
 from tests.qrmd.test_daemon_balancer import BalancerHarness, FakeClock, state
@@ -44,7 +46,12 @@ def test_a_memory_cgroup_root_that_does_not_exist_refuses_start_naming_the_flag(
     with pytest.raises(
         ValueError, match=r"^--memory-cgroup-root: .*nonexistent is not a directory"
     ):
-        BalancerWiring(config, TOPOLOGY, FakeClock(0.0), cpu_vendor="GenuineIntel")
+        BalancerWiring(
+            settings_of(BalancerSettings, config),
+            TOPOLOGY,
+            FakeClock(0.0),
+            cpu_vendor="GenuineIntel",
+        )
 
 
 def test_a_metrics_file_that_does_not_exist_is_a_warning_naming_the_flag(
@@ -59,7 +66,12 @@ def test_a_metrics_file_that_does_not_exist_is_a_warning_naming_the_flag(
         }
     )
     with caplog.at_level(logging.WARNING, logger="qrmd.balancer"):
-        BalancerWiring(config, TOPOLOGY, FakeClock(0.0), cpu_vendor="GenuineIntel")
+        BalancerWiring(
+            settings_of(BalancerSettings, config),
+            TOPOLOGY,
+            FakeClock(0.0),
+            cpu_vendor="GenuineIntel",
+        )
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "--numa-metrics-file" in warning and "metrics.json: it does not exist yet" in warning
 

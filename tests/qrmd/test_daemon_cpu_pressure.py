@@ -20,10 +20,10 @@ from actors.ports.clock import Clock
 from actors.store_messages import GetSnapshot
 from policy.cpu.context import PolicyContext
 from qrmd.cli import main
-from qrmd.config import DaemonConfig
+from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.cpu_pressure.subsystem import CPU_PRESSURE_CHILD, CPUPressureWiring
 from qrmd.daemon import Builder, Daemon
-from qrmd.host.cpu_load_sources import SimulatedContainerLoads
+from qrmd.sim.host.cpu_load import SimulatedContainerLoads
 from tests.qrmd.test_daemon import Harness, http, shared
 from tests.qrmd.test_daemon_balancer import START, FakeClock
 from tests.wire.eviction_agent import EvictionAgent
@@ -57,7 +57,9 @@ class PressureHarness(Harness):
         self.clock = FakeClock(START)
         self.loads = SimulatedContainerLoads()
 
-    def wiring(self, config: DaemonConfig, clock: Clock, ctx: PolicyContext) -> CPUPressureWiring:
+    def wiring(
+        self, config: CPUPressureSettings, clock: Clock, ctx: PolicyContext
+    ) -> CPUPressureWiring:
         return CPUPressureWiring(
             config, clock, reserved=ctx.reserved, qos=ctx.qos, loads=self.loads
         )
@@ -236,7 +238,7 @@ def test_both_plugins_register_and_answer_as_the_eviction_manager_asks(
     assert capsys.readouterr().out.splitlines()[-1] == "1 CPU pressure records re-run, 0 differ"
 
     # A policy that decides otherwise now is named, and the command fails.
-    import qrmd.pressure_rerun as pressure_rerun  # noqa: PLC0415 (patched here only)
+    import qrmd.offline.pressure_rerun as pressure_rerun  # noqa: PLC0415 (patched here only)
 
     original = pressure_rerun.rerun_cause
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pykka
 import pytest
 
-from qrmd.kubelet_sim import Container, Kubelet, Pod
-from qrmd.kubelet_sim.pods_endpoint import PodsEndpoint
 from qrmd.pods.subsystem import CHECKERS_CHILD, CheckersWiring
+from qrmd.sim.kubelet import Container, Kubelet, Pod
+from qrmd.sim.kubelet.pods_endpoint import PodsEndpoint
 from tests.qrmd.test_daemon import Harness, harness, http, wait_until
 
 __all__ = ["harness"]  # the fixture, shared with test_daemon

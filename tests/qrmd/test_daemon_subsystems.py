@@ -17,7 +17,6 @@ import pykka
 import pytest
 
 from actors.supervisor import ChildSpec
-from qrmd.config import DaemonConfig
 from qrmd.daemon import SUBSYSTEMS, Builder, Daemon
 from qrmd.status.health import ProblemSource
 from qrmd.store import subsystem as store
@@ -70,10 +69,10 @@ def recording(harness: Harness, events: list[str], *, fail_start: str = "") -> d
         inner = real.get(entry.name)
 
         def build(
-            config: DaemonConfig, shared: Shared, name: str = entry.name, inner: Any = inner
+            settings: Any, shared: Shared, name: str = entry.name, inner: Any = inner
         ) -> Subsystem:
             events.append(f"build {name}")
-            built = Recorded(name, None if inner is None else inner(config, shared), events)
+            built = Recorded(name, None if inner is None else inner(settings, shared), events)
             if name == fail_start:
 
                 def refuse(running: Running) -> None:

@@ -31,7 +31,7 @@ from policy.topology.cpuset import CPUSet
 from qrmd.cli import main
 from qrmd.cpu_pressure.subsystem import CPUPressureWiring
 from qrmd.daemon import Daemon
-from qrmd.host.cpu_load_sources import SimulatedContainerLoads
+from qrmd.sim.host.cpu_load import SimulatedContainerLoads
 from tests.actors.fakes import ApplyingCommitter, FakeClock
 from tests.policy.state_fixtures import SYNTH_16_2_4, cpus
 from tests.qrmd.test_daemon import shared

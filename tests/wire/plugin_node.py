@@ -24,6 +24,7 @@ from actors.allocator import AllocatorActor, AllocatorCore
 from actors.allocator_messages import StartPolicy
 from actors.ports.commit import Committer, StateStoreCommitter
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
+from policy.cpu.context import PolicyContext
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.state.sections import empty_state
 from tests.actors.fakes import ApplyingCommitter, FakeClock
@@ -136,14 +137,25 @@ class WireNode:
         socket_dirs: how many socket directories (one server each).
         committer: the Allocator's committer (its ``latest()`` is the starting state); the
             in-memory one by default.
+        ctx: the policy's settings (the spec's node at v0.5.3 by default).
+        start: run the start-up decision first; without it the committer's state is served
+            as it is (a reference test's hand-made state).
     """
 
-    def __init__(self, socket_dirs: int = 1, committer: Committer | None = None) -> None:
+    def __init__(
+        self,
+        socket_dirs: int = 1,
+        committer: Committer | None = None,
+        ctx: PolicyContext = CTX,
+        *,
+        start: bool = True,
+    ) -> None:
         self.clock = FakeClock(T0)
         self.store = committer or ApplyingCommitter(empty_state(SYNTH_16_2_4))
-        self.core = AllocatorCore(self.store.latest(), CTX, self.store, self.clock.time)
+        self.core = AllocatorCore(self.store.latest(), ctx, self.store, self.clock.time)
         self.allocator = AllocatorActor.start(self.core)
-        self.allocator.ask(StartPolicy(), timeout=10)
+        if start:
+            self.allocator.ask(StartPolicy(), timeout=10)
         self.is_ready = True
         self.observer = RecordingObserver()
         self.dirs = [short_dir() for _ in range(socket_dirs)]

@@ -13,17 +13,14 @@ import pytest
 import actors
 import policy
 import qrmd.host
-from actors.allocator_cause import CauseError
 from actors.allocator_messages import AllocatorUnavailable
 from actors.balancer_messages import BalancerUnavailable
 from actors.cpu_pressure_messages import PressureUnavailable
-from actors.decision_rerun import RerunError
 from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.ports.commit import CommitOutcomeUnknown
-from actors.state_replay import ReplayError
 from actors.store_messages import CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
@@ -34,6 +31,10 @@ from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
+from policy.cpu.cause import CauseError
+from policy.cpu.dedicated_allocation import DedicatedAllocationError
+from policy.cpu.dedicated_hints import DedicatedHintError
+from policy.cpu.dedicated_options import OptionError
 from policy.cpu.errors import UnknownContainerError
 from policy.cpu.hints import NO_NUMA_BINDING, NOT_EXCLUSIVE_TOO_LARGE, HintError
 from policy.cpu.invariants import InvariantError
@@ -43,12 +44,15 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.snb_allocate import SNBAllocationError
+from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
 from policy.state.katalyst_checkpoint import (
     CheckpointCorruptedError,
     CheckpointMismatchError,
     CheckpointUnmodelledError,
 )
+from policy.state.replay import ReplayError
 from policy.topology.cpuset import CPUSet
 from policy.topology.machine_file import MachineFileError
 from policy.topology.model import TopologyError
@@ -56,6 +60,7 @@ from policy.topology.selection import NOT_ENOUGH_CPUS, SelectionError
 from qrmd.host.machine_file import MachineFileReadError
 from qrmd.host.numa_stat import NumaStatError
 from qrmd.host.sysfs_topology import SysfsTopologyError
+from qrmd.offline.decision_rerun import RerunError
 from wire.errors import STATUS_BY_KIND, NotReady, code_for, kind_of, status_for
 
 C = grpc.StatusCode
@@ -192,6 +197,11 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (UnknownContainerError, C.NOT_FOUND),
     (AllocationError, C.FAILED_PRECONDITION),
     (HintError, C.FAILED_PRECONDITION),
+    (DedicatedHintError, C.FAILED_PRECONDITION),
+    (DedicatedAllocationError, C.FAILED_PRECONDITION),
+    (OptionError, C.INVALID_ARGUMENT),
+    (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),
     (MachineFileReadError, C.INVALID_ARGUMENT),

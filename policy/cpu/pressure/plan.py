@@ -2,7 +2,7 @@
 
 A plan answers "would this node have evicted?": from what the CPU state and the metric source
 held at each tick, it runs the decisions the daemon runs and gives each tick's answers.
-The form (JSON; README "qrmd eviction plan"):
+The form (JSON; docs/cpu-pressure.md, "qrmd eviction plan"):
 
 .. code-block:: text
 

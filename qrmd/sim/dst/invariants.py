@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from actors.state_replay import replay_records, state_from_checkpoint
 from journal import Journal
 from journal.records import pack
 from policy.cpu.context import PolicyContext
 from policy.cpu.invariants import check_invariants
 from policy.state.entries import DEDICATED_OWNER
+from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
 from qrmd.sim.dst.clock import VirtualClock

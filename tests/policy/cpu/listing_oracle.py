@@ -64,7 +64,7 @@ def _step(
     pod_uid, name = entry.key
     started = parse_qrm_time(entry.init_timestamp)
     if started is None:
-        step = fire(container_phase(entry), "repair_timestamp")
+        step = fire(container_phase(entry), "repair_timestamp", {"numa_bound": False})
         assert step is not None
         if entry.is_shared():
             emit_step(txn, step, ContainerReRamped(pod_uid, name, stamp, pooled))

@@ -81,7 +81,7 @@ def test_distances_16_2_4(a: int, b: int, distance: int) -> None:
 @pytest.mark.parametrize(
     ("spec", "shape"),
     [
-        pytest.param("synthetic:cpus=16,sockets=2,numas=4", (16, 2, 4), id="the README's"),
+        pytest.param("synthetic:cpus=16,sockets=2,numas=4", (16, 2, 4), id="the topology guide's"),
         pytest.param("synthetic:numas=4,cpus=96,sockets=2", (96, 2, 4), id="keys in any order"),
     ],
 )

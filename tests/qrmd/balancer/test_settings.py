@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from policy.balance import BalancerConfig
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.config import (
     OPTIONS,
     ConfigError,
@@ -18,6 +19,7 @@ from qrmd.config import (
     config_from_args,
     load_config,
 )
+from qrmd.config_values import settings_of
 from qrmd.host.balancer_sources import BalancerSourceSettings, SourceKind
 from qrmd.host.kube_cgroups import CgroupDriver
 
@@ -37,7 +39,7 @@ def test_the_defaults_are_the_references() -> None:
     assert config.qos_aware_sync_period_s == 5.0
     assert config.memory_balance_execute is False
     assert config.plugin_registration_dir == "/var/lib/katalyst/plugin-socks"
-    assert config.eviction_socket_path() == (
+    assert settings_of(BalancerSettings, config).eviction_socket_path() == (
         "/var/lib/katalyst/plugin-socks/numa_memory_balancer.sock"
     )
     assert config.memory_balancer == BalancerConfig()

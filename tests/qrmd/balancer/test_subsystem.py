@@ -1,5 +1,5 @@
 """How the daemon builds the balancer's ports from the configuration (memory-balancer §3.1,
-§4, §11): distances from the machine's matrix, the simulated source's pressure above the
+§4, §11): distances from the machine's matrix, the simulated (fixed) source's pressure above the
 force threshold in force, and a dry-run executor unless told to execute."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from actors.ports.clock import SYSTEM_CLOCK
 from actors.ports.migration import MigrationMode
 from policy.balance import MemoryAdvice, NumaDistance
 from policy.topology.synthetic import parse_synthetic_spec
+from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BalancerWiring
 from qrmd.config import load_config
-from qrmd.host.metrics_simulator import QUIET_LATENCY, SimulatedNumaMetrics
+from qrmd.config_values import settings_of
+from qrmd.host.metrics_fixed import QUIET_LATENCY, FixedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
@@ -20,7 +22,12 @@ SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
 
 def wiring(vendor: str, **flags: object) -> BalancerWiring:
     config = load_config({"enable-memory-balancer": True, "topology": SYNTH, **flags})
-    return BalancerWiring(config, parse_synthetic_spec(SYNTH), SYSTEM_CLOCK, cpu_vendor=vendor)
+    return BalancerWiring(
+        settings_of(BalancerSettings, config),
+        parse_synthetic_spec(SYNTH),
+        SYSTEM_CLOCK,
+        cpu_vendor=vendor,
+    )
 
 
 def test_distances_come_from_the_synthetic_matrix_self_included() -> None:
@@ -45,7 +52,7 @@ def test_simulated_pressure_is_above_the_force_threshold_in_force(
     vendor: str, latency: float
 ) -> None:
     source = wiring(vendor, **{"numa-metrics-source": "simulated:pressure=1"}).metric_source
-    assert isinstance(source, SimulatedNumaMetrics)
+    assert isinstance(source, FixedNumaMetrics)
     profiles = source.profiles()
     assert profiles[1].read_latency == latency
     assert [profiles[n].read_latency for n in (0, 2, 3)] == [QUIET_LATENCY] * 3

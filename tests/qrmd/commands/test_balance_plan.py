@@ -85,9 +85,9 @@ def test_human_view_of_each_example_file_is_golden(
     assert out == golden.read_text(), f"regenerate with QRMD_UPDATE_GOLDEN=1 if intended: {golden}"
 
 
-def test_the_readme_shows_the_quiet_example_verbatim() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Asking the balancer offline: `qrmd balance plan`", 1)[1]
+def test_the_guide_shows_the_quiet_example_verbatim() -> None:
+    guide = (REPO / "docs" / "balancer.md").read_text()
+    section = guide.split("## Asking the balancer offline: `qrmd balance plan`", 1)[1]
     shown = section.split("```json\n", 1)[1].split("```", 1)[0]
     assert json.loads(shown) == json.loads((EXAMPLE_DIR / "quiet.json").read_text())
 
@@ -269,7 +269,7 @@ def test_bad_files_are_one_error_line_naming_the_field(
     code, out, err = plan(capsys, str(path))
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
-    assert err.startswith("qrmd balance: error: " + message.replace("FILE", str(path))), err
+    assert err.startswith("qrmd balance plan: error: " + message.replace("FILE", str(path))), err
 
 
 # -- any round: the CLI and the in-process planner agree ------------------------------------------

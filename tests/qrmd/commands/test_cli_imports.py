@@ -1,12 +1,14 @@
 """Each sub-command loads only what it uses (qrmd.cli): a node's daemon starts without the
-demo, its simulators or rich, and an on-call laptop's `qrmd journal` without the daemon.
+demo, the simulators (``qrmd.sim``), the journal's offline tools or rich, and an on-call
+laptop's `qrmd journal` without the daemon.
 
-The import sets come from real processes (``python -X importtime``), so an import made late,
-inside a function the command runs, counts too.
+The import sets come from real processes (``python -X importtime``, or a fresh interpreter's
+``sys.modules``), so an import made late, inside a function the command runs, counts too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,8 +19,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-# The demo, the simulators it drives the daemon with, and the terminal rendering they use.
-NOT_FOR_THE_DAEMON = ("qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim", "rich")
+# The stand-ins for peers and for the host and the demo that drives the daemon with them
+# (DESIGN.md "Layout": never imported by production code), the journal's offline tools (the
+# daemon never imports them; qrmd.forensics was their home before qrmd.offline), and the
+# terminal rendering they use.
+SIM_AND_OFFLINE = ("qrmd.sim", "qrmd.offline", "qrmd.forensics")
+NOT_FOR_THE_DAEMON = (*SIM_AND_OFFLINE, "rich")
 # What a node that leaves a subsystem off never needs (qrmd.daemon imports each one's wiring
 # only when it is enabled): the advisor link, the memory balancer, CPU pressure eviction, the
 # pod source's checkers; and the machine-file and YAML parsers when neither --config nor
@@ -41,8 +47,8 @@ NOT_FOR_A_RUN_WITH_SUBSYSTEMS_OFF = (
     "yaml",
 )
 # The journal's offline tools: a node writes and recovers its journal without reading it back
-# for forensics or repairing it.
-NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair")
+# for forensics, walking it or repairing it.
+NOT_FOR_ANY_RUN = ("journal.forensics", "journal.repair", "journal.walk", "qrmd.offline")
 
 
 def _imported(stderr: str) -> set[str]:
@@ -107,7 +113,7 @@ def test_qrmd_run_serves_without_importing_the_demo_simulators_rich_or_what_is_o
         ),
         pytest.param(
             ["topology", "--topology", "synthetic:cpus=8,sockets=1,numas=1"],
-            ("qrmd.daemon", "grpc", "qrmd.demo", "qrmd.kubelet_sim", "qrmd.advisor_sim"),
+            ("qrmd.daemon", "grpc", "qrmd.sim"),
             id="qrmd topology loads neither the daemon nor grpc nor the demo",
         ),
     ],
@@ -126,3 +132,59 @@ def test_a_forensic_command_loads_only_what_it_uses(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert _offenders(_imported(done.stderr), absent) == []
+
+
+# What `qrmd run` imports, in a fresh interpreter: the CLI's path to the run command (its
+# parser and option rows), the daemon, and the wiring of each subsystem the configuration
+# enables; then the modules loaded under the given prefixes.
+_RUN_IMPORTS = """
+import importlib, json, sys
+from qrmd import cli
+cli.build_parser("run")
+from qrmd import daemon
+from qrmd.config import load_config
+from qrmd.config_values import settings_of
+config = load_config(json.loads(sys.argv[1]))
+entries = [e for e in daemon.SUBSYSTEMS if settings_of(e.settings, config).enabled]
+for entry in entries:
+    importlib.import_module(entry.module)
+enabled = [e.name for e in entries]
+prefixes = sys.argv[2:]
+loaded = sorted(m for m in sys.modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+print(json.dumps({"enabled": enabled, "loaded": loaded}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("settings", "enabled"),
+    [
+        pytest.param({}, ["store", "cpu_plugin"], id="qrmd run with its default subsystems"),
+        pytest.param(
+            {
+                "enable-memory-balancer": True,
+                "numa-metrics-source": "simulated:pressure=0",
+                "enable-cpu-pressure-eviction": True,
+                "cpu-load-metrics-source": "simulated",
+                "pod-source": "kubelet",
+                "enable-cpu-advisor": True,
+            },
+            ["store", "cpu_plugin", "balancer", "cpu_pressure", "pods", "advisor"],
+            id="qrmd run with every subsystem on and the simulated sources named",
+        ),
+    ],
+)
+def test_qrmd_run_imports_no_simulator_demo_or_offline_tool(
+    settings: dict[str, object], enabled: list[str]
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_IMPORTS, json.dumps(settings), *SIM_AND_OFFLINE],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout)
+    assert answer["enabled"] == enabled  # the wiring the daemon would build was imported
+    assert answer["loaded"] == []

@@ -43,10 +43,10 @@ def test_a_cap_the_open_file_limit_cannot_hold_is_refused(
 ) -> None:
     limit = OpenFileLimit(soft_before=soft, soft=soft, hard=soft)
     if not refused:
-        check_connection_cap(cap, sockets, limit)
+        check_connection_cap([cap] * sockets, limit)
         return
     with pytest.raises(ValueError, match=rf"--max-connections {cap} .* open-file limit {soft}"):
-        check_connection_cap(cap, sockets, limit)
+        check_connection_cap([cap] * sockets, limit)
 
 
 def test_the_soft_limit_is_raised_to_the_hard_limit() -> None:

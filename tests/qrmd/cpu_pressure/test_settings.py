@@ -7,7 +7,8 @@ import pytest
 
 from policy.cpu.pressure import PressureSettings
 from qrmd.config import ConfigError, DaemonConfig, load_config
-from qrmd.cpu_pressure.settings import CPU_EVICTION_OPTIONS, pressure_settings
+from qrmd.config_values import settings_of
+from qrmd.cpu_pressure.settings import CPU_EVICTION_OPTIONS, CPUPressureSettings
 
 # katalyst-agent v0.5.3's flag names (spec cpu-policy §12.7), kept exactly: they are a contract.
 REFERENCE_FLAGS = (
@@ -78,7 +79,7 @@ def test_flags_set_the_settings() -> None:
             "enable-reclaim": "true",
         }
     )
-    s = pressure_settings(config)
+    s = settings_of(CPUPressureSettings, config).plugins
     assert config.enable_cpu_pressure_eviction
     assert not config.cpu_pressure.enable_reclaim and s.enable_reclaim
     assert s.skip_pools == {"reclaim", "reserve"}

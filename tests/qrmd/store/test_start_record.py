@@ -15,7 +15,7 @@ from journal import read_records
 from qrmd.cli import main
 from qrmd.store.start_record import START_KIND, policy_settings, settings_fingerprint
 from tests.qrmd import test_daemon
-from tests.qrmd.forensics.scenario import write_scenario
+from tests.qrmd.offline.scenario import write_scenario
 
 
 @pytest.fixture
@@ -109,3 +109,20 @@ def test_without_a_recorded_machine_the_host_is_tried_and_named(
     # this host is not the journal's 16-CPU synthetic node (or has no sysfs at all)
     assert code == 2 and "--topology journal" in err
     assert "no daemon start in it records its machine" in err
+
+
+def test_a_start_records_its_reference_level_and_a_v0_5_3_fingerprint_stays_as_it_was(
+    harness: test_daemon.Harness,
+) -> None:
+    for flags in ({}, {"reference-version": "v0.5.47", "cpu-numa-hint-prefer-policy": "packing"}):
+        daemon = harness.daemon(**flags)
+        daemon.start()
+        daemon.stop()
+    at_53, at_47 = starts(harness.root / "state")
+    assert (at_53["reference_version"], at_47["reference_version"]) == ("v0.5.3", "v0.5.47")
+    # v0.5.3 settings hold no reference key: a journal written before levels existed has the
+    # same fingerprint, so `journal rerun` does not call its settings different
+    assert "reference_version" not in at_53["settings"] and "reference" not in at_53["settings"]
+    assert at_47["settings"]["reference_version"] == "v0.5.47"
+    assert at_47["settings"]["reference"]["cpu_numa_hint_prefer_policy"] == "packing"
+    assert at_47["settings_fingerprint"] != at_53["settings_fingerprint"]

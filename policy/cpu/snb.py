@@ -1,0 +1,359 @@
+"""Shared cores with NUMA binding (SNB) at the v0.5.47 reference level: what marks them, the
+pools they live in, and the quantities their hints and pools are computed from (spec
+cpu-policy-v0.5.47 (a); katalyst-core v0.5.47 ``commonstate/pool.go``, ``state/state.go``,
+``state/util.go``).
+
+* A container is SNB when its level is ``shared_cores`` and its flattened annotations hold
+  ``numa_binding: "true"`` (``numa_exclusive`` is ignored for it).
+* Allocate records the NUMA it was placed on as annotation ``numa_hint: "<id>"`` and the
+  container joins pool ``<base>-NUMA<id>``: the base is its ``cpuset_pool``, or ``share``.
+  A pool is an SNB pool by its name (``-NUMA`` in it), as in the reference.
+* A NUMA's *available quantity* for SNB is its allocatable CPUs (the default cpuset minus the
+  reserve) minus the requests of the SNB pods on it, each pod counted once: by its
+  ``pod.kubernetes.io/pod-aggregated-requests`` annotation when it has one, else by the sum of
+  its SNB containers' requests. It is fractional; "sufficient" allows 0.0001 of slack.
+* An SNB pool's demand is the sum of its main containers' requests × 2, ceiled after
+  truncating to milli-CPUs (``CPUPreciseCeil``); non-binding pools are ceiled the same way.
+
+Everything reads the state; nothing here emits events. Costs: the SNB pools and their owners
+come from the state's pool map and owner index (O(SNB pools + SNB containers)); the non-binding
+shared sum walks the shared containers (O(containers)), as the reference's does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Mapping
+from typing import Final
+
+from policy.cpu.context import PolicyContext
+from policy.cpu.reference import AGGREGATED_REQUESTS_KEY, INPLACE_UPDATE_RESIZING_KEY
+from policy.cpu.reserve import ReserveError, parse_cpu_quantity
+from policy.state.cpu_state import ContainerKey, CPUState
+from policy.state.entries import (
+    ANNOTATION_CPUSET_POOL,
+    ANNOTATION_NUMA_BINDING,
+    SHARE_POOL,
+    SHARED_CORES,
+    ContainerEntry,
+    requested_cores,
+)
+from policy.topology.cpuset import CPUSet
+
+__all__ = [
+    "NUMA_HINT_KEY",
+    "NUMA_POOL_INFIX",
+    "NUMA_SHARE_KEY",
+    "SNB_INCR_RATIO",
+    "adjustable_cpus",
+    "anti_affine_numas",
+    "binding_numas",
+    "cpu_is_sufficient",
+    "demand_of",
+    "exclusive_binding_numas",
+    "is_anti_affine",
+    "is_inplace_resizing",
+    "is_snb",
+    "non_binding_pooled_cpus",
+    "non_binding_shared_requested",
+    "numa_allocatable",
+    "numa_available_quantity",
+    "numa_of_pool",
+    "numa_pool_name",
+    "numas_of",
+    "pod_aggregated_request",
+    "pool_demands",
+    "precise_ceil",
+    "snb_numa_of",
+    "snb_pool_cpus",
+    "snb_pools",
+    "target_pool",
+]
+
+#: Annotation of an SNB container: the NUMA it was placed on (``consts.go``).
+NUMA_HINT_KEY: Final = "numa_hint"
+#: ``commonstate.NUMAPoolInfix``.
+NUMA_POOL_INFIX: Final = "-NUMA"
+#: ``numa_share: "false"`` asks for NUMA anti-affinity.
+NUMA_SHARE_KEY: Final = "numa_share"
+#: ``CPUIncrRatioSharedCoresNUMABinding``: an SNB pool holds twice its requests, to burst.
+SNB_INCR_RATIO: Final = 2.0
+#: ``CPUIsSufficient``'s slack: the smallest CPU quantity is a milli-CPU.
+_SUFFICIENT_SLACK: Final = 0.0001
+
+_NUMA_POOL = re.compile(r"^(?P<base>.*)-NUMA(?P<numa>[0-9]+)$")
+
+
+def is_snb(qos_level: str, annotations: Mapping[str, str] | None) -> bool:
+    """Whether a container of this level and these (flattened) annotations is SNB."""
+    return (
+        qos_level == SHARED_CORES
+        and annotations is not None
+        and annotations.get(ANNOTATION_NUMA_BINDING) == "true"
+    )
+
+
+def is_inplace_resizing(annotations: Mapping[str, str] | None) -> bool:
+    """``PodInplaceUpdateResizing``: the pod is being resized in place."""
+    return annotations is not None and annotations.get(INPLACE_UPDATE_RESIZING_KEY) == "true"
+
+
+def numa_pool_name(annotations: Mapping[str, str] | None, numa: int) -> str:
+    """``GetNUMAPoolName``: ``<cpuset_pool or share>-NUMA<numa>``."""
+    base = (annotations or {}).get(ANNOTATION_CPUSET_POOL, "") or SHARE_POOL
+    return f"{base}{NUMA_POOL_INFIX}{numa}"
+
+
+def numa_of_pool(name: str) -> int | None:
+    """The NUMA of an SNB pool named ``<base>-NUMA<id>``; None for any other pool."""
+    match = _NUMA_POOL.match(name)
+    return None if match is None else int(match["numa"])
+
+
+def snb_numa_of(entry: ContainerEntry) -> int | None:
+    """The NUMA an SNB container is bound to: its SNB owner pool's, else its ``numa_hint``."""
+    numa = numa_of_pool(entry.owner_pool_name)
+    if numa is not None:
+        return numa
+    text = (entry.annotations or {}).get(NUMA_HINT_KEY, "")
+    return int(text) if text.isdigit() else None
+
+
+def precise_ceil(quantity: float) -> int:
+    """``CPUPreciseCeil``: truncate to milli-CPUs, then round up."""
+    return math.ceil(int(quantity * 1000) / 1000)
+
+
+def cpu_is_sufficient(request: float, available: float) -> bool:
+    """``CPUIsSufficient``: ``request < available + 0.0001``."""
+    return request < available + _SUFFICIENT_SLACK
+
+
+def pod_aggregated_request(annotations: Mapping[str, str] | None) -> float | None:
+    """The CPU of ``pod.kubernetes.io/pod-aggregated-requests`` (a JSON ResourceList), in
+    cores rounded up to milli-CPUs; None when absent or unreadable (the reference then falls
+    back on the container's own request)."""
+    text = (annotations or {}).get(AGGREGATED_REQUESTS_KEY)
+    if text is None:
+        return None
+    try:
+        resources = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(resources, dict):
+        return None
+    cpu = resources.get("cpu", "0")
+    if isinstance(cpu, bool) or not isinstance(cpu, str | int | float):
+        return None
+    try:
+        cores = parse_cpu_quantity(str(cpu))
+    except ReserveError:
+        return None
+    return math.ceil(cores * 1000) / 1000
+
+
+def snb_pools(state: CPUState) -> dict[str, int]:
+    """Every SNB pool some container owns, with its NUMA."""
+    out: dict[str, int] = {}
+    for name in state.pools:
+        numa = numa_of_pool(name)
+        if numa is not None and state.containers_owned_by(name):
+            out[name] = numa
+    return out
+
+
+def binding_numas(state: CPUState, ignore: Collection[ContainerKey] = ()) -> frozenset[int]:
+    """NUMAs hosting an SNB or a dedicated NUMA-binding container (the reference's
+    ``CheckSharedOrDedicatedNUMABinding`` NUMAs)."""
+    numas = set(state.numas_with_dedicated_numa_binding())
+    for name, numa in snb_pools(state).items():
+        if any(key not in ignore for key in state.containers_owned_by(name)):
+            numas.add(numa)
+    return frozenset(numas)
+
+
+def _snb_containers_by_numa(
+    state: CPUState, ignore: Collection[ContainerKey]
+) -> dict[int, dict[str, list[ContainerEntry]]]:
+    """``{numa: {pod: [SNB containers]}}`` of the SNB pools' owners."""
+    out: dict[int, dict[str, list[ContainerEntry]]] = {}
+    for name, numa in snb_pools(state).items():
+        for key in state.containers_owned_by(name):
+            if key in ignore:
+                continue
+            entry = state.require_entry(*key)
+            out.setdefault(numa, {}).setdefault(entry.pod_uid, []).append(entry)
+    return out
+
+
+def numa_allocatable(state: CPUState, ctx: PolicyContext, numa: int) -> int:
+    """A NUMA's allocatable CPUs: its default cpuset minus the reserve."""
+    return state.numa_available(numa, ctx.reserved).size()
+
+
+def numa_available_quantity(
+    state: CPUState, ctx: PolicyContext, numa: int, ignore: Collection[ContainerKey] = ()
+) -> float:
+    """``GetAvailableCPUQuantity``: allocatable minus the SNB pods' requests on ``numa``
+    (module docstring), at least 0.
+
+    Args:
+        state: the CPU state.
+        ctx: the reserve and the pod-spec seam.
+        numa: the NUMA node.
+        ignore: containers to leave out (a container being re-hinted).
+    """
+    used = 0.0
+    pods = _snb_containers_by_numa(state, ignore).get(numa, {})
+    for pod_uid in sorted(pods):
+        main = state.main_container_entry(pod_uid)
+        if main is None or not is_snb(main.qos_level, main.annotations) or main.key in ignore:
+            continue
+        aggregated = pod_aggregated_request(main.annotations)
+        if aggregated is not None:
+            used += aggregated
+            continue
+        for entry in sorted(pods[pod_uid], key=lambda e: e.container_name):
+            used += entry.request_quantity
+    return max(numa_allocatable(state, ctx, numa) - used, 0.0)
+
+
+def non_binding_shared_requested(
+    state: CPUState, ctx: PolicyContext, new_pod: tuple[str, float] | None = None
+) -> int:
+    """``GetNonBindingSharedRequestedQuantityFromPodEntries``: the requests of every
+    non-binding shared container, precisely ceiled; with ``new_pod = (uid, request)`` that
+    pod's stored containers are replaced by its request (its aggregated one)."""
+    total = 0.0
+    for entry in sorted(state.entries(), key=lambda e: e.key):
+        if not entry.is_shared() or entry.is_numa_binding():
+            continue
+        if new_pod is not None and entry.pod_uid == new_pod[0]:
+            continue
+        total += requested_cores(entry, ctx.requested_millicpu)
+    if new_pod is not None:
+        total += new_pod[1]
+    return precise_ceil(total)
+
+
+def non_binding_pooled_cpus(state: CPUState, ctx: PolicyContext) -> CPUSet:
+    """The pooled CPUs at v0.5.47 (``GetFilteredAvailableCPUSet(reserved, CheckDedicated,
+    CheckSharedOrDedicatedNUMABinding)``): the CPUs of NUMAs hosting no SNB or dedicated
+    NUMA-binding container, minus dedicated containers' CPUs and the reserve (spec
+    cpu-policy-v0.5.47 (c) 8)."""
+    pooled = state.pooled_cpus(ctx.reserved)
+    snb = snb_pools(state).values()
+    if not snb:
+        return pooled
+    masks = ctx.topology.numa_masks()
+    return CPUSet.from_mask(pooled.mask & ~_mask_of(masks, snb))
+
+
+def numas_of(masks: Mapping[int, int], cpus: CPUSet) -> frozenset[int]:
+    """The NUMA nodes ``cpus`` touch."""
+    return frozenset(numa for numa, mask in masks.items() if mask & cpus.mask)
+
+
+def _mask_of(masks: Mapping[int, int], numas: Collection[int]) -> int:
+    bits = 0
+    for numa in numas:
+        bits |= masks.get(numa, 0)
+    return bits
+
+
+def is_anti_affine(entry: ContainerEntry, qos_level: str, annotations: Mapping[str, str]) -> bool:
+    """``CheckNUMABindingAntiAffinity``: whether a stored container keeps a NUMA binding
+    candidate of this level and these annotations off its NUMA nodes.
+
+    Only when one side asks ``numa_share: "false"``: then a different level is anti-affine,
+    and so is an SNB container whose pool base differs from the candidate's.
+    """
+    if not annotations:
+        return False
+    mine = entry.annotations or {}
+    if mine.get(NUMA_SHARE_KEY) != "false" and annotations.get(NUMA_SHARE_KEY) != "false":
+        return False
+    if entry.qos_level != qos_level:
+        return True
+    if is_snb(entry.qos_level, entry.annotations):
+        candidate = annotations.get(ANNOTATION_CPUSET_POOL, "") or SHARE_POOL
+        return entry.specified_pool_name() != candidate
+    return False
+
+
+def anti_affine_numas(
+    state: CPUState, ctx: PolicyContext, qos_level: str, annotations: Mapping[str, str]
+) -> frozenset[int]:
+    """The NUMA nodes where some stored container is anti-affine to the candidate (the
+    NUMAs its current or original CPUs touch)."""
+    masks = ctx.topology.numa_masks()
+    out: set[int] = set()
+    for entry in state.entries():
+        if not is_anti_affine(entry, qos_level, annotations):
+            continue
+        result, original = state.placement_cpus(entry.placement)
+        out |= numas_of(masks, result.union(original))
+    return frozenset(out)
+
+
+def target_pool(entry: ContainerEntry) -> str:
+    """The pool a shared container counts toward at v0.5.47: an SNB container's NUMA pool
+    (its owner, or ``<base>-NUMA<numa_hint>``), any other its owner or named pool."""
+    if is_snb(entry.qos_level, entry.annotations):
+        if numa_of_pool(entry.owner_pool_name) is not None:
+            return entry.owner_pool_name
+        numa = snb_numa_of(entry)
+        if numa is not None:
+            return numa_pool_name(entry.annotations, numa)
+    return entry.pool_name()
+
+
+def demand_of(entry: ContainerEntry, ctx: PolicyContext) -> float:
+    """A container's share of its pool's demand: its request, × 2 for SNB (to burst)."""
+    cores = requested_cores(entry, ctx.requested_millicpu)
+    return cores * SNB_INCR_RATIO if is_snb(entry.qos_level, entry.annotations) else cores
+
+
+def pool_demands(
+    state: CPUState, ctx: PolicyContext, ignore: Collection[ContainerKey] = ()
+) -> dict[str, int]:
+    """``GetSharedQuantityMapFromPodEntries`` at v0.5.47: per pool, the precisely ceiled sum
+    of its shared *main* containers' demands (``demand_of``), ramping ones included (they
+    count toward the pool they name), ``ignore`` left out."""
+    precise: dict[str, float] = {}
+    for entry in sorted(state.entries(), key=lambda e: e.key):
+        if not entry.is_shared() or not entry.is_main() or entry.key in ignore:
+            continue
+        pool = target_pool(entry)
+        if pool:
+            precise[pool] = precise.get(pool, 0.0) + demand_of(entry, ctx)
+    return {pool: precise_ceil(total) for pool, total in precise.items()}
+
+
+def exclusive_binding_numas(state: CPUState) -> frozenset[int]:
+    """NUMAs hosting a dedicated NUMA-binding, NUMA-exclusive container."""
+    masks = state.topology.numa_masks()
+    out: set[int] = set()
+    for key in state.dedicated_containers():
+        entry = state.require_entry(*key)
+        if entry.is_numa_exclusive():
+            result, original = state.placement_cpus(entry.placement)
+            out |= numas_of(masks, result.union(original))
+    return frozenset(out)
+
+
+def adjustable_cpus(state: CPUState, ctx: PolicyContext) -> CPUSet:
+    """The adjustable CPUs at v0.5.47 (``GetFilteredAvailableCPUSet(reserved, nil,
+    CheckDedicatedNUMABindingNUMAExclusive)``): only NUMAs with a NUMA-exclusive dedicated
+    container are left out whole; on the others, the dedicated NUMA-binding CPUs (v0.5.3 left
+    out every NUMA hosting one). Minus the reserve."""
+    masks = ctx.topology.numa_masks()
+    bits = ctx.topology.cpu_details.mask & ~_mask_of(masks, exclusive_binding_numas(state))
+    return CPUSet.from_mask(bits & ~state.indexes.allocated_mask & ~ctx.reserved.mask)
+
+
+def snb_pool_cpus(state: CPUState) -> CPUSet:
+    """The CPUs of every owned SNB pool."""
+    return CPUSet.union_all(state.pools[name] for name in snb_pools(state))

@@ -1,0 +1,103 @@
+"""A deterministic per-container anonymous-memory source for tests and benchmarks (spec
+memory-balancer §4.2).
+
+The counterpart of ``metrics`` for the ``ContainerMemoryReader`` port: a test says how much
+anonymous memory each container holds on each NUMA node, and the balancer reads it as it would
+read cgroup ``memory.numa_stat`` on a node::
+
+    memory = SimulatedContainerMemory()
+    memory.set_container("pod-a", "containerd://c1", {0: 4 << 30, 1: 1 << 30})
+    memory.anon_by_numa("pod-a", ["containerd://c1"]).containers  # {'containerd://c1': {...}}
+
+Like the cgroup reader, an unknown pod or container raises ``AnonMemoryUnavailable`` (the
+balancer skips the pod), and a node a container has no figure for has no key (never a zero).
+The pod-level figure is the per-node sum over the pod's containers, as a pod cgroup's
+hierarchical counter is. Guarded by a lock: a test changes figures from its own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from actors.ports.balancer import AnonMemoryUnavailable, PodAnonMemory
+
+__all__ = ["SimulatedContainerMemory"]
+
+
+class SimulatedContainerMemory:
+    """The ``ContainerMemoryReader`` port on figures the caller sets."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pods: dict[str, _PodFigures] = {}
+
+    def set_container(self, pod_uid: str, container_id: str, anon: Mapping[int, int]) -> None:
+        """Set one container's anonymous memory per NUMA node, in bytes.
+
+        Raises:
+            ValueError: a NUMA id or an amount is negative.
+        """
+        for numa, amount in anon.items():
+            if numa < 0 or amount < 0:
+                raise ValueError(
+                    f"pod {pod_uid} container {container_id}: NUMA {numa} holds {amount} bytes; "
+                    "ids and amounts must not be negative"
+                )
+        # In NUMA order, as memory.numa_stat lists its nodes (N0=... N1=...).
+        figures = dict(sorted(anon.items()))
+        with self._lock:
+            known = self._pods.get(pod_uid)
+            containers = {} if known is None else dict(known.containers)
+            containers[container_id] = figures
+            self._pods[pod_uid] = _PodFigures.of(containers)
+
+    def remove_pod(self, pod_uid: str) -> None:
+        """Forget a pod (it was deleted); unknown pods are ignored."""
+        with self._lock:
+            self._pods.pop(pod_uid, None)
+
+    def anon_by_numa(self, pod_uid: str, container_ids: Sequence[str] | None) -> PodAnonMemory:
+        """The pod's figures (``ContainerMemoryReader``).
+
+        Raises:
+            AnonMemoryUnavailable: the pod, or a listed container, has no figures.
+        """
+        with self._lock:
+            figures = self._pods.get(pod_uid)
+        if figures is None:
+            raise AnonMemoryUnavailable(f"pod {pod_uid}: not simulated")
+        every = figures.containers
+        if container_ids is None:
+            return PodAnonMemory(pod=figures.pod, containers=every)
+        unknown = [cid for cid in container_ids if cid not in every]
+        if unknown:
+            raise AnonMemoryUnavailable(
+                f"pod {pod_uid}: container {unknown[0]} is not simulated "
+                f"(have {', '.join(sorted(every))})"
+            )
+        return PodAnonMemory(pod=figures.pod, containers={cid: every[cid] for cid in container_ids})
+
+
+@dataclass(frozen=True, slots=True)
+class _PodFigures:
+    """One pod's figures as a read sees them: its containers' and their per-node sum.
+
+    Replaced whole on every change and never changed in place, so a read takes it under the
+    lock and builds its answer outside it (``PodAnonMemory`` copies what it is given, as a
+    read of the cgroup files gives new values each time). The pod's sum is kept up to date
+    on each change, as the kernel keeps a pod cgroup's hierarchical counter, rather than
+    summed on every read.
+    """
+
+    containers: dict[str, dict[int, int]]
+    pod: dict[int, int]
+
+    @classmethod
+    def of(cls, containers: dict[str, dict[int, int]]) -> _PodFigures:
+        pod: dict[int, int] = {}
+        for anon in containers.values():
+            for numa, amount in anon.items():
+                pod[numa] = pod.get(numa, 0) + amount
+        return cls(containers, dict(sorted(pod.items())))

@@ -1,0 +1,195 @@
+"""Replaying records: the state, and the refusal, are those of applying each record's events
+in turn (DESIGN.md, Journal: replay is deterministic; a record that does not fit is refused,
+naming its seq), however the replay groups the records it applies."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from journal import Record
+from policy.errors import StateError
+from policy.state.codec import SECTION_CODECS, encode_event, encode_state
+from policy.state.entries import DEDICATED_CORES, RAMPING, InPool, OwnCPUs
+from policy.state.events import (
+    ContainerAllocated,
+    ContainerRemoved,
+    Event,
+    PodRemoved,
+    PoolSet,
+    RampCPUsSet,
+    RequestQuantitySet,
+)
+from policy.state.pressure import PRESSURE_SECTION, PressureHistory
+from policy.state.replay import (
+    ReplayError,
+    SectionReplayer,
+    StateReplayer,
+    replay_records,
+    section_from_checkpoint,
+)
+from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State, apply_all, empty_state
+from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
+
+TOPO = SYNTH_16_2_4
+
+PODS = ["p1", "p2", "p3"]
+NAMES = ["app", "side"]
+
+allocations = st.builds(
+    lambda pod, name, placement, quantity: ContainerAllocated(
+        container(
+            pod,
+            name,
+            placement,
+            owner=placement.pool_name if isinstance(placement, InPool) else "",
+            ramp_up=placement is RAMPING,
+            quantity=quantity,
+        )
+    ),
+    st.sampled_from(PODS),
+    st.sampled_from(NAMES),
+    st.sampled_from([InPool("share"), InPool("gone"), RAMPING, OwnCPUs.of(cpus("1-3"))]),
+    st.sampled_from([0.0, 0.5, 1.0]),
+)
+dedicated = st.builds(
+    lambda pod, text: ContainerAllocated(
+        container(pod, "app", OwnCPUs.of(cpus(text)), qos=DEDICATED_CORES, owner="dedicated")
+    ),
+    st.sampled_from(PODS),
+    st.sampled_from(["8-9", "15-16"]),  # 16 is not a CPU of the topology: refused
+)
+others = st.one_of(
+    st.sampled_from([PoolSet("share", cpus("1,3-6")), RampCPUsSet(cpus("1,3-15"))]),
+    st.builds(ContainerRemoved, st.sampled_from(PODS), st.sampled_from(NAMES)),
+    st.builds(PodRemoved, st.sampled_from(PODS)),
+    st.builds(RequestQuantitySet, st.sampled_from(PODS), st.just("app"), st.just(2.0)),
+)
+events = st.one_of(allocations, allocations, allocations, dedicated, others)
+
+START = apply_all(empty_state(TOPO), [PoolSet("share", cpus("1,3-6")), RampCPUsSet(cpus("1,3-15"))])
+
+
+@st.composite
+def journals(draw: st.DrawFn) -> tuple[State, list[list[Event]]]:
+    """A start state and records, mostly allocations as a journal is (runs of them are what
+    replay may group), all fitting but for, sometimes, one."""
+    start = draw(st.sampled_from([START, empty_state(TOPO)]))
+    state, batches = start, []
+    for _ in range(draw(st.integers(0, 16))):
+        record = draw(st.lists(events, min_size=1, max_size=3))
+        try:
+            state = apply_all(state, record)
+        except StateError:
+            if draw(st.integers(0, 9)) != 0:
+                continue  # keep a record that does not fit now and then only
+        batches.append(record)
+    return start, batches
+
+
+def records_of(batches: list[list[Event]]) -> list[Record]:
+    return [
+        Record(seq, 0.0, 0.0, {}, [encode_event(e) for e in events])
+        for seq, events in enumerate(batches, start=1)
+    ]
+
+
+def one_record_at_a_time(state: State, batches: list[list[Event]]) -> State | tuple[int, str]:
+    for seq, events in enumerate(batches, start=1):
+        try:
+            state = apply_all(state, events)
+        except StateError as err:
+            return seq, str(err)
+    return state
+
+
+@settings(max_examples=400, deadline=None)
+@given(journals())
+def test_replay_equals_applying_each_record_in_turn_or_refuses_the_same_record(
+    journal: tuple[State, list[list[Event]]],
+) -> None:
+    start, batches = journal
+    want = one_record_at_a_time(start, batches)
+    if isinstance(want, State):
+        state, count, applied = replay_records(start, records_of(batches))
+        assert state == want
+        assert state.cpu.indexes == want.cpu.indexes
+        assert (count, applied) == (len(batches), sum(len(b) for b in batches))
+    else:
+        seq, message = want
+        with pytest.raises(ReplayError) as refused:
+            replay_records(start, records_of(batches))
+        assert refused.value.seq == seq
+        assert message in str(refused.value)
+
+
+def test_a_refused_allocation_in_a_run_of_allocations_is_named_by_its_record() -> None:
+    run = [
+        [ContainerAllocated(container("p1", "app", RAMPING, ramp_up=True))],
+        [ContainerAllocated(container("p2", "app", InPool("share"), owner="share"))],
+        [ContainerAllocated(container("p3", "app", InPool("gone"), owner="gone"))],
+        [ContainerAllocated(container("p4", "app", RAMPING, ramp_up=True))],
+    ]
+    with pytest.raises(ReplayError) as refused:
+        replay_records(START, records_of(run))
+    assert refused.value.seq == 3
+    assert "record 3 does not fit the state rebuilt before it" in str(refused.value)
+    assert "placed in pool gone, which does not exist" in str(refused.value)
+
+
+def test_an_undecodable_record_after_a_refused_one_is_not_what_is_reported() -> None:
+    run = [
+        [ContainerAllocated(container("p1", "app", InPool("gone"), owner="gone"))],
+        [ContainerAllocated(container("p2", "app", RAMPING, ramp_up=True))],
+    ]
+    records = records_of(run)
+    records.append(Record(3, 0.0, 0.0, {}, [{"kind": "NoSuchEvent"}]))
+    with pytest.raises(ReplayError) as refused:
+        replay_records(START, records)
+    assert refused.value.seq == 1
+
+
+# -- one owner's section alone (the offline re-runs' replayer) -----------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals())
+def test_a_section_replayed_alone_is_that_section_of_the_whole_replay(
+    journal: tuple[State, list[list[Event]]],
+) -> None:
+    start, batches = journal
+    records = records_of(batches)
+    try:
+        whole = replay_records(start, records)[0]
+    except ReplayError as err:
+        with pytest.raises(ReplayError) as alone:
+            SectionReplayer(CPU_SECTION, TOPO).apply(start.cpu, records)
+        assert alone.value.seq == err.seq
+        return
+    assert SectionReplayer(CPU_SECTION, TOPO).apply(start.cpu, records) == whole.cpu
+    assert SectionReplayer(BALANCE_SECTION).apply(start.balance, records) == whole.balance
+
+
+@pytest.mark.parametrize("name", sorted(SECTION_CODECS), ids=lambda n: f"the {n} section")
+def test_a_checkpoints_section_decodes_alone_to_that_section_of_its_state(name: str) -> None:
+    payload = encode_state(START)
+    assert section_from_checkpoint(payload, name, 7, TOPO) == START.section(name)
+    assert StateReplayer(TOPO).from_checkpoint(payload, 7) == START
+
+
+@pytest.mark.parametrize(
+    ("name", "empty"),
+    [
+        pytest.param(PRESSURE_SECTION, PressureHistory(), id="a section added later starts empty"),
+        pytest.param(BALANCE_SECTION, None, id="a mandatory section missing is refused"),
+    ],
+)
+def test_a_checkpoint_without_the_section(name: str, empty: object) -> None:
+    payload = encode_state(START)
+    del payload["sections"][name]
+    if empty is None:
+        with pytest.raises(ReplayError, match=f"checkpoint at seq 7 holds no {name} section"):
+            section_from_checkpoint(payload, name, 7)
+    else:
+        assert section_from_checkpoint(payload, name, 7) == empty
