@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck layers pytest topology bench clean
+.PHONY: venv demo test lint typecheck layers pytest topology bench sim clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,15 @@ topology: $(STAMP)
 # Benchmarks print figures; they are measurements, not tests.
 bench: $(STAMP)
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The deterministic simulation, longer than the test suite's few seeds (docs/simulation.md):
+# SIM_SEEDS seeds of SIM_STEPS steps, every fault kind; a failing seed prints its replay.
+SIM_SEEDS ?= 200
+SIM_STEPS ?= 1000
+sim: $(STAMP)
+	@failed=0; for seed in $$(seq 0 $$(($(SIM_SEEDS) - 1))); do \
+		$(BIN)/qrmd sim run --seed $$seed --steps $(SIM_STEPS) || failed=$$((failed + 1)); \
+	done; echo "$(SIM_SEEDS) seeds x $(SIM_STEPS) steps: $$failed failed"; test $$failed -eq 0
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

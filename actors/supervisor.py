@@ -137,6 +137,11 @@ class Supervisor:
             child that died again within ``stable_s`` of its last restart.
         stable_s: a child alive this long after a restart is restarted at once if it dies.
         clock: whose monotonic reading times restarts (``stable_s``); the daemon's clock.
+        wait: waits up to the given seconds between restart attempts and returns True when
+            the Supervisor is stopping; default: its own stop event. The deterministic
+            simulation (``qrmd sim``) passes one that moves its virtual clock.
+        monitor: watch the children from a thread of its own (the daemon); False leaves the
+            watching to the owner, which calls ``check`` (the simulation, on one thread).
 
     Raises:
         ValueError: two children share a name, or a back-off setting is out of range.
@@ -150,6 +155,8 @@ class Supervisor:
         backoff_s: tuple[float, float] = (0.5, 30.0),
         stable_s: float = 10.0,
         clock: Clock = SYSTEM_CLOCK,
+        wait: Callable[[float], bool] | None = None,
+        monitor: bool = True,
     ) -> None:
         names = [c.name for c in children]
         if len(set(names)) != len(names):
@@ -162,6 +169,8 @@ class Supervisor:
         self._restarting = False
         self._running = False
         self._stopping = threading.Event()
+        self._wait = wait or self._stopping.wait
+        self._watching = monitor
         self._monitor: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -179,8 +188,9 @@ class Supervisor:
             self._stop_from(0)
             raise
         self._running = True
-        self._monitor = threading.Thread(target=self._watch, name="supervisor", daemon=True)
-        self._monitor.start()
+        if self._watching:
+            self._monitor = threading.Thread(target=self._watch, name="supervisor", daemon=True)
+            self._monitor.start()
 
     def stop(self) -> list[str]:
         """Stop watching, then stop the children in reverse order.
@@ -287,11 +297,24 @@ class Supervisor:
                     child.spec.stop_timeout_s,
                 )
 
+    def check(self) -> bool:
+        """One round of watching: restart the first dead child and the ones after it.
+
+        The monitor thread calls it every ``poll_interval_s``; without one (``monitor=False``)
+        the owner does.
+
+        Returns:
+            Whether a child was found dead (and a restart attempted).
+        """
+        dead = next((i for i, c in enumerate(self._children) if not c.is_alive()), None)
+        if dead is None:
+            return False
+        self._restart_from(dead)
+        return True
+
     def _watch(self) -> None:
         while not self._stopping.wait(self._poll_interval_s):
-            dead = next((i for i, c in enumerate(self._children) if not c.is_alive()), None)
-            if dead is not None:
-                self._restart_from(dead)
+            self.check()
 
     def _restart_from(self, index: int) -> None:
         """Rest-for-one: restart child ``index`` and every child after it."""
@@ -318,9 +341,18 @@ class Supervisor:
             else "",
         )
         attempt = 0
-        if wait and self._stopping.wait(wait):
+        if wait and self._wait(wait):
             return  # stopping: ``stop`` takes the children down
         while not self._stopping.is_set():
+            # A child before ``index`` may have died meanwhile (the store, while the Allocator
+            # restarts): restart from it, or every attempt would start on a dead dependency
+            # and fail for ever.
+            earlier = next(
+                (i for i, c in enumerate(self._children[:index]) if not c.is_alive()), None
+            )
+            if earlier is not None:
+                self._children[earlier].last_failure = "died"
+                index = earlier
             self._stop_from(index)
             for child in self._children[index:]:
                 child.restarts += 1
@@ -329,7 +361,7 @@ class Supervisor:
             except SupervisorError as err:
                 delay = self._backoff.retry_delay(attempt)
                 _log.error("restart failed, retrying in %.1f s: %s", delay, err)
-                if self._stopping.wait(delay):
+                if self._wait(delay):
                     break
                 attempt += 1
                 continue

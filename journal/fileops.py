@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from typing import Protocol
 
 __all__ = [
@@ -104,6 +105,16 @@ class FileOps(Protocol):
         """Make the directory's entries (creations, renames, removals) durable."""
         ...
 
+    def restrict_to_owner(self, directory: str) -> int | None:
+        """Make a directory this user owns 0700 (a DaemonSet's hostPath may be 0755).
+
+        A directory owned by someone else is left alone (it is not ours to change).
+
+        Returns:
+            The mode it had when it was changed, else None.
+        """
+        ...
+
     def lock(self, path: str) -> int:
         """Take an exclusive, non-blocking ``flock`` on an existing directory (or file).
 
@@ -181,6 +192,14 @@ class OsFileOps:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def restrict_to_owner(self, directory: str) -> int | None:
+        info = os.stat(directory)
+        current = stat.S_IMODE(info.st_mode)
+        if info.st_uid != os.geteuid() or current == DIRECTORY_MODE:
+            return None
+        os.chmod(directory, DIRECTORY_MODE)
+        return current
 
     def lock(self, path: str) -> int:
         # Read-only: a directory cannot be opened for writing, and flock needs no write access.

@@ -14,8 +14,6 @@ dead predecessor. Read-only opens, ``verify`` and a dry-run ``repair`` take no l
 from __future__ import annotations
 
 import logging
-import os
-import stat
 
 from journal.errors import JournalError
 from journal.fileops import DIRECTORY_MODE, FileOps
@@ -44,7 +42,7 @@ def lock_directory(fs: FileOps, directory: str) -> int:
     fs.makedirs(directory)
     fd = hold_lock(fs, directory)
     try:
-        _tighten(directory)
+        _tighten(fs, directory)
     except OSError:
         fs.close(fd)
         raise
@@ -77,19 +75,17 @@ def hold_lock(fs: FileOps, directory: str) -> int:
         ) from exc
 
 
-def _tighten(directory: str) -> None:
+def _tighten(fs: FileOps, directory: str) -> None:
     """Make a journal directory this user owns 0700 (a DaemonSet's hostPath may be 0755).
 
-    The journal holds every pod's name and placement; only the owner may read it. A directory
-    owned by someone else is left alone (it is not ours to change).
+    The journal holds every pod's name and placement; only the owner may read it. Through the
+    file-system seam, so a simulated disk (``qrmd sim``) needs no real directory.
     """
-    info = os.stat(directory)
-    current = stat.S_IMODE(info.st_mode)
-    if info.st_uid == os.geteuid() and current != DIRECTORY_MODE:
-        os.chmod(directory, DIRECTORY_MODE)
+    previous = fs.restrict_to_owner(directory)
+    if previous is not None:
         _log.warning(
             "journal directory %s was mode %o; made it %o (owner only)",
             directory,
-            current,
+            previous,
             DIRECTORY_MODE,
         )

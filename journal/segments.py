@@ -32,6 +32,7 @@ from journal.syncer import Syncer
 __all__ = [
     "SEGMENT_SUFFIX",
     "Damage",
+    "SegmentLeftBehind",
     "SegmentReader",
     "SegmentScan",
     "create_segment",
@@ -286,7 +287,9 @@ def create_segment(
         ``(path, fd, header_end)``: the segment, a descriptor open for appending, and its length.
 
     Raises:
-        OSError: any step failed; the temporary file is removed and no segment exists.
+        SegmentLeftBehind: the directory fsync after the rename failed and the segment could
+            not be taken back: it may exist.
+        OSError: any other step failed; the temporary file is removed and no segment exists.
     """
     path = os.path.join(directory, segment_name(header.first_seq))
     temp = path + TEMP_SUFFIX
@@ -304,7 +307,33 @@ def create_segment(
     # and records fsynced into a file whose name a power loss forgets would be lost with it.
     try:
         syncer.sync_dir(directory)
-    except OSError:
+    except OSError as exc:
         fs.close(fd)
+        _take_back(fs, syncer, directory, path, exc)
         raise
     return path, fd, len(frame)
+
+
+class SegmentLeftBehind(OSError):  # noqa: N818 (a state of the disk, like TornTail)
+    """A new segment was renamed into place, and neither its name could be made durable nor
+    the segment removed again: the previous segment must take no record from its first seq on.
+    """
+
+
+def _take_back(fs: FileOps, syncer: Syncer, directory: str, path: str, cause: OSError) -> None:
+    """Remove a segment renamed into place whose directory fsync failed, durably.
+
+    Left there, it would start at the seq the writer then appends to the previous segment, and
+    the next start would refuse the journal (two segments holding that seq).
+
+    Raises:
+        SegmentLeftBehind: the removal, or its directory fsync, failed too.
+    """
+    try:
+        fs.unlink(path)
+        syncer.sync_dir(directory)
+    except OSError as exc:
+        raise SegmentLeftBehind(
+            f"segment {path} was renamed into place, but its directory fsync failed ({cause}) "
+            f"and it could not be removed again ({exc})"
+        ) from exc

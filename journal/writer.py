@@ -23,6 +23,9 @@ The rules (DESIGN.md, the commit protocol and Journal):
   then calls ``write_checkpoint``, after which retention deletes what is no longer needed.
 - One process at a time: a ``flock`` on the journal directory itself (``journal.lock``) is
   held while it is open for writing.
+- Opening for writing fsyncs the newest segment and the directory: what recovery read (maybe
+  only in the page cache, after a crash between a write and its fsync) is durable before
+  anything is answered from it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from journal.lock import lock_directory
 from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
 from journal.recovery import Recovery, recover
 from journal.retention import Retention, apply_retention
-from journal.segments import create_segment, segment_name
+from journal.segments import SegmentLeftBehind, create_segment, segment_name
 from journal.settings import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -230,6 +233,12 @@ class Journal:
                     journal._path = position.path
                     journal._end = journal._synced_end = position.end
                     journal._header_end = position.header_end
+                    # fsync what recovery read before anything is answered from it: a
+                    # process that crashed between a record's write and its fsync leaves the
+                    # record in the page cache, recovery replays it, and without this a power
+                    # loss could still take it away after the new process answered from it.
+                    syncer.sync_file(journal._fd, position.path)
+                    syncer.sync_dir(directory)
                 journal.apply_retention()
         except BaseException:
             if lock_fd is not None:
@@ -514,6 +523,17 @@ class Journal:
         old_fd = self._fd
         try:
             self._start_segment(seq)
+        except SegmentLeftBehind as exc:
+            # The new segment may be on disk starting at ``seq``: appending ``seq`` to the old
+            # one would make the next start refuse the journal. Refuse every append instead;
+            # the next start finds the empty segment after the last record, which is fine.
+            self.stats.append_failures += 1
+            self._failure = f"record {seq} was not journaled: {exc}"
+            _log.error("journal unhealthy: %s", self._failure)
+            raise JournalFailed(
+                f"journal {self.directory} is unhealthy: {self._failure}; it refuses every "
+                f"further append. Restart qrmd: recovery will decide from what the disk holds"
+            ) from exc
         except OSError as exc:
             self.stats.append_failures += 1
             raise JournalWriteError(

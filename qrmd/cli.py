@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "balance",
     "eviction",
     "journal",
+    "sim",
 )
 
 #: The commands whose module is one of the offline tools' (DESIGN.md "Layout").

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from journal import JournalFailed, JournalWriteError, read_records
+from journal import Journal, JournalError, JournalFailed, JournalWriteError, read_records
 from journal.fileops import OsFileOps
 from journal.segments import list_segments
 from tests.journal.helpers import (
@@ -175,3 +175,49 @@ def test_failures_with_a_fake_clock_do_not_disturb_checkpoint_timing(tmp_path: P
         assert not journal.checkpoint_due()
         clock.advance(1.0)
         assert journal.checkpoint_due()
+
+
+def _rotate_with_failing_directory_fsync(
+    tmp_path: Path, fs: FaultyFileOps, journal: Journal, fsync_dir_failures: int
+) -> int:
+    """Append until an append needs a new segment, with its directory fsync failing; returns
+    the seq that failed."""
+    n = 0
+    while True:
+        n += 1
+        fs.fail("fsync_dir", fsync_dir_failures)
+        try:
+            journal.append(cause_of(n), events_of(n))
+        except JournalError:
+            return n
+        fs.pending.clear()
+
+
+def test_a_small_record_after_a_failed_rotation_goes_to_the_old_segment_and_reopens(
+    tmp_path: Path,
+) -> None:
+    # Found by `qrmd sim` (seed 18): the rotation's segment stayed on disk after its directory
+    # fsync failed, a smaller record then fitted in the old segment under the same seq, and the
+    # next start refused the journal (a segment starting at a seq the previous one holds).
+    fs = FaultyFileOps()
+    journal, _ = open_journal(tmp_path, fs=fs, segment_max_bytes=1024, durability="always")
+    with journal:
+        n = _rotate_with_failing_directory_fsync(tmp_path, fs, journal, 1)
+        assert journal.healthy and len(list_segments(OsFileOps(), str(tmp_path))) == 1
+        assert journal.append(cause_of(n), []) == n  # small: it fits in the old segment
+    _, recovery = open_journal(tmp_path)
+    assert [r.seq for r in recovery.records] == list(range(1, n + 1))
+
+
+def test_a_rotation_whose_segment_cannot_be_taken_back_refuses_every_append(
+    tmp_path: Path,
+) -> None:
+    fs = FaultyFileOps()
+    journal, _ = open_journal(tmp_path, fs=fs, segment_max_bytes=1024, durability="always")
+    with journal:
+        n = _rotate_with_failing_directory_fsync(tmp_path, fs, journal, 2)
+        assert not journal.healthy and "could not be removed" in (journal.failure or "")
+        with pytest.raises(JournalFailed):
+            journal.append(cause_of(n), [])
+    _, recovery = open_journal(tmp_path)
+    assert [r.seq for r in recovery.records] == list(range(1, n))

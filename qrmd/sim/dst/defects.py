@@ -1,0 +1,129 @@
+"""Planted defects: real mistakes switched on for one run, to show the simulation finds them.
+
+A simulation that cannot fail proves nothing. Each defect here is a small, plausible change to
+production behaviour, applied by patching one function for the duration of a run (production
+code carries no switch) and undone afterwards:
+
+* ``ack-before-fsync``: the journal acknowledges a record without fsyncing it (the write-ahead
+  rule broken); a power loss then loses answers kubelet already has.
+* ``stale-snapshot``: a writer commits but keeps the snapshot it held, so its next decisions and
+  replies come from a state older than the durable one.
+* ``no-rollback``: a failed append is not cut back, so the refused record stays in the segment
+  and the next append lands after it.
+* ``skip-dedicated-disjointness``: a NUMA node's available CPUs forget the dedicated ones
+  already taken, on the hints and Allocate path, so two pods can get the same CPUs.
+* ``count-empty-listing``: the residual check counts an empty pod listing as evidence (a
+  restarting kubelet answers empty), so every pod the node runs looks residual and is removed.
+* ``forget-unanswered-commit``: a writer whose commit went unanswered (a slow fsync past its
+  timeout) forgets that the record may still land, so it never re-reads the durable state and
+  decides the next call on a snapshot the disk has left behind.
+
+``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
+checking the simulation itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import actors.checkers
+from actors.ports.commit import AdoptedSnapshot
+from journal.syncer import Syncer
+from journal.writer import Journal
+from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
+from policy.state.cpu_state import CPUState
+from policy.topology.cpuset import CPUSet
+
+__all__ = ["DEFECTS", "planted"]
+
+
+def _ack_before_fsync() -> tuple[Any, str, Any]:
+    def sync_file(self: Syncer, fd: int, what: str) -> None:
+        del self, fd, what  # acknowledged at once, never made durable
+
+    return Syncer, "sync_file", sync_file
+
+
+def _stale_snapshot() -> tuple[Any, str, Any]:
+    original = AdoptedSnapshot.commit
+
+    def commit(self: AdoptedSnapshot, events: Any, cause: Any) -> None:
+        held = self.snapshot
+        original(self, events, cause)
+        self.snapshot = held  # the durable snapshot answered is dropped
+
+    return AdoptedSnapshot, "commit", commit
+
+
+def _no_rollback() -> tuple[Any, str, Any]:
+    def roll_back(self: Journal, seq: int, cause: OSError) -> None:
+        del self, seq, cause  # the failed record's bytes stay where they are
+
+    return Journal, "_roll_back", roll_back
+
+
+def _skip_dedicated_disjointness() -> tuple[Any, str, Any]:
+    def numa_available(self: CPUState, numa: int, reserved: CPUSet) -> CPUSet:
+        # Forgets ``~self.indexes.allocated_mask``: the CPUs dedicated containers hold.
+        return self.topology.cpus_in_numa(numa).difference(reserved)
+
+    return CPUState, "numa_available", numa_available
+
+
+def _forget_unanswered_commit() -> tuple[Any, str, Any]:
+    def commit(self: AdoptedSnapshot, events: Any, cause: Any) -> None:
+        # The original sets ``self._stale`` on CommitOutcomeUnknown; this returns early
+        # through the exception without it.
+        self.snapshot = self._committer.commit(events, cause)
+
+    return AdoptedSnapshot, "commit", commit
+
+
+def _count_empty_listing() -> tuple[Any, str, Any]:
+    def observe(
+        previous: ResidualEvidence,
+        state: CPUState,
+        listing: Listing | None,
+        sightings_to_removal: int,
+    ) -> ResidualEvidence:
+        if listing is not None and not listing.pod_uids:
+            # The rule "an empty listing removes nothing" skipped: a placeholder uid makes the
+            # listing count while it still lists none of the node's pods.
+            listing = Listing(frozenset({"(empty)"}), listing.fetched_at)
+        return observe_listing(previous, state, listing, sightings_to_removal)
+
+    return actors.checkers, "observe_listing", observe
+
+
+DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
+    "ack-before-fsync": _ack_before_fsync,
+    "stale-snapshot": _stale_snapshot,
+    "no-rollback": _no_rollback,
+    "skip-dedicated-disjointness": _skip_dedicated_disjointness,
+    "forget-unanswered-commit": _forget_unanswered_commit,
+    "count-empty-listing": _count_empty_listing,
+}
+
+
+@contextmanager
+def planted(name: str | None) -> Iterator[None]:
+    """Switch the defect ``name`` on for the ``with`` block (nothing when None).
+
+    Raises:
+        ValueError: an unknown defect (the message lists the known ones).
+    """
+    if name is None:
+        yield
+        return
+    make = DEFECTS.get(name)
+    if make is None:
+        raise ValueError(f"unknown defect {name!r}; known: {', '.join(DEFECTS)}")
+    owner, attribute, replacement = make()
+    original = owner.__dict__[attribute]
+    setattr(owner, attribute, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, original)

@@ -1,0 +1,229 @@
+"""The named invariants, checked after every step of the simulation (DESIGN.md "Subsystems and
+simulation").
+
+Each is a function of the simulated world returning the violations it sees (an empty list when
+it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
+
+* ``exclusive-cpus-disjoint``: no CPU in the dedicated allocations of two pods.
+* ``pools-as-spec``: the pools keep spec cpu-policy's rules (``policy.cpu.invariants``:
+  reserve exact, reclaim non-empty, pools disjoint or identical, nothing on reserved CPUs).
+* ``replay-equals-live``: the journal as a crash would leave it now, recovered, is the
+  StateStore's published state at the same seq.
+* ``acknowledged-survive``: after every recovery (crash, power loss), the journal holds every
+  seq an answer to kubelet was given from, and every container kubelet was told it has.
+* ``allocated-stay``: a container kubelet was allocated stays in the live state until kubelet
+  sends its pod's RemovePod (the residual checker removes only pods the pod list misses).
+* ``kubelet-answer-agrees``: each Allocate answer names the cpuset the durable state held when
+  it was given, and each allocation listing names exactly the containers the state held.
+* ``journal-holds-no-refused-record``: a commit refused with ``CommitRefused`` (nothing was
+  persisted) never shows up in the journal at the seq it would have had.
+* ``health-truthful``: the store reports itself healthy only while it accepts commits.
+* ``actors-supervised``: no actor dead without its supervisor knowing: a poll that leaves an
+  actor dead noticed it (and tried to restart it), and with no disk fault in the way of a
+  restart every supervised actor is alive again after the poll.
+
+To add one: write a function here taking the ``World`` and returning messages, and add it to
+``INVARIANTS``; docs/simulation.md says more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from journal import Journal
+from journal.records import pack
+from policy.cpu.context import PolicyContext
+from policy.cpu.invariants import check_invariants
+from policy.state.entries import DEDICATED_OWNER
+from policy.state.replay import replay_records, state_from_checkpoint
+from policy.state.sections import State
+from policy.topology.cpuset import CPUSet
+from qrmd.sim.dst.clock import VirtualClock
+from qrmd.sim.dst.kubelet import KubeletPeer
+from qrmd.sim.dst.node import SimNode
+from qrmd.sim.dst.storage import SimDisk, SimFileOps
+
+__all__ = ["INVARIANTS", "World", "recovered_view"]
+
+
+@dataclass(slots=True)
+class World:
+    """What the invariants read: the node, its disk, kubelet, and what was refused.
+
+    Attributes:
+        refused: seq → packed cause of each commit the store refused when that seq was next.
+        recoveries: seqs and states recovered by boots not checked yet.
+    """
+
+    node: SimNode
+    disk: SimDisk
+    kubelet: KubeletPeer
+    ctx: PolicyContext
+    refused: dict[int, bytes] = field(default_factory=dict)
+    recoveries: list[tuple[int, State]] = field(default_factory=list)
+    checked_version: int = -1
+    checked_seq: int = -1
+    records: list[Any] = field(default_factory=list)
+    unsupervised: list[str] = field(default_factory=list)
+
+
+def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]:
+    """Recover a copy of the disk as a crash would leave it now: (last seq, state, records).
+
+    Read-only and on a copy with its own clock, so checking changes nothing the simulation
+    will see.
+    """
+    copy = disk.copy()
+    copy.rng = Random(0)
+    copy.clock = VirtualClock(disk.clock.time())
+    config = node.config
+    journal, found = Journal.open(
+        config.directory,
+        node_name=config.node_name,
+        topology_fingerprint=node.ctx.topology.fingerprint(),
+        fs=SimFileOps(copy),
+        clock=copy.clock,
+        read_only=True,
+    )
+    journal.close()
+    state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, node.ctx.topology)
+    state, _, _ = replay_records(state, found.records)
+    return found.last_seq, state, found.records
+
+
+def exclusive_cpus_disjoint(world: World) -> list[str]:
+    state = _live_state(world)
+    if state is None:
+        return []
+    cpu = state.cpu
+    owned: dict[int, str] = {}
+    out = []
+    for key in sorted(cpu.dedicated_containers()):
+        entry = cpu.require_entry(*key)
+        if entry.owner_pool_name != DEDICATED_OWNER:
+            continue
+        cpus, _ = cpu.placement_cpus(entry.placement)
+        for c in cpus:
+            other = owned.setdefault(c, entry.pod_uid)
+            if other != entry.pod_uid:
+                out.append(
+                    f"CPU {c} is in the dedicated allocations of {other} and {entry.pod_uid}"
+                )
+    return out
+
+
+def pools_as_spec(world: World) -> list[str]:
+    state = _live_state(world)
+    if state is None or not state.cpu.pools:
+        return []
+    return [str(v) for v in check_invariants(state.cpu, world.ctx)]
+
+
+def replay_equals_live(world: World) -> list[str]:
+    core = world.node.store_core()
+    if core is None:
+        return []
+    seq = core.snapshot.seq
+    if world.disk.version == world.checked_version and seq == world.checked_seq:
+        return []
+    world.checked_version, world.checked_seq = world.disk.version, seq
+    last_seq, state, records = recovered_view(world.disk, world.node)
+    out = []
+    if last_seq != seq:
+        out.append(f"the journal recovers to seq {last_seq}, the store published seq {seq}")
+    elif state != core.snapshot.state:
+        out.append(f"the state replayed from the journal at seq {seq} differs from the live one")
+    world.records = records
+    return out
+
+
+def journal_holds_no_refused_record(world: World) -> list[str]:
+    records, world.records = world.records, []
+    out = []
+    for record in records:
+        refused = world.refused.get(record.seq)
+        if refused is not None and pack(record.cause, "cause") == refused:
+            out.append(f"record {record.seq} is in the journal, but its commit was refused")
+    return out
+
+
+def acknowledged_survive(world: World) -> list[str]:
+    out = []
+    kubelet = world.kubelet
+    for seq, state in world.recoveries:
+        if seq < kubelet.acked_seq:
+            out.append(
+                f"recovered to seq {seq}, but kubelet was answered from seq {kubelet.acked_seq}"
+            )
+        for (uid, container), answer in sorted(kubelet.answers.items()):
+            if uid in kubelet.removal_sent or answer.rpc != "Allocate":
+                continue
+            if state.cpu.entry(uid, container) is None:
+                out.append(f"{uid}/{container} was allocated {answer.cpus} but is lost")
+    world.recoveries.clear()
+    return out
+
+
+def allocated_stay(world: World) -> list[str]:
+    state = _live_state(world)
+    if state is None:
+        return []
+    kubelet = world.kubelet
+    out = []
+    for (uid, container), answer in sorted(kubelet.answers.items()):
+        held = state.cpu.entry(uid, container) is not None
+        if answer.rpc == "Allocate" and uid not in kubelet.removal_sent and not held:
+            out.append(f"{uid}/{container} runs on {answer.cpus} but the state dropped it")
+    return out
+
+
+def kubelet_answer_agrees(world: World) -> list[str]:
+    kubelet = world.kubelet
+    out = list(kubelet.disagreements)
+    kubelet.disagreements.clear()
+    for (uid, container), answer in kubelet.fresh:
+        if answer.rpc != "Allocate" or answer.state is None:
+            continue
+        cpu = answer.state.cpu
+        entry = cpu.entry(uid, container)
+        if entry is None:
+            out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state has no entry")
+            continue
+        held, _ = cpu.placement_cpus(entry.placement)
+        if held != CPUSet.parse(answer.cpus):
+            out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state holds {held}")
+    kubelet.fresh.clear()
+    return out
+
+
+def health_truthful(world: World) -> list[str]:
+    core = world.node.store_core()
+    if core is None or core.accepts_commits or not core.status.health.healthy:
+        return []
+    return ["the store refuses every commit but reports itself healthy"]
+
+
+def actors_supervised(world: World) -> list[str]:
+    out, world.unsupervised = world.unsupervised, []
+    return out
+
+
+def _live_state(world: World) -> State | None:
+    core = world.node.store_core()
+    return None if core is None else core.snapshot.state
+
+
+INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
+    ("exclusive-cpus-disjoint", exclusive_cpus_disjoint),
+    ("pools-as-spec", pools_as_spec),
+    ("replay-equals-live", replay_equals_live),
+    ("acknowledged-survive", acknowledged_survive),
+    ("allocated-stay", allocated_stay),
+    ("kubelet-answer-agrees", kubelet_answer_agrees),
+    ("journal-holds-no-refused-record", journal_holds_no_refused_record),
+    ("health-truthful", health_truthful),
+    ("actors-supervised", actors_supervised),
+)

@@ -1,0 +1,347 @@
+"""The simulated kubelet: pods of every QoS level through hints → Allocate → listing → RemovePod.
+
+Each call goes through both halves of the wire conversion (``wire.loopback``): kubelet's plain
+request becomes the protobuf bytes kubelet sends, the server's row converts them to the
+Allocator's command, the Allocator is asked (not blocking: many calls may be in flight, and
+the scheduler decides when each is served), and its reply travels back the same way to the
+plain value kubelet's client reads. Errors map to gRPC codes as the server maps them
+(``wire.errors.code_for``).
+
+As the real kubelet (wire.md §9): every call has a deadline (10 s); a call that fails with
+UNAVAILABLE or DEADLINE_EXCEEDED, or whose answer never came, is sent again later, unchanged
+(every call is idempotent); a refused Allocate fails the pod's admission and kubelet removes the
+pod; a restarted plugin is registered again and asked for its options and its allocations.
+
+What kubelet was told is kept for the invariants: the last answer per container, the pods
+whose removal was acknowledged, and every pod a removal was ever sent for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+import grpc
+
+from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
+from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
+from policy.topology.cpuset import CPUSet
+from qrmd.sim.dst.clock import VirtualClock
+from qrmd.sim.dst.runtime import SimFuture
+from wire.errors import code_for
+from wire.loopback import LoopbackPlugin
+
+__all__ = ["Answer", "KubeletPeer", "SimPod"]
+
+CPU = "cpu"
+RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
+#: QoS levels and their share of new pods.
+KINDS = ("shared", "shared", "shared", "dedicated", "dedicated_exclusive", "reclaimed")
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+#: The RPCs kubelet makes; ``policy.cpu.commands``' class names are the RPCs' names.
+RPCS = frozenset(
+    (
+        "GetTopologyHints",
+        "Allocate",
+        "RemovePod",
+        "GetResourcesAllocation",
+        "GetResourcePluginOptions",
+    )
+)
+
+
+@dataclass(slots=True)
+class SimPod:
+    """One pod with one app container, as kubelet tracks it.
+
+    ``phase``: ``hints`` → ``allocate`` → ``running`` → ``removing`` → ``gone``.
+    """
+
+    uid: str
+    kind: str
+    quantity: float
+    phase: str = "hints"
+    hint: TopologyHint | None = None
+    container: str = "app"
+
+    def request(self, with_hint: bool) -> ResourceRequest:
+        """The ``ResourceRequest`` of GetTopologyHints (no hint) or Allocate (the chosen one)."""
+        annotations = {QOS_LEVEL_KEY: _qos(self.kind)}
+        if self.kind.startswith("dedicated"):
+            enhancement = {"numa_binding": "true"}
+            if self.kind == "dedicated_exclusive":
+                enhancement["numa_exclusive"] = "true"
+            annotations[MEMORY_ENHANCEMENT_KEY] = json.dumps(enhancement, separators=(",", ":"))
+        requested = RECLAIMED_MILLICPU if self.kind == "reclaimed" else CPU
+        return ResourceRequest(
+            pod_uid=self.uid,
+            pod_namespace="sim",
+            pod_name=f"pod-{self.uid}",
+            container_name=self.container,
+            container_type=ContainerType.MAIN,
+            container_index=0,
+            resource_name=CPU,
+            resource_requests={requested: self.quantity},
+            pod_role="",
+            pod_type="",
+            hint=self.hint if with_hint else None,
+            labels=None,
+            annotations=annotations,
+            native_qos_class="Guaranteed" if self.kind.startswith("dedicated") else "Burstable",
+        )
+
+
+def _qos(kind: str) -> str:
+    if kind.startswith("dedicated"):
+        return "dedicated_cores"
+    return f"{kind}_cores"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What kubelet was last told of a container, and the durable state it was told from.
+
+    Attributes:
+        cpus: the cpuset (``allocation_result``).
+        rpc: the call that told it.
+        seq: the StateStore's seq when the answer was given.
+        state: the durable state then (the witness), or None when the node was down.
+    """
+
+    cpus: str
+    rpc: str
+    seq: int
+    state: Any
+
+
+@dataclass(slots=True)
+class Call:
+    """A call in flight."""
+
+    rpc: str
+    pod: SimPod | None
+    future: SimFuture
+    deadline: float
+    sent_seq: int = -1
+
+
+@dataclass(slots=True)
+class KubeletPeer:
+    """The simulated kubelet (module docstring).
+
+    Args:
+        rng: the seed's generator.
+        clock: the virtual clock (deadlines).
+        max_pods: pods alive at once.
+    """
+
+    rng: Random
+    clock: VirtualClock
+    max_pods: int = 12
+    deadline_s: float = 10.0
+    pods: dict[str, SimPod] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    answers: dict[tuple[str, str], Answer] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
+    removal_sent: set[str] = field(default_factory=set)
+    acked_seq: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    _next_uid: int = 0
+    #: Set when an answer disagreed with the state it was given from: (rpc, message).
+    disagreements: list[str] = field(default_factory=list)
+    #: Answers told since the invariants last looked.
+    fresh: list[tuple[tuple[str, str], Answer]] = field(default_factory=list)
+    plugin: LoopbackPlugin = field(default_factory=LoopbackPlugin.new)
+    #: The durable seq now (-1 while qrmd is down): a listing answered with no commit since
+    #: it was sent must agree with the state exactly.
+    seq_now: Callable[[], int] = lambda: -1
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def act(self, allocator: Any) -> str:
+        """Do one thing a kubelet does, the seed choosing; returns what, for the trace.
+
+        Args:
+            allocator: the Allocator's ref, or None while the plugin is down.
+        """
+        busy = {c.pod.uid for c in self.calls if c.pod is not None}
+        live = [p for p in self.pods.values() if p.phase != "gone" and p.uid not in busy]
+        plugin = self.plugin
+        roll = self.rng.random()
+        if roll < 0.12 and not any(c.rpc == "GetResourcesAllocation" for c in self.calls):
+            return self._send(allocator, None, plugin.resources_allocation())
+        if roll < 0.30 and len(self.pods) < self.max_pods:
+            pod = self._new_pod()
+            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
+        if not live:
+            return "kubelet idle"
+        pod = live[self.rng.randrange(len(live))]
+        if pod.phase == "running":
+            if self.rng.random() >= 0.35:
+                return self._send(allocator, None, plugin.resources_allocation())
+            pod.phase = "removing"
+        if pod.phase == "hints":
+            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
+        if pod.phase == "allocate":
+            return self._send(allocator, pod, plugin.allocate(pod.request(with_hint=True)))
+        self.removal_sent.add(pod.uid)
+        return self._send(allocator, pod, plugin.remove_pod(pod.uid))
+
+    def restarted(self, allocator: Any) -> str:
+        """The plugin registered again: kubelet asks its options and its allocations."""
+        self.plugin = LoopbackPlugin.new()
+        self._send(allocator, None, self.plugin.options())
+        return self._send(allocator, None, self.plugin.resources_allocation())
+
+    def connection_lost(self) -> None:
+        """The plugin's process died: every call in flight fails with UNAVAILABLE."""
+        for call in self.calls:
+            self._count(f"{call.rpc}:UNAVAILABLE")
+        self.calls.clear()
+
+    # -- answers ------------------------------------------------------------------------------
+
+    def collect(self) -> list[str]:
+        """Read every answer that came (or whose deadline passed), in the order sent."""
+        now = self.clock.monotonic()
+        out = []
+        still = []
+        for call in self.calls:
+            future = call.future
+            if not future.done:
+                if now >= call.deadline:
+                    out.append(self._failed(call, grpc.StatusCode.DEADLINE_EXCEEDED))
+                else:
+                    still.append(call)
+                continue
+            assert future.resolved_at is not None
+            if future.resolved_at > call.deadline:
+                out.append(self._failed(call, grpc.StatusCode.DEADLINE_EXCEEDED))
+            elif future.exception is not None:
+                out.append(self._failed(call, code_for(future.exception)))
+            else:
+                out.append(self._answered(call))
+        self.calls = still
+        return out
+
+    def _send(self, allocator: Any, pod: SimPod | None, command: Any) -> str:
+        rpc = type(command).__name__
+        assert rpc in RPCS, rpc
+        who = f" {pod.uid}" if pod is not None else ""
+        if allocator is None:
+            self._count(f"{rpc}:UNAVAILABLE")
+            return f"kubelet {rpc}{who}: plugin down"
+        try:
+            future = allocator.ask(command, block=False)
+        except Exception as err:  # the Allocator is restarting: the server answers at once
+            self._count(f"{rpc}:{code_for(err).name}")
+            return f"kubelet {rpc}{who}: {code_for(err).name}"
+        deadline = self.clock.monotonic() + self.deadline_s
+        self.calls.append(Call(rpc, pod, future, deadline, self.seq_now()))
+        return f"kubelet sends {rpc}{who}"
+
+    def _failed(self, call: Call, code: grpc.StatusCode) -> str:
+        self._count(f"{call.rpc}:{code.name}")
+        pod = call.pod
+        admitting = call.rpc in ("GetTopologyHints", "Allocate")
+        if pod is not None and code not in RETRYABLE and admitting:
+            # Admission failed: kubelet rejects the pod and removes what the plugin holds.
+            pod.phase = "removing"
+        return f"kubelet {call.rpc} {pod.uid if pod else ''} failed {code.name}"
+
+    def _answered(self, call: Call) -> str:
+        self._count(f"{call.rpc}:OK")
+        future = call.future
+        witness = future.witness
+        seq, state = witness if witness is not None else (0, None)
+        self.acked_seq = max(self.acked_seq, seq)
+        answer = self.plugin.answer(call.rpc, future.value)
+        pod = call.pod
+        if call.rpc == "GetTopologyHints":
+            assert pod is not None
+            hints = list(answer or ())
+            preferred = [h for h in hints if h.preferred] or hints
+            if preferred:
+                pod.hint = preferred[self.rng.randrange(len(preferred))]
+            pod.phase = "allocate"
+        elif call.rpc == "Allocate":
+            assert pod is not None
+            info = (answer or {}).get(CPU)
+            if info is not None:
+                key = (pod.uid, pod.container)
+                self._told(key, info.allocation_result, call.rpc, seq, state)
+            pod.phase = "running"
+        elif call.rpc == "RemovePod":
+            assert pod is not None
+            pod.phase = "gone"
+            self.removed.add(pod.uid)
+            for key in [k for k in self.answers if k[0] == pod.uid]:
+                del self.answers[key]
+            del self.pods[pod.uid]
+        elif call.rpc == "GetResourcesAllocation":
+            self._listed(answer, seq, state, settled=seq != call.sent_seq)
+        return f"kubelet {call.rpc} {pod.uid if pod else ''} ok"
+
+    def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
+        answer = Answer(cpus, rpc, seq, state)
+        self.answers[key] = answer
+        self.fresh.append((key, answer))
+
+    def _listed(self, listing: Any, seq: int, state: Any, *, settled: bool) -> None:
+        """A listing: kept as the containers' last answers, and checked against the state.
+
+        Its containers must be the state's. Its cpusets must be the state's too, unless the
+        listing itself (or anything since it was sent) committed: the call that settles a
+        ramp-up answers the cpuset from before the adjustment (spec cpu-policy §15.6), and the
+        next one the new one.
+        """
+        for uid, containers in listing.items():
+            for container, resources in containers.items():
+                info = resources.get(CPU)
+                if info is not None and uid in self.pods:
+                    key = (uid, container)
+                    self._told(key, info.allocation_result, "GetResourcesAllocation", seq, state)
+        if state is None:
+            return
+        listed = {(u, c) for u, containers in listing.items() for c in containers}
+        held = {(e.pod_uid, e.container_name) for e in state.cpu.entries()}
+        if listed != held:
+            self.disagreements.append(
+                f"GetResourcesAllocation at seq {seq} listed {sorted(listed)} but the state "
+                f"holds {sorted(held)}"
+            )
+            return
+        if settled:
+            return
+        cpu = state.cpu
+        for uid, containers in sorted(listing.items()):
+            for container, resources in sorted(containers.items()):
+                info = resources.get(CPU)
+                if info is None:
+                    continue
+                held_cpus, _ = cpu.placement_cpus(cpu.require_entry(uid, container).placement)
+                if CPUSet.parse(info.allocation_result) != held_cpus:
+                    self.disagreements.append(
+                        f"GetResourcesAllocation at seq {seq} (nothing committed since it was "
+                        f"sent) told {uid}/{container} {info.allocation_result}; the state "
+                        f"holds {held_cpus}"
+                    )
+
+    def _new_pod(self) -> SimPod:
+        self._next_uid += 1
+        kind = KINDS[self.rng.randrange(len(KINDS))]
+        if kind == "reclaimed":
+            quantity = float(self.rng.choice((500, 1000, 2000)))
+        elif kind.startswith("dedicated"):
+            quantity = float(self.rng.choice((1, 2, 3, 4)))
+        else:
+            quantity = self.rng.choice((0.5, 1.0, 2.0, 3.0))
+        pod = SimPod(f"p{self._next_uid:04d}", kind, quantity)
+        self.pods[pod.uid] = pod
+        return pod
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
