@@ -28,6 +28,7 @@ from policy.cpu.advisor.application import ApplyError
 from policy.cpu.advisor.blocks import BlockError
 from policy.cpu.advisor.decision import AdviceRefused
 from policy.cpu.advisor.refusal import AdvisorRefusedError
+from policy.cpu.advisor.resize import ResizeError
 from policy.cpu.advisor.response import ResponseFormatError
 from policy.cpu.advisor.validation import AdvisorValidationError
 from policy.cpu.allocate import AllocationError
@@ -228,6 +229,7 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (SuppressionError, C.FAILED_PRECONDITION),
     (PressureUnavailable, C.UNAVAILABLE),
     (AdvisorValidationError, C.INVALID_ARGUMENT),
+    (ResizeError, C.INVALID_ARGUMENT),
     (BlockError, C.INVALID_ARGUMENT),
     (ApplyError, C.INVALID_ARGUMENT),
     (ResponseFormatError, C.INVALID_ARGUMENT),
