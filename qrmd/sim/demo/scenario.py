@@ -19,8 +19,9 @@
    count on each, and a shared pod bound to a NUMA node joins that node's ``share-NUMA<n>``
    pool, which the other shared pods leave to it; each placement is told only once the
    journal's ``Allocate`` record and the reconcile answer bear it out (``claims``). Both pods
-   are then deleted, so phases 5 to 7 run the same workload at either level: phase 7 has no
-   SNB pod because sys-advisor's v0.5.47 sizing of SNB pools is not reproduced.
+   are then deleted, so phases 5 and 6 run the same workload at either level. Phase 7 is
+   skipped at v0.5.47: the sys-advisor simulator answers as a v0.5.3 advisor does, and
+   v0.5.47 refuses such an answer (``advise_v0_5_47``).
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
@@ -434,9 +435,8 @@ class _Demo:
         after = self._remove_again(pods)
         self._show("GetResourcesAllocation after deleting them", after)
         self.console.print(
-            f"  {SNB_POD.name} and {EVEN_POD.name} deleted again (RemovePod): phases 5 to 7 run "
-            "the same workload as at v0.5.3; sys-advisor's sizing of SNB pools is not "
-            "reproduced at v0.5.47, so phase 7 has no SNB pod",
+            f"  {SNB_POD.name} and {EVEN_POD.name} deleted again (RemovePod): phases 5 and 6 run "
+            "the same workload as at v0.5.3",
             soft_wrap=True,
         )
         return after
@@ -729,6 +729,24 @@ class _Demo:
         self.console.print(f"  [bold]sys-advisor knows {told} containers after the reconnect[/]")
         return told
 
+    def advise_v0_5_47(self) -> None:
+        """Phase 7 at v0.5.47: not run, and the demo says why rather than narrate a failure.
+
+        The sys-advisor simulator sizes its blocks as a v0.5.3 advisor does (reclaim over every
+        NUMA node). v0.5.47 withholds a NUMA node holding a dedicated block from the blocks
+        with no NUMA (``generateBlockCPUSet``; docs/reference-levels.md, "sys-advisor at
+        v0.5.47"), so it refuses that answer, as katalyst-agent v0.5.47 would refuse it from
+        an advisor of the older release.
+        """
+        self._phase(7, "sys-advisor sizes the pools, drops, comes back")
+        self.console.print(
+            "  skipped at v0.5.47: the sys-advisor simulator answers as a v0.5.3 advisor does "
+            "(one reclaim block over every NUMA node), and v0.5.47 withholds NUMA nodes that "
+            "hold dedicated blocks from such blocks, so it refuses the answer "
+            "(docs/reference-levels.md, 'sys-advisor at v0.5.47')",
+            soft_wrap=True,
+        )
+
     def finish(self) -> int | None:
         if self.settings.keep:
             return self.daemon.abandon()
@@ -773,7 +791,10 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         balance = demo.balance()
         demo.pressure(before)
         recovered, identical = demo.crash_and_recover(endpoint, before)
-        demo.advise()
+        if is_v0_5_47(settings.reference_version):
+            demo.advise_v0_5_47()
+        else:
+            demo.advise()
         demo.sim.stop()
         kept = demo.finish()
         finished = True
