@@ -32,6 +32,7 @@ from random import Random
 from typing import Any
 
 from actors.checkers_messages import PodListFetched
+from actors.cpu_pressure_messages import CollectLoad, SuppressionEvictPods
 from actors.store_messages import CheckpointIfDue, Commit, CommitRefused
 from journal.records import pack
 from policy.cpu.context import PolicyContext
@@ -43,6 +44,7 @@ from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.defects import planted
 from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
+from qrmd.sim.dst.metrics import SimLoadSource, active_pods
 from qrmd.sim.dst.node import SimNode
 from qrmd.sim.dst.pod_source import SimPodSource
 from qrmd.sim.dst.runtime import Scheduler, SimCrash, SimFuture
@@ -137,8 +139,15 @@ class Simulation:
         self.kubelet.seq_now = self._seq
         self.pod_source = SimPodSource(self.kubelet, self.clock)
         self.cgroups = SimCgroups(self.kubelet, topology.cpu_details.cpus())
+        self.loads = SimLoadSource(self.rng)
         self.node = SimNode(
-            self.scheduler, self.disk, self.clock, self.ctx, self.pod_source, cgroups=self.cgroups
+            self.scheduler,
+            self.disk,
+            self.clock,
+            self.ctx,
+            self.pod_source,
+            cgroups=self.cgroups,
+            loads=self.loads,
         )
         self.world = World(self.node, self.disk, self.kubelet, self.ctx)
         self.kinds = faults
@@ -225,6 +234,7 @@ class Simulation:
                 self.node.checkers.tell(PodListFetched(self.clock.time()))
             except Exception as err:
                 what += f"; pod list not told: {type(err).__name__}"
+        what += self._pressure_calls()
         if self._watch():
             what += "; the supervisor restarted actors"
         if self._liveness_failed():
@@ -238,6 +248,24 @@ class Simulation:
                 return f"{what}; checkpoint tick missed: {type(err).__name__}"
             return f"{what}; checkpoint tick"
         return what
+
+    def _pressure_calls(self) -> str:
+        """The CPU pressure actor's callers: the load ticker tells ``CollectLoad``; the eviction
+        manager now and then sends ``GetEvictPods``, at times without the reclaimed pods."""
+        pressure = self.node.pressure
+        if pressure is None:
+            return ""
+        evict = self.rng.random() < 0.4
+        with_reclaimed = self.rng.random() < 0.7
+        try:
+            pressure.tell(CollectLoad(self.clock.time()))
+            if evict:
+                pressure.tell(SuppressionEvictPods(active_pods(self.kubelet, with_reclaimed)))
+        except Exception as err:  # a tick or a call to an actor being restarted is lost
+            return f"; pressure not told: {type(err).__name__}"
+        if evict:
+            return "; load collected, GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
+        return "; load collected"
 
     def _watch(self) -> bool:
         """The Supervisor's poll; a restarted store recovered, and nothing may stay dead."""
