@@ -19,6 +19,8 @@ Kinds (``--faults`` takes a comma-separated subset; the default is all):
   (rest-for-one), the store recovering from the disk.
 * ``load_source``: the CPU load source reports missing samples, or absurd ones, for a while
   (``qrmd.sim.dst.metrics``).
+* ``advisor``: sys-advisor turns slow, stalled, disconnecting, garbage-speaking or refusing
+  for a while (``qrmd.sim.dst.advisor``).
 * ``cpuset_drift``: a running container's real cpuset (its cgroup) drifts to every CPU for a
   while; checkCPUSet reports it and changes nothing.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from qrmd.sim.dst.advisor import ADVISOR_MODES
 from qrmd.sim.dst.metrics import LOAD_MODES
 from qrmd.sim.dst.pod_source import MODES
 
@@ -116,6 +119,14 @@ def _load_source(sim: Simulation) -> str:
     return f"load source {mode} for {sim.hold('load_source', 60)} steps"
 
 
+def _advisor(sim: Simulation) -> str:
+    if not sim.cpu_advisor:
+        return "sys-advisor is not enabled on this node"
+    mode = ADVISOR_MODES[1 + sim.rng.randrange(len(ADVISOR_MODES) - 1)]
+    sim.advisor.mode = mode
+    return f"sys-advisor {mode} for {sim.hold('advisor', 60)} steps"
+
+
 FAULTS: dict[str, Callable[[Simulation], str]] = {
     "crash": _crash,
     "power_loss": _power_loss,
@@ -129,6 +140,7 @@ FAULTS: dict[str, Callable[[Simulation], str]] = {
     "actor_crash": _actor_crash,
     "cpuset_drift": _cpuset_drift,
     "load_source": _load_source,
+    "advisor": _advisor,
 }
 FAULT_KINDS = tuple(FAULTS)
 
@@ -147,6 +159,8 @@ def clear(sim: Simulation, kind: str) -> None:
         faults.slow_fsync_s = 0.0
     elif kind == "pod_source":
         sim.pod_source.mode = "healthy"
+    elif kind == "advisor":
+        sim.advisor.mode = "healthy"
     elif kind == "load_source":
         sim.loads.mode = "healthy"
     elif kind == "cpuset_drift":

@@ -11,8 +11,9 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
   StateStore's published state at the same seq.
 * ``acknowledged-survive``: after every recovery (crash, power loss), the journal holds every
   seq an answer to kubelet was given from, and every container kubelet was told it has.
-* ``allocated-stay``: a container kubelet was allocated stays in the live state until kubelet
-  sends its pod's RemovePod (the residual checker removes only pods the pod list misses).
+* ``allocated-stay``: a container kubelet was allocated (or runs, and was listed since) stays
+  in the live state until kubelet sends its pod's RemovePod (the residual checker removes only
+  pods the pod list misses).
 * ``kubelet-answer-agrees``: each Allocate answer names the cpuset the durable state held when
   it was given, and each allocation listing names exactly the containers the state held.
 * ``journal-holds-no-refused-record``: a commit refused with ``CommitRefused`` (nothing was
@@ -182,7 +183,10 @@ def allocated_stay(world: World) -> list[str]:
     out = []
     for (uid, container), answer in sorted(kubelet.answers.items()):
         held = state.cpu.entry(uid, container) is not None
-        if answer.rpc == "Allocate" and uid not in kubelet.removal_sent and not held:
+        pod = kubelet.pods.get(uid)
+        # Allocated, or running and listed since (a listing's answer replaces the Allocate's).
+        runs = answer.rpc == "Allocate" or (pod is not None and pod.phase == "running")
+        if runs and uid not in kubelet.removal_sent and not held:
             out.append(f"{uid}/{container} runs on {answer.cpus} but the state dropped it")
     return out
 
