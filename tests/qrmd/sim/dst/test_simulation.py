@@ -45,3 +45,11 @@ def test_every_fault_kind_is_injected_by_some_seed() -> None:
         if seen == set(FAULT_KINDS):
             break
     assert seen == set(FAULT_KINDS)
+
+
+def test_the_seed_picks_whether_the_node_runs_sys_advisor_unless_told() -> None:
+    picked = {run(seed, 5, faults=()).cpu_advisor for seed in range(10)}
+    assert picked == {True, False}
+    told = run(0, 5, faults=(), cpu_advisor=not run(0, 5, faults=()).cpu_advisor)
+    assert told.as_json()["cpu_advisor"] is told.cpu_advisor
+    assert told.cpu_advisor is not run(0, 5, faults=()).cpu_advisor
