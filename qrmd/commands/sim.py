@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="KINDS",
             help="fault kinds to inject, comma-separated, or 'all' or 'none' "
             "(crash, power_loss, disk_full, write_eio, fsync_eio, slow_fsync, clock_jump, "
-            "kubelet_restart, pod_source, actor_crash, cpuset_drift; default all)",
+            "kubelet_restart, pod_source, actor_crash, cpuset_drift, load_source, advisor; "
+            "default all)",
         )
         action.add_argument(
             "--fault-budget",

@@ -17,6 +17,10 @@ code carries no switch) and undone afterwards:
 * ``forget-unanswered-commit``: a writer whose commit went unanswered (a slow fsync past its
   timeout) forgets that the record may still land, so it never re-reads the durable state and
   decides the next call on a snapshot the disk has left behind.
+* ``clear-timers-on-early-return``: the suppression plugin's ``GetEvictPods`` clears its
+  tolerance timers when it returns early (no reclaimed pod in the request, an empty reclaim
+  pool), where the reference keeps them; a pod over its tolerance then starts its minimum
+  duration again after every such call, and is offered late or never.
 
 ``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
 checking the simulation itself.
@@ -29,11 +33,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import actors.checkers
+import actors.cpu_pressure
 from actors.ports.commit import AdoptedSnapshot
 from journal.syncer import Syncer
 from journal.writer import Journal
+from policy.cpu.pressure import EvictPodsAnswer, PressureSettings, SuppressionInputs, evict_pods
+from policy.cpu.pressure.pods import is_reclaimed
+from policy.cpu.qos import QoSConfig, QoSError
 from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
+from policy.decision import Decision
 from policy.state.cpu_state import CPUState
+from policy.state.pressure import PressureHistory
+from policy.state.pressure.events import SuppressionTimersSet
 from policy.topology.cpuset import CPUSet
 
 __all__ = ["DEFECTS", "planted"]
@@ -97,6 +108,32 @@ def _count_empty_listing() -> tuple[Any, str, Any]:
     return actors.checkers, "observe_listing", observe
 
 
+def _clear_timers_on_early_return() -> tuple[Any, str, Any]:
+    def decide(
+        history: PressureHistory,
+        inputs: SuppressionInputs,
+        settings: PressureSettings,
+        now: float,
+        qos: QoSConfig | None = None,
+    ) -> Decision[EvictPodsAnswer]:
+        decision = evict_pods(history, inputs, settings, now, qos)
+
+        def reclaimed(pod: Any) -> bool:
+            try:
+                return is_reclaimed(qos or QoSConfig(), pod)
+            except QoSError:
+                return False
+
+        early = not inputs.reclaim_pool_size or not any(map(reclaimed, inputs.active_pods))
+        if early and history.tolerance_since:
+            # The early return resets the timers it should have left alone.
+            cleared = (SuppressionTimersSet(since=(), evicted=()),)
+            return Decision(events=cleared, reply=decision.reply, warnings=decision.warnings)
+        return decision
+
+    return actors.cpu_pressure, "evict_pods", decide
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
@@ -104,6 +141,7 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "skip-dedicated-disjointness": _skip_dedicated_disjointness,
     "forget-unanswered-commit": _forget_unanswered_commit,
     "count-empty-listing": _count_empty_listing,
+    "clear-timers-on-early-return": _clear_timers_on_early_return,
 }
 
 

@@ -14,9 +14,13 @@ Kinds (``--faults`` takes a comma-separated subset; the default is all):
 * ``kubelet_restart``: kubelet restarts: its calls in flight are lost, it registers the
   plugin again and asks for its options and allocations.
 * ``pod_source``: the pod source turns stale, failing or empty for a while.
-* ``actor_crash``: the StateStore or the Allocator is told a message it cannot handle and
-  dies; the Supervisor restarts it and the actors after it (rest-for-one), the store
-  recovering from the disk.
+* ``actor_crash``: the StateStore, the Allocator or the CPU pressure actor is told a message
+  it cannot handle and dies; the Supervisor restarts it and the actors after it
+  (rest-for-one), the store recovering from the disk.
+* ``load_source``: the CPU load source reports missing samples, or absurd ones, for a while
+  (``qrmd.sim.dst.metrics``).
+* ``advisor``: sys-advisor turns slow, stalled, disconnecting, garbage-speaking or refusing
+  for a while (``qrmd.sim.dst.advisor``).
 * ``cpuset_drift``: a running container's real cpuset (its cgroup) drifts to every CPU for a
   while; checkCPUSet reports it and changes nothing.
 
@@ -30,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from qrmd.sim.dst.advisor import ADVISOR_MODES
+from qrmd.sim.dst.metrics import LOAD_MODES
 from qrmd.sim.dst.pod_source import MODES
 
 if TYPE_CHECKING:
@@ -85,7 +91,7 @@ def _kubelet_restart(sim: Simulation) -> str:
 
 
 def _actor_crash(sim: Simulation) -> str:
-    name = sim.rng.choice(("store", "allocator"))
+    name = sim.rng.choice(("store", "allocator", "cpu_pressure"))
     if sim.node.crash_actor(name):
         return f"the {name} actor is told a message it cannot handle"
     return f"the {name} actor is not running"
@@ -107,6 +113,20 @@ def _pod_source(sim: Simulation) -> str:
     return f"pod source {mode} for {sim.hold('pod_source', 80)} steps"
 
 
+def _load_source(sim: Simulation) -> str:
+    mode = LOAD_MODES[1 + sim.rng.randrange(len(LOAD_MODES) - 1)]
+    sim.loads.mode = mode
+    return f"load source {mode} for {sim.hold('load_source', 60)} steps"
+
+
+def _advisor(sim: Simulation) -> str:
+    if not sim.cpu_advisor:
+        return "sys-advisor is not enabled on this node"
+    mode = ADVISOR_MODES[1 + sim.rng.randrange(len(ADVISOR_MODES) - 1)]
+    sim.advisor.mode = mode
+    return f"sys-advisor {mode} for {sim.hold('advisor', 60)} steps"
+
+
 FAULTS: dict[str, Callable[[Simulation], str]] = {
     "crash": _crash,
     "power_loss": _power_loss,
@@ -119,6 +139,8 @@ FAULTS: dict[str, Callable[[Simulation], str]] = {
     "pod_source": _pod_source,
     "actor_crash": _actor_crash,
     "cpuset_drift": _cpuset_drift,
+    "load_source": _load_source,
+    "advisor": _advisor,
 }
 FAULT_KINDS = tuple(FAULTS)
 
@@ -137,6 +159,10 @@ def clear(sim: Simulation, kind: str) -> None:
         faults.slow_fsync_s = 0.0
     elif kind == "pod_source":
         sim.pod_source.mode = "healthy"
+    elif kind == "advisor":
+        sim.advisor.mode = "healthy"
+    elif kind == "load_source":
+        sim.loads.mode = "healthy"
     elif kind == "cpuset_drift":
         sim.cgroups.drifted.clear()
 

@@ -11,13 +11,20 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
   StateStore's published state at the same seq.
 * ``acknowledged-survive``: after every recovery (crash, power loss), the journal holds every
   seq an answer to kubelet was given from, and every container kubelet was told it has.
-* ``allocated-stay``: a container kubelet was allocated stays in the live state until kubelet
-  sends its pod's RemovePod (the residual checker removes only pods the pod list misses).
+* ``allocated-stay``: a container kubelet was allocated (or runs, and was listed since) stays
+  in the live state until kubelet sends its pod's RemovePod (the residual checker removes only
+  pods the pod list misses).
 * ``kubelet-answer-agrees``: each Allocate answer names the cpuset the durable state held when
   it was given, and each allocation listing names exactly the containers the state held.
 * ``journal-holds-no-refused-record``: a commit refused with ``CommitRefused`` (nothing was
   persisted) never shows up in the journal at the seq it would have had.
 * ``health-truthful``: the store reports itself healthy only while it accepts commits.
+* ``suppression-timers-kept``: the suppression plugin's tolerance timers follow the
+  reference's rule (katalyst-core v0.5.3 ``pressure_suppression.go``): a ``GetEvictPods``
+  that returns early (no reclaimed pod among the request's, the reclaim pool missing or
+  empty) leaves every timer as it was, and an answered full pass keeps timers only for the
+  request's reclaimed pods (a refused commit keeps the durable timers, whatever they were).
+  Modelled from the request alone, not from the plugin's code.
 * ``actors-supervised``: no actor dead without its supervisor knowing: a poll that leaves an
   actor dead noticed it (and tried to restart it), and with no disk fault in the way of a
   restart every supervised actor is alive again after the poll.
@@ -37,6 +44,7 @@ from journal import Journal
 from journal.records import pack
 from policy.cpu.context import PolicyContext
 from policy.cpu.invariants import check_invariants
+from policy.cpu.qos import QOS_LEVEL_KEY
 from policy.state.entries import DEDICATED_OWNER
 from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import State
@@ -175,7 +183,10 @@ def allocated_stay(world: World) -> list[str]:
     out = []
     for (uid, container), answer in sorted(kubelet.answers.items()):
         held = state.cpu.entry(uid, container) is not None
-        if answer.rpc == "Allocate" and uid not in kubelet.removal_sent and not held:
+        pod = kubelet.pods.get(uid)
+        # Allocated, or running and listed since (a listing's answer replaces the Allocate's).
+        runs = answer.rpc == "Allocate" or (pod is not None and pod.phase == "running")
+        if runs and uid not in kubelet.removal_sent and not held:
             out.append(f"{uid}/{container} runs on {answer.cpus} but the state dropped it")
     return out
 
@@ -206,6 +217,27 @@ def health_truthful(world: World) -> list[str]:
     return ["the store refuses every commit but reports itself healthy"]
 
 
+def suppression_timers_kept(world: World) -> list[str]:
+    calls, world.node.suppression_calls = world.node.suppression_calls, []
+    out = []
+    for call in calls:
+        reclaimed = {
+            p.uniq_key
+            for p in call.message.active_pods
+            if p.annotations.get(QOS_LEVEL_KEY) == "reclaimed_cores"
+        }
+        early = not reclaimed or not call.reclaim_pool_size
+        if early and call.after != call.before:
+            out.append(
+                f"GetEvictPods returned early (reclaimed pods {len(reclaimed)}, reclaim pool "
+                f"{call.reclaim_pool_size}) but changed the timers {call.before} to {call.after}"
+            )
+        elif not early and call.answered and not set(call.after) <= reclaimed:
+            stray = sorted(set(call.after) - reclaimed)
+            out.append(f"GetEvictPods kept timers of pods it was not sent: {stray}")
+    return out
+
+
 def actors_supervised(world: World) -> list[str]:
     out, world.unsupervised = world.unsupervised, []
     return out
@@ -225,5 +257,6 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("kubelet-answer-agrees", kubelet_answer_agrees),
     ("journal-holds-no-refused-record", journal_holds_no_refused_record),
     ("health-truthful", health_truthful),
+    ("suppression-timers-kept", suppression_timers_kept),
     ("actors-supervised", actors_supervised),
 )

@@ -18,34 +18,77 @@ cannot handle, told) stops one actor; the Supervisor restarts it and the ones af
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
+from actors.advisor_link import (
+    AdvisorLinkActor,
+    AdvisorLinkCore,
+    LinkStats,
+    Spawn,
+    Timers,
+)
 from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_advisor import AdvisorCalls
 from actors.allocator_messages import AllocatorUnavailable, StartPolicy
 from actors.checkers import CheckersActor, CheckersCore, CheckersPorts
 from actors.checkers_messages import CheckerSettings
+from actors.cpu_pressure import CPUPressureActor, CPUPressureCore, PressurePorts
+from actors.cpu_pressure_messages import SuppressionEvictPods
+from actors.ports.advisor import AdvisorClient
 from actors.ports.cgroups import CpusetReader
 from actors.ports.commit import StateStoreCommitter
+from actors.ports.cpu_load import ContainerLoadSource
 from actors.ports.pod_source import PodSource
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, SupervisedRef, Supervisor, SupervisorError
 from journal import Retention
 from policy.cpu.context import PolicyContext
+from policy.cpu.pressure import PressureSettings
 from policy.state.sections import State
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.runtime import Scheduler
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
 
-__all__ = ["JOURNAL_DIR", "Poison", "SimNode", "store_config"]
+__all__ = [
+    "JOURNAL_DIR",
+    "PRESSURE_SETTINGS",
+    "Poison",
+    "SimLinkActor",
+    "SimNode",
+    "SimTimers",
+    "SuppressionCall",
+    "store_config",
+]
 
 JOURNAL_DIR = "/var/lib/qrmd/journal"
 STORE_CHILD = "store"
 ALLOCATOR_CHILD = "allocator"
 CHECKERS_CHILD = "checkers"
+PRESSURE_CHILD = "cpu_pressure"
+ADVISOR_CHILD = "advisor_link"
+#: ``--cpu-advisor-call-timeout`` and ``--cpu-advisor-unhealthy-after`` of the simulated node:
+#: short, so that stalls and the fallback to request-based sizing happen within a few hundred
+#: steps.
+ADVISOR_CALL_TIMEOUT_S = 2.0
+ADVISOR_UNHEALTHY_AFTER_S = 30.0
+#: Both eviction plugins on, with bounds the simulated node meets within a few hundred steps:
+#: a reclaimed pod is over its tolerance as soon as its pool's rate exceeds 0.05, and offered
+#: after 20 s of that.
+PRESSURE_SETTINGS = PressureSettings(
+    enable_load_eviction=True,
+    load_metric_ring_size=4,
+    load_eviction_cool_down_s=30.0,
+    load_eviction_sync_period_s=5.0,
+    enable_suppression_eviction=True,
+    max_suppression_tolerance_rate=0.05,
+    min_suppression_tolerance_duration_s=20.0,
+)
 #: The checkers' periods (seconds), short so that residual rounds happen within a few hundred
 #: steps; the sightings come from the policy's context, as the pods subsystem takes them.
 RESIDUAL_PERIOD_S = 2.0
@@ -54,6 +97,25 @@ CPUSET_PERIOD_S = 5.0
 WAITS_PER_STEP = 3
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
 POLL_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressionCall:
+    """One ``GetEvictPods`` the CPU pressure actor served, as the invariants see it.
+
+    Attributes:
+        message: the request.
+        reclaim_pool_size: the reclaim pool's size in the state it was decided on (None: none).
+        before: the durable tolerance timers before the call.
+        after: the timers after it (the durable section, committed or not).
+        answered: whether it was answered (False: its commit refused, or an error).
+    """
+
+    message: SuppressionEvictPods
+    reclaim_pool_size: int | None
+    before: dict[str, float]
+    after: dict[str, float]
+    answered: bool
 
 
 class Poison:
@@ -84,6 +146,9 @@ class SimNode:
         ctx: the CPU policy's topology, reserve and settings.
         pods: the pod source port the Allocator and the checkers read.
         cgroups: the cgroups port checkCPUSet reads (None: no checkers run).
+        loads: the CPU load port of the CPU pressure actor (None: it does not run).
+        advisor: sys-advisor (None: ``--enable-cpu-advisor`` off; with it, ``ctx`` has
+            ``advisor_enabled``).
     """
 
     def __init__(
@@ -95,8 +160,17 @@ class SimNode:
         pods: PodSource | None = None,
         *,
         cgroups: CpusetReader | None = None,
+        loads: ContainerLoadSource | None = None,
+        advisor: AdvisorClient | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.advisor = advisor
+        #: The link's figures, one set per process (the advisor subsystem's).
+        self.link_stats = LinkStats()
+        self._started_at = 0.0
+        self.loads = loads
+        #: The ``GetEvictPods`` calls served since the invariants last read them.
+        self.suppression_calls: list[SuppressionCall] = []
         self.cgroups = cgroups
         self.latest: Snapshot | None = None
         #: handler → its last error (None: Ready), as the checkers report to /healthz.
@@ -110,6 +184,7 @@ class SimNode:
         self.allocator: SupervisedRef | None = None
         self.store: SupervisedRef | None = None
         self.checkers: SupervisedRef | None = None
+        self.pressure: SupervisedRef | None = None
         self.boots = 0
         self.last_boot_error: str | None = None
         self._fs: SimFileOps | None = None
@@ -124,6 +199,8 @@ class SimNode:
         """Start the process: the Supervisor starts the store (recovery), then the Allocator
         (``StartPolicy``). False if it failed (the process is down)."""
         self.boots += 1
+        self.link_stats = LinkStats()
+        self._started_at = self.clock.time()
         self._fs = SimFileOps(self.disk)  # a new process: no descriptors, no locks
         supervisor = Supervisor(
             (
@@ -144,6 +221,26 @@ class SimNode:
                         ),
                     )
                 ),
+                *(
+                    ()
+                    if self.advisor is None
+                    else (
+                        ChildSpec(
+                            ADVISOR_CHILD,
+                            lambda refs: self._start_link(refs[ALLOCATOR_CHILD]),
+                        ),
+                    )
+                ),
+                *(
+                    ()
+                    if self.loads is None
+                    else (
+                        ChildSpec(
+                            PRESSURE_CHILD,
+                            lambda refs: self._start_pressure(refs[STORE_CHILD]),
+                        ),
+                    )
+                ),
             ),
             poll_interval_s=POLL_INTERVAL_S,
             clock=self.clock,
@@ -161,18 +258,20 @@ class SimNode:
         self.allocator = supervisor.ref(ALLOCATOR_CHILD)
         if self.cgroups is not None and self.pods is not None:
             self.checkers = supervisor.ref(CHECKERS_CHILD)
+        if self.loads is not None:
+            self.pressure = supervisor.ref(PRESSURE_CHILD)
         self.last_boot_error = None
         return True
 
     def crash(self) -> None:
         """The process dies: every actor at once; the disk keeps what was written."""
         self.scheduler.kill_all()
-        self.supervisor = self.store = self.allocator = self.checkers = None
+        self.supervisor = self.store = self.allocator = self.checkers = self.pressure = None
         self.latest = None
 
     def crash_actor(self, name: str) -> bool:
-        """Tell ``name`` (``store`` or ``allocator``) a message it cannot handle; it dies when
-        the scheduler delivers it. False when the actor is not running."""
+        """Tell ``name`` (``store``, ``allocator``, ``cpu_pressure``) a message it cannot
+        handle; it dies when the scheduler delivers it. False when the actor is not running."""
         if self.supervisor is None:
             return False
         try:
@@ -238,6 +337,63 @@ class SimNode:
         core = CheckersCore(ports, self.ctx, settings)
         return self.scheduler.actor_class(CheckersActor).start(core)
 
+    def _start_pressure(self, store: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+        """The CPU pressure actor, as the cpu_pressure subsystem starts it, observed."""
+        assert self.loads is not None
+        snapshot = store.ask(GetSnapshot(), timeout=600.0)
+        if not isinstance(snapshot, Snapshot):
+            raise TypeError(f"the state store answered GetSnapshot with {snapshot!r}")
+        core = CPUPressureCore(
+            snapshot,
+            StateStoreCommitter(store),
+            PressurePorts(self.loads),
+            PRESSURE_SETTINGS,
+            reserved=self.ctx.reserved,
+            now_fn=self.clock.time,
+        )
+        return self.scheduler.actor_class(_ObservedPressure).start(core, self)
+
+    def _start_link(self, allocator: pykka.ActorRef[Any]) -> pykka.ActorRef[Any]:
+        """The AdvisorLink, as the advisor subsystem starts it, on simulated timers."""
+        assert self.advisor is not None
+        client = self.advisor
+
+        def latest_state() -> State:
+            assert self.latest is not None  # the store published at its start
+            return self.latest.state
+
+        def build(timers: Timers, spawn: Spawn, deliver: Callable[[Any], None]) -> AdvisorLinkCore:
+            return AdvisorLinkCore(
+                enabled=True,
+                client=client,
+                probe=_OwnSocket(),
+                latest_state=latest_state,
+                allocator=allocator,
+                timers=timers,
+                spawn=spawn,
+                deliver=deliver,
+                monotonic=self.clock.monotonic,
+                call_timeout_s=ADVISOR_CALL_TIMEOUT_S,
+                stats=self.link_stats,
+            )
+
+        return self.scheduler.actor_class(SimLinkActor).start(build, self.clock)
+
+    def link_actor(self) -> SimLinkActor | None:
+        """The running AdvisorLink actor (the simulation fires its timers, the advisor speaks
+        to it)."""
+        for actor in self.scheduler.actors:
+            if isinstance(actor, SimLinkActor) and not actor.actor_stopped.is_set():
+                return actor
+        return None
+
+    def _tell_link(self, message: Any) -> None:
+        """``ReportSickAdvisor`` from the Allocator (dropped while the link is not running)."""
+        if self.supervisor is None:
+            return
+        with contextlib.suppress(Exception):
+            self.supervisor.current(ADVISOR_CHILD).tell(message)
+
     def _latest_state(self) -> State | None:
         return None if self.latest is None else self.latest.state
 
@@ -248,8 +404,25 @@ class SimNode:
         snapshot = store.ask(GetSnapshot(), timeout=600.0)
         if not isinstance(snapshot, Snapshot):
             raise TypeError(f"the state store answered GetSnapshot with {snapshot!r}")
+        calls = None
+        if self.advisor is not None:
+            calls = AdvisorCalls(
+                client=self.advisor,
+                call_timeout_s=ADVISOR_CALL_TIMEOUT_S,
+                unhealthy_after_s=ADVISOR_UNHEALTHY_AFTER_S,
+                report_sick=self._tell_link,
+                stats=self.link_stats,
+                health=None,
+                monotonic=self.clock.monotonic,
+                started_at=self._started_at,
+            )
         core = AllocatorCore(
-            snapshot, self.ctx, StateStoreCommitter(store), self.clock.time, self.pods
+            snapshot,
+            self.ctx,
+            StateStoreCommitter(store),
+            self.clock.time,
+            self.pods,
+            advisor=calls,
         )
         return self.scheduler.actor_class(AllocatorActor).start(core)
 
@@ -265,6 +438,91 @@ class SimNode:
         self.clock.advance(seconds)
         self._waits_left -= 1
         return self._waits_left < 0
+
+
+class _OwnSocket:
+    """qrmd's own GetCheckpoint socket (the link's self-dial): it answers while the process
+    runs, which is whenever the link does."""
+
+    def check(self, timeout_s: float) -> None:
+        del timeout_s
+
+
+class SimTimers:
+    """The link's ``Timers`` on the virtual clock: due messages wait here until the simulation
+    fires them (``due``), as ``threading.Timer``s would tell the actor."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._pending: list[tuple[float, int, Any]] = []
+        self._count = 0
+
+    def after(self, delay_s: float, message: Any) -> None:
+        self._count += 1
+        self._pending.append((self._clock.monotonic() + delay_s, self._count, message))
+
+    def due(self) -> list[Any]:
+        """The messages due now, in the order they were set, taken off."""
+        now = self._clock.monotonic()
+        ready = sorted(t for t in self._pending if t[0] <= now)
+        self._pending = [t for t in self._pending if t[0] > now]
+        return [message for _, _, message in ready]
+
+    def cancel_all(self) -> None:
+        self._pending.clear()
+
+
+class SimLinkActor(AdvisorLinkActor):
+    """The production link shell with its thread timers and stream reader replaced: timers on
+    the virtual clock (``SimTimers``), and no reader thread (the simulated advisor tells the
+    link what the reader would, ``qrmd.sim.dst.advisor``). Its behaviour is the core's."""
+
+    def __init__(
+        self,
+        build: Callable[[Timers, Spawn, Callable[[Any], None]], AdvisorLinkCore],
+        clock: VirtualClock,
+    ) -> None:
+        pykka.ThreadingActor.__init__(self)
+        self.sim_timers = SimTimers(clock)
+        self._timers = self.sim_timers  # type: ignore[assignment]
+        self.core = build(self.sim_timers, _no_reader, self._tell_self)
+
+    def tell_self(self, message: Any) -> None:
+        """What a timer or the stream reader does: tell this actor (dropped once it stopped)."""
+        self._tell_self(message)
+
+
+def _no_reader(run: Callable[[], None]) -> None:
+    del run  # the simulated advisor speaks instead (SimLinkActor)
+
+
+class _ObservedPressure(CPUPressureActor):
+    """The production actor, its ``GetEvictPods`` calls recorded for the invariants (the
+    behaviour is the parent's; the record is taken around it)."""
+
+    def __init__(self, core: CPUPressureCore, node: SimNode) -> None:
+        super().__init__(core)
+        self._node = node
+
+    def on_receive(self, message: Any) -> Any:
+        if not isinstance(message, SuppressionEvictPods):
+            return super().on_receive(message)
+        latest = self._node.latest
+        reclaim = None if latest is None else latest.state.cpu.pools.get("reclaim")
+        # The durable timers (the store's published state), not the ones the core holds: a
+        # core whose earlier commit went unanswered re-reads them before deciding.
+        held = self.core.history if latest is None else latest.state.cpu_pressure
+        before = dict(held.tolerance_since)
+        answered = False
+        try:
+            reply = super().on_receive(message)
+            answered = True
+            return reply
+        finally:
+            after = dict(self.core.history.tolerance_since)
+            size = None if reclaim is None else reclaim.size()
+            call = SuppressionCall(message, size, before, after, answered)
+            self._node.suppression_calls.append(call)
 
 
 def _wait_recovered(ref: pykka.ActorRef[Any]) -> None:

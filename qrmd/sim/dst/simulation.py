@@ -31,19 +31,24 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from actors.advisor_messages import CheckAdvisorSilence
 from actors.checkers_messages import PodListFetched
+from actors.cpu_pressure_messages import CollectLoad, SuppressionEvictPods
 from actors.store_messages import CheckpointIfDue, Commit, CommitRefused
 from journal.records import pack
 from policy.cpu.context import PolicyContext
+from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
 from qrmd.sim.dst import faults as fault_kinds
+from qrmd.sim.dst.advisor import SimAdvisor
 from qrmd.sim.dst.cgroups import SimCgroups
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.defects import planted
 from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
-from qrmd.sim.dst.node import SimNode
+from qrmd.sim.dst.metrics import SimLoadSource, active_pods
+from qrmd.sim.dst.node import PRESSURE_SETTINGS, SimNode
 from qrmd.sim.dst.pod_source import SimPodSource
 from qrmd.sim.dst.runtime import Scheduler, SimCrash, SimFuture
 from qrmd.sim.dst.storage import SimDisk
@@ -52,6 +57,9 @@ __all__ = ["Failure", "Outcome", "Simulation", "run"]
 
 #: How often the store's checkpoint ticker fires (virtual seconds).
 CHECKPOINT_TICK_S = 30.0
+#: How often the Allocator's advisor-silence ticker fires (``silence_tick_period`` of the
+#: simulated ``--cpu-advisor-unhealthy-after``).
+SILENCE_TICK_S = 3.0
 #: How long /healthz may fail before kubelet's liveness probe restarts qrmd (virtual seconds).
 LIVENESS_S = 30.0
 #: Fault probability per step when faults are enabled.
@@ -82,6 +90,7 @@ class Outcome:
     kubelet_calls: dict[str, int] = field(default_factory=dict)
     boots: int = 0
     trace: list[str] = field(default_factory=list)
+    cpu_advisor: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +106,7 @@ class Outcome:
             ],
             "kubelet_calls": dict(sorted(self.kubelet_calls.items())),
             "boots": self.boots,
+            "cpu_advisor": self.cpu_advisor,
         }
 
 
@@ -109,6 +119,8 @@ class Simulation:
         fault_budget: at most this many faults (None: no limit); ``qrmd sim shrink`` lowers it.
         defect: a planted defect to switch on for the run (``qrmd.sim.dst.defects``).
         fault_rate: the chance that a step (of a running process) is a fault.
+        cpu_advisor: run the node with ``--enable-cpu-advisor`` and a simulated sys-advisor
+            (None: the seed picks, half the seeds each way, as a fleet runs both).
     """
 
     def __init__(
@@ -118,6 +130,8 @@ class Simulation:
         fault_budget: int | None = None,
         defect: str | None = None,
         fault_rate: float = FAULT_RATE,
+        *,
+        cpu_advisor: bool | None = None,
     ) -> None:
         if not 0 <= fault_rate <= MAX_FAULT_RATE:
             raise ValueError(f"the fault rate must lie in [0, {MAX_FAULT_RATE}], got {fault_rate}")
@@ -125,20 +139,35 @@ class Simulation:
         self.defect = defect
         self.fault_rate = fault_rate
         self.rng = Random(seed)
+        picked = self.rng.random() < 0.5
+        self.cpu_advisor = picked if cpu_advisor is None else cpu_advisor
         self.clock = VirtualClock()
         self.scheduler = Scheduler(self.rng, self.clock)
         self.disk = SimDisk(self.rng, self.clock)
         topology = generate_dummy_cpu_topology(16, 2, 4)
         # Three sightings: residual rounds remove pods within a few hundred steps.
         self.ctx = PolicyContext(
-            topology=topology, reserved=CPUSet.parse("0,2"), residual_sightings=3
+            topology=topology,
+            reserved=CPUSet.parse("0,2"),
+            residual_sightings=3,
+            advisor_enabled=self.cpu_advisor,
         )
         self.kubelet = KubeletPeer(self.rng, self.clock)
         self.kubelet.seq_now = self._seq
         self.pod_source = SimPodSource(self.kubelet, self.clock)
         self.cgroups = SimCgroups(self.kubelet, topology.cpu_details.cpus())
+        self.loads = SimLoadSource(self.rng)
+        numa_cpus = {n: topology.cpus_in_numa(n).size() for n in range(topology.num_numa_nodes)}
+        self.advisor = SimAdvisor(self.rng, self.clock, numa_cpus, self._latest_state)
         self.node = SimNode(
-            self.scheduler, self.disk, self.clock, self.ctx, self.pod_source, cgroups=self.cgroups
+            self.scheduler,
+            self.disk,
+            self.clock,
+            self.ctx,
+            self.pod_source,
+            cgroups=self.cgroups,
+            loads=self.loads,
+            advisor=self.advisor if self.cpu_advisor else None,
         )
         self.world = World(self.node, self.disk, self.kubelet, self.ctx)
         self.kinds = faults
@@ -147,6 +176,9 @@ class Simulation:
         self.held: dict[str, int] = {}
         self.step_no = 0
         self.next_tick = CHECKPOINT_TICK_S
+        self.next_silence_tick = SILENCE_TICK_S
+        self.next_collect = 0.0
+        self.next_advice = 0.0
         self.unhealthy_since: float | None = None
         self.trace: list[str] = []
         self.invariants_checked = 0
@@ -178,6 +210,7 @@ class Simulation:
             dict(self.kubelet.counts),
             self.node.boots,
             self.trace,
+            self.cpu_advisor,
         )
 
     def _do(self, action: Any) -> None:
@@ -225,6 +258,8 @@ class Simulation:
                 self.node.checkers.tell(PodListFetched(self.clock.time()))
             except Exception as err:
                 what += f"; pod list not told: {type(err).__name__}"
+        what += self._pressure_calls()
+        what += self._advisor_turn()
         if self._watch():
             what += "; the supervisor restarted actors"
         if self._liveness_failed():
@@ -238,6 +273,53 @@ class Simulation:
                 return f"{what}; checkpoint tick missed: {type(err).__name__}"
             return f"{what}; checkpoint tick"
         return what
+
+    def _pressure_calls(self) -> str:
+        """The CPU pressure actor's callers: the load ticker tells ``CollectLoad``; the eviction
+        manager now and then sends ``GetEvictPods``, at times without the reclaimed pods."""
+        pressure = self.node.pressure
+        now = self.clock.monotonic()
+        if pressure is None or now < self.next_collect:
+            return ""
+        # The ticker's period; the eviction manager polls on a period of its own, drawn here.
+        self.next_collect = now + PRESSURE_SETTINGS.load_eviction_sync_period_s
+        evict = self.rng.random() < 0.5
+        with_reclaimed = self.rng.random() < 0.7
+        try:
+            pressure.tell(CollectLoad(self.clock.time()))
+            if evict:
+                pressure.tell(SuppressionEvictPods(active_pods(self.kubelet, with_reclaimed)))
+        except Exception as err:  # a tick or a call to an actor being restarted is lost
+            return f"; pressure not told: {type(err).__name__}"
+        if evict:
+            return "; load collected, GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
+        return "; load collected"
+
+    def _advisor_turn(self) -> str:
+        """The link's timers that came due, the Allocator's silence ticker, and sys-advisor's
+        stream: what happens on the advisor's side while time passes."""
+        link = self.node.link_actor()
+        if link is None:
+            return ""
+        out = ""
+        for message in link.sim_timers.due():
+            link.tell_self(message)
+            out += f"; link timer {type(message).__name__}"
+        now = self.clock.monotonic()
+        if now >= self.next_silence_tick and self.node.allocator is not None:
+            self.next_silence_tick = now + SILENCE_TICK_S
+            try:
+                self.node.allocator.tell(CheckAdvisorSilence(self.clock.time()))
+            except Exception as err:  # a missed tick costs that tick only
+                out += f"; silence tick missed: {type(err).__name__}"
+        if now >= self.next_advice:
+            # sys-advisor's own period: a result every few seconds.
+            self.next_advice = now + self.rng.uniform(2.0, 6.0)
+            out += "; " + self.advisor.speak(link.core.status().attempt, link.tell_self)
+        return out
+
+    def _latest_state(self) -> State | None:
+        return None if self.node.latest is None else self.node.latest.state
 
     def _watch(self) -> bool:
         """The Supervisor's poll; a restarted store recovered, and nothing may stay dead."""
@@ -363,6 +445,9 @@ def run(
     defect: str | None = None,
     *,
     fault_rate: float = FAULT_RATE,
+    cpu_advisor: bool | None = None,
 ) -> Outcome:
     """Run one seed; see ``Simulation``."""
-    return Simulation(seed, faults, fault_budget, defect, fault_rate).run(steps)
+    return Simulation(seed, faults, fault_budget, defect, fault_rate, cpu_advisor=cpu_advisor).run(
+        steps
+    )

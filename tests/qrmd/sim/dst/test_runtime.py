@@ -88,6 +88,17 @@ def test_an_answer_later_than_the_timeout_is_a_timeout_on_the_virtual_clock() ->
         ref.ask("late", timeout=1.0)
 
 
+def test_a_future_already_answered_gives_its_answer_to_a_later_poll() -> None:
+    # The checkers poll the Allocator's answer to a residual round with ``timeout=0`` at the
+    # next round; a poll of an answered future must not read as "still with the Allocator".
+    s = scheduler()
+    s.message_cost_s = 2.0
+    ref = s.actor_class(Recorder).start([], "slow")
+    future = ref.ask("polled", block=False)
+    s.run_until(future, None)
+    assert future.get(timeout=0) == "polled"
+
+
 def test_an_ask_nobody_can_answer_times_out_at_its_deadline() -> None:
     s = scheduler()
     ref = s.actor_class(Recorder).start([], "a")

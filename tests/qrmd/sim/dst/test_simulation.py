@@ -23,7 +23,9 @@ def test_ten_seeds_run_clean_with_many_fault_kinds_and_distinct_traces() -> None
         assert o.steps == STEPS and o.invariants_checked == STEPS * len(INVARIANTS)
     assert len(kinds) >= 6, kinds
     assert len({o.trace_digest for o in outcomes}) == len(outcomes)
-    assert sum(o.kubelet_calls.get("Allocate:OK", 0) for o in outcomes) > 50
+    # Kubelet's lifecycle is exercised: dozens of Allocates answered (stalled and refusing
+    # advisors and the CPU pressure actor's commits take their share of the steps).
+    assert sum(o.kubelet_calls.get("Allocate:OK", 0) for o in outcomes) > 40
 
 
 def test_the_same_seed_gives_the_same_trace() -> None:
@@ -43,3 +45,11 @@ def test_every_fault_kind_is_injected_by_some_seed() -> None:
         if seen == set(FAULT_KINDS):
             break
     assert seen == set(FAULT_KINDS)
+
+
+def test_the_seed_picks_whether_the_node_runs_sys_advisor_unless_told() -> None:
+    picked = {run(seed, 5, faults=()).cpu_advisor for seed in range(10)}
+    assert picked == {True, False}
+    told = run(0, 5, faults=(), cpu_advisor=not run(0, 5, faults=()).cpu_advisor)
+    assert told.as_json()["cpu_advisor"] is told.cpu_advisor
+    assert told.cpu_advisor is not run(0, 5, faults=()).cpu_advisor
