@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.advisor_messages import (
@@ -47,6 +46,7 @@ from actors.advisor_messages import (
     CheckAdvisorSilence,
     ReportSickAdvisor,
 )
+from actors.log_text import utc
 from actors.ports.advisor import AdvisorClient, AdvisorRefused, AdvisorSick
 from machines import advisor_link as machine
 from policy.cpu.advisor.decision import AdviceOutcome
@@ -194,7 +194,7 @@ class AdvisorCalls:
             logger.warning(
                 "no sys-advisor result applied since %s (more than %g s, "
                 "--cpu-advisor-unhealthy-after): pools are sized by requests until it is back",
-                _iso(inputs.silent_since),
+                utc(inputs.silent_since),
                 inputs.unhealthy_after_s,
             )
 
@@ -291,7 +291,3 @@ class AdvisorCalls:
             what,
         )
         self._report_sick(ReportSickAdvisor(str(err)))
-
-
-def _iso(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="seconds")

@@ -37,9 +37,7 @@ exit 0 when it matches, 1 when it differs (both events printed), 2 when record N
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from rich import box
 from rich.console import Console
@@ -60,6 +58,7 @@ from policy.balance import (
 from policy.balance.constants import ADVICE_KEY, BALANCE_INTERVAL_NS
 from policy.balance.gojson import encode, format_float, format_time
 from policy.state.codec import encode_event
+from qrmd.commands.input_file import input_name, read_json_input
 from qrmd.commands.node_view import numa_roles
 from qrmd.console import make_console
 from qrmd.offline.balance_rerun import rerun_journaled_round
@@ -76,7 +75,6 @@ __all__ = [
 _WIDEST_TABLE = 10_000  # characters; only bounds the measurement of the pods table
 
 #: Round files are a few MB even for 2,000 pods; refuse what cannot be one.
-MAX_INPUT_BYTES = 256 << 20
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -220,21 +218,8 @@ def load_inputs(file: str) -> RoundInputs:
             inputs are not one node's (``check_one_node``); the message names the file and
             the field's path.
     """
-    name = "<stdin>" if file == "-" else file
-    if file == "-":
-        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    else:
-        try:
-            with Path(file).open("rb") as f:
-                raw = f.read(MAX_INPUT_BYTES + 1)
-        except OSError as exc:
-            raise OSError(f"cannot read {file}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise ValueError(f"{name}: larger than {MAX_INPUT_BYTES} bytes; not a round file")
-    try:
-        document = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{name}: not JSON: {exc}") from None
+    name = input_name(file)
+    document = read_json_input(file, "round")
     try:
         inputs = RoundInputs.from_json(_unix_detect_time(document))
         check_one_node(inputs)

@@ -34,11 +34,11 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from journal import JournalError
 from policy.cpu.pressure.plan import PlanTick, TickResult, parse_plan, run_plan
+from qrmd.commands.input_file import input_name, read_json_input
 from qrmd.offline.commands.journal_common import need_segments, refuse
 from qrmd.offline.journal_view import format_time
 from qrmd.offline.pressure_rerun import rerun_journal
@@ -54,7 +54,6 @@ RPC_OF_CALL = {
 }
 
 #: A plan of thousands of ticks of hundreds of pods is a few hundred MB at most.
-MAX_INPUT_BYTES = 256 << 20
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -156,21 +155,8 @@ def load_plan(file: str) -> tuple[PlanTick, ...]:
         ValueError: not JSON, or a field is missing, unknown or invalid; the message names
             the file and the field's path.
     """
-    name = "<stdin>" if file == "-" else file
-    if file == "-":
-        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    else:
-        try:
-            with Path(file).open("rb") as f:
-                raw = f.read(MAX_INPUT_BYTES + 1)
-        except OSError as exc:
-            raise OSError(f"cannot read {file}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise ValueError(f"{name}: larger than {MAX_INPUT_BYTES} bytes; not a plan file")
-    try:
-        document = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{name}: not JSON: {exc}") from None
+    name = input_name(file)
+    document = read_json_input(file, "plan")
     try:
         return parse_plan(document)
     except ValueError as exc:

@@ -100,8 +100,8 @@ def _count_empty_listing() -> tuple[Any, str, Any]:
         sightings_to_removal: int,
     ) -> ResidualEvidence:
         if listing is not None and not listing.pod_uids:
-            # The rule "an empty listing removes nothing" skipped: a placeholder uid makes the
-            # listing count while it still lists none of the node's pods.
+            # The planted defect: the rule "an empty listing removes nothing" is bypassed by a
+            # made-up uid, so the listing counts while it still lists none of the node's pods.
             listing = Listing(frozenset({"(empty)"}), listing.fetched_at)
         return observe_listing(previous, state, listing, sightings_to_removal)
 
