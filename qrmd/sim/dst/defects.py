@@ -22,6 +22,11 @@ code carries no switch) and undone afterwards:
   pool), where the reference keeps them; a pod over its tolerance then starts its minimum
   duration again after every such call, and is offered late or never.
 
+* ``sidecar-before-main-pooled``: a dedicated pod's sidecar admitted before its main
+  container is stored on the pooled CPUs, where the reference answers empty ("wait for the
+  next reconcile", cpu-policy §7.5.2 step 1); the sidecar then never follows its main
+  container's CPUs.
+
 ``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
 checking the simulation itself.
 """
@@ -34,6 +39,7 @@ from typing import Any
 
 import actors.checkers
 import actors.cpu_pressure
+import policy.cpu.allocate
 from actors.ports.commit import AdoptedSnapshot
 from journal.syncer import Syncer
 from journal.writer import Journal
@@ -43,6 +49,8 @@ from policy.cpu.qos import QoSConfig, QoSError
 from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
 from policy.decision import Decision
 from policy.state.cpu_state import CPUState
+from policy.state.entries import OwnCPUs
+from policy.state.events import ContainerAllocated
 from policy.state.pressure import PressureHistory
 from policy.state.pressure.events import SuppressionTimersSet
 from policy.topology.cpuset import CPUSet
@@ -134,6 +142,25 @@ def _clear_timers_on_early_return() -> tuple[Any, str, Any]:
     return actors.cpu_pressure, "evict_pods", decide
 
 
+def _sidecar_before_main_pooled() -> tuple[Any, str, Any]:
+    original = policy.cpu.allocate._allocate_sidecar
+
+    def allocate_sidecar(txn: Any, prepared: Any, now: float) -> Any:
+        request = prepared.request
+        state = txn.cpu
+        if state.main_container_entry(request.pod_uid) is not None:
+            return original(txn, prepared, now)
+        # The planted defect: no main container yet, so the sidecar takes the pooled CPUs.
+        pooled = state.pooled_cpus(state.pools.get("reserve", CPUSet()))
+        entry = policy.cpu.allocate._new_entry(
+            prepared, now, OwnCPUs(pooled, pooled), ramp_up=False, owner=""
+        )
+        txn.emit(ContainerAllocated(entry))
+        return policy.cpu.allocate._pack(prepared, pooled)
+
+    return policy.cpu.allocate, "_allocate_sidecar", allocate_sidecar
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
@@ -142,6 +169,7 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "forget-unanswered-commit": _forget_unanswered_commit,
     "count-empty-listing": _count_empty_listing,
     "clear-timers-on-early-return": _clear_timers_on_early_return,
+    "sidecar-before-main-pooled": _sidecar_before_main_pooled,
 }
 
 

@@ -210,6 +210,33 @@ def kubelet_answer_agrees(world: World) -> list[str]:
     return out
 
 
+def sidecar_mirrors_main(world: World) -> list[str]:
+    """A dedicated NUMA-binding pod's sidecar holds exactly its main container's CPUs, current
+    and original (spec cpu-policy §7.5.2 step 2; the advisor gives a pod's containers one set
+    of blocks, §11.8), and is never stored without its main container (§7.5.2 step 1)."""
+    state = _live_state(world)
+    if state is None:
+        return []
+    cpu = state.cpu
+    out = []
+    for entry in cpu.entries():
+        if not (entry.is_sidecar() and entry.is_dedicated_numa_binding()):
+            continue
+        where = f"{entry.pod_uid}/{entry.container_name}"
+        main = cpu.main_container_entry(entry.pod_uid)
+        if main is None:
+            out.append(f"sidecar {where} is stored but its pod has no main container")
+            continue
+        held = cpu.placement_cpus(entry.placement)
+        mains = cpu.placement_cpus(main.placement)
+        if held != mains:
+            out.append(
+                f"sidecar {where} holds {held[0]} (original {held[1]}); its main container "
+                f"{main.container_name} holds {mains[0]} (original {mains[1]})"
+            )
+    return out
+
+
 def health_truthful(world: World) -> list[str]:
     core = world.node.store_core()
     if core is None or core.accepts_commits or not core.status.health.healthy:
@@ -255,6 +282,7 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("acknowledged-survive", acknowledged_survive),
     ("allocated-stay", allocated_stay),
     ("kubelet-answer-agrees", kubelet_answer_agrees),
+    ("sidecar-mirrors-main", sidecar_mirrors_main),
     ("journal-holds-no-refused-record", journal_holds_no_refused_record),
     ("health-truthful", health_truthful),
     ("suppression-timers-kept", suppression_timers_kept),
