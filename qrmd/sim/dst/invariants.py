@@ -49,6 +49,12 @@ from policy.state.entries import DEDICATED_OWNER
 from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
+from qrmd.sim.dst.advisor import SimAdvisor
+from qrmd.sim.dst.advisor_invariants import (
+    advice_applied_as_said,
+    advice_in_stream_order,
+    refused_advice_changes_nothing,
+)
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
@@ -76,6 +82,16 @@ class World:
     checked_seq: int = -1
     records: list[Any] = field(default_factory=list)
     unsupervised: list[str] = field(default_factory=list)
+    #: sys-advisor (None: the node runs without it).
+    advisor: SimAdvisor | None = None
+    #: The journal as ``replay-equals-live`` recovered it this step (its checkpoint's state and
+    #: the records after it); None when the disk did not change.
+    journal: tuple[State, list[Any]] | None = None
+    #: The advisor invariants' bookkeeping (``qrmd.sim.dst.advisor_invariants``).
+    advice_seen: set[tuple[int, float]] = field(default_factory=set)
+    advice_scan: Any = None
+    advice_fresh: list[Any] = field(default_factory=list)
+    advice_stream: int = 0
 
 
 def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]:
@@ -84,6 +100,12 @@ def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]
     Read-only and on a copy with its own clock, so checking changes nothing the simulation
     will see.
     """
+    last_seq, _, state, records = _recover(disk, node)
+    return last_seq, state, records
+
+
+def _recover(disk: SimDisk, node: SimNode) -> tuple[int, State, State, list[Any]]:
+    """``recovered_view`` and the checkpoint's state the records apply to."""
     copy = disk.copy()
     copy.rng = Random(0)
     copy.clock = VirtualClock(disk.clock.time())
@@ -97,9 +119,9 @@ def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]
         read_only=True,
     )
     journal.close()
-    state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, node.ctx.topology)
-    state, _, _ = replay_records(state, found.records)
-    return found.last_seq, state, found.records
+    base = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, node.ctx.topology)
+    state, _, _ = replay_records(base, found.records)
+    return found.last_seq, base, state, found.records
 
 
 def exclusive_cpus_disjoint(world: World) -> list[str]:
@@ -135,10 +157,12 @@ def replay_equals_live(world: World) -> list[str]:
     if core is None:
         return []
     seq = core.snapshot.seq
+    world.journal = None
     if world.disk.version == world.checked_version and seq == world.checked_seq:
         return []
     world.checked_version, world.checked_seq = world.disk.version, seq
-    last_seq, state, records = recovered_view(world.disk, world.node)
+    last_seq, base, state, records = _recover(world.disk, world.node)
+    world.journal = (base, records)
     out = []
     if last_seq != seq:
         out.append(f"the journal recovers to seq {last_seq}, the store published seq {seq}")
@@ -287,4 +311,7 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("health-truthful", health_truthful),
     ("suppression-timers-kept", suppression_timers_kept),
     ("actors-supervised", actors_supervised),
+    ("refused-advice-changes-nothing", refused_advice_changes_nothing),
+    ("advice-in-stream-order", advice_in_stream_order),
+    ("advice-applied-as-said", advice_applied_as_said),
 )

@@ -169,7 +169,8 @@ class Simulation:
             loads=self.loads,
             advisor=self.advisor if self.cpu_advisor else None,
         )
-        self.world = World(self.node, self.disk, self.kubelet, self.ctx)
+        advisor = self.advisor if self.cpu_advisor else None
+        self.world = World(self.node, self.disk, self.kubelet, self.ctx, advisor=advisor)
         self.kinds = faults
         self.fault_budget = fault_budget
         self.faults_injected: dict[str, int] = {}

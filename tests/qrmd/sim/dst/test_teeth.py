@@ -4,6 +4,8 @@ done."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from actors.ports.commit import AdoptedSnapshot
@@ -20,9 +22,20 @@ SLOW_TO_FIND = {"forget-unanswered-commit": 45}
 STEPS = 400
 
 
+#: The advisor's defects are met where sys-advisor misbehaves: with the advisor's faults only,
+#: more often (as ``qrmd sim run --faults advisor --fault-rate 0.1`` replays them). Half the
+#: seeds run without sys-advisor, as always.
+ADVISOR_FAULTS: dict[str, Any] = {"faults": ("advisor",), "fault_rate": 0.1}
+CONFIG = {
+    "resume-on-refusal": ADVISOR_FAULTS,
+    "accept-stale-stream": ADVISOR_FAULTS,
+    "blocks-share-cpus": ADVISOR_FAULTS,
+}
+
+
 def first_failing_seed(defect: str) -> int | None:
     for seed in range(SLOW_TO_FIND.get(defect, BOUND)):
-        if run(seed, STEPS, defect=defect).failures:
+        if run(seed, STEPS, defect=defect, **CONFIG.get(defect, {})).failures:
             return seed
     return None
 
@@ -71,13 +84,29 @@ def first_failing_seed(defect: str) -> int | None:
             {"sidecar-mirrors-main"},
             id="a sidecar stored before its dedicated main container does not follow it",
         ),
+        pytest.param(
+            "resume-on-refusal",
+            {"refused-advice-changes-nothing"},
+            id="a refused advice that still ends the request sizing changes the state",
+        ),
+        pytest.param(
+            "accept-stale-stream",
+            {"advice-in-stream-order"},
+            id="a replaced stream's late response is applied after newer ones",
+        ),
+        pytest.param(
+            "blocks-share-cpus",
+            {"advice-applied-as-said"},
+            id="blocks given CPUs still available to the next block make pools overlap",
+        ),
     ],
 )
 def test_a_planted_defect_is_found_and_its_seed_replays(defect: str, invariants: set[str]) -> None:
     seed = first_failing_seed(defect)
     assert seed is not None, f"{defect} not found in {SLOW_TO_FIND.get(defect, BOUND)} seeds"
-    first = run(seed, STEPS, defect=defect)
-    again = run(seed, first.steps, defect=defect)
+    config = CONFIG.get(defect, {})
+    first = run(seed, STEPS, defect=defect, **config)
+    again = run(seed, first.steps, defect=defect, **config)
     assert first.failures[0].invariant in invariants
     assert again.failures == first.failures and again.trace_digest == first.trace_digest
 
@@ -119,4 +148,7 @@ def test_every_defect_has_a_case() -> None:
         "count-empty-listing",
         "clear-timers-on-early-return",
         "sidecar-before-main-pooled",
+        "resume-on-refusal",
+        "accept-stale-stream",
+        "blocks-share-cpus",
     }
