@@ -194,6 +194,9 @@ class SimAdvisor:
                     bad = _pool_owner_mismatch(plan)
                 else:
                     bad = corrupt(plan, self._rng.choice(sorted(INVALID_KINDS)), self._view)
+                # A corruption that finds nothing to corrupt (no dedicated container to
+                # drop, say) leaves the plan valid.
+                invalid = bad != plan
                 raw = response_to_bytes(_numbered(bad, stream.number))
         else:
             raw = response_to_bytes(_numbered(plan, stream.number))

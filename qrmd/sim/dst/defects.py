@@ -27,6 +27,8 @@ code carries no switch) and undone afterwards:
   next reconcile", cpu-policy §7.5.2 step 1); the sidecar then never follows its main
   container's CPUs.
 
+* ``remove-main-only``: RemovePod forgets the pod's main container only, as if a pod had one
+  container; its sidecars stay behind until a residual round notices.
 * ``resume-on-refusal``: a response refused while applying it (§11.8) still commits the switch
   back from request-based sizing (``AdvisorSizingResumed``) that was recorded before the
   failing stage, so the refusal changes the state.
@@ -52,6 +54,7 @@ import actors.cpu_pressure
 import policy.cpu.advisor.blocks
 import policy.cpu.allocate
 import policy.cpu.decide
+import policy.cpu.remove
 from actors.advisor_link import AdvisorLinkCore
 from actors.ports.commit import AdoptedSnapshot
 from journal.syncer import Syncer
@@ -61,6 +64,7 @@ from policy.cpu.advisor.decision import STAGE_APPLY, apply_advice
 from policy.cpu.pressure import EvictPodsAnswer, PressureSettings, SuppressionInputs, evict_pods
 from policy.cpu.pressure.pods import is_reclaimed
 from policy.cpu.qos import QoSConfig, QoSError
+from policy.cpu.remove import remove_container
 from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
 from policy.decision import Decision
 from policy.state.advisor_section import AdvisorSizingResumed
@@ -179,6 +183,19 @@ def _sidecar_before_main_pooled() -> tuple[Any, str, Any]:
     return policy.cpu.allocate, "_allocate_sidecar", allocate_sidecar
 
 
+def _remove_main_only() -> tuple[Any, str, Any]:
+    original = policy.cpu.remove._remove_pod_entries
+
+    def remove_entries(txn: Any, ctx: Any, pod_uid: str) -> None:
+        main = txn.cpu.main_container_entry(pod_uid)
+        if main is None:
+            original(txn, ctx, pod_uid)
+            return
+        remove_container(txn, ctx, pod_uid, main.container_name)
+
+    return policy.cpu.remove, "_remove_pod_entries", remove_entries
+
+
 def _resume_on_refusal() -> tuple[Any, str, Any]:
     original = apply_advice  # the function policy.cpu.decide calls
 
@@ -222,6 +239,7 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "count-empty-listing": _count_empty_listing,
     "clear-timers-on-early-return": _clear_timers_on_early_return,
     "sidecar-before-main-pooled": _sidecar_before_main_pooled,
+    "remove-main-only": _remove_main_only,
     "resume-on-refusal": _resume_on_refusal,
     "accept-stale-stream": _accept_stale_stream,
     "blocks-share-cpus": _blocks_share_cpus,

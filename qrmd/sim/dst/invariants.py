@@ -261,6 +261,22 @@ def sidecar_mirrors_main(world: World) -> list[str]:
     return out
 
 
+def removed_pods_stay_gone(world: World) -> list[str]:
+    """A pod whose RemovePod kubelet saw answered holds no container in the live state: every
+    container of it went (spec cpu-policy §10.6 step 2 deletes the pod key), and nothing
+    brings it back (kubelet never calls for it again)."""
+    state = _live_state(world)
+    if state is None:
+        return []
+    removed = world.kubelet.removed
+    out = []
+    for uid in sorted(u for u in state.cpu.pods if u in removed):
+        held = sorted(state.cpu.pod_containers(uid))
+        if held:
+            out.append(f"{uid}'s RemovePod was answered, but the state holds its {held}")
+    return out
+
+
 def health_truthful(world: World) -> list[str]:
     core = world.node.store_core()
     if core is None or core.accepts_commits or not core.status.health.healthy:
@@ -307,6 +323,7 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("allocated-stay", allocated_stay),
     ("kubelet-answer-agrees", kubelet_answer_agrees),
     ("sidecar-mirrors-main", sidecar_mirrors_main),
+    ("removed-pods-stay-gone", removed_pods_stay_gone),
     ("journal-holds-no-refused-record", journal_holds_no_refused_record),
     ("health-truthful", health_truthful),
     ("suppression-timers-kept", suppression_timers_kept),

@@ -50,7 +50,13 @@ def first_failing_seed(defect: str) -> int | None:
         ),
         pytest.param(
             "stale-snapshot",
-            {"kubelet-answer-agrees", "pools-as-spec", "exclusive-cpus-disjoint"},
+            # A removal undone by a decision on the old snapshot is one of its symptoms.
+            {
+                "kubelet-answer-agrees",
+                "pools-as-spec",
+                "exclusive-cpus-disjoint",
+                "removed-pods-stay-gone",
+            },
             id="replying from a stale snapshot disagrees with the durable state",
         ),
         pytest.param(
@@ -71,7 +77,12 @@ def first_failing_seed(defect: str) -> int | None:
         pytest.param(
             "forget-unanswered-commit",
             # Deciding on a state the disk left behind breaks whichever rule it meets first.
-            {"kubelet-answer-agrees", "pools-as-spec", "exclusive-cpus-disjoint"},
+            {
+                "kubelet-answer-agrees",
+                "pools-as-spec",
+                "exclusive-cpus-disjoint",
+                "removed-pods-stay-gone",
+            },
             id="forgetting an unanswered commit decides on a stale state",
         ),
         pytest.param(
@@ -83,6 +94,11 @@ def first_failing_seed(defect: str) -> int | None:
             "sidecar-before-main-pooled",
             {"sidecar-mirrors-main"},
             id="a sidecar stored before its dedicated main container does not follow it",
+        ),
+        pytest.param(
+            "remove-main-only",
+            {"removed-pods-stay-gone", "sidecar-mirrors-main"},
+            id="a RemovePod that forgets the sidecars leaves the pod behind",
         ),
         pytest.param(
             "resume-on-refusal",
@@ -148,6 +164,7 @@ def test_every_defect_has_a_case() -> None:
         "count-empty-listing",
         "clear-timers-on-early-return",
         "sidecar-before-main-pooled",
+        "remove-main-only",
         "resume-on-refusal",
         "accept-stale-stream",
         "blocks-share-cpus",
