@@ -111,10 +111,6 @@ class SimPod:
     def app_containers(self) -> tuple[SimContainer, ...]:
         return tuple(c for c in self.containers if c.is_app)
 
-    @property
-    def main(self) -> SimContainer:
-        return next(c for c in self.containers if c.type is ContainerType.MAIN)
-
     def container(self, name: str) -> SimContainer:
         return next(c for c in self.containers if c.name == name)
 
