@@ -324,6 +324,7 @@ class Simulation:
 
     def _watch(self) -> bool:
         """The Supervisor's poll; a restarted store recovered, and nothing may stay dead."""
+        dead_before = set(self.node.dead_children())
         restarted = self.node.watch()
         if restarted:
             core = self.node.store_core()
@@ -332,7 +333,9 @@ class Simulation:
         supervisor = self.node.supervisor
         if supervisor is None:
             return restarted
-        dead = [c for c in supervisor.status().children if not c.alive]
+        # An actor that died during the poll (a message it cannot handle, delivered while the
+        # poll restarted another) is the next poll's, as the monitor polls again shortly.
+        dead = [c for c in supervisor.status().children if not c.alive and c.name in dead_before]
         if dead and not restarted:
             names = ", ".join(c.name for c in dead)
             self.world.unsupervised.append(
