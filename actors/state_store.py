@@ -43,6 +43,7 @@ change here. ``StateStoreCore`` is the behaviour, driven directly by unit tests;
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -225,7 +226,10 @@ class StateStoreCore:
                 )
                 state, replayed, events = replay_records(state, found.records)
             except BaseException:
-                journal.close()
+                # Release the journal's segment and lock (the Supervisor's next attempt must
+                # find the directory free), without hiding why the replay failed.
+                with contextlib.suppress(OSError):
+                    journal.close()
                 raise
             report = RecoveryReport(
                 directory=config.directory,

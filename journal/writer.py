@@ -30,6 +30,7 @@ The rules (DESIGN.md, the commit protocol and Journal):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from journal.errors import (
     JournalWriteError,
     UnencodableRecord,
 )
-from journal.fileops import FileOps, OsFileOps, write_all
+from journal.fileops import FileOps, OsFileOps, close_quietly, write_all
 from journal.framing import encode_frame
 from journal.lock import lock_directory
 from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
@@ -190,8 +191,13 @@ class Journal:
         clock = clock or SYSTEM_CLOCK
         syncer = Syncer(fs, clock, enabled=durability == "always", slow_fsync_s=slow_fsync_s)
         created = not read_only and not fs.exists(directory)
-        lock_fd = None if read_only else lock_directory(fs, directory)
-        try:
+        # What this opens is closed again if a later step fails (a header, an fsync, the
+        # retention pass): a failed open leaves no descriptor behind, nor the lock, which
+        # would keep the caller's own retry (a restarted StateStore) out of the directory.
+        with contextlib.ExitStack() as on_failure:
+            lock_fd = None if read_only else lock_directory(fs, directory)
+            if lock_fd is not None:
+                on_failure.callback(close_quietly, fs, lock_fd)
             if created:
                 # fsync the parent: a new journal directory is not durable until its entry is.
                 syncer.sync_dir(os.path.dirname(os.path.abspath(directory)))
@@ -228,8 +234,12 @@ class Journal:
             if not read_only:
                 if position is None:
                     journal._start_segment(journal._next_seq)
+                    assert journal._fd is not None
+                    on_failure.callback(close_quietly, fs, journal._fd)
                 else:
-                    journal._fd = fs.open_append(position.path, create=False)
+                    fd = fs.open_append(position.path, create=False)
+                    on_failure.callback(close_quietly, fs, fd)
+                    journal._fd = fd
                     journal._path = position.path
                     journal._end = journal._synced_end = position.end
                     journal._header_end = position.header_end
@@ -237,13 +247,10 @@ class Journal:
                     # process that crashed between a record's write and its fsync leaves the
                     # record in the page cache, recovery replays it, and without this a power
                     # loss could still take it away after the new process answered from it.
-                    syncer.sync_file(journal._fd, position.path)
+                    syncer.sync_file(fd, position.path)
                     syncer.sync_dir(directory)
                 journal.apply_retention()
-        except BaseException:
-            if lock_fd is not None:
-                fs.close(lock_fd)
-            raise
+            on_failure.pop_all()  # opened: the journal's ``close`` owns them now
         return journal, recovery
 
     @property
@@ -468,16 +475,23 @@ class Journal:
         return deleted
 
     def close(self) -> None:
-        """Close the newest segment and release the lock; later calls do nothing."""
+        """Close the newest segment and release the lock; later calls do nothing.
+
+        Raises:
+            OSError: a close failed; every descriptor was closed (released) all the same.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._fd is not None:
-            self._fs.close(self._fd)
-            self._fd = None
-        if self._lock_fd is not None:
-            self._fs.close(self._lock_fd)
-            self._lock_fd = None
+        fd, lock_fd = self._fd, self._lock_fd
+        self._fd = self._lock_fd = None
+        # Both are closed whatever the segment's close says: a lock kept after a failed close
+        # would keep this process's next open (a restarted StateStore) out of the directory.
+        with contextlib.ExitStack() as closing:
+            if lock_fd is not None:
+                closing.callback(self._fs.close, lock_fd)
+            if fd is not None:
+                closing.callback(self._fs.close, fd)  # first: callbacks run last-in first-out
 
     def __enter__(self) -> Journal:
         return self
