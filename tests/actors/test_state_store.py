@@ -20,6 +20,7 @@ import pytest
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import (
     Commit,
+    CommitOutcomeUnknown,
     CommitRefused,
     GetSnapshot,
     Snapshot,
@@ -149,7 +150,8 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
     store.commit([share_pool()], {"rpc": "Start"})
     fs.fail("write")
     fs.fail("truncate")
-    with pytest.raises(StoreUnavailable, match="could not be cut"):
+    # Its own outcome is unknown (tests/actors/test_store_outcome_unknown.py), not refused.
+    with pytest.raises(CommitOutcomeUnknown, match="could not be cut"):
         store.commit([shared_container("p1")], {"rpc": "Allocate"})
     assert store.status.health.healthy is False and not store.accepts_commits
     reason = store.status.health.reason
