@@ -39,6 +39,7 @@ from policy.errors import ErrorKind, PolicyError
 from policy.state.advisor_section import (
     APPLIED,
     REFUSED,
+    AdvisorOverlapAllowed,
     AdvisorResponseApplied,
     AdvisorResponseRefused,
     AdvisorSizingResumed,
@@ -164,6 +165,11 @@ def apply_advice(
         if resumed:
             txn.emit(AdvisorSizingResumed())
         applied: AppliedBlocks = apply_blocks(txn, settings.cpu, response, blocks)
+        # v0.5.47 keeps the advisor's overlap flag for the pool engine (allocateByCPUAdvisor's
+        # last step); v0.5.3 ignores it (§15.13).
+        allow = response.allow_shared_cores_overlap_reclaimed_cores
+        if settings.cpu.at_v0_5_47 and allow != section.allow_shared_cores_overlap_reclaimed_cores:
+            txn.emit(AdvisorOverlapAllowed(allow))
     except PolicyError as err:
         reason = _STAGE_MESSAGES[stage].format(err)
         refused = AdviceRefused(stage, reason, err.kind)
