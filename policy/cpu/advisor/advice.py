@@ -7,7 +7,11 @@ negotiation of the answer (``policy_advisor_handler.go`` at tag v0.5.47).
 
   - the metadata as ``AddContainer`` sends it, with ``request_quantity = trunc(request)``,
     ``request_milli_quantity = trunc(request × 1000)`` and ``use_milli_quantity``; a pool entry
-    has no container type (``INIT``, the enum's zero, which the wire leaves out);
+    has no container type (``INIT``, the enum's zero, which the wire leaves out); a pool of
+    shared pods bound to a NUMA node (``<base>-NUMA<id>``) is sent as shared cores with
+    ``numa_binding: "true"``, the tags the reference gives such a pool entry when it places
+    SNB containers in it (``policy_advisor_handler.go``:1230-1237,
+    ``policy_allocation_handlers.go``:1330-1337);
   - a sidecar with an empty owner pool is given its main container's pool, and the
     annotations its main container has and it lacks (:287-300);
   - the allocation: ramp-up, owner pool, and the NUMA assignments for pools and for every
@@ -34,9 +38,10 @@ from typing import Final
 from policy.cpu.advisor.checkpoint import CheckpointEntry, allocation_entry
 from policy.cpu.advisor.push import CONTAINER_TYPES, ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
+from policy.cpu.snb import numa_of_pool
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
-from policy.state.entries import AllocationInfo
+from policy.state.entries import ANNOTATION_NUMA_BINDING, SHARED_CORES, AllocationInfo
 
 __all__ = [
     "WANTED_CPU_FEATURE_GATES",
@@ -131,9 +136,16 @@ def advice_request(
     """
     entries: dict[str, dict[str, ContainerAllocation]] = {}
     for pool in cpu.pool_entries():
+        metadata = _metadata(pool, _POOL_CONTAINER_TYPE)
+        if numa_of_pool(pool.pod_uid) is not None:
+            metadata = replace(
+                metadata,
+                qos_level=SHARED_CORES,
+                annotations={**metadata.annotations, ANNOTATION_NUMA_BINDING: "true"},
+            )
         entries[pool.pod_uid] = {
             "": ContainerAllocation(
-                _metadata(pool, _POOL_CONTAINER_TYPE),
+                metadata,
                 allocation_entry(pool, pool.owner_pool_name, at_v0_5_47=True),
             )
         }

@@ -59,6 +59,15 @@ def test_a_pool_entry_has_no_container_type_and_carries_its_cpus():
     assert share.allocation.topology_aware_assignments == {3: cpus("6-7")}
 
 
+def test_an_snb_pool_is_sent_tagged_shared_with_numa_binding():
+    # policy_advisor_handler.go:1230-1237 at tag v0.5.47
+    state = with_events(STATE, PoolSet("share-NUMA2", cpus("12-13")))
+    snb = advice_request(state.cpu).entries["share-NUMA2"][""].metadata
+    assert (snb.qos_level, snb.annotations) == ("shared_cores", {"numa_binding": "true"})
+    plain = advice_request(state.cpu).entries["share"][""].metadata
+    assert (plain.qos_level, plain.annotations) == ("", {})
+
+
 def test_the_request_is_sent_in_milli_cpus_truncated_as_uint64_of_a_float():
     main = advice_request(STATE.cpu).entries["pod-a"]["main"].metadata
     assert (main.request_quantity, main.request_milli_quantity, main.use_milli_quantity) == (
