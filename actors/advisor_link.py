@@ -42,7 +42,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 import pykka
@@ -72,7 +72,13 @@ from actors.ports.advisor import (
     ResponseStream,
 )
 from machines import advisor_link as machine
-from policy.cpu.advisor.advice import AdviceReply, AdviceRequestError, advice_request, negotiate
+from policy.cpu.advisor.advice import (
+    AdviceReply,
+    AdviceRequestError,
+    advice_request,
+    negotiate,
+    snb_entries,
+)
 from policy.cpu.advisor.push import ContainerMetadata, PushRefusal, push_failure_message, push_list
 from policy.state.sections import State
 
@@ -415,7 +421,9 @@ class AdvisorLinkCore:
                 "feature gates wanted by QRM that are not supported by cpu sysadvisor: %s",
                 ", ".join(agreed.not_supported),
             )
-        return reply
+        # The answer is checked against what was asked when it is applied (ValidateRequest).
+        asked = replace(reply.response, asked_snb_entries=snb_entries(request))
+        return replace(reply, response=asked)
 
     def _use_advice(self, outcome: AdviceReply | str) -> None:
         """Forward a reply to the Allocator; log a failed poll (the next one still comes)."""

@@ -9,7 +9,8 @@ applied response are CPU events; this section records what the CPU section canno
   same record). The fingerprint is the response's content digest.
 * ``AdvisorResponseRefused(fingerprint, stage, reason)``: a response was refused at
   ``stage`` (``validate``, ``blocks`` or ``apply``, the three steps of
-  ``allocate_by_cpu_advisor``) for ``reason`` (the reference's message). The CPU state is
+  ``allocate_by_cpu_advisor``; at v0.5.47 also ``request``, a GetAdvice answer checked against
+  its request) for ``reason`` (the reference's message). The CPU state is
   untouched; the record exists so that "what did the advisor say at 03:12 and why was it
   refused?" has an answer in the journal.
 * ``AdvisorSizingSuspended(silent_since, unhealthy_after_s)``: no response was applied for
@@ -71,8 +72,9 @@ SIZED_BY_REQUESTS: Final = "requests"
 APPLIED: Final = "applied"
 REFUSED: Final = "refused"
 
-#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``).
-STAGES: Final = ("validate", "blocks", "apply")
+#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``; ``request``:
+#: a v0.5.47 GetAdvice answer checked against its request).
+STAGES: Final = ("request", "validate", "blocks", "apply")
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ ADVICE = AdvisorResponse(
     numa_headroom_sent=True,
 )
 INTERVAL_S = 5.0
+#: What the Allocator is given: the answer with what its request asked (no SNB entry here).
+APPLIED = replace(ADVICE, asked_snb_entries=frozenset())
 
 Reply = AdviceReply | AdvisorStatus
 
@@ -146,12 +148,12 @@ def test_a_v0547_advisor_is_asked_at_once_then_every_interval_without_a_push(rig
     rig.core.handle(StartLink())
     assert rig.states() == ["dialing", "syncing", "watching"]
     assert len(rig.advisor.requests) == 1 and rig.advisor.added == []
-    assert rig.applied() == [ADVICE]  # the NUMA headroom crossed the wire in extra_entries
+    assert rig.applied() == [APPLIED]  # the NUMA headroom crossed the wire in extra_entries
     rig.advance(INTERVAL_S - 0.1)
     assert len(rig.advisor.requests) == 1
     rig.advance(0.1)
     rig.advance(INTERVAL_S)
-    assert len(rig.advisor.requests) == 3 and rig.applied() == [ADVICE] * 3
+    assert len(rig.advisor.requests) == 3 and rig.applied() == [APPLIED] * 3
     assert rig.advisor.streams == 0 and rig.readers == []
 
 
@@ -176,7 +178,7 @@ def test_a_failed_getadvice_is_logged_and_the_next_poll_still_comes(rig: Rig):
     assert rig.core.state == "watching" and rig.applied() == []
     assert "calculation not ready" in rig.core.status().last_error
     rig.advance(INTERVAL_S)
-    assert rig.applied() == [ADVICE]
+    assert rig.applied() == [APPLIED]
 
 
 def test_an_advisor_without_getadvice_gets_the_push_and_listandwatch(v053_advisor: Rig):
@@ -220,5 +222,5 @@ def test_an_advisor_upgraded_after_its_stream_ended_is_polled_on_the_next_attemp
     rig.server = CPUAdvisorServer(str(rig.server.path), rig.advisor, advice=rig.advisor)
     rig.server.start()
     rig.advance(0.8)
-    assert rig.core.state == "watching" and rig.applied()[-1] == ADVICE
+    assert rig.core.state == "watching" and rig.applied()[-1] == APPLIED
     assert len(rig.advisor.requests) == 1

@@ -53,6 +53,7 @@ __all__ = [
     "Negotiation",
     "advice_request",
     "negotiate",
+    "snb_entries",
 ]
 
 #: The enum's zero, what a pool entry's unset container type reads as.
@@ -174,6 +175,18 @@ def advice_request(
             metadata, allocation_entry(info, owner, at_v0_5_47=True)
         )
     return AdviceRequest(entries, dict(wanted))
+
+
+def snb_entries(request: AdviceRequest) -> frozenset[tuple[str, str]]:
+    """The request's ``(entry, sub-entry)`` keys sent as shared cores with ``numa_binding``
+    (what ``ValidateRequest`` compares with the state when the answer is applied)."""
+    return frozenset(
+        (name, sub)
+        for name, subs in request.entries.items()
+        for sub, item in subs.items()
+        if item.metadata.qos_level == SHARED_CORES
+        and item.metadata.annotations.get(ANNOTATION_NUMA_BINDING) == "true"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from typing import Any, Final
 from policy.cpu.advisor.application import AppliedBlocks, apply_blocks
 from policy.cpu.advisor.blocks import generate_block_cpusets
 from policy.cpu.advisor.response import AdvisorResponse
-from policy.cpu.advisor.validation import validate_response
+from policy.cpu.advisor.validation import validate_request, validate_response
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_engine import adjust_allocation_entries
 from policy.cpu.txn import Txn
@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_UNHEALTHY_AFTER_S",
     "STAGE_APPLY",
     "STAGE_BLOCKS",
+    "STAGE_REQUEST",
     "STAGE_VALIDATE",
     "AdviceOutcome",
     "AdviceRefused",
@@ -68,12 +69,14 @@ __all__ = [
 #: ``--cpu-advisor-unhealthy-after`` default: 5 minutes, as Katalyst v0.5.4's fallback.
 DEFAULT_UNHEALTHY_AFTER_S: Final = 300.0
 
+STAGE_REQUEST: Final = "request"
 STAGE_VALIDATE: Final = "validate"
 STAGE_BLOCKS: Final = "blocks"
 STAGE_APPLY: Final = "apply"
 
 #: The reference's wrapping of each stage's error (§11.5).
 _STAGE_MESSAGES: Final = {
+    STAGE_REQUEST: "ValidateCPUAdvisorReq failed with error: {}",
     STAGE_VALIDATE: "ValidateCPUAdvisorResp failed with error: {}",
     STAGE_BLOCKS: "generateBlockCPUSet failed with error: {}",
     STAGE_APPLY: "applyBlocks failed with error: {}",
@@ -103,7 +106,7 @@ class AdviceRefused(PolicyError):  # noqa: N818 - an outcome the journal records
     blocks the CPUs cannot hold).
 
     Attributes:
-        stage: ``validate``, ``blocks`` or ``apply``.
+        stage: ``request`` (v0.5.47), ``validate``, ``blocks`` or ``apply``.
     """
 
     def __init__(self, stage: str, message: str, kind: ErrorKind = ErrorKind.INVALID) -> None:
@@ -153,8 +156,12 @@ def apply_advice(
     fingerprint = response.fingerprint()
     section = state.advisor
     txn = Txn(state)
-    stage = STAGE_VALIDATE
+    stage = STAGE_REQUEST
     try:
+        # v0.5.47: a GetAdvice answer is checked against its request first.
+        if settings.cpu.at_v0_5_47 and response.asked_snb_entries is not None:
+            validate_request(state.cpu, response.asked_snb_entries)
+        stage = STAGE_VALIDATE
         index = validate_response(state.cpu, response)
         stage = STAGE_BLOCKS
         blocks = generate_block_cpusets(

@@ -147,12 +147,16 @@ class AdvisorResponse:
             CPUs; empty when the response carries none.
         numa_headroom_sent: the response carried one (possibly empty): the reference replaces
             its stored headroom then, and keeps it otherwise (``applyNUMAHeadroom``).
+        asked_snb_entries: for a GetAdvice answer (v0.5.47), the ``(entry, sub-entry)`` keys
+            its request sent as shared cores with ``numa_binding``, which the answer is checked
+            against (``policy.cpu.advisor.validation.validate_request``); None for ListAndWatch.
     """
 
     entries: Entries
     allow_shared_cores_overlap_reclaimed_cores: bool = False
     numa_headroom: Mapping[int, float] = field(default_factory=dict)
     numa_headroom_sent: bool = False
+    asked_snb_entries: frozenset[tuple[str, str]] | None = None
 
     def __post_init__(self) -> None:
         frozen = {
@@ -215,6 +219,8 @@ class AdvisorResponse:
             out["numa_headroom"] = {
                 str(numa): value for numa, value in sorted(self.numa_headroom.items())
             }
+        if self.asked_snb_entries is not None:
+            out["asked_snb_entries"] = [list(key) for key in sorted(self.asked_snb_entries)]
         return out
 
     @classmethod
@@ -227,7 +233,12 @@ class AdvisorResponse:
         items = _dict(value, "response")
         _only(
             items,
-            ("entries", "allow_shared_cores_overlap_reclaimed_cores", "numa_headroom"),
+            (
+                "entries",
+                "allow_shared_cores_overlap_reclaimed_cores",
+                "numa_headroom",
+                "asked_snb_entries",
+            ),
             "response",
         )
         allow = items.get("allow_shared_cores_overlap_reclaimed_cores", False)
@@ -247,7 +258,10 @@ class AdvisorResponse:
                 else _info_from_json(raw, f"{where}[{sub!r}]")
                 for sub, raw in _dict(subs, where).items()
             }
-        return cls(entries, allow, headroom, headroom_sent)
+        asked = (
+            _asked_from_json(items["asked_snb_entries"]) if "asked_snb_entries" in items else None
+        )
+        return cls(entries, allow, headroom, headroom_sent, asked)
 
     def fingerprint(self) -> str:
         """A digest of the content with block ids renamed by first use.
@@ -273,6 +287,18 @@ class AdvisorResponse:
                         block["block_id"] = names.setdefault(block_id, f"#{len(names)}")
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _asked_from_json(value: object) -> frozenset[tuple[str, str]]:
+    where = "response.asked_snb_entries"
+    if not isinstance(value, list):
+        raise ResponseFormatError(f"{where}: expected a list")
+    keys = []
+    for i, raw in enumerate(value):
+        if not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(x, str) for x in raw):
+            raise ResponseFormatError(f"{where}[{i}]: expected [entry, sub-entry]")
+        keys.append((raw[0], raw[1]))
+    return frozenset(keys)
 
 
 def _headroom_from_json(value: object) -> dict[int, float]:

@@ -12,13 +12,26 @@ from policy.cpu.advisor.advice import (
     FeatureGate,
     advice_request,
     negotiate,
+    snb_entries,
 )
 from policy.cpu.advisor.checkpoint import checkpoint_entries
+from policy.cpu.advisor.decision import AdvisorSettings, apply_advice
 from policy.cpu.advisor.extra_entries import HeadroomFormatError, numa_headroom_of
 from policy.cpu.advisor.response import AdvisorResponse
+from policy.cpu.advisor.validation import AdvisorValidationError, validate_request
+from policy.cpu.reference import V0_5_47
 from policy.state.entries import InPool, OwnCPUs
 from policy.state.events import ContainerAllocated, PoolSet
-from tests.policy.pool_fixtures import cpus, dedicated, fresh_state, reclaimed, shared, with_events
+from policy.state.sections import State
+from tests.policy.pool_fixtures import (
+    CTX,
+    cpus,
+    dedicated,
+    fresh_state,
+    reclaimed,
+    shared,
+    with_events,
+)
 
 SIDECAR = ContainerAllocated(
     replace(
@@ -200,3 +213,58 @@ def test_the_headroom_is_journaled_only_when_the_response_carried_one():
     empty = AdvisorResponse({}, numa_headroom_sent=True)
     assert AdvisorResponse.from_json(empty.to_json()).numa_headroom_sent
     assert sent.fingerprint() != plain.fingerprint()
+
+
+SNB = ContainerAllocated(
+    replace(
+        shared("pod-s", InPool("share-NUMA3"), quantity=1).entry,
+        annotations={"katalyst.kubewharf.io/qos_level": "shared_cores", "numa_binding": "true"},
+    )
+)
+WITH_SNB = with_events(STATE, PoolSet("share-NUMA3", cpus("14-15")), SNB)
+ASKED = snb_entries(advice_request(WITH_SNB.cpu))
+
+
+def test_the_request_asks_about_snb_containers_and_their_pools():
+    assert {("pod-s", "c"), ("share-NUMA3", "")} == ASKED
+
+
+@pytest.mark.parametrize(
+    ("state", "asked", "error"),
+    [
+        pytest.param(WITH_SNB, ASKED, None, id="state and request agree"),
+        pytest.param(
+            WITH_SNB,
+            ASKED - {("pod-s", "c")},
+            "missing request entry for shared_cores with numa_binding pod: pod-s container: c",
+            id="an SNB container allocated after the request",
+        ),
+        pytest.param(
+            STATE,
+            frozenset({("pod-s", "c")}),
+            "missing state entry for shared_cores with numa_binding pod: pod-s container: c",
+            id="an SNB container removed after the request",
+        ),
+    ],
+)
+def test_an_answer_is_checked_against_its_request(
+    state: State, asked: frozenset[tuple[str, str]], error: str | None
+) -> None:
+    # validator_cpu_advisor.go:46-91 at tag v0.5.47
+    if error is None:
+        validate_request(state.cpu, asked)
+        return
+    with pytest.raises(AdvisorValidationError, match=f"^{error}$"):
+        validate_request(state.cpu, asked)
+
+
+def test_an_answer_whose_request_missed_an_snb_container_is_refused_at_v0547_only():
+    late = AdvisorResponse({}, asked_snb_entries=frozenset())
+    v0547 = AdvisorSettings(replace(CTX, reference_version=V0_5_47))
+    decision = apply_advice(WITH_SNB, late, v0547, 1.0)
+    assert decision.reply.stage == "request"
+    assert decision.reply.reason.startswith(
+        "ValidateCPUAdvisorReq failed with error: missing request entry"
+    )
+    assert apply_advice(WITH_SNB, late, AdvisorSettings(CTX), 1.0).reply.stage != "request"
+    assert AdvisorResponse.from_json(late.to_json()) == late
