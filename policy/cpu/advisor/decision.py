@@ -262,7 +262,8 @@ def sizing_context(state: State, ctx: PolicyContext) -> PolicyContext:
 
 
 def response_cause(response: AdvisorResponse, now: float) -> dict[str, Any]:
-    """The journal cause of an :func:`apply_advice` record: the response itself."""
+    """The journal cause of an :func:`apply_advice` record: the response itself (a v0.5.47
+    GetAdvice answer too, under the same name: its ``asked_snb_entries`` tell it apart)."""
     return {"rpc": "ListAndWatch", "now": now, "response": response.to_json()}
 
 
