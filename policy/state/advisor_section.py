@@ -9,7 +9,8 @@ applied response are CPU events; this section records what the CPU section canno
   same record). The fingerprint is the response's content digest.
 * ``AdvisorResponseRefused(fingerprint, stage, reason)``: a response was refused at
   ``stage`` (``validate``, ``blocks`` or ``apply``, the three steps of
-  ``allocate_by_cpu_advisor``) for ``reason`` (the reference's message). The CPU state is
+  ``allocate_by_cpu_advisor``; at v0.5.47 also ``request``, a GetAdvice answer checked against
+  its request) for ``reason`` (the reference's message). The CPU state is
   untouched; the record exists so that "what did the advisor say at 03:12 and why was it
   refused?" has an answer in the journal.
 * ``AdvisorSizingSuspended(silent_since, unhealthy_after_s)``: no response was applied for
@@ -17,6 +18,12 @@ applied response are CPU events; this section records what the CPU section canno
   (qrmd's fallback, beyond the reference; Katalyst v0.5.4 added a similar one). The record
   also holds the re-plan's CPU events.
 * ``AdvisorSizingResumed()``: the first response applied after a fallback takes over again.
+* ``AdvisorOverlapAllowed(allow)``: Katalyst v0.5.47 only, in the record of an applied
+  response whose ``allow_shared_cores_overlap_reclaimed_cores`` differs from the stored one
+  (``allocateByCPUAdvisor`` keeps it in its state and checkpoint,
+  ``policy_advisor_handler.go``:515-521 at tag v0.5.47); the pool engine then lets reclaim
+  overlap the share-type pools (``policy.cpu.advisor.overlap``). The section writes the flag
+  only while it is set, so a v0.5.3 section reads and writes as it always did.
 
 Coalescing. sys-advisor answers every few seconds, mostly with the same result. The section
 keeps the last response's fingerprint and outcome; a response with the same fingerprint, the
@@ -42,6 +49,7 @@ __all__ = [
     "SIZED_BY_ADVISOR",
     "SIZED_BY_REQUESTS",
     "AdvisorEvent",
+    "AdvisorOverlapAllowed",
     "AdvisorResponseApplied",
     "AdvisorResponseRefused",
     "AdvisorSizingResumed",
@@ -64,8 +72,9 @@ SIZED_BY_REQUESTS: Final = "requests"
 APPLIED: Final = "applied"
 REFUSED: Final = "refused"
 
-#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``).
-STAGES: Final = ("validate", "blocks", "apply")
+#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``; ``request``:
+#: a v0.5.47 GetAdvice answer checked against its request).
+STAGES: Final = ("request", "validate", "blocks", "apply")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,7 @@ class AdvisorState:
     last_outcome: str = ""
     last_stage: str = ""
     last_reason: str = ""
+    allow_shared_cores_overlap_reclaimed_cores: bool = False
 
     def is_sized_by_requests(self) -> bool:
         """True while the fallback sizes the pools by requests."""
@@ -125,12 +135,21 @@ class AdvisorSizingResumed(AdvisorEvent):
     """A response was applied after a fallback: sys-advisor sizes the pools again."""
 
 
+@dataclass(frozen=True, slots=True)
+class AdvisorOverlapAllowed(AdvisorEvent):
+    """v0.5.47: the advisor now does (or no longer does) let shared cores overlap reclaimed
+    cores."""
+
+    allow: bool
+
+
 #: Every advisor-section event type, in the order the codec documents them.
 ADVISOR_EVENT_TYPES: Final[tuple[type[AdvisorEvent], ...]] = (
     AdvisorResponseApplied,
     AdvisorResponseRefused,
     AdvisorSizingSuspended,
     AdvisorSizingResumed,
+    AdvisorOverlapAllowed,
 )
 
 
@@ -173,6 +192,8 @@ def apply_advisor_event(state: AdvisorState, event: Event) -> AdvisorState:
             if not state.is_sized_by_requests():
                 raise StateError("AdvisorSizingResumed: sys-advisor already sizes the pools")
             return replace(state, sizing=SIZED_BY_ADVISOR)
+        case AdvisorOverlapAllowed(allow=allow):
+            return replace(state, allow_shared_cores_overlap_reclaimed_cores=allow)
     raise StateError(f"{type(event).__name__} is not an event of the advisor section")
 
 
@@ -198,6 +219,8 @@ def encode_advisor_event(event: Event) -> dict[str, Any]:
             return {"silent_since": since, "unhealthy_after_s": after}
         case AdvisorSizingResumed():
             return {}
+        case AdvisorOverlapAllowed(allow=allow):
+            return {"allow": allow}
     raise CodecError(f"{type(event).__name__} is not an event of the advisor section")
 
 
@@ -212,14 +235,23 @@ def decode_advisor_event(cls: type[Event], items: Mapping[str, Any], where: str)
             _number(items["silent_since"], f"{where}.silent_since"),
             _number(items["unhealthy_after_s"], f"{where}.unhealthy_after_s"),
         )
+    if cls is AdvisorOverlapAllowed:
+        return AdvisorOverlapAllowed(_bool(items["allow"], f"{where}.allow"))
     values = {name: _text(value, f"{where}.{name}") for name, value in items.items()}
     values.pop("kind", None)
     return cls(**values)
 
 
+#: Written only while set, so that a v0.5.3 section is what it always was.
+_OVERLAP_FIELD: Final = "allow_shared_cores_overlap_reclaimed_cores"
+
+
 def encode_advisor_section(state: AdvisorState) -> dict[str, Any]:
     """The section as primitives (checkpoints)."""
-    return {name: getattr(state, name) for name in _SECTION_FIELDS}
+    out: dict[str, Any] = {name: getattr(state, name) for name in _SECTION_FIELDS}
+    if state.allow_shared_cores_overlap_reclaimed_cores:
+        out[_OVERLAP_FIELD] = True
+    return out
 
 
 def decode_advisor_section(data: object, topology: object) -> AdvisorState:
@@ -232,12 +264,22 @@ def decode_advisor_section(data: object, topology: object) -> AdvisorState:
     where = "sections.advisor"
     if not isinstance(data, dict):
         raise CodecError(f"{where}: expected a map, got {type(data).__name__}")
-    if set(data) != set(_SECTION_FIELDS):
-        raise CodecError(f"{where}: expected exactly the fields {', '.join(_SECTION_FIELDS)}")
+    if set(data) - {_OVERLAP_FIELD} != set(_SECTION_FIELDS):
+        raise CodecError(
+            f"{where}: expected exactly the fields {', '.join(_SECTION_FIELDS)} "
+            f"(and {_OVERLAP_FIELD} when set)"
+        )
     values = {name: _text(data[name], f"{where}.{name}") for name in _SECTION_FIELDS}
     if values["sizing"] not in (SIZED_BY_ADVISOR, SIZED_BY_REQUESTS):
         raise CodecError(f"{where}.sizing: unknown value {values['sizing']!r:.40}")
-    return AdvisorState(**values)
+    overlap = _bool(data.get(_OVERLAP_FIELD, False), f"{where}.{_OVERLAP_FIELD}")
+    return AdvisorState(**values, allow_shared_cores_overlap_reclaimed_cores=overlap)
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CodecError(f"{where}: expected a bool, got {type(value).__name__}")
+    return value
 
 
 def _text(value: object, where: str) -> str:
