@@ -169,9 +169,7 @@ def test_an_rnb_container_is_answered_its_part_of_the_reclaim_pool(
 ) -> None:
     node = served(replace(AT_47_RNB, enable_reclaim=True))
     nodes.append(node)
-    request = resource_request(
-        "pod-r", cpu=0.3, qos="reclaimed_cores", annotations=RNB, hint=hint
-    )
+    request = resource_request("pod-r", cpu=0.3, qos="reclaimed_cores", annotations=RNB, hint=hint)
     response = node.client.plugin.Allocate(request, timeout=10)
     info = response.allocation_result.resource_allocation["cpu"]
     assert (info.allocation_result, info.allocated_quantity) == want

@@ -33,6 +33,7 @@ from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.advisor.validation import validate_response
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_engine import adjust_allocation_entries
+from policy.cpu.rnb import headroom_event
 from policy.cpu.txn import Txn
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
@@ -164,6 +165,12 @@ def apply_advice(
         if resumed:
             txn.emit(AdvisorSizingResumed())
         applied: AppliedBlocks = apply_blocks(txn, settings.cpu, response, blocks)
+        if settings.cpu.at_v0_5_47 and response.numa_headroom_sent:
+            # v0.5.47 keeps the per-NUMA headroom after the blocks (applyNUMAHeadroom,
+            # policy_advisor_handler.go:505, 1302-1334); RNB hints read it (policy.cpu.rnb).
+            headroom = headroom_event(response.numa_headroom)
+            if headroom.headroom != section.numa_headroom:
+                txn.emit(headroom)
     except PolicyError as err:
         reason = _STAGE_MESSAGES[stage].format(err)
         refused = AdviceRefused(stage, reason, err.kind)
