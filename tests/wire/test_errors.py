@@ -46,6 +46,7 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.rnb_allocate import RNBAllocationError
 from policy.cpu.snb_allocate import SNBAllocationError
 from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
@@ -219,6 +220,9 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (DedicatedAllocationError, C.FAILED_PRECONDITION),
     (OptionError, C.INVALID_ARGUMENT),
     (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (RNBAllocationError, C.FAILED_PRECONDITION),
+    (HeadroomFormatError, C.INVALID_ARGUMENT),
+    (AdviceRequestError, C.INVALID_ARGUMENT),
     (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),

@@ -33,6 +33,7 @@ from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.advisor.validation import validate_request, validate_response
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_engine import adjust_allocation_entries
+from policy.cpu.rnb import headroom_event
 from policy.cpu.txn import Txn
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
@@ -172,6 +173,12 @@ def apply_advice(
         if resumed:
             txn.emit(AdvisorSizingResumed())
         applied: AppliedBlocks = apply_blocks(txn, settings.cpu, response, blocks)
+        if settings.cpu.at_v0_5_47 and response.numa_headroom_sent:
+            # v0.5.47 keeps the per-NUMA headroom after the blocks (applyNUMAHeadroom,
+            # policy_advisor_handler.go:505, 1302-1334); RNB hints read it (policy.cpu.rnb).
+            headroom = headroom_event(response.numa_headroom)
+            if headroom.headroom != section.numa_headroom:
+                txn.emit(headroom)
         # v0.5.47 keeps the advisor's overlap flag for the pool engine (allocateByCPUAdvisor's
         # last step); v0.5.3 ignores it (§15.13).
         allow = response.allow_shared_cores_overlap_reclaimed_cores
