@@ -18,7 +18,9 @@ The rule, in the reference's order (§7.1):
      stored on the pooled CPUs and the pools are resized *without* its request, then it joins
      its pool — the reply still says "all pooled CPUs" (§15.1). A ramping container is moved
      to the current pooled CPUs again; a pooled one makes its pool grow by its request and is
-     answered with its current CPUs, its entry unchanged (§15.2).
+     answered with its current CPUs, its entry unchanged (§15.2). At v0.5.47 an in-place
+     resize stores the new request and annotations before the pool grows (with sys-advisor,
+     by the pod's aggregated growth), and a ramping container cannot be resized.
    * **reclaimed_cores** (§7.4): the container follows the reclaim pool. A missing pool is
      "pool: reclaim is not ready", an empty one "pool: reclaim is not empty" (sic, §15.3).
    * **dedicated_cores** needs NUMA binding, else "not support dedicated_cores without NUMA
@@ -254,6 +256,10 @@ def _allocate_shared(
         # §15.1: the reply says "all pooled CPUs" even when the container joined its pool.
         return _pack(prepared, pooled)
     updated = _updated(existing, prepared)
+    resizing = ctx.at_v0_5_47 and is_inplace_resizing(prepared.annotations)
+    if resizing and existing.ramp_up:
+        # v0.5.47 refuses to resize a ramping container (policy_allocation_handlers.go:143-147).
+        raise AllocationError("pod is still ramp up, not allow to inplace update resize")
     step = _fire(container_phase(existing), "allocate_shared", {})
     # 3b. Still ramping: onto the current pooled CPUs, with the request's annotations.
     if existing.ramp_up:
@@ -264,6 +270,14 @@ def _allocate_shared(
     # 3c. In its pool: the pool grows by the request; the entry is stored unchanged and the
     #     reply carries its CPUs from before the resize (§15.2).
     current = state.placement_cpus(existing.placement)[0]
+    if resizing:
+        # 3d. v0.5.47's in-place resize (policy_allocation_handlers.go:157-170) stores the new
+        #     request and annotations first; its pool then grows by that request, or with
+        #     sys-advisor by what the pod's aggregated request grew (policy.cpu.advisor.resize).
+        resized = replace(updated, request_quantity=prepared.req_float)
+        emit_step(txn, step, ContainerAllocated(resized))
+        _put_into_pool(txn, ctx, resized, incr_by_req=True, resized_from=existing)
+        return _pack(prepared, current)
     emit_step(txn, step, ContainerAllocated(existing))
     _put_into_pool(txn, ctx, updated, incr_by_req=True)
     return _pack(prepared, current)
@@ -279,9 +293,16 @@ def _allocate_snb(
     return _pack(prepared, cpus)
 
 
-def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:
+def _put_into_pool(
+    txn: Txn,
+    ctx: PolicyContext,
+    entry: ContainerEntry,
+    incr_by_req: bool,
+    *,
+    resized_from: ContainerEntry | None = None,
+) -> None:
     try:
-        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req)
+        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req, resized_from=resized_from)
     except PolicyError as err:
         raise AllocationError(
             f"putAllocationsAndAdjustAllocationEntries failed with error: {err}", kind=err.kind
