@@ -317,6 +317,9 @@ def _allocate_reclaimed(
 ) -> AllocationReply:
     request = prepared.request
     state = txn.cpu
+    if ctx.at_v0_5_47 and request.container_type is ContainerType.SIDECAR:
+        # v0.5.47: a sidecar copies its main container, before any pool check (:214-216).
+        return _allocate_reclaimed_sidecar(txn, prepared, now)
     existing = state.entry(request.pod_uid, request.container_name)
     # 2. The reclaim pool must exist and hold CPUs (the message for an empty pool is sic).
     reclaim = state.pool_cpus(RECLAIM_POOL)
@@ -324,7 +327,7 @@ def _allocate_reclaimed(
         raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
     if reclaim.is_empty():
         raise AllocationError(f"pool: {RECLAIM_POOL} is not empty", kind=ErrorKind.SHORTAGE)
-    if ctx.at_v0_5_47 and prepared.request.container_type is not ContainerType.SIDECAR:
+    if ctx.at_v0_5_47:
         # v0.5.47: a resize in place, the numa_hint, the per-NUMA split (policy.cpu.rnb_allocate).
         return _allocate_reclaimed_v0547(txn, prepared, existing, now)
     # 3–4. New or updated, the container follows the reclaim pool.
@@ -342,6 +345,35 @@ def _allocate_reclaimed(
     # 5. Stored; no pool adjustment.
     emit_step(txn, step, ContainerAllocated(entry))
     return _pack(prepared, reclaim)
+
+
+def _allocate_reclaimed_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+    """v0.5.47's ``allocationSidecarHandler`` for a reclaimed sidecar
+    (``policy_allocation_handlers.go:511-559``).
+
+    1. Without a main container the reply is empty and nothing is stored.
+    2. The sidecar takes its main container's owner and CPUs, and the annotations it lacks:
+       its ``numa_hint`` too, so every later pool regeneration gives it its main container's
+       part of the reclaim pool (``updateReclaimAllocationResultByPoolEntry`` reads the
+       sidecar's own ``numa_hint``). A main container that follows the pool is followed by
+       its part (the same CPUs now; the same rule at each regeneration).
+    """
+    request = prepared.request
+    state = txn.cpu
+    main = state.main_container_entry(request.pod_uid)
+    if main is None:
+        return AllocationReply()
+    result, original = state.placement_cpus(main.placement)
+    placement = main.placement if isinstance(main.placement, InPool) else OwnCPUs(result, original)
+    existing = state.entry(request.pod_uid, request.container_name)
+    phase = lifecycle.NEW if existing is None else container_phase(existing)
+    step = _fire(phase, "allocate_reclaimed", {})
+    entry = replace(
+        _new_entry(prepared, now, placement, ramp_up=False, owner=main.owner_pool_name),
+        annotations={**(main.annotations or {}), **prepared.annotations},
+    )
+    emit_step(txn, step, ContainerAllocated(entry))
+    return _pack(prepared, result)
 
 
 def _allocate_reclaimed_v0547(
