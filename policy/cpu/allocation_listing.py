@@ -193,8 +193,8 @@ def _sidecar_syncs(state: CPUState) -> list[ContainerPlaced]:
             state.placement_cpus(entry.placement) != wanted
             or entry.owner_pool_name != main.owner_pool_name
         ):
-            placement = main.placement if isinstance(main.placement, InPool) else OwnCPUs(*wanted)
-            out.append(ContainerPlaced(key[0], key[1], placement, main.owner_pool_name))
+            follows = main.placement if isinstance(main.placement, InPool) else OwnCPUs(*wanted)
+            out.append(ContainerPlaced(key[0], key[1], follows, main.owner_pool_name))
     return out
 
 
