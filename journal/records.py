@@ -33,6 +33,7 @@ __all__ = [
     "encode_record",
     "encode_segment_header",
     "pack",
+    "record_seq",
     "unpack",
 ]
 
@@ -180,6 +181,36 @@ def decode_record(payload: bytes) -> Record:
         events=_field(fields, "events", list, "record"),
         schema_version=schema,
     )
+
+
+# How every record ``encode_record`` writes begins: a map of its six fields whose first two
+# entries are ``"schema": 1`` and ``"seq"`` (msgpack keeps a dict's order), then the seq as a
+# msgpack unsigned integer, whose first byte says its width.
+_RECORD_PREFIX = (
+    b"\x86" + msgpack.packb("schema") + msgpack.packb(RECORD_SCHEMA_VERSION) + msgpack.packb("seq")
+)
+_SEQ_AT = len(_RECORD_PREFIX)
+_UINT_WIDTHS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
+def record_seq(payload: bytes) -> int | None:
+    """The seq of a record payload laid out as ``encode_record`` writes it, read from its first
+    bytes without decoding the rest; None for any other layout (an older writer's, damage),
+    which only ``decode_record`` can judge.
+
+    Recovery reads the records a checkpoint covers this way: it needs no more of them than
+    their frames' checksums and seqs (``journal.segments.SegmentReader``).
+    """
+    if not payload.startswith(_RECORD_PREFIX) or len(payload) <= _SEQ_AT:
+        return None
+    tag = payload[_SEQ_AT]
+    if tag < 0x80:  # a positive fixint is its own value
+        return tag
+    width = _UINT_WIDTHS.get(tag)
+    end = _SEQ_AT + 1 + (width or 0)
+    if width is None or len(payload) < end:
+        return None
+    return int.from_bytes(payload[_SEQ_AT + 1 : end], "big")
 
 
 def encode_segment_header(header: SegmentHeader) -> bytes:

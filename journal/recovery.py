@@ -25,7 +25,10 @@ The rule (DESIGN.md, Journal):
    ``JournalMismatch`` unless opened read-only.
 
 Segments older than the chosen checkpoint's are not read here (they are forensic history;
-``verify`` checks them).
+``verify`` checks them). In the segment holding the first record after the checkpoint, the
+records the checkpoint covers are checked by their frames' checksums and their seqs only and
+not decoded (``journal.segments.SegmentReader``, ``from_seq``); one that is not in place or
+not laid out as this qrmd writes records is decoded and judged by rules 3-5.
 """
 
 from __future__ import annotations
@@ -267,7 +270,7 @@ def _replay(
         for index, (named_first, path) in enumerate(needed):
             data = newest if index == len(needed) - 1 else fs.read_file(path)
             replay.bytes_read += len(data)
-            scan = _scan(data, path, named_first, directory)
+            scan = _scan(data, path, named_first, directory, start_seq)
             if scan.damage and scan.damage[0].expected_seq < start_seq:
                 scan = step_over_history(scan, data, start_seq, replay.history)
             _check_follows(replay.tail, scan, directory)
@@ -397,9 +400,11 @@ def _holds_from(segments: list[tuple[int, str]], index: int, seq: int) -> bool:
     return index + 1 == len(segments) or segments[index + 1][0] > seq
 
 
-def _scan(data: bytes, path: str, named_first: int, directory: str) -> SegmentScan:
+def _scan(data: bytes, path: str, named_first: int, directory: str, start_seq: int) -> SegmentScan:
     try:
-        scan = scan_segment(data, path)
+        # The records the checkpoint covers are checked by frame and seq only (rule 4: history
+        # recovery does not need); damage among them is judged as before.
+        scan = scan_segment(data, path, from_seq=start_seq)
     except SegmentHeaderError as exc:
         # Segments are created by rename with their header already durable, so a damaged
         # header is never a torn write.

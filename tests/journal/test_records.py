@@ -20,6 +20,7 @@ from journal.records import (
     encode_checkpoint_header,
     encode_record,
     encode_segment_header,
+    record_seq,
 )
 
 GOOD: dict[str, Any] = {
@@ -96,3 +97,45 @@ def test_a_segment_header_is_not_a_checkpoint_header() -> None:
 def test_unencodable_values_are_our_error() -> None:
     with pytest.raises(UnencodableRecord, match="record 3 cannot be encoded"):
         encode_record(Record(3, 0.0, 0.0, {"x": object()}, []))
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [
+        pytest.param(1, id="the first record's seq, one byte"),
+        pytest.param(127, id="the largest seq stored in the type byte itself"),
+        pytest.param(128, id="a seq of one byte after the type byte"),
+        pytest.param(65_535, id="a seq of two bytes"),
+        pytest.param(2**32 - 1, id="a seq of four bytes"),
+        pytest.param(2**64 - 1, id="a seq of eight bytes"),
+    ],
+)
+def test_record_seq_reads_the_seq_encode_record_wrote(seq: int) -> None:
+    payload = encode_record(Record(seq, 1.7e9, 12.5, GOOD["cause"], GOOD["events"]))
+    assert record_seq(payload) == seq == decode_record(payload).seq
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            msgpack.packb({"seq": 7, **{k: v for k, v in GOOD.items() if k != "seq"}}),
+            id="a record whose fields come in another order",
+        ),
+        pytest.param(_with(schema=2), id="a record of another schema version"),
+        pytest.param(_with(seq=-1), id="a negative seq"),
+        pytest.param(_with(seq="7"), id="a seq that is a string"),
+        pytest.param(_with(cause=...), id="a record of five fields"),
+        pytest.param(msgpack.packb([1, 2]), id="a list"),
+        pytest.param(_with(seq=70_000)[:16], id="a seq cut short"),
+        pytest.param(b"", id="no bytes"),
+    ],
+)
+def test_record_seq_leaves_every_other_layout_to_decode_record(payload: bytes) -> None:
+    assert record_seq(payload) is None
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_record_seq_agrees_with_decode_record_on_every_seq(seq: int) -> None:
+    payload = encode_record(Record(seq, 1.7e9, 12.5, {}, []))
+    assert record_seq(payload) == decode_record(payload).seq
