@@ -28,6 +28,7 @@ __all__ = [
     "SegmentHeader",
     "decode_checkpoint_header",
     "decode_record",
+    "decode_record_events",
     "decode_segment_header",
     "encode_checkpoint_header",
     "encode_record",
@@ -151,22 +152,9 @@ def decode_record(payload: bytes) -> Record:
     fields = _map(unpack(payload), "record")
     # Fast path for the well-formed record replay meets a million times; anything unusual
     # goes through the field-by-field checks below, which name what is wrong.
-    schema = fields.get("schema")
-    seq = fields.get("seq")
-    wall = fields.get("wall_time")
-    mono = fields.get("monotonic_time")
-    cause = fields.get("cause")
-    events = fields.get("events")
-    if (
-        type(schema) is int
-        and 0 < schema <= RECORD_SCHEMA_VERSION
-        and type(seq) is int
-        and type(wall) is float
-        and type(mono) is float
-        and type(cause) is dict
-        and type(events) is list
-    ):
-        return Record(seq, wall, mono, cause, events, schema)
+    record = _well_formed(fields)
+    if record is not None:
+        return record
     schema = _field(fields, "schema", int, "record")
     if schema > RECORD_SCHEMA_VERSION:
         raise PayloadError(
@@ -211,6 +199,72 @@ def record_seq(payload: bytes) -> int | None:
     if width is None or len(payload) < end:
         return None
     return int.from_bytes(payload[_SEQ_AT + 1 : end], "big")
+
+
+# The first byte of a msgpack map: a fixmap (0x80-0x8f), a map16 or a map32.
+_MAP_TAGS = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))
+
+
+def decode_record_events(payload: bytes) -> Record:
+    """Read a record payload for a caller that replays its events only: the record
+    ``decode_record`` gives, with an empty ``cause``.
+
+    The cause (the decision's whole input, about half of a record's bytes) is checked to be
+    one well-formed msgpack map and stepped over without being built; the StateStore's
+    recovery reads records this way. Anything unusual goes through ``decode_record``, so what
+    is refused, and the message, are the same.
+
+    Raises:
+        PayloadError: as ``decode_record``.
+    """
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(payload)
+    fields: dict[Any, Any] = {}
+    try:
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "cause" and payload[unpacker.tell()] in _MAP_TAGS:
+                unpacker.skip()
+                fields[key] = _SKIPPED
+            else:
+                fields[key] = unpacker.unpack()
+        whole = unpacker.tell() == len(payload)
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        whole = False
+    events = fields.get("events")
+    if whole and fields.get("cause") is _SKIPPED and type(events) is list:
+        fields["cause"] = {}
+        record = _well_formed(fields)
+        if record is not None:
+            return record
+    full = decode_record(payload)
+    return Record(
+        full.seq, full.wall_time, full.monotonic_time, {}, full.events, full.schema_version
+    )
+
+
+_SKIPPED = object()
+
+
+def _well_formed(fields: dict[Any, Any]) -> Record | None:
+    """The record of a map exactly as ``encode_record`` writes it, or None."""
+    schema = fields.get("schema")
+    seq = fields.get("seq")
+    wall = fields.get("wall_time")
+    mono = fields.get("monotonic_time")
+    cause = fields.get("cause")
+    events = fields.get("events")
+    if (
+        type(schema) is int
+        and 0 < schema <= RECORD_SCHEMA_VERSION
+        and type(seq) is int
+        and type(wall) is float
+        and type(mono) is float
+        and type(cause) is dict
+        and type(events) is list
+    ):
+        return Record(seq, wall, mono, cause, events, schema)
+    return None
 
 
 def encode_segment_header(header: SegmentHeader) -> bytes:

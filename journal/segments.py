@@ -24,6 +24,7 @@ from journal.records import (
     Record,
     SegmentHeader,
     decode_record,
+    decode_record_events,
     decode_segment_header,
     encode_segment_header,
     record_seq,
@@ -173,6 +174,7 @@ class SegmentReader:
     """
 
     __slots__ = (
+        "_causes",
         "_data",
         "_from_seq",
         "_resync",
@@ -185,7 +187,15 @@ class SegmentReader:
         "size",
     )
 
-    def __init__(self, data: bytes, path: str, *, resync: bool = False, from_seq: int = 0) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        path: str,
+        *,
+        resync: bool = False,
+        from_seq: int = 0,
+        causes: bool = True,
+    ) -> None:
         """Read the header frame.
 
         Args:
@@ -201,6 +211,9 @@ class SegmentReader:
                 it: decoding the records a checkpoint covers was most of a restart's reading.
                 Anything else about such a record (another layout, another seq, damage just
                 before it) is judged by decoding it, as without ``from_seq``.
+            causes: False gives each record with an empty ``cause``, stepped over unbuilt
+                (``journal.records.decode_record_events``), for a caller that replays the
+                events only; what is damage is the same.
 
         Raises:
             SegmentHeaderError: the header frame is damaged.
@@ -214,6 +227,7 @@ class SegmentReader:
         self._data = data
         self._resync = resync
         self._from_seq = from_seq
+        self._causes = causes
 
     def records(self) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, offset of its frame)`` in file order; call it once.
@@ -245,7 +259,9 @@ class SegmentReader:
                 expected += 1
                 offset = frame_end
                 continue
-            problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
+            problem, record = _record_problem(
+                payload, expected, after_damage=skipped_damage, causes=self._causes
+            )
             skipped_damage = False
             if problem:
                 self.damage.append(Damage(offset, expected, problem, False, offset))
@@ -265,7 +281,9 @@ class SegmentReader:
             offset = frame_end
 
 
-def scan_segment(data: bytes, path: str, *, resync: bool = False, from_seq: int = 0) -> SegmentScan:
+def scan_segment(
+    data: bytes, path: str, *, resync: bool = False, from_seq: int = 0, causes: bool = True
+) -> SegmentScan:
     """Read every record of one segment (from ``from_seq`` on).
 
     Args:
@@ -275,6 +293,7 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False, from_seq: int 
             to the next intact frame and keeps reading, so that all damage is reported.
         from_seq: records before it are checked by frame and seq only and not kept
             (``SegmentReader``); ``passed_seq`` says up to where.
+        causes: False reads each record's cause as an empty map (``SegmentReader``).
 
     Returns:
         The scan; ``damage`` is empty when the segment reads cleanly to its last byte.
@@ -282,7 +301,7 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False, from_seq: int 
     Raises:
         SegmentHeaderError: the header frame is damaged.
     """
-    reader = SegmentReader(data, path, resync=resync, from_seq=from_seq)
+    reader = SegmentReader(data, path, resync=resync, from_seq=from_seq, causes=causes)
     scan = SegmentScan(
         path=path, header=reader.header, header_end=reader.header_end, size=reader.size
     )
@@ -297,10 +316,10 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False, from_seq: int 
 
 
 def _record_problem(
-    payload: bytes, expected: int, *, after_damage: bool
+    payload: bytes, expected: int, *, after_damage: bool, causes: bool
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(payload)
+        record = decode_record(payload) if causes else decode_record_events(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:
