@@ -1,8 +1,8 @@
 """``qrmd run`` loads only what its start needs (DESIGN.md "Layout"; the restart figure of
 bench/bench_wire.py): the modules of every enabled subsystem and of the CPU plugin's serving
 path, and none of the tools it does not use on the way — katalyst-agent's checkpoint import
-where no such file is, ``importlib.metadata`` for its version, the offline tools or the
-simulators.
+where no such file is, ``importlib.metadata`` for its version, the config file parsers
+without ``--config``, the offline tools or the simulators.
 
 The imports are checked in a fresh interpreter: this test process has long loaded everything.
 """
@@ -53,6 +53,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param("qrmd.store.katalyst_import", id="no katalyst import without its file"),
         pytest.param("policy.state.katalyst_", id="no katalyst layouts without its file"),
         pytest.param("importlib.metadata", id="no importlib.metadata for the version"),
+        pytest.param("tomllib", id="no TOML parser without a config file"),
+        pytest.param("yaml", id="no YAML parser without a config file"),
         pytest.param("qrmd.offline", id="no offline tool"),
         pytest.param("qrmd.sim", id="no simulator"),
     ],
