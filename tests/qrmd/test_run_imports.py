@@ -55,6 +55,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param("importlib.metadata", id="no importlib.metadata for the version"),
         pytest.param("tomllib", id="no TOML parser without a config file"),
         pytest.param("yaml", id="no YAML parser without a config file"),
+        pytest.param(
+            "policy.cpu.pressure.load", id="no CPU pressure decision while it is not enabled"
+        ),
+        pytest.param(
+            "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
+        ),
         pytest.param("qrmd.offline", id="no offline tool"),
         pytest.param("qrmd.sim", id="no simulator"),
     ],
