@@ -212,7 +212,10 @@ def decode_record_events(payload: bytes) -> Record:
     The cause (the decision's whole input, about half of a record's bytes) is checked to be
     one well-formed msgpack map and stepped over without being built; the StateStore's
     recovery reads records this way. Anything unusual goes through ``decode_record``, so what
-    is refused, and the message, are the same.
+    is refused, and the message, are the same, with one exception: the cause's strings are
+    not decoded, so one that is not UTF-8 is not refused here. ``encode_record`` never writes
+    such a string and the frame's checksum rules out its bytes changing on disk; ``qrmd
+    journal verify`` decodes every cause.
 
     Raises:
         PayloadError: as ``decode_record``.

@@ -21,9 +21,9 @@ import sys
 
 __all__ = ["VERSION", "installed_version"]
 
-# A distribution's metadata directory: its name normalised as in the wheel and egg formats
-# (case, and runs of "-", "_", "." alike), a dash, the version, the suffix.
-_METADATA_DIR = re.compile(r"^qrmd-[^-]+\.(dist-info|egg-info)$", re.IGNORECASE)
+# A distribution's metadata directory: the name, a dash and the version (a wheel's, an
+# egg's), or the name alone (a development egg's ``qrmd.egg-info``), then the suffix.
+_METADATA_DIR = re.compile(r"^qrmd(-[^-]+)?\.(dist-info|egg-info)$", re.IGNORECASE)
 _METADATA_FILE = {"dist-info": "METADATA", "egg-info": "PKG-INFO"}
 
 
@@ -38,7 +38,7 @@ def installed_version() -> str | None:
             match = _METADATA_DIR.match(name)
             if match is None:
                 continue
-            found = _version_header(os.path.join(entry, name, _METADATA_FILE[match.group(1)]))
+            found = _version_header(os.path.join(entry, name, _METADATA_FILE[match.group(2)]))
             if found is not None:
                 return found
     return _version_from_importlib()

@@ -36,6 +36,13 @@ def _metadata_dir(root: Path, name: str, file: str, text: str) -> Path:
             id="an egg-info gives its PKG-INFO's version",
         ),
         pytest.param(
+            "qrmd.egg-info",
+            "PKG-INFO",
+            "Metadata-Version: 2.1\nName: qrmd\nVersion: 0.3\n",
+            "0.3",
+            id="a development egg-info without a version in its name gives its version",
+        ),
+        pytest.param(
             "QRMD-2.0.dist-info",
             "METADATA",
             "Name: QRMD\nVersion: 2.0\n",
