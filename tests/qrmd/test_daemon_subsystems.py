@@ -46,6 +46,10 @@ class Recorded(SubsystemParts):
         if self.inner is not None:
             self.inner.start(running)
 
+    def serve(self, running: Running) -> None:
+        if self.inner is not None:
+            self.inner.serve(running)
+
     def stop(self) -> None:
         self.events.append(f"stop {self.name}")
         if self.inner is not None:

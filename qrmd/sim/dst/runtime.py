@@ -157,6 +157,8 @@ class Scheduler:
         self.on_resolved: Callable[[SimFuture], None] | None = None
         #: Told each message an actor answered with an exception (refused commits).
         self.on_error_reply: Callable[[Any, BaseException], None] | None = None
+        #: Told each asked message an actor answered, with its answer (acknowledged commits).
+        self.on_reply: Callable[[Any, Any], None] | None = None
 
     # -- the runtime hooks ----------------------------------------------------------------------
 
@@ -247,6 +249,8 @@ class Scheduler:
             try:
                 response = actor._handle_receive(envelope.message)
                 if envelope.reply_to is not None:
+                    if self.on_reply is not None:
+                        self.on_reply(envelope.message, response)
                     envelope.reply_to.set(response)
             except Exception as err:
                 if envelope.reply_to is not None:

@@ -15,6 +15,9 @@ from qrmd.sim.dst.simulation import run
 #: seed 19 today: it needs an empty pod listing held across three residual rounds).
 BOUND = 30
 STEPS = 400
+#: ``forget-unanswered-commit`` is not among them: the simulated node commits as ``qrmd run``
+#: does, the Allocator in its own turn (``InTurnCommitter``), so its commits are never left
+#: unanswered and forgetting one has no path to a wrong answer (120 seeds find nothing).
 
 
 def first_failing_seed(defect: str) -> int | None:
@@ -51,12 +54,6 @@ def first_failing_seed(defect: str) -> int | None:
             "count-empty-listing",
             {"allocated-stay"},
             id="counting an empty pod listing removes pods kubelet runs",
-        ),
-        pytest.param(
-            "forget-unanswered-commit",
-            # Deciding on a state the disk left behind breaks whichever rule it meets first.
-            {"kubelet-answer-agrees", "pools-as-spec", "exclusive-cpus-disjoint"},
-            id="forgetting an unanswered commit decides on a stale state",
         ),
         pytest.param(
             "clear-timers-on-early-return",
