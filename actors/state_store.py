@@ -160,6 +160,7 @@ class StateStoreCore:
         # and what the status will count once they are acknowledged. Never published.
         self._pending: Snapshot | None = None
         self._pending_records: list[tuple[int, int]] = []  # (seq, events) of each record
+        self._pending_states: list[Snapshot] = []  # the state after each of them
         self._pending_started = 0.0
         self._refusals = CommitRefusals()
         self._snapshot = snapshot
@@ -385,6 +386,7 @@ class StateStoreCore:
         if self._pending is None:
             self._pending_started = self._clock.monotonic()
             self._pending_records = []
+            self._pending_states = []
         try:
             candidate = apply_all(base.state, events)
             encoded = [encode_event(event) for event in events]
@@ -394,11 +396,15 @@ class StateStoreCore:
         try:
             seq = self._append(dict(cause), encoded, sync=False)
         except CommitRefused:
-            # The journal cut the whole unsynced group back (or wrote nothing of it).
+            # The journal cut the unsynced group back (or wrote nothing of it)...
             self._pending = None
+            # ...but a group never spans segments: a record that needed a new one had the
+            # group's records so far synced before the rotation, and they stay on disk.
+            self._publish_synced(self._journal.last_seq)
             raise
         self._pending = Snapshot(candidate, seq)
         self._pending_records.append((seq, len(encoded)))
+        self._pending_states.append(self._pending)
         return self._pending
 
     def _sync(self) -> Snapshot:
@@ -427,6 +433,22 @@ class StateStoreCore:
         self._snapshot_subscribers.tell(pending)
         self.checkpoint_if_due()
         return pending
+
+    def _publish_synced(self, acknowledged: int) -> None:
+        """Publish the group's records the journal acknowledged up to ``acknowledged`` (synced
+        before a rotation whose new record then failed): the published state is always the
+        one the next start replays."""
+        synced = [s for s in self._pending_states if self._snapshot.seq < s.seq <= acknowledged]
+        if not synced:
+            return
+        snapshot = synced[-1]
+        self._snapshot = snapshot
+        status = self._status
+        for seq, events in self._pending_records:
+            if seq <= snapshot.seq:
+                status = status.with_commit(seq, events, 0.0)
+        self._set_status(status)
+        self._snapshot_subscribers.tell(snapshot)
 
     def _abandon(self, why: str) -> None:
         """Cut an unsynced group back: as a failed sync, with ``why`` as the fault."""

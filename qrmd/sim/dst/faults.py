@@ -86,7 +86,7 @@ def _clock_jump(sim: Simulation) -> str:
 
 def _kubelet_restart(sim: Simulation) -> str:
     sim.kubelet.connection_lost()
-    sim.kubelet.restarted(sim.node.allocator if sim.node.up else None)
+    sim.kubelet.restarted(sim.plugin if sim.node.up else None)
     return "kubelet restarts and registers the plugin again"
 
 

@@ -37,6 +37,7 @@ import pykka
 
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.allocator import AllocatorActor, AllocatorCore
+from actors.allocator_messages import CommandGroup
 from actors.cpu_pressure import CPUPressureActor, CPUPressureCore
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.ports.advisor import AdvisorClient
@@ -220,6 +221,8 @@ class SimRuntime:
         actor = node.scheduler.actor_class
         if actor_class is StateStoreActor:
             return actor(_ObservedStore).start(*args, node)
+        if actor_class is AllocatorActor:
+            return actor(_ObservedAllocator).start(*args, node)
         if actor_class is CPUPressureActor:
             return actor(_ObservedPressure).start(*args, node)
         if actor_class is AdvisorLinkActor:
@@ -308,6 +311,9 @@ class SimNode:
         self.suppression_calls: list[SuppressionCall] = []
         #: Told each commit an in-turn committer refused with ``CommitRefused``: (seq, cause).
         self.on_refused: Callable[[int, bytes], None] | None = None
+        #: The state each command of a served ``CommandGroup`` was answered from, by the
+        #: group's ``id`` (the plugin socket takes them as its callers' witnesses).
+        self.group_witnesses: dict[int, list[tuple[int, Any]]] = {}
         #: Told the seqs of the records each in-turn commit (or group sync) made durable.
         self.on_committed: Callable[[list[int]], None] | None = None
         self.supervisor: Supervisor | None = None
@@ -383,6 +389,7 @@ class SimNode:
         """The process dies: every actor at once; the disk keeps what was written."""
         self.scheduler.kill_all()
         self.runtime.tickers.clear()
+        self.group_witnesses.clear()
         self.supervisor = self.store = self.allocator = None
         self.subsystems = []
         self.shared = None
@@ -587,8 +594,12 @@ class _ObservedCommitter(InTurnCommitter):
         return snapshot
 
     def _refuse_group(self) -> None:
+        # Records the store published all the same (synced before a rotation) are not refused.
+        published = self._core.snapshot.seq
+        self._node.committed([seq for seq, _ in self._written if seq <= published])
         for seq, cause in self._written:
-            self._node.refused(seq, cause)
+            if seq > published:
+                self._node.refused(seq, cause)
         self._written = []
 
 
@@ -604,6 +615,35 @@ class _ObservedStore(StateStoreActor):
         if isinstance(message, CommitInTurn):
             return _ObservedCommitter(self.core, self._node)
         return super().on_receive(message)
+
+
+class _ObservedAllocator(AllocatorActor):
+    """The production Allocator, the state each command of a ``CommandGroup`` was answered
+    from recorded (the state after its own record: the group's later records, synced with it,
+    are not what its answer says). The behaviour is the parent's."""
+
+    def __init__(self, core: AllocatorCore, node: SimNode) -> None:
+        super().__init__(core)
+        self._node = node
+
+    def on_receive(self, message: Any) -> Any:
+        if not isinstance(message, CommandGroup):
+            return super().on_receive(message)
+        core = self.core
+        served = core._outcome
+        witnesses: list[tuple[int, Any]] = []
+
+        def outcome(command: Any) -> Any:
+            result = served(command)
+            witnesses.append((core.snapshot.seq, core.snapshot.state))
+            return result
+
+        core._outcome = outcome  # type: ignore[method-assign]
+        try:
+            return super().on_receive(message)
+        finally:
+            del core._outcome
+            self._node.group_witnesses[id(message)] = witnesses
 
 
 class _ObservedPressure(CPUPressureActor):

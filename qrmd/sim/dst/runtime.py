@@ -84,6 +84,8 @@ class SimFuture(pykka.Future[Any]):
         self._exc_info: ExcInfo | None = None
         #: What the simulation saw when it resolved: (store seq, durable state).
         self.witness: Any = None
+        #: Called with the future once it resolves (after the simulation's witness).
+        self.callbacks: list[Callable[[SimFuture], None]] = []
 
     @property
     def done(self) -> bool:
@@ -125,6 +127,8 @@ class SimFuture(pykka.Future[Any]):
         self._value = value
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)
+        for callback in self.callbacks:
+            callback(self)
 
     def set_exception(self, exc_info: Any = None) -> None:
         if self.done:
@@ -134,6 +138,8 @@ class SimFuture(pykka.Future[Any]):
         self._exc_info = (info[0], info[1], info[2])
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)
+        for callback in self.callbacks:
+            callback(self)
 
 
 class Scheduler:

@@ -49,6 +49,7 @@ from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.metrics import SimLoadSource, active_pods
 from qrmd.sim.dst.node import PRESSURE_SETTINGS, SimNode
+from qrmd.sim.dst.plugin_socket import SimPluginSocket
 from qrmd.sim.dst.pod_source import SimPodSource
 from qrmd.sim.dst.runtime import Scheduler, SimCrash, SimFuture
 from qrmd.sim.dst.storage import SimDisk
@@ -86,6 +87,8 @@ class Outcome:
     boots: int = 0
     trace: list[str] = field(default_factory=list)
     cpu_advisor: bool = False
+    #: Groups of kubelet calls served with one fsync (the plugin socket's group commit).
+    group_commits: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +105,7 @@ class Outcome:
             "kubelet_calls": dict(sorted(self.kubelet_calls.items())),
             "boots": self.boots,
             "cpu_advisor": self.cpu_advisor,
+            "group_commits": self.group_commits,
         }
 
 
@@ -173,6 +177,9 @@ class Simulation:
         self.held: dict[str, int] = {}
         self.step_no = 0
         self.next_evict = 0.0
+        #: The plugin socket kubelet calls through (None while the process is down).
+        self.plugin: SimPluginSocket | None = None
+        self.group_commits = 0
         self.next_advice = 0.0
         self.unhealthy_since: float | None = None
         self.trace: list[str] = []
@@ -194,6 +201,8 @@ class Simulation:
                 self._check()
                 if self.failures:
                     break
+            if self.plugin is not None:
+                self.group_commits += self.plugin.groups
             self.node.crash()
         digest = hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
         return Outcome(
@@ -207,6 +216,7 @@ class Simulation:
             self.node.boots,
             self.trace,
             self.cpu_advisor,
+            self.group_commits,
         )
 
     def _do(self, action: Any) -> None:
@@ -222,6 +232,8 @@ class Simulation:
     def _step(self) -> str:
         self._expire()
         self.node.begin_step()
+        if self.plugin is not None:
+            self.plugin.pump()
         if self.node.supervisor is None:
             if self.rng.random() < 0.5:
                 return self._boot()
@@ -244,7 +256,7 @@ class Simulation:
             self.scheduler.step()
             return f"delivered (seq {self._seq()})"
         if roll < 0.85:
-            return self.kubelet.act(self.node.allocator)
+            return self.kubelet.act(self.plugin)
         self.clock.advance(self.rng.uniform(0.01, 4.0))
         what = "time passes"
         fired = self.node.fire_tickers()
@@ -353,7 +365,14 @@ class Simulation:
         core = self.node.store_core()
         assert core is not None
         self.world.recoveries.append((core.snapshot.seq, core.snapshot.state))
-        self.kubelet.restarted(self.node.allocator)
+        assert self.node.allocator is not None
+        self.plugin = SimPluginSocket(
+            self.node.allocator,
+            self.scheduler,
+            self.kubelet.deadline_s,
+            self.node.group_witnesses,
+        )
+        self.kubelet.restarted(self.plugin)
         return f"booted at seq {core.snapshot.seq}"
 
     def _check(self) -> None:
@@ -370,6 +389,9 @@ class Simulation:
     def crash_process(self) -> None:
         """The qrmd process dies (kubelet's calls in flight fail)."""
         self.node.crash()
+        if self.plugin is not None:
+            self.group_commits += self.plugin.groups
+        self.plugin = None
         self.disk.faults.crash_in_ops = None
         self.kubelet.connection_lost()
 
