@@ -44,7 +44,6 @@ from actors.ports.advisor import AdvisorClient
 from actors.ports.balancer import ContainerMemoryReader, NumaMetricSource
 from actors.ports.cgroups import CpusetReader
 from actors.ports.cpu_load import ContainerLoadSource
-from actors.ports.migration import AdviceExecutor
 from actors.ports.pod_source import PodListSnapshot
 from actors.state_store import InTurnCommitter, StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import CommitInTurn, CommitRefused
@@ -58,6 +57,7 @@ from qrmd.advisor.subsystem import AdvisorWiring
 from qrmd.config import DaemonConfig, load_config
 from qrmd.daemon import assemble
 from qrmd.sim.dst.clock import VirtualClock
+from qrmd.sim.dst.numa_host import SimHostMemory
 from qrmd.sim.dst.runtime import Scheduler
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
 from qrmd.status.health import HealthRegistry
@@ -110,6 +110,9 @@ SIM_FLAGS: dict[str, object] = {
     "eviction-suppression-enable": True,
     "eviction-suppression-max-tolerance-rate": 0.05,
     "eviction-suppression-min-tolerance-duration": "20s",
+    "enable-memory-balancer": True,
+    "memory-balance-execute": True,
+    "qos-aware-sync-period": "5s",
     "cpu-advisor-call-timeout": "2s",
     "cpu-advisor-unhealthy-after": "30s",
 }
@@ -118,7 +121,7 @@ WAITS_PER_STEP = 3
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
 POLL_INTERVAL_S = 0.5
 #: The children the simulation may crash with a message they cannot handle.
-CRASHABLE = ("store", "allocator", "cpu_pressure")
+CRASHABLE = ("store", "allocator", "cpu_pressure", "memory_balancer")
 
 
 @functools.cache
@@ -272,6 +275,8 @@ class SimNode:
         cgroups: the cgroups port checkCPUSet reads.
         loads: the CPU load port of the CPU pressure actor.
         advisor: sys-advisor (with ``ctx.advisor_enabled``).
+        numa_metrics, memory, page_mover: the memory balancer's host (its NUMA metric source,
+            the containers' memory, the page mover).
     """
 
     def __init__(
@@ -287,7 +292,7 @@ class SimNode:
         advisor: AdvisorClient | None = None,
         numa_metrics: NumaMetricSource | None = None,
         memory: ContainerMemoryReader | None = None,
-        page_mover: AdviceExecutor | None = None,
+        page_mover: SimHostMemory | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.disk = disk
@@ -301,7 +306,8 @@ class SimNode:
         self._advisor = advisor
         self._numa_metrics = numa_metrics
         self._memory = memory
-        self._page_mover = page_mover
+        #: The simulated host's memory and page mover (the balancer invariants read it).
+        self.page_mover = page_mover
         self.runtime = SimRuntime(self)
         self.subsystems: list[Subsystem] = []
         self.shared: Shared | None = None
@@ -312,8 +318,9 @@ class SimNode:
         #: Told each commit an in-turn committer refused with ``CommitRefused``: (seq, cause).
         self.on_refused: Callable[[int, bytes], None] | None = None
         #: The state each command of a served ``CommandGroup`` was answered from, by the
-        #: group's ``id`` (the plugin socket takes them as its callers' witnesses).
-        self.group_witnesses: dict[int, list[tuple[int, Any]]] = {}
+        #: group's ``id``, with the group itself (kept, so that its ``id`` is not reused while
+        #: the entry lasts; the plugin socket takes them as its callers' witnesses).
+        self.group_witnesses: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
         #: Told the seqs of the records each in-turn commit (or group sync) made durable.
         self.on_committed: Callable[[list[int]], None] | None = None
         self.supervisor: Supervisor | None = None
@@ -353,7 +360,7 @@ class SimNode:
             cpu_vendor="GenuineIntel",
             numa_metrics=self._numa_metrics,
             container_memory=self._memory,
-            page_mover=self._page_mover,
+            page_mover=self.page_mover,
             advisor=self._advisor,
             advisor_checkpoint=_own_socket,
         )
@@ -395,8 +402,8 @@ class SimNode:
         self.shared = None
 
     def crash_actor(self, name: str) -> bool:
-        """Tell ``name`` (``store``, ``allocator``, ``cpu_pressure``) a message it cannot
-        handle; it dies when the scheduler delivers it. False when the actor is not running."""
+        """Tell ``name`` (one of ``CRASHABLE``) a message it cannot handle; it dies when the
+        scheduler delivers it. False when the actor is not running."""
         if self.supervisor is None:
             return False
         try:
@@ -643,7 +650,7 @@ class _ObservedAllocator(AllocatorActor):
             return super().on_receive(message)
         finally:
             del core._outcome
-            self._node.group_witnesses[id(message)] = witnesses
+            self._node.group_witnesses[id(message)] = (message, witnesses)
 
 
 class _ObservedPressure(CPUPressureActor):

@@ -65,7 +65,7 @@ class SimPluginSocket:
         allocator: Any,
         scheduler: Scheduler,
         timeout_s: float,
-        witnesses: dict[int, list[tuple[int, Any]]],
+        witnesses: dict[int, tuple[Any, list[tuple[int, Any]]]],
     ) -> None:
         self._allocator = allocator
         self._witnesses = witnesses
@@ -115,7 +115,9 @@ class SimPluginSocket:
             outcomes = list(answer.value)
         else:
             outcomes = [GroupOutcome(reply=answer.value)]
-        witnesses = self._witnesses.pop(id(group.message), [])
+        message, witnesses = self._witnesses.pop(id(group.message), (None, []))
+        if message is not group.message:
+            witnesses = []
         for waiting, outcome in zip(group.members, outcomes, strict=True):
             _resolve(waiting.future, outcome)
             if witnesses:

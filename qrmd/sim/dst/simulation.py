@@ -36,6 +36,7 @@ from typing import Any
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.store_messages import Commit, CommitRefused, Snapshot
 from journal.records import pack
+from policy.balance.section import BalancerState
 from policy.cpu.context import PolicyContext
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
@@ -49,6 +50,7 @@ from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.metrics import SimLoadSource, active_pods
 from qrmd.sim.dst.node import PRESSURE_SETTINGS, SimNode
+from qrmd.sim.dst.numa_host import SimHostMemory, SimNumaMetrics
 from qrmd.sim.dst.plugin_socket import SimPluginSocket
 from qrmd.sim.dst.pod_source import SimPodSource
 from qrmd.sim.dst.runtime import Scheduler, SimCrash, SimFuture
@@ -158,6 +160,14 @@ class Simulation:
         self.loads = SimLoadSource(self.rng)
         numa_cpus = {n: topology.cpus_in_numa(n).size() for n in range(topology.num_numa_nodes)}
         self.advisor = SimAdvisor(self.rng, self.clock, numa_cpus, self._latest_state)
+        self.numa_metrics = SimNumaMetrics(self.rng)
+        self.host_memory = SimHostMemory(
+            seed,
+            self.kubelet,
+            self.clock,
+            range(topology.num_numa_nodes),
+            self._durable_balance,
+        )
         self.node = SimNode(
             self.scheduler,
             self.disk,
@@ -167,6 +177,9 @@ class Simulation:
             cgroups=self.cgroups,
             loads=self.loads,
             advisor=self.advisor if self.cpu_advisor else None,
+            numa_metrics=self.numa_metrics,
+            memory=self.host_memory,
+            page_mover=self.host_memory,
         )
         self.node.on_refused = self._refused_in_turn
         self.node.on_committed = self._committed_in_turn
@@ -306,6 +319,10 @@ class Simulation:
             self.next_advice = now + self.rng.uniform(2.0, 6.0)
             out += "; " + self.advisor.speak(link.core.status().attempt, link.tell_self)
         return out
+
+    def _durable_balance(self) -> BalancerState | None:
+        core = self.node.store_core()
+        return None if core is None else core.snapshot.state.balance
 
     def _latest_state(self) -> State | None:
         return None if self.node.latest is None else self.node.latest.state

@@ -21,7 +21,7 @@ class Allocator(pykka.ThreadingActor):
     """Answers each call with its pod, a group with one outcome per call, and records what
     it was sent; a group's witnesses are the per-call states the node would record."""
 
-    def __init__(self, seen: list[Any], witnesses: dict[int, list[Any]]) -> None:
+    def __init__(self, seen: list[Any], witnesses: dict[int, Any]) -> None:
         super().__init__()
         self.seen = seen
         self.witnesses = witnesses
@@ -29,7 +29,8 @@ class Allocator(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         self.seen.append(message)
         if isinstance(message, CommandGroup):
-            self.witnesses[id(message)] = [(n, f"state {n}") for n in range(len(message.commands))]
+            states = [(n, f"state {n}") for n in range(len(message.commands))]
+            self.witnesses[id(message)] = (message, states)
             return tuple(GroupOutcome(reply=c.pod_uid) for c in message.commands)
         if isinstance(message, RemovePod):
             return message.pod_uid
@@ -39,7 +40,7 @@ class Allocator(pykka.ThreadingActor):
 def socket_for(timeout_s: float = 10.0) -> tuple[SimPluginSocket, list[Any], Scheduler]:
     scheduler = Scheduler(Random(0), VirtualClock())
     seen: list[Any] = []
-    witnesses: dict[int, list[Any]] = {}
+    witnesses: dict[int, Any] = {}
     allocator = scheduler.actor_class(Allocator).start(seen, witnesses)
     return SimPluginSocket(allocator, scheduler, timeout_s, witnesses), seen, scheduler
 

@@ -61,6 +61,16 @@ def first_failing_seed(defect: str) -> int | None:
             {"suppression-timers-kept"},
             id="clearing the suppression timers on an early return breaks the reference's rule",
         ),
+        pytest.param(
+            "migrate-before-journal",
+            {"balancer-advice-journaled-first"},
+            id="moving pages before the advice is journaled breaks the write-ahead rule",
+        ),
+        pytest.param(
+            "skip-missing-numa-sample",
+            {"balancer-record-reads-every-numa"},
+            id="a balance round that skips a missing NUMA sample stores a partial record",
+        ),
     ],
 )
 def test_a_planted_defect_is_found_and_its_seed_replays(defect: str, invariants: set[str]) -> None:
@@ -108,4 +118,6 @@ def test_every_defect_has_a_case() -> None:
         "forget-unanswered-commit",
         "count-empty-listing",
         "clear-timers-on-early-return",
+        "migrate-before-journal",
+        "skip-missing-numa-sample",
     }
