@@ -20,8 +20,7 @@ from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
-from actors.ports.commit import CommitOutcomeUnknown
-from actors.store_messages import CommitRefused, StoreUnavailable
+from actors.store_messages import CommitOutcomeUnknown, CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
 from policy.cpu.advisor.application import ApplyError
@@ -121,6 +120,11 @@ def wrapped(outer: type[PolicyError], reason: str, inner: PolicyError) -> Policy
         pytest.param(AllocatorUnavailable("commit refused"), C.UNAVAILABLE, id="not durable"),
         pytest.param(CommitRefused("disk full"), C.UNAVAILABLE, id="commit refused"),
         pytest.param(StoreUnavailable("truncate failed"), C.UNAVAILABLE, id="store unavailable"),
+        pytest.param(
+            CommitOutcomeUnknown("record 2 may be on disk"),
+            C.UNAVAILABLE,
+            id="a commit whose outcome is unknown asks for a retry",
+        ),
         pytest.param(pykka.Timeout("timed out"), C.UNAVAILABLE, id="ask timed out"),
         pytest.param(pykka.ActorDeadError("dead"), C.UNAVAILABLE, id="allocator stopped"),
         pytest.param(NotReady("starting"), C.UNAVAILABLE, id="not ready"),
@@ -161,6 +165,17 @@ SUBJECT = "pod default/web (uid u-1), container app"
 )
 def test_message_names_rpc_pod_container_and_reason(error: BaseException, message: str) -> None:
     assert status_for(error, "Allocate", SUBJECT).message == message
+
+
+def test_an_unknown_commit_outcome_is_answered_as_retry_not_as_refused() -> None:
+    # The store could not cut a failed write back: the record may be replayed at the next
+    # start. UNAVAILABLE asks kubelet to retry without claiming nothing happened; the answer
+    # is not a ``CommitRefused``, whose promise is that nothing was persisted.
+    error = CommitOutcomeUnknown("commit outcome unknown: record 2 may be on disk")
+    assert not isinstance(error, CommitRefused)
+    status = status_for(error, "Allocate", SUBJECT)
+    assert status.code is C.UNAVAILABLE
+    assert status.message == f"Allocate: {SUBJECT}: commit outcome unknown: record 2 may be on disk"
 
 
 def test_message_without_a_subject() -> None:

@@ -570,11 +570,10 @@ class _ObservedCommitter(InTurnCommitter):
         seq = (core.pending or core.snapshot).seq + 1
         try:
             snapshot = super().commit(events, cause)
-        except CommitRefused as err:
-            if type(err) is CommitRefused:
-                self._node.refused(seq, cause)
-                if self.broken:
-                    self._refuse_group()
+        except CommitRefused:  # StoreUnavailable too: nothing was persisted
+            self._node.refused(seq, cause)
+            if self.broken:
+                self._refuse_group()
             raise
         if self._grouping:
             self._written.append((snapshot.seq, cause))
@@ -591,9 +590,8 @@ class _ObservedCommitter(InTurnCommitter):
     def sync(self) -> Any:
         try:
             snapshot = super().sync()
-        except CommitRefused as err:
-            if type(err) is CommitRefused:
-                self._refuse_group()
+        except CommitRefused:
+            self._refuse_group()
             raise
         finally:
             written, self._written = self._written, []
