@@ -440,13 +440,17 @@ class StateStoreCore:
             self._pending = None
             health = self._refusals.refused(str(err), self._clock.time())
             self._set_status(self._status.with_commit_failure().with_health(health))
+            # The records synced before a rotation in the group stay (``_write``).
+            self._publish_synced(self._journal.last_seq)
             raise CommitRefused(f"group commit refused, state unchanged: {err}") from err
         except WriteOutcomeUnknown as err:
             self._pending = None
+            self._publish_synced(self._journal.last_seq)
             raise self._outcome_unknown(err) from err
         except JournalError as err:  # JournalFailed before anything was synced; or closed
             self._pending = None
             self._fail(str(err))
+            self._publish_synced(self._journal.last_seq)
             raise StoreUnavailable(f"commit refused: {err}") from err
         self._pending = None
         self._snapshot = pending
@@ -461,9 +465,10 @@ class StateStoreCore:
         return pending
 
     def _publish_synced(self, acknowledged: int) -> None:
-        """Publish the group's records the journal acknowledged up to ``acknowledged`` (synced
-        before a rotation whose new record then failed): the published state is always the
-        one the next start replays."""
+        """Publish the group's records the journal acknowledged up to ``acknowledged``: a group
+        never spans segments, so the records written before a rotation were synced by it, and
+        they stay on disk however the group ends (a later write or its sync failing, or
+        abandoned). The published state is always the one the next start replays."""
         synced = [s for s in self._pending_states if self._snapshot.seq < s.seq <= acknowledged]
         if not synced:
             return
@@ -485,6 +490,7 @@ class StateStoreCore:
             self._outcome_unknown(err)  # the group's callers were answered by what ended it
         except JournalError as err:
             self._fail(str(err))
+        self._publish_synced(self._journal.last_seq)
 
     def checkpoint_if_due(self) -> str | None:
         """Write a checkpoint if the journal says one is due (module rules); never raises.

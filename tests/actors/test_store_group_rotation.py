@@ -59,6 +59,35 @@ def test_a_group_synced_before_a_failed_rotation_is_published_as_the_disk_holds_
     recovered.close()
 
 
+@pytest.mark.parametrize(
+    "ending",
+    [
+        pytest.param("sync", id="the group's own sync fails"),
+        pytest.param("abandon", id="the group ends without its sync"),
+    ],
+)
+def test_a_group_that_rotated_keeps_what_the_rotation_synced_however_it_ends(
+    tmp_path: Path, ending: str
+) -> None:
+    fs = FaultyFileOps()
+    store = store_on(tmp_path, fs)
+    store.commit([share_pool()], cause("Start"))
+    with pytest.raises(CommitRefused if ending == "sync" else RuntimeError), store.group():
+        store.write([shared_container("pod-a")], cause("Allocate", "pod-a", "app"))
+        # Each starts a new segment: the records before it are synced first.
+        written = store.write([shared_container("pod-b")], cause("Allocate", "pod-b", "app"))
+        store.write([shared_container("pod-c")], cause("Allocate", "pod-c", "app"))
+        if ending == "sync":
+            fs.fail("fsync")
+            store.sync()
+        raise RuntimeError("the writer gave up before its sync")
+    assert store.snapshot == written
+    store.close(checkpoint=False)
+    recovered = store_on(tmp_path, FaultyFileOps())
+    assert recovered.snapshot == written
+    recovered.close()
+
+
 def test_a_group_whose_sync_before_the_rotation_fails_is_cut_back_whole(tmp_path: Path) -> None:
     fs = FaultyFileOps()
     store = store_on(tmp_path, fs)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from actors.balancer_messages import GetEvictPods
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.store_messages import Commit, CommitRefused, Snapshot
 from journal.records import pack
@@ -285,9 +286,9 @@ class Simulation:
         return what
 
     def _pressure_calls(self) -> str:
-        """The eviction manager's calls to the suppression plugin: now and then a
-        ``GetEvictPods``, at times without the reclaimed pods (the load ticker is the
-        subsystem's own)."""
+        """The eviction manager's calls to the suppression plugin and the memory balancer's:
+        now and then a ``GetEvictPods``, at times without the reclaimed pods (the load ticker
+        is the subsystem's own)."""
         pressure = self.node.ref("cpu_pressure")
         now = self.clock.monotonic()
         if pressure is None or now < self.next_evict:
@@ -297,8 +298,13 @@ class Simulation:
         if self.rng.random() >= 0.5:
             return ""
         with_reclaimed = self.rng.random() < 0.7
+        pods = active_pods(self.kubelet, with_reclaimed)
+        balancer = self.node.ref("memory_balancer")
         try:
-            pressure.tell(SuppressionEvictPods(active_pods(self.kubelet, with_reclaimed)))
+            pressure.tell(SuppressionEvictPods(pods))
+            # The same poll reaches the memory balancer's plugin (§9.1): its offers, once.
+            if balancer is not None:
+                balancer.tell(GetEvictPods(tuple(p.uid for p in pods)))
         except Exception as err:  # a call to an actor being restarted is lost
             return f"; GetEvictPods not told: {type(err).__name__}"
         return "; GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
