@@ -22,9 +22,9 @@ A subsystem is a package under ``qrmd/`` (``store``, ``cpu_plugin``, ``balancer`
 ``qrmd.daemon`` is the ordered list of them: it builds every enabled one, supervises their
 children in list order, starts them in that order (``start``: what runs beside the actors;
 ``serve``: the sockets and server threads that open the process to its peers) and stops them
-in reverse. Subsystems never
-import each other: they meet through the ``Ports`` of ``Shared`` (the pod source, the advisor
-calls, the store's latest snapshot and status), which actors' ports type. A value two
+in reverse. Subsystems never import each other: they meet through the ``Ports`` of ``Shared``
+(the pod source, the advisor calls, the store's latest snapshot and status), which actors'
+ports type. A value two
 subsystems read (``--plugin-registration-dir``, ``--enable-reclaim``) is a field of both
 settings types, filled from the one option row.
 

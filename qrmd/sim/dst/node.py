@@ -47,7 +47,7 @@ from actors.ports.cpu_load import ContainerLoadSource
 from actors.ports.pod_source import PodListSnapshot
 from actors.state_store import InTurnCommitter, StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import CommitInTurn, CommitRefused
-from actors.supervisor import SupervisedRef, Supervisor, SupervisorError
+from actors.supervisor import SupervisedRef, Supervisor
 from actors.ticker import Tellable, Ticker
 from journal import Retention
 from journal.records import pack
@@ -383,7 +383,9 @@ class SimNode:
             running = Running(supervisor, DaemonMetrics(MetricSources()))
             for part in self.subsystems:
                 part.start(running)
-        except (SupervisorError, Exception) as err:
+        except Exception as err:
+            # What makes ``qrmd run`` exit at start (a SupervisorError from recovery or
+            # StartPolicy, a DaemonError from the start record): the process is down.
             self.last_boot_error = str(err)
             self.crash()
             return False
