@@ -91,6 +91,7 @@ __all__ = [
     "Entry",
     "assemble",
     "run_daemon",
+    "watch_health",
 ]
 
 _log = logging.getLogger("qrmd.daemon")
@@ -142,6 +143,15 @@ _METRICS_AFTER = 2
 def _builder(entry: Entry) -> Builder:
     build: Builder = importlib.import_module(entry.module).build
     return build
+
+
+def watch_health(health: HealthRegistry, supervisor: Supervisor, parts: list[Subsystem]) -> None:
+    """What ``/healthz`` asks (start step 3): the Supervisor's dead actors and every
+    subsystem's health sources, beside the handlers they registered while built."""
+    health.add_source(lambda: supervisor.status().problems())
+    for part in parts:
+        for source in part.health_sources():
+            health.add_source(source)
 
 
 def assemble(
@@ -224,10 +234,7 @@ class Daemon:
             [child for part in parts for child in part.children()], clock=self._clock
         )
         self.supervisor = supervisor
-        self.health.add_source(lambda: supervisor.status().problems())
-        for part in parts:
-            for source in part.health_sources():
-                self.health.add_source(source)
+        watch_health(self.health, supervisor, parts)
         self.metrics = DaemonMetrics(
             MetricSources(
                 store=shared.ports.store_status,

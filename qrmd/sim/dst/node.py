@@ -55,7 +55,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.pressure import PressureSettings
 from qrmd.advisor.subsystem import AdvisorWiring
 from qrmd.config import DaemonConfig, load_config
-from qrmd.daemon import assemble
+from qrmd.daemon import assemble, watch_health
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.numa_host import SimHostMemory
 from qrmd.sim.dst.runtime import Scheduler
@@ -340,6 +340,13 @@ class SimNode:
         """The store's latest durable snapshot, as the subsystems read it (None: down)."""
         return None if self.shared is None else self.shared.ports.latest()
 
+    def healthz(self) -> list[str]:
+        """What ``/healthz`` would answer now: every reason to be unhealthy (empty: ok), from
+        the daemon's own health wiring (``qrmd.daemon.watch_health``). Down: one reason."""
+        if self.shared is None or self.supervisor is None:
+            return ["qrmd is not running"]
+        return list(self.shared.health.check().reasons)
+
     def find(self, kind: type[Any]) -> Any:
         """The running subsystem of this type, or None."""
         for part in self.subsystems:
@@ -378,6 +385,7 @@ class SimNode:
                 wait=self._wait,
                 monitor=False,
             )
+            watch_health(health, supervisor, self.subsystems)
             supervisor.start()
             self.supervisor = supervisor
             running = Running(supervisor, DaemonMetrics(MetricSources()))
