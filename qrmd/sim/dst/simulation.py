@@ -301,10 +301,12 @@ class Simulation:
         pods = active_pods(self.kubelet, with_reclaimed)
         balancer = self.node.ref("memory_balancer")
         try:
-            pressure.tell(SuppressionEvictPods(pods))
+            # Asked, as the plugins' servers ask (an error is the caller's answer, never the
+            # actor's death); the answer is not read: the manager only polls.
+            pressure.ask(SuppressionEvictPods(pods), block=False)
             # The same poll reaches the memory balancer's plugin (§9.1): its offers, once.
             if balancer is not None:
-                balancer.tell(GetEvictPods(tuple(p.uid for p in pods)))
+                balancer.ask(GetEvictPods(tuple(p.uid for p in pods)), block=False)
         except Exception as err:  # a call to an actor being restarted is lost
             return f"; GetEvictPods not told: {type(err).__name__}"
         return "; GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
