@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.advisor_messages import CheckAdvisorSilence
 from actors.allocator_advisor import AdvisorCalls
-from actors.ports.advisor import AdvisorClient
+from actors.ports.advisor import AdviceClient, AdvisorClient
 from actors.ports.clock import Clock
 from actors.store_messages import Snapshot
 from actors.supervisor import ChildSpec, Supervisor
@@ -125,6 +125,7 @@ def build(settings: AdvisorSettings, shared: Shared) -> AdvisorWiring:
         client=host.advisor,
         checkpoint=host.advisor_checkpoint,
         runtime=shared.runtime,
+        at_v0_5_47=shared.machine.at_v0_5_47,
     )
     ports.advisor = advisor.advisor_calls
     return advisor
@@ -144,6 +145,8 @@ class AdvisorWiring(SubsystemParts):
         checkpoint: makes the GetCheckpoint socket from the latest CPU state (default: the
             gRPC server on the plugin socket).
         runtime: starts the link, the ticker and the watchdog (default: threads).
+        at_v0_5_47: speak Katalyst v0.5.47's protocol (GetAdvice polled, fields 11-12,
+            extra entries, GetCheckpoint's reclaimed assignments).
     """
 
     def __init__(
@@ -157,17 +160,23 @@ class AdvisorWiring(SubsystemParts):
         client: AdvisorClient | None = None,
         checkpoint: Callable[[Callable[[], Any]], CheckpointSocket] | None = None,
         runtime: Runtime | None = None,
+        at_v0_5_47: bool = False,
     ) -> None:
         self.config = config
         self._runtime = runtime or THREADS
+        self.at_v0_5_47 = at_v0_5_47
         self._watch_period_s = watch_period_s
         self._clock = clock
         self._latest = latest
         self.stats = LinkStats()
         self.health: HandlerHealth = register_advisor_health(health, clock.monotonic)
         health.add_source(self._fallback_problems)
-        self.client: AdvisorClient = client or GrpcAdvisorClient(config.advisor_socket)
-        make_checkpoint = checkpoint or functools.partial(GrpcCheckpoint, config.plugin_socket)
+        self.client: AdvisorClient = client or GrpcAdvisorClient(
+            config.advisor_socket, at_v0_5_47=at_v0_5_47
+        )
+        make_checkpoint = checkpoint or functools.partial(
+            GrpcCheckpoint, config.plugin_socket, at_v0_5_47=at_v0_5_47
+        )
         self.checkpoint: CheckpointSocket = make_checkpoint(self._latest_cpu)
         self._started_at = clock.time()
         self._link = _Tell(ADVISOR_CHILD)
@@ -240,11 +249,24 @@ class AdvisorWiring(SubsystemParts):
                 monotonic=self._clock.monotonic,
                 call_timeout_s=self.config.call_timeout_s,
                 stats=self.stats,
+                advice=self._advice_client(),
+                advice_interval_s=self.config.advice_interval_s,
             )
 
         ref = self._runtime.spawn(AdvisorLinkActor, build)
         self._link.ref = ref
         return ref
+
+    def _advice_client(self) -> AdviceClient | None:
+        """The client GetAdvice is asked through at v0.5.47 (the advisor client itself)."""
+        if not self.at_v0_5_47:
+            return None
+        if not isinstance(self.client, AdviceClient):
+            raise TypeError(
+                f"at v0.5.47 the sys-advisor client must answer GetAdvice; "
+                f"{type(self.client).__name__} does not"
+            )
+        return self.client
 
     def start_ticker(self, supervisor: Supervisor) -> None:
         """Tell the Allocator ``CheckAdvisorSilence`` every tick period (the actors run)."""
@@ -345,10 +367,13 @@ class GrpcCheckpoint:
     Args:
         path: the socket's path.
         latest_cpu: the latest durable CPU state (what GetCheckpoint answers).
+        at_v0_5_47: answer as Katalyst v0.5.47 (its reclaimed assignments).
     """
 
-    def __init__(self, path: str, latest_cpu: Callable[[], Any]) -> None:
-        self.server = CheckpointServer(path, latest_cpu)
+    def __init__(
+        self, path: str, latest_cpu: Callable[[], Any], *, at_v0_5_47: bool = False
+    ) -> None:
+        self.server = CheckpointServer(path, latest_cpu, at_v0_5_47=at_v0_5_47)
         self._probe = GrpcCheckpointProbe(path)
 
     def serve(self) -> None:

@@ -23,9 +23,11 @@ from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
 from actors.store_messages import CommitOutcomeUnknown, CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
+from policy.cpu.advisor.advice import AdviceRequestError
 from policy.cpu.advisor.application import ApplyError
 from policy.cpu.advisor.blocks import BlockError
 from policy.cpu.advisor.decision import AdviceRefused
+from policy.cpu.advisor.extra_entries import HeadroomFormatError
 from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.resize import ResizeError
 from policy.cpu.advisor.response import ResponseFormatError
@@ -44,6 +46,7 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.rnb_allocate import RNBAllocationError
 from policy.cpu.snb_allocate import SNBAllocationError
 from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
@@ -217,6 +220,9 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (DedicatedAllocationError, C.FAILED_PRECONDITION),
     (OptionError, C.INVALID_ARGUMENT),
     (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (RNBAllocationError, C.FAILED_PRECONDITION),
+    (HeadroomFormatError, C.INVALID_ARGUMENT),
+    (AdviceRequestError, C.INVALID_ARGUMENT),
     (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),
@@ -248,6 +254,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (BlockError, C.INVALID_ARGUMENT),
     (ApplyError, C.INVALID_ARGUMENT),
     (ResponseFormatError, C.INVALID_ARGUMENT),
+    (HeadroomFormatError, C.INVALID_ARGUMENT),
+    (AdviceRequestError, C.INVALID_ARGUMENT),
     (AdviceRefused, C.INVALID_ARGUMENT),
     (AdvisorCallError, C.INTERNAL),
     (AdvisorSick, C.UNAVAILABLE),
