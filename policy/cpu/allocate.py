@@ -18,7 +18,9 @@ The rule, in the reference's order (§7.1):
      stored on the pooled CPUs and the pools are resized *without* its request, then it joins
      its pool — the reply still says "all pooled CPUs" (§15.1). A ramping container is moved
      to the current pooled CPUs again; a pooled one makes its pool grow by its request and is
-     answered with its current CPUs, its entry unchanged (§15.2).
+     answered with its current CPUs, its entry unchanged (§15.2). At v0.5.47 an in-place
+     resize stores the new request and annotations before the pool grows (with sys-advisor,
+     by the pod's aggregated growth), and a ramping container cannot be resized.
    * **reclaimed_cores** (§7.4): the container follows the reclaim pool. A missing pool is
      "pool: reclaim is not ready", an empty one "pool: reclaim is not empty" (sic, §15.3).
    * **dedicated_cores** needs NUMA binding, else "not support dedicated_cores without NUMA
@@ -66,6 +68,7 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.rnb_allocate import resize_reclaimed, settle_reclaimed
 from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus, pod_aggregated_request
 from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.system_cores import SYSTEM_CORES, allocate_system
@@ -154,7 +157,7 @@ def allocate_container(
         if prepared.qos_level == SHARED_CORES:
             return _allocate_shared(txn, ctx, prepared, pod, now)
         if prepared.qos_level == RECLAIMED_CORES:
-            return _allocate_reclaimed(txn, prepared, now)
+            return _allocate_reclaimed(txn, ctx, prepared, now)
         return _allocate_dedicated(txn, ctx, prepared, now)
     except PolicyError as err:
         raise AllocationError(str(err), kind=err.kind, subject=request.describe()) from err
@@ -253,6 +256,10 @@ def _allocate_shared(
         # §15.1: the reply says "all pooled CPUs" even when the container joined its pool.
         return _pack(prepared, pooled)
     updated = _updated(existing, prepared)
+    resizing = ctx.at_v0_5_47 and is_inplace_resizing(prepared.annotations)
+    if resizing and existing.ramp_up:
+        # v0.5.47 refuses to resize a ramping container (policy_allocation_handlers.go:143-147).
+        raise AllocationError("pod is still ramp up, not allow to inplace update resize")
     step = _fire(container_phase(existing), "allocate_shared", {})
     # 3b. Still ramping: onto the current pooled CPUs, with the request's annotations.
     if existing.ramp_up:
@@ -263,6 +270,14 @@ def _allocate_shared(
     # 3c. In its pool: the pool grows by the request; the entry is stored unchanged and the
     #     reply carries its CPUs from before the resize (§15.2).
     current = state.placement_cpus(existing.placement)[0]
+    if resizing:
+        # 3d. v0.5.47's in-place resize (policy_allocation_handlers.go:157-170) stores the new
+        #     request and annotations first; its pool then grows by that request, or with
+        #     sys-advisor by what the pod's aggregated request grew (policy.cpu.advisor.resize).
+        resized = replace(updated, request_quantity=prepared.req_float)
+        emit_step(txn, step, ContainerAllocated(resized))
+        _put_into_pool(txn, ctx, resized, incr_by_req=True, resized_from=existing)
+        return _pack(prepared, current)
     emit_step(txn, step, ContainerAllocated(existing))
     _put_into_pool(txn, ctx, updated, incr_by_req=True)
     return _pack(prepared, current)
@@ -278,9 +293,16 @@ def _allocate_snb(
     return _pack(prepared, cpus)
 
 
-def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:
+def _put_into_pool(
+    txn: Txn,
+    ctx: PolicyContext,
+    entry: ContainerEntry,
+    incr_by_req: bool,
+    *,
+    resized_from: ContainerEntry | None = None,
+) -> None:
     try:
-        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req)
+        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req, resized_from=resized_from)
     except PolicyError as err:
         raise AllocationError(
             f"putAllocationsAndAdjustAllocationEntries failed with error: {err}", kind=err.kind
@@ -290,9 +312,14 @@ def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_
 # -- reclaimed_cores (§7.4) --------------------------------------------------------------------
 
 
-def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+def _allocate_reclaimed(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
     request = prepared.request
     state = txn.cpu
+    if ctx.at_v0_5_47 and request.container_type is ContainerType.SIDECAR:
+        # v0.5.47: a sidecar copies its main container, before any pool check (:214-216).
+        return _allocate_reclaimed_sidecar(txn, prepared, now)
     existing = state.entry(request.pod_uid, request.container_name)
     # 2. The reclaim pool must exist and hold CPUs (the message for an empty pool is sic).
     reclaim = state.pool_cpus(RECLAIM_POOL)
@@ -300,6 +327,9 @@ def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> Allo
         raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
     if reclaim.is_empty():
         raise AllocationError(f"pool: {RECLAIM_POOL} is not empty", kind=ErrorKind.SHORTAGE)
+    if ctx.at_v0_5_47:
+        # v0.5.47: a resize in place, the numa_hint, the per-NUMA split (policy.cpu.rnb_allocate).
+        return _allocate_reclaimed_v0547(txn, prepared, existing, now)
     # 3–4. New or updated, the container follows the reclaim pool.
     if existing is None:
         phase = lifecycle.NEW
@@ -315,6 +345,65 @@ def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> Allo
     # 5. Stored; no pool adjustment.
     emit_step(txn, step, ContainerAllocated(entry))
     return _pack(prepared, reclaim)
+
+
+def _allocate_reclaimed_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+    """v0.5.47's ``allocationSidecarHandler`` for a reclaimed sidecar
+    (``policy_allocation_handlers.go:511-559``).
+
+    1. Without a main container the reply is empty and nothing is stored.
+    2. The sidecar takes its main container's owner and CPUs, and the annotations it lacks:
+       its ``numa_hint`` too, so every later pool regeneration gives it its main container's
+       part of the reclaim pool (``updateReclaimAllocationResultByPoolEntry`` reads the
+       sidecar's own ``numa_hint``). A main container that follows the pool is followed by
+       its part (the same CPUs now; the same rule at each regeneration).
+    """
+    request = prepared.request
+    state = txn.cpu
+    main = state.main_container_entry(request.pod_uid)
+    if main is None:
+        return AllocationReply()
+    result, original = state.placement_cpus(main.placement)
+    placement = main.placement if isinstance(main.placement, InPool) else OwnCPUs(result, original)
+    existing = state.entry(request.pod_uid, request.container_name)
+    phase = lifecycle.NEW if existing is None else container_phase(existing)
+    step = _fire(phase, "allocate_reclaimed", {})
+    entry = replace(
+        _new_entry(prepared, now, placement, ramp_up=False, owner=main.owner_pool_name),
+        annotations={**(main.annotations or {}), **prepared.annotations},
+    )
+    emit_step(txn, step, ContainerAllocated(entry))
+    return _pack(prepared, result)
+
+
+def _allocate_reclaimed_v0547(
+    txn: Txn, prepared: PreparedRequest, existing: ContainerEntry | None, now: float
+) -> AllocationReply:
+    state = txn.cpu
+    resized = resize_reclaimed(state, prepared)
+    if resized is not None:
+        step = _fire(container_phase(resized), "allocate_reclaimed", {})
+        emit_step(txn, step, ContainerAllocated(resized))
+        return _pack(prepared, state.placement_cpus(resized.placement)[0])
+    if existing is None:
+        phase = lifecycle.NEW
+        entry = _new_entry(prepared, now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
+    else:
+        phase = container_phase(existing)
+        entry = _updated(existing, prepared)
+    step = _fire(phase, "allocate_reclaimed", {})
+    hint = prepared.request.hint
+    nodes = None if hint is None else hint.nodes
+    try:
+        entry, shrinks = settle_reclaimed(state, entry, nodes, existing is None)
+    except PolicyError as err:
+        raise AllocationError(
+            f"updateReclaimAllocationResultByPoolEntry failed: {err}", kind=err.kind
+        ) from err
+    emit_step(txn, step, ContainerAllocated(entry))
+    # Non-actual containers shrunk off a NUMA this container took (after it, as the reference).
+    txn.emit(*shrinks)
+    return _pack(prepared, state.placement_cpus(entry.placement)[0])
 
 
 # -- dedicated_cores (§7.5) --------------------------------------------------------------------

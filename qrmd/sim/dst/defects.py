@@ -21,12 +21,15 @@ code carries no switch) and undone afterwards:
   tolerance timers when it returns early (no reclaimed pod in the request, an empty reclaim
   pool), where the reference keeps them; a pod over its tolerance then starts its minimum
   duration again after every such call, and is offered late or never.
-
+* ``migrate-before-journal``: the memory balancer starts moving pages before its
+  ``BalanceAdviceTaken`` is durable (the write-ahead rule broken); a crash then leaves pages
+  moved for an advice the journal does not hold as taken, and it is handed out again.
+* ``skip-missing-numa-sample``: a balance round leaves out a NUMA node whose metric sample is
+  missing instead of failing (memory-balancer §4.1), and decides on the others.
 * ``sidecar-before-main-pooled``: a dedicated pod's sidecar admitted before its main
   container is stored on the pooled CPUs, where the reference answers empty ("wait for the
   next reconcile", cpu-policy §7.5.2 step 1); the sidecar then never follows its main
   container's CPUs.
-
 * ``remove-main-only``: RemovePod forgets the pod's main container only, as if a pod had one
   container; its sidecars stay behind until a residual round notices.
 * ``resume-on-refusal``: a response refused while applying it (§11.8) still commits the switch
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import actors.checkers
@@ -56,10 +60,14 @@ import policy.cpu.allocate
 import policy.cpu.decide
 import policy.cpu.remove
 from actors.advisor_link import AdvisorLinkCore
+from actors.memory_balancer import MemoryBalancerCore
 from actors.ports.commit import AdoptedSnapshot
+from actors.ports.migration import MigrationMode
 from journal.syncer import Syncer
 from journal.writer import Journal
 from machines import advisor_link as link_machine
+from policy.balance import MissingSample
+from policy.balance.inputs import RoundInputs
 from policy.cpu.advisor.decision import STAGE_APPLY, apply_advice
 from policy.cpu.pressure import EvictPodsAnswer, PressureSettings, SuppressionInputs, evict_pods
 from policy.cpu.pressure.pods import is_reclaimed
@@ -230,6 +238,52 @@ def _blocks_share_cpus() -> tuple[Any, str, Any]:
     return policy.cpu.advisor.blocks, "take_by_numa_balance", take
 
 
+def _migrate_before_journal() -> tuple[Any, str, Any]:
+    original = MemoryBalancerCore._take_advice
+
+    def take_advice(self: MemoryBalancerCore, request: Any) -> Any:
+        executor = self._ports.executor
+        if executor is None:
+            return original(self, request)
+        real: Any = executor
+        started: list[Any] = []
+
+        class Early:
+            """Starts each plan as soon as it is made, before the commit."""
+
+            def plan(self, advice: Any, container_ids: Any) -> Any:
+                plan = real.plan(advice, container_ids)
+                if plan.mode is MigrationMode.EXECUTE:
+                    real.start(plan)
+                    started.append(plan)
+                return plan
+
+            def start(self, plan: Any) -> None:
+                if plan not in started:
+                    real.start(plan)
+
+        self._ports = replace(self._ports, executor=Early())
+        try:
+            return original(self, request)
+        finally:
+            self._ports = replace(self._ports, executor=executor)
+
+    return MemoryBalancerCore, "_take_advice", take_advice
+
+
+def _skip_missing_numa_sample() -> tuple[Any, str, Any]:
+    def numa_ids(self: RoundInputs) -> list[int]:
+        return [
+            n
+            for n in self.distances
+            if (m := self.numa_metrics.get(n)) is not None
+            and not isinstance(m.read_latency, MissingSample)
+            and not isinstance(m.read_write_bandwidth, MissingSample)
+        ]
+
+    return RoundInputs, "numa_ids", numa_ids
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
@@ -243,6 +297,8 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "resume-on-refusal": _resume_on_refusal,
     "accept-stale-stream": _accept_stale_stream,
     "blocks-share-cpus": _blocks_share_cpus,
+    "migrate-before-journal": _migrate_before_journal,
+    "skip-missing-numa-sample": _skip_missing_numa_sample,
 }
 
 

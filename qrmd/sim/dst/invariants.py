@@ -55,6 +55,7 @@ from qrmd.sim.dst.advisor_invariants import (
     advice_in_stream_order,
     refused_advice_changes_nothing,
 )
+from qrmd.sim.dst.balancer_invariants import BALANCER_INVARIANTS
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
@@ -331,4 +332,5 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("refused-advice-changes-nothing", refused_advice_changes_nothing),
     ("advice-in-stream-order", advice_in_stream_order),
     ("advice-applied-as-said", advice_applied_as_said),
+    *BALANCER_INVARIANTS,
 )

@@ -90,6 +90,8 @@ class SimPod:
         containers: admission order: init containers, then app containers in spec order.
         hints: the hint chosen for each container (None: no preference).
         realloc: app containers a listing left out, to Allocate again (the reconcile's rule).
+        admitted: app container → how many answers kubelet had read when its Allocate was
+            answered (it has a container ID from then on).
     """
 
     uid: str
@@ -99,6 +101,7 @@ class SimPod:
     cursor: int = 0
     hints: dict[str, TopologyHint | None] = field(default_factory=dict)
     realloc: list[str] = field(default_factory=list)
+    admitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def current(self) -> SimContainer:
@@ -176,6 +179,8 @@ class Call:
     deadline: float
     sent_seq: int = -1
     container: str = ""
+    #: How many answers kubelet had read when it sent the call.
+    answers_read: int = 0
 
 
 @dataclass(slots=True)
@@ -201,6 +206,7 @@ class KubeletPeer:
     counts: dict[str, int] = field(default_factory=dict)
     #: App containers a listing left out, Allocated again (the reconcile's re-allocation).
     reallocations: int = 0
+    answers_read: int = 0
     _next_uid: int = 0
     #: Set when an answer disagreed with the state it was given from: (rpc, message).
     disagreements: list[str] = field(default_factory=list)
@@ -304,7 +310,8 @@ class KubeletPeer:
             self._count(f"{rpc}:{code_for(err).name}")
             return f"kubelet {rpc}{who}: {code_for(err).name}"
         deadline = self.clock.monotonic() + self.deadline_s
-        self.calls.append(Call(rpc, pod, future, deadline, self.seq_now(), container))
+        call = Call(rpc, pod, future, deadline, self.seq_now(), container, self.answers_read)
+        self.calls.append(call)
         return f"kubelet sends {rpc}{who}"
 
     def _failed(self, call: Call, code: grpc.StatusCode) -> str:
@@ -314,11 +321,16 @@ class KubeletPeer:
         if pod is not None and admitting and pod.phase != "running" and code not in RETRYABLE:
             # Admission failed: kubelet rejects the pod and removes what the plugin holds.
             pod.phase = "removing"
+        if pod is not None and call.rpc == "Allocate" and code not in RETRYABLE:
+            # A refused Allocate removes the container from the plugin (cpu-policy §7.2, even
+            # one it held: a re-allocation that no longer fits); kubelet's cache is no witness.
+            self.answers.pop((pod.uid, call.container), None)
         # A failed re-allocation is logged and tried again at the next reconcile.
         return f"kubelet {call.rpc} {_who(call)} failed {code.name}"
 
     def _answered(self, call: Call) -> str:
         self._count(f"{call.rpc}:OK")
+        self.answers_read += 1
         future = call.future
         witness = future.witness
         seq, state = witness if witness is not None else (0, None)
@@ -349,11 +361,12 @@ class KubeletPeer:
                 del self.answers[key]
             del self.pods[pod.uid]
         elif call.rpc == "GetResourcesAllocation":
-            self._listed(answer, seq, state, settled=seq != call.sent_seq)
+            self._listed(answer, seq, state, settled=seq != call.sent_seq, sent=call.answers_read)
         return f"kubelet {call.rpc} {_who(call)} ok"
 
     def _admitted(self, pod: SimPod, container: str) -> None:
         """An Allocate answered: the next container's hints, or the pod runs."""
+        pod.admitted.setdefault(container, self.answers_read)
         if pod.phase == "running":
             if container in pod.realloc:
                 pod.realloc.remove(container)
@@ -368,7 +381,9 @@ class KubeletPeer:
         self.answers[key] = answer
         self.fresh.append((key, answer))
 
-    def _listed(self, listing: Any, seq: int, state: Any, *, settled: bool) -> None:
+    def _listed(
+        self, listing: Any, seq: int, state: Any, *, settled: bool, sent: int | None = None
+    ) -> None:
         """A listing: kept as the containers' last answers, and checked against the state.
 
         Its containers must be the state's. Its cpusets must be the state's too, unless the
@@ -387,6 +402,11 @@ class KubeletPeer:
                 continue
             listed_here = listing.get(pod.uid, {})
             for container in pod.app_containers:
+                # Only a container that had started when the listing was asked for: one
+                # admitted while the call was out was not the plugin's to list yet.
+                started = pod.admitted.get(container.name)
+                if started is None or (sent is not None and started >= sent):
+                    continue
                 if container.name not in listed_here and container.name not in pod.realloc:
                     # reconcileState: an app container the plugin has no record of loses its
                     # cached allocation and is Allocated again.

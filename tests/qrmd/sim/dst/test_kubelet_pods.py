@@ -36,7 +36,8 @@ def pod(kind: str = "dedicated", *, sidecar_first: bool = False) -> SimPod:
     main = SimContainer("app", ContainerType.MAIN, 0, 2.0)
     sidecar = SimContainer("sidecar-0", ContainerType.SIDECAR, 1, 1.0)
     apps = (sidecar, main) if sidecar_first else (main, sidecar)
-    return SimPod("p0001", kind, (init, *apps), phase="running", cursor=3)
+    admitted = {"init-0": 0, "app": 1, "sidecar-0": 2}  # each answered before any listing
+    return SimPod("p0001", kind, (init, *apps), phase="running", cursor=3, admitted=admitted)
 
 
 def kubelet_with(sim_pod: SimPod) -> KubeletPeer:
@@ -85,8 +86,8 @@ def test_init_containers_get_no_cpus_and_no_cgroup(
     listed = set()
     for sim, _ in run_traces:
         assert not [k for k in sim.kubelet.answers if k[1].startswith("init-")]
-        snapshot = sim.pod_source.latest()
-        assert snapshot is not None
+        sim.pod_source.mode = "healthy"
+        snapshot = sim.pod_source.fetch()
         for listing in snapshot.pods.values():
             listed.update(name.split("-")[0] for name in listing.container_ids)
     assert "app" in listed and "init" not in listed
@@ -104,6 +105,15 @@ def test_a_listing_without_an_app_container_makes_kubelet_allocate_it_again() ->
     sent = [c for c in allocator.asked if isinstance(c, Allocate)]
     assert [c.request.container_name for c in sent] == ["sidecar-0"]
     assert sent[0].request.container_type is ContainerType.SIDECAR
+
+
+def test_a_container_admitted_while_the_listing_was_out_is_not_reallocated() -> None:
+    sim_pod = pod()
+    sim_pod.admitted["sidecar-0"] = 5
+    kubelet = kubelet_with(sim_pod)
+    # Asked for after 5 answers: the sidecar's Allocate was answered while it was out.
+    kubelet._listed({"p0001": {"app": {}}}, 3, None, settled=True, sent=5)
+    assert sim_pod.realloc == []
 
 
 def test_init_containers_are_never_reconciled() -> None:

@@ -13,19 +13,20 @@ from qrmd.sim.dst.defects import DEFECTS, planted
 from qrmd.sim.dst.shrink import shrink
 from qrmd.sim.dst.simulation import run
 
-#: Seeds tried per defect: each is found within this (count-empty-listing needs an empty pod
-#: listing held across three residual rounds).
-BOUND = 30
-#: Defects that need a rarer sequence: forget-unanswered-commit needs an fsync slower than
-#: kubelet's deadline, then a decision on the forgotten snapshot (seed 30 today).
-SLOW_TO_FIND = {"forget-unanswered-commit": 45}
+#: Seeds tried per defect: each is found within this (the slowest, count-empty-listing, at
+#: seed 40 today: it needs an empty pod listing held across three residual rounds, fetched
+#: every 2 s by the pod source's own ticker).
+BOUND = 45
 STEPS = 400
+#: ``forget-unanswered-commit`` is not among them: the simulated node commits as ``qrmd run``
+#: does, the Allocator in its own turn (``InTurnCommitter``), so its commits are never left
+#: unanswered and forgetting one has no path to a wrong answer (120 seeds find nothing).
 
 
 #: The advisor's defects are met where sys-advisor misbehaves: with the advisor's faults only,
-#: more often (as ``qrmd sim run --faults advisor --fault-rate 0.1`` replays them). Half the
+#: more often (as ``qrmd sim run --faults advisor --fault-rate 0.15`` replays them). Half the
 #: seeds run without sys-advisor, as always.
-ADVISOR_FAULTS: dict[str, Any] = {"faults": ("advisor",), "fault_rate": 0.1}
+ADVISOR_FAULTS: dict[str, Any] = {"faults": ("advisor",), "fault_rate": 0.15}
 CONFIG = {
     "resume-on-refusal": ADVISOR_FAULTS,
     "accept-stale-stream": ADVISOR_FAULTS,
@@ -34,7 +35,7 @@ CONFIG = {
 
 
 def first_failing_seed(defect: str) -> int | None:
-    for seed in range(SLOW_TO_FIND.get(defect, BOUND)):
+    for seed in range(BOUND):
         if run(seed, STEPS, defect=defect, **CONFIG.get(defect, {})).failures:
             return seed
     return None
@@ -75,17 +76,6 @@ def first_failing_seed(defect: str) -> int | None:
             id="counting an empty pod listing removes pods kubelet runs",
         ),
         pytest.param(
-            "forget-unanswered-commit",
-            # Deciding on a state the disk left behind breaks whichever rule it meets first.
-            {
-                "kubelet-answer-agrees",
-                "pools-as-spec",
-                "exclusive-cpus-disjoint",
-                "removed-pods-stay-gone",
-            },
-            id="forgetting an unanswered commit decides on a stale state",
-        ),
-        pytest.param(
             "clear-timers-on-early-return",
             {"suppression-timers-kept"},
             id="clearing the suppression timers on an early return breaks the reference's rule",
@@ -115,11 +105,21 @@ def first_failing_seed(defect: str) -> int | None:
             {"advice-applied-as-said"},
             id="blocks given CPUs still available to the next block make pools overlap",
         ),
+        pytest.param(
+            "migrate-before-journal",
+            {"balancer-advice-journaled-first"},
+            id="moving pages before the advice is journaled breaks the write-ahead rule",
+        ),
+        pytest.param(
+            "skip-missing-numa-sample",
+            {"balancer-record-reads-every-numa"},
+            id="a balance round that skips a missing NUMA sample stores a partial record",
+        ),
     ],
 )
 def test_a_planted_defect_is_found_and_its_seed_replays(defect: str, invariants: set[str]) -> None:
     seed = first_failing_seed(defect)
-    assert seed is not None, f"{defect} not found in {SLOW_TO_FIND.get(defect, BOUND)} seeds"
+    assert seed is not None, f"{defect} not found in {BOUND} seeds"
     config = CONFIG.get(defect, {})
     first = run(seed, STEPS, defect=defect, **config)
     again = run(seed, first.steps, defect=defect, **config)
@@ -168,4 +168,6 @@ def test_every_defect_has_a_case() -> None:
         "resume-on-refusal",
         "accept-stale-stream",
         "blocks-share-cpus",
+        "migrate-before-journal",
+        "skip-missing-numa-sample",
     }
