@@ -31,6 +31,7 @@ from policy.cpu.advisor.resize import resize_growth
 from policy.cpu.context import PolicyContext
 from policy.cpu.numa_pools import generate_pools_with_numa_binding
 from policy.cpu.pool_apply import apply_pools_and_isolated, clean_pools
+from policy.cpu.pool_memo import sized_pools
 from policy.cpu.pool_sizing import (
     IsolatedQuantities,
     PoolError,
@@ -191,7 +192,8 @@ def adjust_pools_and_isolated(
     # 2. Sizes (v0.5.47: the NUMA-bound pools first, policy.cpu.numa_pools).
     generate = generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
     try:
-        pools_cs, iso_cs = generate(ctx, pools_q, iso_q, available)
+        # The same inputs as the last adjustment give its answer again (policy.cpu.pool_memo).
+        pools_cs, iso_cs = sized_pools(generate, ctx, pools_q, iso_q, available)
     except PoolError as err:
         raise PoolError(
             f"generatePoolsAndIsolation failed with error: {err}", kind=err.kind
