@@ -15,6 +15,17 @@ another:
    Allocator (``ReportSickAdvisor``), ends the attempt;
 4. **backing_off** — the §11.2 back-off (``actors.advisor_timing.Backoff``), then ``RetryLink``.
 
+At Katalyst v0.5.47 (``--reference-version v0.5.47``) an attempt first asks ``GetAdvice``
+(``getAdviceFromAdvisorLoop``, ``policy_advisor_handler.go``:377-419 and ``policy.go``:426-458
+at tag v0.5.47): the request carries every stored entry (``policy.cpu.advisor.advice``), so
+there is no push. When the advisor answers anything but ``UNIMPLEMENTED``, the link watches by
+polling: every ``--cpu-resource-plugin-advisor-interval`` (``PollAdvice``) it asks again, and
+each reply whose feature gates are acceptable is forwarded as ``ApplyAdvice``. A failed poll is
+logged and the next one comes at the interval, as the reference's loop goes on; there is no
+stream, so no receive-stuck monitor. ``UNIMPLEMENTED`` means a v0.5.3 advisor: the attempt
+goes on with the push and ListAndWatch as at v0.5.3 (met while polling, it ends the attempt,
+and the next one falls back the same way after the back-off).
+
 Every state change is told to the Allocator (``AdvisorLinkChanged``): while the link is not
 watching, Allocate and RemovePod answer without the advisor. The receive-stuck monitor checks
 every 30 s from one period after a stream opens (§11.2 step 7). The link commits nothing: the
@@ -31,7 +42,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 import pykka
@@ -42,6 +53,7 @@ from actors.advisor_messages import (
     CheckReceive,
     GetLinkStatus,
     LinkCommand,
+    PollAdvice,
     ReportSickAdvisor,
     RetryLink,
     StartLink,
@@ -51,6 +63,7 @@ from actors.advisor_messages import (
 )
 from actors.advisor_timing import Backoff, ReceiveMonitor
 from actors.ports.advisor import (
+    AdviceClient,
     AdvisorCallError,
     AdvisorClient,
     AdvisorRefused,
@@ -59,6 +72,13 @@ from actors.ports.advisor import (
     ResponseStream,
 )
 from machines import advisor_link as machine
+from policy.cpu.advisor.advice import (
+    AdviceReply,
+    AdviceRequestError,
+    advice_request,
+    negotiate,
+    snb_entries,
+)
 from policy.cpu.advisor.push import ContainerMetadata, PushRefusal, push_failure_message, push_list
 from policy.state.sections import State
 
@@ -76,6 +96,8 @@ logger = logging.getLogger(__name__)
 
 #: §14: the socket dial timeout, for the self-dial and the advisor's socket.
 DIAL_TIMEOUT_S: Final = 5.0
+#: The status a v0.5.3 advisor answers GetAdvice with (``general.IsUnimplementedError``).
+UNIMPLEMENTED: Final = "UNIMPLEMENTED"
 
 
 class Teller(Protocol):
@@ -195,8 +217,11 @@ class AdvisorLinkCore:
             ``StreamEnded`` through ``deliver``).
         deliver: how the reader reaches this link (the actor's own ``tell``).
         monotonic: the monotonic clock.
-        call_timeout_s: ``--cpu-advisor-call-timeout``, for each AddContainer of the push.
+        call_timeout_s: ``--cpu-advisor-call-timeout``, for each AddContainer of the push
+            and each GetAdvice.
         stats: the figures metrics read.
+        advice: sys-advisor's ``GetAdvice`` (Katalyst v0.5.47); None at v0.5.3.
+        advice_interval_s: ``--cpu-resource-plugin-advisor-interval``, between two GetAdvice.
     """
 
     def __init__(
@@ -213,8 +238,15 @@ class AdvisorLinkCore:
         monotonic: Callable[[], float],
         call_timeout_s: float,
         stats: LinkStats | None = None,
+        advice: AdviceClient | None = None,
+        advice_interval_s: float = 5.0,
     ) -> None:
+        if not advice_interval_s > 0:
+            raise ValueError(f"advice_interval_s must be positive, got {advice_interval_s} s")
         self._client = client
+        self._advice = advice
+        self._advice_interval_s = advice_interval_s
+        self._polling = False
         self._probe = probe
         self._latest_state = latest_state
         self._allocator = allocator
@@ -274,6 +306,9 @@ class AdvisorLinkCore:
                     self._fail("advisor_sick", reason)
             case CheckReceive():
                 self._check_receive()
+            case PollAdvice(attempt):
+                if attempt == self._attempt and self.state == machine.WATCHING and self._polling:
+                    self._poll_again()
             case GetLinkStatus():
                 return self.status()
             case _:
@@ -315,6 +350,16 @@ class AdvisorLinkCore:
             self._fail("dial_failed", str(err))
             return
         self._fire("connected")
+        # 2. At v0.5.47: GetAdvice first; anything but UNIMPLEMENTED means polling.
+        if self._advice is not None:
+            first = self._get_advice()
+            if first is not None:
+                self._polling = True
+                self._fire("synced")
+                self._use_advice(first)
+                self._timers.after(self._advice_interval_s, PollAdvice(self._attempt))
+                return
+            logger.info("advisor does not implement GetAdvice, fall back to ListAndWatch")
         # 2. Syncing: every stored container.
         try:
             self._push()
@@ -353,8 +398,55 @@ class AdvisorLinkCore:
             pushed += 1
         logger.info("pushed %d of %d containers to sys-advisor", pushed, len(items))
 
+    # -- GetAdvice (Katalyst v0.5.47) ---------------------------------------------------------
+
+    def _get_advice(self) -> AdviceReply | str | None:
+        """One GetAdvice: the reply, the failure's message, or None for UNIMPLEMENTED."""
+        assert self._advice is not None
+        try:
+            request = advice_request(self._latest_state().cpu)
+        except AdviceRequestError as err:
+            return str(err)
+        try:
+            reply = self._advice.get_advice(request, self._call_timeout_s)
+        except AdvisorCallError as err:
+            if isinstance(err, AdvisorRefused) and err.code == UNIMPLEMENTED:
+                return None
+            return f"GetAdvice failed with error: {err.details}, grpc code: {err.code}"
+        agreed = negotiate(request.wanted_feature_gates, reply.supported_feature_gates)
+        if agreed.refusal:
+            return agreed.refusal
+        if agreed.not_supported:
+            logger.warning(
+                "feature gates wanted by QRM that are not supported by cpu sysadvisor: %s",
+                ", ".join(agreed.not_supported),
+            )
+        # The answer is checked against what was asked when it is applied (ValidateRequest).
+        asked = replace(reply.response, asked_snb_entries=snb_entries(request))
+        return replace(reply, response=asked)
+
+    def _use_advice(self, outcome: AdviceReply | str) -> None:
+        """Forward a reply to the Allocator; log a failed poll (the next one still comes)."""
+        if isinstance(outcome, str):
+            self._last_error = outcome
+            logger.warning("get advice from cpu advisor failed with error: %s", outcome)
+            return
+        self._fire("receive_result")
+        self.stats.bump("responses_forwarded")
+        self._allocator.tell(ApplyAdvice(outcome.response, self._now()))
+
+    def _poll_again(self) -> None:
+        outcome = self._get_advice()
+        if outcome is None:
+            self._polling = False
+            self._fail("stream_failed", "the advisor no longer implements GetAdvice")
+            return
+        self._use_advice(outcome)
+        self._timers.after(self._advice_interval_s, PollAdvice(self._attempt))
+
     def _fail(self, trigger: str, reason: str) -> None:
         """End the attempt with ``trigger`` and back off by the §11.2 rule."""
+        self._polling = False
         now = self._now()
         step = self._fire(trigger)
         assert step is not None  # every failure record set is complete (reset or double)
@@ -369,6 +461,7 @@ class AdvisorLinkCore:
         self._timers.after(delay, RetryLink(self._attempt))
 
     def _stop(self) -> None:
+        self._polling = False
         self._close_stream()
         if self.state != machine.DISABLED:
             self._fire("stop")

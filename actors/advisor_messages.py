@@ -15,6 +15,7 @@ To the AdvisorLink:
 
 * :class:`StartLink`, :class:`StopLink` — from the composition root.
 * :class:`RetryLink`, :class:`CheckReceive` — its timers (back-off over; a stuck check due).
+* :class:`PollAdvice` — its timer at Katalyst v0.5.47: time for the next ``GetAdvice``.
 * :class:`StreamReceived`, :class:`StreamEnded` — from the thread reading the stream.
 * :class:`ReportSickAdvisor` — the Allocator met a sick advisor in AddContainer or RemovePod.
 * :class:`GetLinkStatus` — the link's state and figures, for health and metrics.
@@ -33,6 +34,7 @@ __all__ = [
     "CheckReceive",
     "GetLinkStatus",
     "LinkCommand",
+    "PollAdvice",
     "ReportSickAdvisor",
     "RetryLink",
     "StartLink",
@@ -97,6 +99,13 @@ class CheckReceive:
 
 
 @dataclass(frozen=True, slots=True)
+class PollAdvice:
+    """Attempt ``attempt``'s ``--cpu-resource-plugin-advisor-interval`` is over: GetAdvice."""
+
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
 class StreamReceived:
     """The stream of attempt ``attempt`` delivered ``response``."""
 
@@ -129,6 +138,7 @@ LinkCommand = (
     | StopLink
     | RetryLink
     | CheckReceive
+    | PollAdvice
     | StreamReceived
     | StreamEnded
     | ReportSickAdvisor

@@ -211,16 +211,16 @@ class AllocatorCore:
             for command in commands:
                 outcomes.append(self._outcome(command))
                 if grouper.broken:
-                    failure = "a write of the group failed and its records were cut back"
+                    failure = "a write of the group failed; none of its records was acknowledged"
                     break
             if failure is None:
                 try:
                     self._durable.snapshot = grouper.sync()
-                except CommitRefused as err:
+                except (CommitRefused, CommitOutcomeUnknown) as err:
                     failure = str(err)
         if failure is None:
             return tuple(outcomes)
-        # Nothing of the group is durable: back to the published (durable) state.
+        # Nothing of the group is (known to be) durable: back to the published state.
         self._durable.snapshot = grouper.latest()
         error = AllocatorUnavailable(f"group of {len(commands)} calls not committed: {failure}")
         return tuple(GroupOutcome(error=error) for _ in commands)

@@ -10,8 +10,9 @@ table (``wire.errors``).
 Each class stays in the module of the protocol that raises it, where its callers import it:
 
 * ``UNAVAILABLE`` (the call may be retried; every kubelet call is idempotent):
-  ``actors.store_messages.CommitRefused`` and its ``StoreUnavailable``,
-  ``actors.ports.commit.CommitOutcomeUnknown``, ``actors.allocator_messages.AllocatorUnavailable``,
+  ``actors.store_messages.CommitRefused`` and its ``StoreUnavailable`` (nothing persisted),
+  ``actors.store_messages.CommitOutcomeUnknown`` (perhaps persisted; also exported by
+  ``actors.ports.commit``), ``actors.allocator_messages.AllocatorUnavailable``,
   ``actors.balancer_messages.BalancerUnavailable``, ``actors.supervisor.ActorUnavailable``,
   ``actors.ports.balancer.AnonMemoryUnavailable``, ``actors.ports.cgroups.CpusetUnavailable``;
 * ``INTERNAL`` (retrying will not help; the operator must look):

@@ -20,9 +20,16 @@ A failed append (``JournalWriteError``) was cut back by the journal: the commit 
 with ``CommitRefused`` and state is unchanged, and the next commit may succeed. Until a write
 succeeds again the store is unhealthy, with the reason; on an idle node the checkpoint tick
 makes a probe write so health comes back without waiting for kubelet
-(``actors.store_refusals``). If the journal could not cut it back (``JournalFailed``) the
-store answers ``StoreUnavailable`` to this and every later commit and reports itself
-unhealthy; the next start decides from what the disk holds (the Supervisor restarts it).
+(``actors.store_refusals``).
+
+If the journal could not cut the failed write back (``WriteOutcomeUnknown``), the record may
+be on disk, and the next start would replay it: that commit is answered
+``CommitOutcomeUnknown``, never a refusal, which would promise that nothing was persisted (an
+unsynced group's records likewise). The store no longer knows its journal's tail, so it
+refuses every later commit with ``StoreUnavailable`` (nothing of those is written), reports
+itself unhealthy with the reason, logs it and counts the records in
+``commits_outcome_unknown_total``, until a restart recovers from what the disk holds
+(DESIGN.md, the commit protocol step 3).
 
 On open the store recovers: the newest valid checkpoint plus every later record
 (``policy.state.replay``), and reports what it did in the log and in its status.
@@ -43,6 +50,7 @@ change here. ``StateStoreCore`` is the behaviour, driven directly by unit tests;
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,6 +66,7 @@ from actors.store_messages import (
     CheckpointIfDue,
     Commit,
     CommitInTurn,
+    CommitOutcomeUnknown,
     CommitRefused,
     GetSnapshot,
     GetStatus,
@@ -81,6 +90,7 @@ from journal import (
     OsFileOps,
     Retention,
     UnencodableRecord,
+    WriteOutcomeUnknown,
 )
 from journal.recovery import collector_paused
 from policy.errors import StateError
@@ -225,7 +235,10 @@ class StateStoreCore:
                 )
                 state, replayed, events = replay_records(state, found.records)
             except BaseException:
-                journal.close()
+                # Release the journal's segment and lock (the Supervisor's next attempt must
+                # find the directory free), without hiding why the replay failed.
+                with contextlib.suppress(OSError):
+                    journal.close()
                 raise
             report = RecoveryReport(
                 directory=config.directory,
@@ -295,7 +308,11 @@ class StateStoreCore:
         Raises:
             CommitRefused: the events do not fit the state, the record cannot be encoded, or
                 the journal could not write it (and cut it back); state is unchanged.
-            StoreUnavailable: the store refuses every commit (failed cut-back, or closed).
+            StoreUnavailable: the store refuses every commit (failed cut-back, or closed);
+                nothing was written.
+            CommitOutcomeUnknown: the write failed and could not be cut back: the record may
+                be on disk and replayed at the next start; the published state is unchanged
+                and the store refuses every later commit.
         """
         with self._lock:
             return self._commit(events, cause)
@@ -353,6 +370,8 @@ class StateStoreCore:
                 written; the group goes on), or the write failed: then the journal cut back
                 every unsynced record of the group, and the group is over (``pending`` None).
             StoreUnavailable: the store refuses every commit.
+            CommitOutcomeUnknown: the write failed and the group could not be cut back: its
+                records may be on disk; the group is over and the store refuses every commit.
         """
         with self._lock:
             return self._write(events, cause)
@@ -367,6 +386,9 @@ class StateStoreCore:
             CommitRefused: the fsync failed; the journal cut back every record of the group
                 and the published state is unchanged.
             StoreUnavailable: the store refuses every commit.
+            CommitOutcomeUnknown: the fsync failed and the group could not be cut back: its
+                records may be on disk; the published state is unchanged and the store
+                refuses every commit.
         """
         with self._lock:
             return self._sync()
@@ -393,8 +415,9 @@ class StateStoreCore:
             raise CommitRefused(f"commit refused, nothing was written: {err}") from err
         try:
             seq = self._append(dict(cause), encoded, sync=False)
-        except CommitRefused:
-            # The journal cut the whole unsynced group back (or wrote nothing of it).
+        except (CommitRefused, CommitOutcomeUnknown):
+            # The journal cut the whole unsynced group back (or wrote nothing of it, or could
+            # not cut it back): either way the group is over.
             self._pending = None
             raise
         self._pending = Snapshot(candidate, seq)
@@ -412,7 +435,10 @@ class StateStoreCore:
             health = self._refusals.refused(str(err), self._clock.time())
             self._set_status(self._status.with_commit_failure().with_health(health))
             raise CommitRefused(f"group commit refused, state unchanged: {err}") from err
-        except JournalError as err:  # JournalFailed: the cut-back failed; or closed
+        except WriteOutcomeUnknown as err:
+            self._pending = None
+            raise self._outcome_unknown(err) from err
+        except JournalError as err:  # JournalFailed before anything was synced; or closed
             self._pending = None
             self._fail(str(err))
             raise StoreUnavailable(f"commit refused: {err}") from err
@@ -433,6 +459,8 @@ class StateStoreCore:
         self._pending = None
         try:
             self._journal.abandon(why)
+        except WriteOutcomeUnknown as err:
+            self._outcome_unknown(err)  # the group's callers were answered by what ended it
         except JournalError as err:
             self._fail(str(err))
 
@@ -509,15 +537,33 @@ class StateStoreCore:
             health = self._refusals.refused(str(err), self._clock.time())
             self._set_status(self._status.with_commit_failure().with_health(health))
             raise CommitRefused(f"commit refused, state unchanged: {err}") from err
-        except JournalError as err:  # JournalFailed: the cut-back failed; or closed
+        except WriteOutcomeUnknown as err:
+            raise self._outcome_unknown(err) from err
+        except JournalError as err:  # JournalFailed, nothing of this written; or closed
             self._fail(str(err))
-            raise StoreUnavailable(f"commit refused: {err}") from err
+            raise StoreUnavailable(f"commit refused, nothing was written: {err}") from err
 
     def _fail(self, reason: str) -> None:
         self._failure = reason
         health = StoreHealth(f"state store refuses commits: {reason}")
         self._set_status(self._status.with_commit_failure().with_health(health))
         _log.error("state store unhealthy, refusing every commit: %s", reason)
+
+    def _outcome_unknown(self, err: WriteOutcomeUnknown) -> CommitOutcomeUnknown:
+        """The journal could not cut a failed write back (module rules): refuse every later
+        commit, say why in the health, the log and the count, and return the answer owed to
+        the commits concerned, which must not hear "nothing was persisted"."""
+        records = err.last_seq - err.first_seq + 1
+        self._failure = f"the journal's tail is unknown: {err}"
+        health = StoreHealth(f"state store refuses commits: {self._failure}")
+        self._set_status(self._status.with_outcome_unknown(records).with_health(health))
+        _log.error(
+            "state store unhealthy, refusing every commit until qrmd is restarted: %s",
+            self._failure,
+        )
+        return CommitOutcomeUnknown(
+            f"commit outcome unknown (the record may be replayed at the next start): {err}"
+        )
 
     def _written(self, status: StoreStatus, what: str) -> StoreStatus:
         """``status`` after a successful write: healthy again if commits were being refused."""
@@ -568,6 +614,7 @@ class InTurnCommitter:
 
         Raises:
             CommitRefused: nothing was persisted (``StoreUnavailable`` once the store stopped).
+            CommitOutcomeUnknown: the write failed and could not be cut back (``commit``).
         """
         if not self._grouping:
             return self._core.commit(events, cause)
@@ -577,6 +624,12 @@ class InTurnCommitter:
         except CommitRefused:
             # A refusal before writing keeps the group; a failed write cut it all back.
             if had_records and self._core.pending is None:
+                self._broken = True
+            raise
+        except CommitOutcomeUnknown:
+            # The group's earlier records could not be cut back: they may be on disk or not,
+            # and no answer decided on them may be given as durable.
+            if had_records:
                 self._broken = True
             raise
 
@@ -595,12 +648,14 @@ class InTurnCommitter:
 
         Raises:
             CommitRefused: the fsync failed; nothing of the group is on disk.
+            CommitOutcomeUnknown: the fsync failed and the group could not be cut back.
         """
         return self._core.sync()
 
     @property
     def broken(self) -> bool:
-        """Whether a failed write cut the current group's earlier records back."""
+        """Whether a failed write cut the current group's earlier records back (or could not,
+        leaving their outcome unknown)."""
         return self._broken
 
     def latest(self) -> Snapshot:
@@ -613,8 +668,9 @@ class StateStoreActor(pykka.ThreadingActor):
 
     Messages (``actors.store_messages``), to be ``ask``-ed:
 
-    - ``Commit(events, cause)`` → the new ``Snapshot``; raises ``CommitRefused`` or
-      ``StoreUnavailable`` in the asker (pykka hands an exception to whoever asked).
+    - ``Commit(events, cause)`` → the new ``Snapshot``; raises ``CommitRefused``,
+      ``StoreUnavailable`` or ``CommitOutcomeUnknown`` in the asker (pykka hands an exception
+      to whoever asked).
     - ``GetSnapshot()`` → the latest ``Snapshot``.
     - ``GetStatus()`` → the current ``StoreStatus`` (health and figures, a frozen value).
     - ``CheckpointIfDue(now)`` → the checkpoint's path or None; safe to ``tell`` (a ticker

@@ -2,7 +2,9 @@
 
 A writer (the Allocator, later the MemoryBalancer) computes events on the state of the
 ``Snapshot`` it holds, sends ``Commit(events, cause)`` and waits for the answer: the new
-``Snapshot`` once the record is durable and applied, or ``CommitRefused`` with state unchanged.
+``Snapshot`` once the record is durable and applied, ``CommitRefused`` when nothing of it was
+persisted, or ``CommitOutcomeUnknown`` when the store cannot say (its journal could not cut a
+failed write back, so the record may be on disk and replayed at the next start).
 Readers ask ``GetSnapshot`` and use the immutable value without locks; ``GetStatus`` answers
 the store's health and figures, likewise a frozen value (``actors.store_status``). A ticker tells
 ``CheckpointIfDue`` every few seconds, so a node that stops committing still writes the
@@ -24,6 +26,7 @@ __all__ = [
     "CheckpointIfDue",
     "Commit",
     "CommitInTurn",
+    "CommitOutcomeUnknown",
     "CommitRefused",
     "GetSnapshot",
     "GetStatus",
@@ -95,6 +98,26 @@ class CommitRefused(ActorError):  # noqa: N818 (a refusal, named as the protocol
 
 
 class StoreUnavailable(CommitRefused):
-    """The store refuses every commit (a failed truncation, or stopping); see its health."""
+    """The store refuses every commit (its journal's tail is unknown since a failed write could
+    not be cut back, or it is stopping); nothing of this commit was written. See its health."""
+
+    kind = ErrorKind.UNAVAILABLE
+
+
+class CommitOutcomeUnknown(ActorError):  # noqa: N818 (an outcome, like CommitRefused)
+    """A commit that may or may not have been persisted: the writer must assume neither.
+
+    Two ways to get it: the store did not answer (the ask timed out, or the store stopped with
+    the commit in its mailbox; ``actors.ports.commit``), or it answered that the journal could
+    not cut the failed write back (``journal.WriteOutcomeUnknown``): the record may be on disk
+    and would then be replayed at the next start, though the published state does not hold it.
+    The writer re-reads the durable state (``Committer.latest()``) before deciding again.
+
+    Not a ``CommitRefused``, which promises that nothing was persisted. A kubelet call that
+    needed it answers UNAVAILABLE, which asks for a retry without claiming the call had no
+    effect; the retry is safe because every kubelet call is idempotent (a re-sent Allocate of
+    a container the restarted store holds answers its stored allocation, spec cpu-policy §7.1
+    step 8).
+    """
 
     kind = ErrorKind.UNAVAILABLE

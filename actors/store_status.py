@@ -13,8 +13,9 @@ new value; counters (``*_total``) only grow.
 
 Health carries its reason: ``StoreHealth.reason`` is the phrase ``/healthz`` answers with
 (``state store refuses commits: …``), None while the store is healthy. A journal that could
-not undo a failed write makes the store unhealthy for good; a commit the journal refused makes
-it unhealthy until the next successful write (``actors.store_refusals``).
+not undo a failed write makes the store unhealthy until the next start (that commit's outcome
+is unknown, counted apart from the refusals); a commit the journal refused makes it unhealthy
+until the next successful write (``actors.store_refusals``).
 """
 
 from __future__ import annotations
@@ -121,6 +122,9 @@ class StoreStatus:
             not fit the state, or a cause or event that cannot be encoded).
         commit_failures_total: commits refused because the journal could not persist them.
         commits_unavailable_total: commits refused because the store refuses every commit.
+        commits_outcome_unknown_total: records whose write failed and could not be cut back:
+            never acknowledged, yet perhaps on disk and replayed at the next start (not
+            refusals: their callers were told the outcome is unknown).
         commit_seconds_total: time spent in acknowledged commits (journal write and fsync,
             apply, publish), on the store's clock.
         checkpoints_total: checkpoints written.
@@ -137,6 +141,7 @@ class StoreStatus:
     commits_refused_total: int = 0
     commit_failures_total: int = 0
     commits_unavailable_total: int = 0
+    commits_outcome_unknown_total: int = 0
     commit_seconds_total: float = 0.0
     checkpoints_total: int = 0
     checkpoint_failures_total: int = 0
@@ -180,6 +185,12 @@ class StoreStatus:
     def with_unavailable(self) -> StoreStatus:
         """After a commit refused because the store refuses every commit."""
         return replace(self, commits_unavailable_total=self.commits_unavailable_total + 1)
+
+    def with_outcome_unknown(self, records: int) -> StoreStatus:
+        """After ``records`` records failed and could not be cut back (their outcome unknown)."""
+        return replace(
+            self, commits_outcome_unknown_total=self.commits_outcome_unknown_total + records
+        )
 
     def with_checkpoint(self, seq: int) -> StoreStatus:
         """After a checkpoint covering records up to ``seq`` was written."""

@@ -60,7 +60,9 @@ Appending and durability
 power loss. With ``none`` nothing is ever fsynced (records, segments, checkpoints): a killed
 process loses nothing, a power loss may lose the newest records. A failed write or fsync is cut
 back to the end of the last acknowledged record (the cut fsynced too), so it is never replayed;
-if the cut fails, the journal refuses all further appends and reports itself unhealthy.
+if the cut fails, the failed records may or may not be on disk (``WriteOutcomeUnknown``: the
+next start replays whatever of them is complete), so the journal no longer knows its own tail:
+it refuses all further appends and reports itself unhealthy until it is opened again.
 
 Rotation
 ========
@@ -125,6 +127,7 @@ from journal.errors import (
     PayloadError,
     TornTail,
     UnencodableRecord,
+    WriteOutcomeUnknown,
 )
 from journal.fileops import FileOps, OsFileOps
 from journal.framing import decode_frame, encode_frame
@@ -219,6 +222,7 @@ __all__ = [
     "TornTail",
     "UnencodableRecord",
     "VerifyReport",
+    "WriteOutcomeUnknown",
     "decode_frame",
     "encode_frame",
     "journal_identity",

@@ -22,6 +22,7 @@ __all__ = [
     "PayloadError",
     "TornTail",
     "UnencodableRecord",
+    "WriteOutcomeUnknown",
 ]
 
 
@@ -151,6 +152,26 @@ class JournalFailed(JournalError):  # noqa: N818 (STYLE.md's names)
     The on-disk log may end with bytes of an unacknowledged record; the next start decides from
     what the disk holds (a torn tail is truncated, a complete record is replayed).
     """
+
+
+class WriteOutcomeUnknown(JournalFailed):
+    """A failed write or fsync could not be cut back: the journal no longer knows its own tail.
+
+    The records from ``first_seq`` to ``last_seq`` (the failed one, and an unsynced group's
+    before it) were never acknowledged, yet they may be on disk, whole or in part: the next
+    start replays each one that is complete and truncates a torn one. So whoever wrote them
+    must not be told they failed without effect; their outcome is unknown until that start.
+    The journal refuses every later append (``JournalFailed``).
+
+    Attributes:
+        first_seq: the oldest record whose outcome is unknown.
+        last_seq: the newest (the one whose write or fsync failed).
+    """
+
+    def __init__(self, message: str, *, first_seq: int, last_seq: int) -> None:
+        super().__init__(message)
+        self.first_seq = first_seq
+        self.last_seq = last_seq
 
 
 class UnencodableRecord(JournalError):  # noqa: N818 (STYLE.md's names)

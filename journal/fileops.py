@@ -28,6 +28,7 @@ __all__ = [
     "TEMP_SUFFIX",
     "FileOps",
     "OsFileOps",
+    "close_quietly",
     "make_private_dirs",
     "remove_quietly",
     "write_all",
@@ -261,3 +262,11 @@ def remove_quietly(fs: FileOps, path: str) -> None:
     # file is removed at the next open.
     with contextlib.suppress(OSError):
         fs.unlink(path)
+
+
+def close_quietly(fs: FileOps, fd: int) -> None:
+    """Close ``fd`` if possible; used on error paths where another error is being reported."""
+    # A descriptor whose close fails is released by the kernel all the same (close(2) frees it
+    # even when it reports an error); the caller's own failure is the one worth raising.
+    with contextlib.suppress(OSError):
+        fs.close(fd)

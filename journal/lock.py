@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 
 from journal.errors import JournalError
-from journal.fileops import DIRECTORY_MODE, FileOps
+from journal.fileops import DIRECTORY_MODE, FileOps, close_quietly
 
 _log = logging.getLogger("journal")
 
@@ -43,8 +43,8 @@ def lock_directory(fs: FileOps, directory: str) -> int:
     fd = hold_lock(fs, directory)
     try:
         _tighten(fs, directory)
-    except OSError:
-        fs.close(fd)
+    except BaseException:
+        close_quietly(fs, fd)  # a failed open keeps no lock: the retry would find it taken
         raise
     return fd
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from journal.errors import FrameError, PayloadError
-from journal.fileops import TEMP_SUFFIX, FileOps, remove_quietly, write_all
+from journal.fileops import TEMP_SUFFIX, FileOps, close_quietly, remove_quietly, write_all
 from journal.framing import decode_frame, encode_frame, find_next_frame
 from journal.records import (
     Record,
@@ -295,12 +295,15 @@ def create_segment(
     temp = path + TEMP_SUFFIX
     frame = encode_frame(encode_segment_header(header))
     fd = fs.open_append(temp, create=True)
+    # Every failure below closes the descriptor before it goes on (not only an ``OSError``:
+    # whatever the caller makes of the failure, it never holds this segment open), and a
+    # failing close does not hide the failure being reported.
     try:
         write_all(fs, fd, frame)
         syncer.sync_file(fd, temp)
         fs.rename(temp, path)
-    except OSError:
-        fs.close(fd)
+    except BaseException:
+        close_quietly(fs, fd)
         remove_quietly(fs, temp)
         raise
     # fsync the directory: the new segment's name is not durable until its directory entry is,
@@ -308,8 +311,11 @@ def create_segment(
     try:
         syncer.sync_dir(directory)
     except OSError as exc:
-        fs.close(fd)
+        close_quietly(fs, fd)
         _take_back(fs, syncer, directory, path, exc)
+        raise
+    except BaseException:
+        close_quietly(fs, fd)
         raise
     return path, fd, len(frame)
 

@@ -14,8 +14,10 @@ The rules (DESIGN.md, the commit protocol and Journal):
   acknowledged record, every record of an unsynced group with it (and that cut is fsynced,
   so the failed record cannot reappear after a power loss and be replayed) and
   ``JournalWriteError`` is raised; the next append may succeed.
-  If the truncation fails too, the journal refuses every later append (``JournalFailed``) and
-  reports itself unhealthy; the next start decides from what the disk holds.
+  If the truncation (or its fsync) fails too, the failed records may be on disk and replayed at
+  the next start: their outcome is unknown (``WriteOutcomeUnknown``, a ``JournalFailed``), the
+  journal no longer knows its tail, refuses every later append and reports itself unhealthy;
+  the next start decides from what the disk holds.
 - Before a record that would take the segment past ``segment_max_bytes`` (and the segment already
   holds a record), a new segment named by that record's seq is started.
 - ``checkpoint_due`` says when ``checkpoint_every_records`` records or ``checkpoint_every_s``
@@ -30,6 +32,7 @@ The rules (DESIGN.md, the commit protocol and Journal):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -42,8 +45,9 @@ from journal.errors import (
     JournalFailed,
     JournalWriteError,
     UnencodableRecord,
+    WriteOutcomeUnknown,
 )
-from journal.fileops import FileOps, OsFileOps, write_all
+from journal.fileops import FileOps, OsFileOps, close_quietly, write_all
 from journal.framing import encode_frame
 from journal.lock import lock_directory
 from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
@@ -190,8 +194,13 @@ class Journal:
         clock = clock or SYSTEM_CLOCK
         syncer = Syncer(fs, clock, enabled=durability == "always", slow_fsync_s=slow_fsync_s)
         created = not read_only and not fs.exists(directory)
-        lock_fd = None if read_only else lock_directory(fs, directory)
-        try:
+        # What this opens is closed again if a later step fails (a header, an fsync, the
+        # retention pass): a failed open leaves no descriptor behind, nor the lock, which
+        # would keep the caller's own retry (a restarted StateStore) out of the directory.
+        with contextlib.ExitStack() as on_failure:
+            lock_fd = None if read_only else lock_directory(fs, directory)
+            if lock_fd is not None:
+                on_failure.callback(close_quietly, fs, lock_fd)
             if created:
                 # fsync the parent: a new journal directory is not durable until its entry is.
                 syncer.sync_dir(os.path.dirname(os.path.abspath(directory)))
@@ -228,8 +237,12 @@ class Journal:
             if not read_only:
                 if position is None:
                     journal._start_segment(journal._next_seq)
+                    assert journal._fd is not None
+                    on_failure.callback(close_quietly, fs, journal._fd)
                 else:
-                    journal._fd = fs.open_append(position.path, create=False)
+                    fd = fs.open_append(position.path, create=False)
+                    on_failure.callback(close_quietly, fs, fd)
+                    journal._fd = fd
                     journal._path = position.path
                     journal._end = journal._synced_end = position.end
                     journal._header_end = position.header_end
@@ -237,13 +250,10 @@ class Journal:
                     # process that crashed between a record's write and its fsync leaves the
                     # record in the page cache, recovery replays it, and without this a power
                     # loss could still take it away after the new process answered from it.
-                    syncer.sync_file(journal._fd, position.path)
+                    syncer.sync_file(fd, position.path)
                     syncer.sync_dir(directory)
                 journal.apply_retention()
-        except BaseException:
-            if lock_fd is not None:
-                fs.close(lock_fd)
-            raise
+            on_failure.pop_all()  # opened: the journal's ``close`` owns them now
         return journal, recovery
 
     @property
@@ -295,7 +305,10 @@ class Journal:
             JournalWriteError: the write or fsync failed and was undone, with every unsynced
                 record of the group before it; the journal still ends at the last acknowledged
                 record and the next append may succeed.
-            JournalFailed: the journal is (or just became) unable to undo a failed write.
+            WriteOutcomeUnknown: the write failed and could not be cut back: this record and
+                the unsynced ones before it may be on disk (``_roll_back``).
+            JournalFailed: the journal was already unable to undo a failed write, or a new
+                segment was left behind (nothing of this record was written).
             JournalError: the journal is read-only or closed.
         """
         self._check_writable()
@@ -355,7 +368,8 @@ class Journal:
         Raises:
             JournalWriteError: the fsync failed; every unsynced record was cut back and the
                 journal still ends at the last acknowledged record.
-            JournalFailed: the journal is (or just became) unable to undo a failed write.
+            WriteOutcomeUnknown: the fsync failed and the records could not be cut back.
+            JournalFailed: the journal was already unable to undo a failed write.
             JournalError: the journal is read-only or closed.
         """
         if not self._unsynced:
@@ -380,7 +394,7 @@ class Journal:
         """Cut every unsynced record back (a group whose writer gave up before its sync).
 
         Raises:
-            JournalFailed: the cut-back failed; the journal refuses every later append.
+            WriteOutcomeUnknown: the cut-back failed; the journal refuses every later append.
         """
         if not self._unsynced:
             return
@@ -468,16 +482,23 @@ class Journal:
         return deleted
 
     def close(self) -> None:
-        """Close the newest segment and release the lock; later calls do nothing."""
+        """Close the newest segment and release the lock; later calls do nothing.
+
+        Raises:
+            OSError: a close failed; every descriptor was closed (released) all the same.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._fd is not None:
-            self._fs.close(self._fd)
-            self._fd = None
-        if self._lock_fd is not None:
-            self._fs.close(self._lock_fd)
-            self._lock_fd = None
+        fd, lock_fd = self._fd, self._lock_fd
+        self._fd = self._lock_fd = None
+        # Both are closed whatever the segment's close says: a lock kept after a failed close
+        # would keep this process's next open (a restarted StateStore) out of the directory.
+        with contextlib.ExitStack() as closing:
+            if lock_fd is not None:
+                closing.callback(self._fs.close, lock_fd)
+            if fd is not None:
+                closing.callback(self._fs.close, fd)  # first: callbacks run last-in first-out
 
     def __enter__(self) -> Journal:
         return self
@@ -497,8 +518,15 @@ class Journal:
             )
 
     def _roll_back(self, seq: int, cause: OSError) -> None:
-        """Cut the segment back to the last acknowledged record (an unsynced group with it)."""
+        """Cut the segment back to the last acknowledged record (an unsynced group with it).
+
+        Raises:
+            WriteOutcomeUnknown: the cut (or its fsync) failed: the records from the last
+                acknowledged one's successor to ``seq`` may be on disk; the journal refuses
+                every later append.
+        """
         assert self._fd is not None
+        first = self._next_seq - self._unsynced  # the oldest record not acknowledged
         self._end = self._synced_end
         self._next_seq -= self._unsynced
         self._unsynced = 0
@@ -509,14 +537,24 @@ class Journal:
             # recovery would replay a commit that was answered with an error.
             self._syncer.sync_file(self._fd, self._path)
         except OSError as exc:
-            self._failure = (
-                f"record {seq} failed ({cause}) and could not be cut from {self._path} "
-                f"at offset {self._end} ({exc})"
+            # Whether the failed bytes stay is now out of our hands: a complete frame left
+            # there (or brought back by a power loss) is replayed at the next start. The
+            # journal cannot say where it ends, so it must not append after it, and whoever
+            # wrote these records must hear "unknown", never "not written".
+            records, them = (
+                (f"record {seq}", "it") if first == seq else (f"records {first}-{seq}", "them")
             )
-            _log.error("journal unhealthy: %s", self._failure)
-            raise JournalFailed(
+            self._failure = (
+                f"{records} failed ({cause}) and could not be cut from {self._path} "
+                f"at offset {self._end} ({exc}): the outcome is unknown, the next start "
+                f"replays what of {them} is complete on disk"
+            )
+            _log.error("journal unhealthy, its tail is unknown: %s", self._failure)
+            raise WriteOutcomeUnknown(
                 f"journal {self.directory} is unhealthy: {self._failure}; it refuses every "
-                f"further append. Restart qrmd: recovery will decide from what the disk holds"
+                f"further append. Restart qrmd: recovery will decide from what the disk holds",
+                first_seq=first,
+                last_seq=seq,
             ) from exc
 
     def _rotate(self, seq: int) -> None:

@@ -71,20 +71,28 @@ class CheckpointServer:
         socket_path: ``--cpu-plugin-socket``.
         latest_cpu: the latest durable CPU state.
         max_workers: handler threads (sys-advisor calls every few seconds).
+        at_v0_5_47: answer as Katalyst v0.5.47 (``policy.cpu.advisor.checkpoint``).
     """
 
     def __init__(
-        self, socket_path: str, latest_cpu: Callable[[], CPUState], max_workers: int = 2
+        self,
+        socket_path: str,
+        latest_cpu: Callable[[], CPUState],
+        max_workers: int = 2,
+        *,
+        at_v0_5_47: bool = False,
     ) -> None:
         self.path = check_socket_path(Path(socket_path))
         self._latest_cpu = latest_cpu
+        self._at_v0_5_47 = at_v0_5_47
         self._max_workers = max_workers
         self._server: grpc.Server | None = None
         self._bound: BoundSocket | None = None
 
     def _get_checkpoint(self, request: cpu_pb.GetCheckpointRequest, context: Any) -> Any:
         try:
-            return checkpoint_to_proto(checkpoint_entries(self._latest_cpu()))
+            entries = checkpoint_entries(self._latest_cpu(), at_v0_5_47=self._at_v0_5_47)
+            return checkpoint_to_proto(entries)
         except Exception as err:  # a bug, or no snapshot yet: say so rather than hang
             logger.exception("GetCheckpoint failed")
             context.abort(grpc.StatusCode.INTERNAL, f"GetCheckpoint failed: {err}")

@@ -15,6 +15,12 @@ any other status from an advisor that answered                  ``AdvisorRefused
 (``INVALID_ARGUMENT``, ``UNKNOWN``, ``INTERNAL``, ...)
 ==============================================================  =================
 
+A v0.5.3 advisor answers Katalyst v0.5.47's ``GetAdvice`` with ``UNIMPLEMENTED``: that is an
+``AdvisorRefused`` with that code, which the link takes as "fall back to ListAndWatch".
+
+At ``--reference-version v0.5.47`` the client sends AddContainer's fields 11-12 and reads the
+responses' ``extra_entries``; at v0.5.3 it does neither, so its bytes are v0.5.3's.
+
 No client keepalive pings: Go servers answer frequent pings with GOAWAY (wire.md §1.2).
 """
 
@@ -27,9 +33,16 @@ from typing import Any
 import grpc
 
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
-from wire.advisor_convert import AdvisorWireError, metadata_to_proto, response_from_bytes
+from wire.advisor_convert import (
+    AdvisorWireError,
+    advice_reply_from_bytes,
+    advice_request_to_proto,
+    metadata_to_proto,
+    response_from_bytes,
+)
 from wire.gen import advisorsvc_pb2 as svc_pb
 
 __all__ = ["SICK_CODES", "GrpcAdvisorClient", "GrpcResponseStream", "call_error"]
@@ -54,15 +67,16 @@ def call_error(method: str, err: grpc.RpcError) -> AdvisorCallError:
 class GrpcResponseStream:
     """An open ListAndWatch call; iterating yields responses (see ``ResponseStream``)."""
 
-    def __init__(self, call: Any) -> None:
+    def __init__(self, call: Any, *, extra_entries: bool = False) -> None:
         self._call = call
+        self._extra_entries = extra_entries
         self._cancelled = threading.Event()
 
     def __iter__(self) -> Iterator[AdvisorResponse]:
         try:
             for raw in self._call:
                 try:
-                    yield response_from_bytes(raw)
+                    yield response_from_bytes(raw, extra_entries=self._extra_entries)
                 except AdvisorWireError as err:
                     # A message we cannot read: the stream is no use any more.
                     self._call.cancel()
@@ -84,10 +98,12 @@ class GrpcAdvisorClient:
 
     Args:
         socket_path: ``--cpu-advisor-socket``, absolute.
+        at_v0_5_47: speak Katalyst v0.5.47's protocol (see the module docstring).
     """
 
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_path: str, *, at_v0_5_47: bool = False) -> None:
         self.socket_path = socket_path
+        self.at_v0_5_47 = at_v0_5_47
         self._lock = threading.Lock()
         self._channel: grpc.Channel | None = None
 
@@ -112,14 +128,14 @@ class GrpcAdvisorClient:
                 "dial", "TIMEOUT", f"no connection to {self.socket_path} within {timeout_s} s"
             ) from None
 
-    def _unary(self, method: str, request: Any, reply_type: Any, timeout_s: float) -> None:
+    def _unary(self, method: str, request: Any, reply_type: Any, timeout_s: float) -> Any:
         call = self._open().unary_unary(
             _SERVICE + method,
             request_serializer=type(request).SerializeToString,
-            response_deserializer=reply_type.FromString,
+            response_deserializer=None if reply_type is None else reply_type.FromString,
         )
         try:
-            call(request, timeout=timeout_s)
+            return call(request, timeout=timeout_s)
         except grpc.RpcError as err:
             raise call_error(method, err) from None
 
@@ -131,7 +147,7 @@ class GrpcAdvisorClient:
             AdvisorRefused: also when the container type has no enum value (nothing sent).
         """
         try:
-            request = metadata_to_proto(metadata)
+            request = metadata_to_proto(metadata, at_v0_5_47=self.at_v0_5_47)
         except AdvisorWireError as err:
             raise AdvisorRefused("AddContainer", "INVALID_ARGUMENT", str(err)) from err
         self._unary("AddContainer", request, svc_pb.AddContainerResponse, timeout_s)
@@ -145,6 +161,26 @@ class GrpcAdvisorClient:
         request = svc_pb.RemovePodRequest(pod_uid=pod_uid)
         self._unary("RemovePod", request, svc_pb.RemovePodResponse, timeout_s)
 
+    def get_advice(self, request: AdviceRequest, timeout_s: float) -> AdviceReply:
+        """Katalyst v0.5.47's ``GetAdvice``; the reply is decoded from its bytes (nil map
+        values kept, ``extra_entries`` read).
+
+        Raises:
+            AdvisorSick, AdvisorRefused: see the module docstring (``UNIMPLEMENTED`` from a
+                v0.5.3 advisor is ``AdvisorRefused``).
+            AdvisorRefused: also for a container type with no enum value (nothing sent) or
+                a reply that does not decode (code ``INTERNAL``).
+        """
+        try:
+            message = advice_request_to_proto(request)
+        except AdvisorWireError as err:
+            raise AdvisorRefused("GetAdvice", "INVALID_ARGUMENT", str(err)) from err
+        raw = self._unary("GetAdvice", message, None, timeout_s)
+        try:
+            return advice_reply_from_bytes(raw)
+        except AdvisorWireError as err:
+            raise AdvisorRefused("GetAdvice", "INTERNAL", str(err)) from err
+
     def list_and_watch(self) -> GrpcResponseStream:
         """Open ``ListAndWatch`` (no deadline: the stream lives until it breaks or is
         cancelled); the responses are decoded from their bytes (nil map values kept)."""
@@ -153,7 +189,7 @@ class GrpcAdvisorClient:
             request_serializer=svc_pb.Empty.SerializeToString,
             response_deserializer=None,  # raw bytes: see wire.advisor_convert
         )
-        return GrpcResponseStream(call(svc_pb.Empty()))
+        return GrpcResponseStream(call(svc_pb.Empty()), extra_entries=self.at_v0_5_47)
 
     def close(self) -> None:
         """Close the channel; calls in flight end as ``CANCELLED`` (sick)."""

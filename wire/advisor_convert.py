@@ -11,6 +11,11 @@
   in Go.
 * Checkpoint entries → ``cpuadvisor.GetCheckpointResponse`` and back (wire.md §6.3): NUMA
   ids as ``uint64`` keys, cpusets as list strings, absent assignments left out.
+* Katalyst v0.5.47: ``extra_entries`` (field 3 of the response, read only when asked: a v0.5.3
+  plugin does not know the field), of which ``cpu_numa_headroom`` becomes the response's NUMA
+  headroom (``policy.cpu.advisor.extra_entries``); the ``GetAdvice`` request and reply
+  (``AdviceRequest`` ↔ ``cpuadvisor.GetAdviceRequest``, ``AdviceReply`` ↔ the bytes of a
+  ``cpuadvisor.GetAdviceResponse``, whose fields 1-3 are ListAndWatch's); ``FeatureGate``.
 
 A malformed message raises :class:`AdvisorWireError` naming where. So does a name longer than
 Kubernetes allows for what it names (the bounds of kubelet's requests, ``policy.names``): an
@@ -22,12 +27,19 @@ by as much on every change.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Final
 
 from google.protobuf.message import DecodeError
 
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest, ContainerAllocation, FeatureGate
 from policy.cpu.advisor.checkpoint import CheckpointEntry
+from policy.cpu.advisor.extra_entries import (
+    CPU_NUMA_HEADROOM,
+    HeadroomFormatError,
+    numa_headroom_of,
+)
 from policy.cpu.advisor.push import CONTAINER_TYPES, ContainerMetadata
 from policy.cpu.advisor.response import (
     AdvisorResponse,
@@ -49,6 +61,10 @@ from wire.gen import cpuadvisor_pb2 as cpu_pb
 
 __all__ = [
     "AdvisorWireError",
+    "advice_reply_from_bytes",
+    "advice_reply_to_bytes",
+    "advice_request_from_proto",
+    "advice_request_to_proto",
     "checkpoint_from_proto",
     "checkpoint_to_proto",
     "metadata_from_proto",
@@ -68,8 +84,14 @@ class AdvisorWireError(ValueError):
 # -- ContainerMetadata -----------------------------------------------------------------------
 
 
-def metadata_to_proto(metadata: ContainerMetadata) -> svc_pb.ContainerMetadata:
+def metadata_to_proto(
+    metadata: ContainerMetadata, *, at_v0_5_47: bool = False
+) -> svc_pb.ContainerMetadata:
     """The ``advisorsvc.ContainerMetadata`` of a container.
+
+    Args:
+        metadata: the container's metadata.
+        at_v0_5_47: send v0.5.47's fields 11-12; a v0.5.3 link leaves them off the wire.
 
     Raises:
         AdvisorWireError: the container type is not an enum name.
@@ -88,6 +110,9 @@ def metadata_to_proto(metadata: ContainerMetadata) -> svc_pb.ContainerMetadata:
         annotations=dict(metadata.annotations),
         qos_level=metadata.qos_level,
         requestQuantity=metadata.request_quantity,
+        # v0.5.47's fields; zero values are left off the wire.
+        requestMilliQuantity=metadata.request_milli_quantity if at_v0_5_47 else 0,
+        useMilliQuantity=metadata.use_milli_quantity and at_v0_5_47,
     )
 
 
@@ -105,6 +130,8 @@ def metadata_from_proto(message: svc_pb.ContainerMetadata) -> ContainerMetadata:
         annotations=dict(message.annotations),
         qos_level=message.qos_level,
         request_quantity=message.requestQuantity,
+        request_milli_quantity=message.requestMilliQuantity,
+        use_milli_quantity=message.useMilliQuantity,
     )
 
 
@@ -256,17 +283,39 @@ def _info(data: bytes, where: str) -> CalculationInfo:
     return CalculationInfo(owner, numas)
 
 
-def response_from_bytes(data: bytes) -> AdvisorResponse:
+def _extra_values(data: bytes, where: str) -> dict[str, str] | None:
+    """An extra entry's control-knob values; None when it has no calculation result."""
+    message = svc_pb.CalculationInfo()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as err:
+        raise AdvisorWireError(f"{where}: {err}") from None
+    if not message.HasField("calculation_result"):
+        return None
+    return dict(message.calculation_result.values)
+
+
+def response_from_bytes(data: bytes, *, extra_entries: bool = False) -> AdvisorResponse:
     """A ``cpuadvisor.ListAndWatchResponse`` as received, nil map values kept as ``None``.
 
+    Args:
+        data: the message's bytes (a ``GetAdviceResponse``'s read the same way; its field 4
+            is skipped here).
+        extra_entries: read v0.5.47's ``extra_entries`` (their NUMA headroom); a v0.5.3
+            plugin skips the field, as an unknown one.
+
     Raises:
-        AdvisorWireError: the bytes are not a well-formed message.
+        AdvisorWireError: the bytes are not a well-formed message, or the NUMA headroom does
+            not decode.
     """
     entries: dict[str, SubEntries | None] = {}
     allow = False
+    extras: list[dict[str, str] | None] = []
     for number, _kind, field in _fields(data, "ListAndWatchResponse"):
         if number == 2 and isinstance(field, int):
             allow = bool(field)
+        elif number == 3 and extra_entries and isinstance(field, bytes):
+            extras.append(_extra_values(field, f"extra_entries[{len(extras)}]"))
         elif number == 1 and isinstance(field, bytes):
             key, value = _map_entry(field, "entries")
             name = _text(key, "entries key", _MAX_ENTRY_BYTES)
@@ -282,7 +331,13 @@ def response_from_bytes(data: bytes) -> AdvisorResponse:
                 where = f"entries[{name}][{sub}]"
                 subs[sub] = None if sub_value is None else _info(sub_value, where)
             entries[name] = subs
-    return AdvisorResponse(entries, allow)
+    try:
+        headroom = numa_headroom_of(extras)
+    except HeadroomFormatError as err:
+        raise AdvisorWireError(str(err)) from None
+    if headroom is None:
+        return AdvisorResponse(entries, allow)
+    return AdvisorResponse(entries, allow, headroom, numa_headroom_sent=True)
 
 
 def _info_bytes(info: CalculationInfo) -> bytes:
@@ -330,6 +385,110 @@ def response_to_bytes(response: AdvisorResponse) -> bytes:
         out += _len_field(1, entry)
     if response.allow_shared_cores_overlap_reclaimed_cores:
         out += _varint(2 << 3 | _VARINT) + _varint(1)
+    if response.numa_headroom_sent:
+        # As sys-advisor's assembleHeadroom sends it: one extra entry, JSON object by NUMA id.
+        text = json.dumps(
+            {str(numa): cpus for numa, cpus in sorted(response.numa_headroom.items())},
+            separators=(",", ":"),
+        )
+        extra = svc_pb.CalculationInfo()
+        extra.calculation_result.values[CPU_NUMA_HEADROOM] = text
+        out += _len_field(3, extra.SerializeToString())
+    return out
+
+
+# -- GetAdvice (Katalyst v0.5.47) --------------------------------------------------------------
+
+
+def _gate_to_proto(gate: FeatureGate) -> svc_pb.FeatureGate:
+    return svc_pb.FeatureGate(
+        name=gate.name, type=gate.type, must_mutually_supported=gate.must_mutually_supported
+    )
+
+
+def _gate_from_proto(message: svc_pb.FeatureGate) -> FeatureGate:
+    return FeatureGate(message.name, message.type, message.must_mutually_supported)
+
+
+def _allocation_to_proto(entry: CheckpointEntry, target: cpu_pb.AllocationInfo) -> None:
+    target.ramp_up = entry.ramp_up
+    target.owner_pool_name = entry.owner_pool_name
+    if entry.topology_aware_assignments is not None:
+        target.topology_aware_assignments.update(_assignments(entry.topology_aware_assignments))
+    if entry.original_topology_aware_assignments is not None:
+        target.original_topology_aware_assignments.update(
+            _assignments(entry.original_topology_aware_assignments)
+        )
+
+
+def advice_request_to_proto(request: AdviceRequest) -> cpu_pb.GetAdviceRequest:
+    """The ``cpuadvisor.GetAdviceRequest`` of a request.
+
+    Raises:
+        AdvisorWireError: a container type is not an enum name.
+    """
+    message = cpu_pb.GetAdviceRequest()
+    for name, subs in request.entries.items():
+        target = message.entries[name]
+        for sub, item in subs.items():
+            info = target.entries[sub]
+            info.metadata.CopyFrom(metadata_to_proto(item.metadata, at_v0_5_47=True))
+            _allocation_to_proto(item.allocation, info.allocation_info)
+    for name, gate in request.wanted_feature_gates.items():
+        message.wanted_feature_gates[name].CopyFrom(_gate_to_proto(gate))
+    return message
+
+
+def advice_request_from_proto(message: cpu_pb.GetAdviceRequest) -> AdviceRequest:
+    """A received ``GetAdviceRequest`` as plain values (what a simulated advisor reads).
+
+    Raises:
+        AdvisorWireError: a cpuset string that does not parse.
+    """
+    entries: dict[str, dict[str, ContainerAllocation]] = {}
+    for name, subs in message.entries.items():
+        for sub, info in subs.entries.items():
+            allocation = cpu_pb.GetCheckpointResponse()
+            allocation.entries["x"].entries["x"].CopyFrom(info.allocation_info)
+            entry = checkpoint_from_proto(allocation)["x"]["x"]
+            entries.setdefault(name, {})[sub] = ContainerAllocation(
+                metadata_from_proto(info.metadata), entry
+            )
+    gates = {k: _gate_from_proto(v) for k, v in message.wanted_feature_gates.items()}
+    return AdviceRequest(entries, gates)
+
+
+def advice_reply_from_bytes(data: bytes) -> AdviceReply:
+    """A ``cpuadvisor.GetAdviceResponse`` as received: its fields 1-3 as a ListAndWatch
+    response (nil map values kept, extra entries read), field 4 the supported feature gates.
+
+    Raises:
+        AdvisorWireError: the bytes are not a well-formed message.
+    """
+    response = response_from_bytes(data, extra_entries=True)
+    gates: dict[str, FeatureGate] = {}
+    for number, _kind, field in _fields(data, "GetAdviceResponse"):
+        if number != 4 or not isinstance(field, bytes):
+            continue
+        key, value = _map_entry(field, "supported_feature_gates")
+        name = _text(key, "supported_feature_gates key", MAX_OPAQUE_NAME_BYTES)
+        message = svc_pb.FeatureGate()
+        try:
+            message.ParseFromString(value or b"")
+        except DecodeError as err:
+            raise AdvisorWireError(f"supported_feature_gates[{name}]: {err}") from None
+        gates[name] = _gate_from_proto(message)
+    return AdviceReply(response, gates)
+
+
+def advice_reply_to_bytes(reply: AdviceReply) -> bytes:
+    """The wire bytes of a GetAdvice reply (nil values as Go sends them)."""
+    out = response_to_bytes(reply.response)
+    for name, gate in sorted(reply.supported_feature_gates.items()):
+        entry = _len_field(1, name.encode()) + _len_field(
+            2, _gate_to_proto(gate).SerializeToString()
+        )
+        out += _len_field(4, entry)
     return out
 
 

@@ -6,6 +6,10 @@ The served behaviour is a :class:`AdvisorBehaviour`: what to answer to ``AddCont
 responses of a ListAndWatch stream (an iterator; raising :class:`AdvisorStatus` ends the stream
 with that status, as a Go server returning an error does). Responses are written by
 ``wire.advisor_convert.response_to_bytes``, so nil map values go out as Go sends them.
+
+Given an :class:`AdviceBehaviour` too, the server answers Katalyst v0.5.47's ``GetAdvice``;
+without one it answers ``UNIMPLEMENTED``, as a v0.5.3 sys-advisor does (the method is not
+registered).
 """
 
 from __future__ import annotations
@@ -17,13 +21,21 @@ from typing import Any, Protocol
 
 import grpc
 
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
-from wire.advisor_convert import metadata_from_proto, response_to_bytes
+from wire.advisor_convert import (
+    AdvisorWireError,
+    advice_reply_to_bytes,
+    advice_request_from_proto,
+    metadata_from_proto,
+    response_to_bytes,
+)
 from wire.gen import advisorsvc_pb2 as svc_pb
+from wire.gen import cpuadvisor_pb2 as cpu_pb
 from wire.sockets import BoundSocket, bind_owner_only, remove_socket
 
-__all__ = ["AdvisorBehaviour", "AdvisorStatus", "CPUAdvisorServer"]
+__all__ = ["AdviceBehaviour", "AdvisorBehaviour", "AdvisorStatus", "CPUAdvisorServer"]
 
 
 class AdvisorStatus(Exception):  # noqa: N818 - a status to answer, not our failure
@@ -47,6 +59,14 @@ class AdvisorBehaviour(Protocol):
         ...
 
 
+class AdviceBehaviour(Protocol):
+    """A served advisor that answers Katalyst v0.5.47's ``GetAdvice``."""
+
+    def get_advice(self, request: AdviceRequest) -> AdviceReply:
+        """The reply; raise :class:`AdvisorStatus` to answer an error status."""
+        ...
+
+
 class CPUAdvisorServer:
     """A ``CPUAdvisor`` server on a unix socket; ``start`` once, then ``stop``.
 
@@ -54,13 +74,20 @@ class CPUAdvisorServer:
         socket_path: where to serve (owner-only).
         behaviour: what to answer.
         max_workers: handler threads; a stalled stream or a slow call holds one each.
+        advice: what to answer GetAdvice (Katalyst v0.5.47); None: ``UNIMPLEMENTED``.
     """
 
     def __init__(
-        self, socket_path: str, behaviour: AdvisorBehaviour, max_workers: int = 16
+        self,
+        socket_path: str,
+        behaviour: AdvisorBehaviour,
+        max_workers: int = 16,
+        *,
+        advice: AdviceBehaviour | None = None,
     ) -> None:
         self.path = Path(socket_path)
         self._behaviour = behaviour
+        self._advice = advice
         self._max_workers = max_workers
         self._server: grpc.Server | None = None
         self._bound: BoundSocket | None = None
@@ -90,6 +117,18 @@ class CPUAdvisorServer:
         except AdvisorStatus as status:
             self._abort(context, status)
 
+    def _get_advice(self, request: cpu_pb.GetAdviceRequest, context: Any) -> bytes:
+        assert self._advice is not None
+        try:
+            plain = advice_request_from_proto(request)
+        except AdvisorWireError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        try:
+            return advice_reply_to_bytes(self._advice.get_advice(plain))
+        except AdvisorStatus as status:
+            self._abort(context, status)
+            raise  # abort raises; this keeps the type checker's flow honest
+
     def start(self) -> None:
         """Bind (a stale file removed) and serve.
 
@@ -114,6 +153,12 @@ class CPUAdvisorServer:
                 response_serializer=None,  # already bytes
             ),
         }
+        if self._advice is not None:
+            handlers["GetAdvice"] = grpc.unary_unary_rpc_method_handler(
+                self._get_advice,
+                request_deserializer=cpu_pb.GetAdviceRequest.FromString,
+                response_serializer=None,  # already bytes
+            )
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("cpuadvisor.CPUAdvisor", handlers),)
         )

@@ -10,6 +10,9 @@ grouping; under load, the calls that queued behind a group's fsync share the nex
 What a caller is answered is its own outcome, given only after the group's fsync (the
 Allocator returns the outcomes after it), so no answer depends on a record not on disk; a
 failed fsync fails every call of its group with ``AllocatorUnavailable`` and kubelet retries.
+That answer promises nothing about the records: if the journal could not cut the group back,
+they may be replayed at the next start (the store refuses every commit until then), and the
+retried calls are answered from what it recovers (every kubelet call is idempotent).
 A call whose deadline passes before its group was sent is withdrawn and never decided; one
 whose group was sent answers UNAVAILABLE as any timed-out ask does (the group may still land,
 and every kubelet call is idempotent).

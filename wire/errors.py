@@ -23,15 +23,26 @@ kind              status                    e.g.
                                             a failed pool adjustment; sys-advisor refusing
                                             an Allocate's or RemovePod's call
                                             (``AdvisorRefusedError``)
-``UNAVAILABLE``   ``UNAVAILABLE``           ``AllocatorUnavailable``, ``CommitRefused``,
-                                            ``BalancerUnavailable``, ``NotReady``, the ask
-                                            timing out, the actor stopped
+``UNAVAILABLE``   ``UNAVAILABLE``           ``AllocatorUnavailable``, ``CommitRefused``
+                                            (nothing persisted), ``CommitOutcomeUnknown``
+                                            (perhaps persisted), ``BalancerUnavailable``,
+                                            ``NotReady``, the ask timing out, the actor
+                                            stopped
 ``INTERNAL``      ``INTERNAL``              ``ReplayError``; anything that carries no kind
                                             (a bug), logged with its traceback
 ================  ========================  ===============================================
 
 pykka's own exceptions (``pykka.Timeout``, ``pykka.ActorDeadError``) cannot carry a kind;
 :data:`FOREIGN_KINDS` says what they are. The message is never read to choose the status.
+
+``UNAVAILABLE`` asks the caller to retry and, in gRPC's own words, does not promise that the
+call had no effect ("it is not always safe to retry non-idempotent operations"), so it is also
+the honest answer to a commit whose outcome is unknown (the store's journal could not cut a
+failed write back: the record may be replayed at the next start, DESIGN.md, the commit
+protocol step 3). The retry is safe because every kubelet call is idempotent: a re-sent
+Allocate of a container the state already holds answers the stored allocation (spec
+cpu-policy §7.1 step 8). ``DEADLINE_EXCEEDED`` would say the same of an effect, but names a
+deadline that did not pass, and the policy's codes say the call was judged and refused.
 
 The choice of ``FAILED_PRECONDITION`` for the policy's refusals is qrmd's (the reference
 answers every error as ``Unknown``): the request is well formed, but this node's state or the

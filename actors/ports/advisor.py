@@ -22,11 +22,13 @@ from collections.abc import Iterator
 from typing import ClassVar, Protocol, runtime_checkable
 
 from actors.errors import ActorError
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
 from policy.errors import ErrorKind
 
 __all__ = [
+    "AdviceClient",
     "AdvisorCallError",
     "AdvisorClient",
     "AdvisorRefused",
@@ -115,6 +117,20 @@ class AdvisorClient(Protocol):
 
     def close(self) -> None:
         """Close the connection; calls in flight fail as ``AdvisorSick``."""
+        ...
+
+
+@runtime_checkable
+class AdviceClient(Protocol):
+    """Katalyst v0.5.47's ``GetAdvice`` on sys-advisor's ``CPUAdvisor`` service."""
+
+    def get_advice(self, request: AdviceRequest, timeout_s: float) -> AdviceReply:
+        """``GetAdvice``: the state in, the calculation result out.
+
+        Raises:
+            AdvisorSick, AdvisorRefused: see the module docstring; an advisor without the
+                RPC refuses it with code ``UNIMPLEMENTED``.
+        """
         ...
 
 

@@ -13,8 +13,10 @@ Three outcomes, kept apart because they leave the writer in different places:
 * ``CommitRefused`` (or its ``StoreUnavailable``): nothing was persisted, the state is what
   the writer holds;
 * ``CommitOutcomeUnknown``: the store did not answer (timeout, or it died with the commit in
-  its mailbox); the record may yet be applied, so the writer must re-read the durable state
-  with ``latest()`` before its next decision rather than trust the snapshot it holds.
+  its mailbox), or it answered that its journal could not cut the failed write back (the
+  record may be on disk and be replayed at the next start, while the store refuses every
+  later commit); the writer must re-read the durable state with ``latest()`` before its next
+  decision rather than trust the snapshot it holds.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import pykka
 
-from actors.errors import ActorError
 from actors.ports.actor_ref import ActorRef
-from actors.store_messages import Commit, CommitRefused, GetSnapshot, Snapshot, StoreUnavailable
-from policy.errors import ErrorKind
+from actors.store_messages import (
+    Commit,
+    CommitOutcomeUnknown,
+    CommitRefused,
+    GetSnapshot,
+    Snapshot,
+    StoreUnavailable,
+)
 from policy.state.events import Event
 
 __all__ = [
@@ -45,15 +52,6 @@ __all__ = [
 DEFAULT_COMMIT_TIMEOUT_S = 10.0
 
 
-class CommitOutcomeUnknown(ActorError):  # noqa: N818 (an outcome, like CommitRefused)
-    """The store did not answer a commit; it may or may not have been applied.
-
-    The writer must call ``Committer.latest()`` before deciding again.
-    """
-
-    kind = ErrorKind.UNAVAILABLE
-
-
 class Committer(Protocol):
     """Makes events durable and says what the durable state now is."""
 
@@ -62,7 +60,8 @@ class Committer(Protocol):
 
         Raises:
             CommitRefused: nothing was persisted; the durable state is unchanged.
-            CommitOutcomeUnknown: no answer; re-read the state with ``latest()``.
+            CommitOutcomeUnknown: no answer, or the store cannot say (its journal could not cut
+                a failed write back); re-read the state with ``latest()``.
         """
         ...
 
@@ -82,7 +81,9 @@ class GroupCommitter(Committer, Protocol):
     Inside ``group()``, ``commit`` writes the record and answers the state after it without
     making it durable; ``sync`` then makes every record of the group durable at once and
     answers the published snapshot. A failed write or sync cuts every record of the group back
-    (``CommitRefused``); ``broken`` then says the group's earlier records are gone.
+    (``CommitRefused``); ``broken`` then says the group's earlier records are gone. If the cut
+    itself fails, the group's records may or may not be on disk (``CommitOutcomeUnknown``);
+    ``broken`` then says they are not durable as far as anyone can tell.
     """
 
     def group(self) -> AbstractContextManager[None]:
@@ -94,12 +95,14 @@ class GroupCommitter(Committer, Protocol):
 
         Raises:
             CommitRefused: nothing of the group was persisted.
+            CommitOutcomeUnknown: the group could not be cut back; it may be on disk.
         """
         ...
 
     @property
     def broken(self) -> bool:
-        """Whether a failed write cut the current group's earlier records back."""
+        """Whether a failed write cut the current group's earlier records back (or failed to,
+        leaving their outcome unknown): either way none of them may be answered as durable."""
         ...
 
 
@@ -125,7 +128,8 @@ class AdoptedSnapshot:
 
         Raises:
             CommitRefused: nothing was persisted; the held snapshot is still right.
-            CommitOutcomeUnknown: no answer; the next ``resync_if_stale`` re-reads the state.
+            CommitOutcomeUnknown: no answer, or the store cannot say; the next
+                ``resync_if_stale`` re-reads the state.
         """
         try:
             self.snapshot = self._committer.commit(events, cause)
@@ -165,14 +169,15 @@ class StateStoreCommitter:
         Raises:
             CommitRefused: the store refused (its exception, unchanged), or it was not running
                 when asked, so the commit never reached it (``StoreUnavailable``).
-            CommitOutcomeUnknown: no answer within the timeout, or the store stopped with the
-                commit in its mailbox.
+            CommitOutcomeUnknown: the store answered so (its exception, unchanged: the journal
+                could not cut a failed write back), no answer within the timeout, or the store
+                stopped with the commit in its mailbox.
         """
         try:
             # Blocking ask from inside an actor: the StateStore never calls anyone, so this
             # wait cannot be part of a cycle (DESIGN.md, the commit protocol step 1).
             reply = self._store.ask(Commit(events, cause), timeout=self._timeout_s)
-        except CommitRefused:
+        except (CommitRefused, CommitOutcomeUnknown):
             raise
         except pykka.Timeout as err:
             raise CommitOutcomeUnknown(

@@ -66,6 +66,7 @@ from policy.cpu.qos import RECLAIMED_CORES, SHARED_CORES, QoSError, check_handle
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.replies import CPUSET_OCI_PROPERTY, AllocationReply, CPUAllocation
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.rnb_allocate import resize_reclaimed, settle_reclaimed
 from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus, pod_aggregated_request
 from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.system_cores import SYSTEM_CORES, allocate_system
@@ -154,7 +155,7 @@ def allocate_container(
         if prepared.qos_level == SHARED_CORES:
             return _allocate_shared(txn, ctx, prepared, pod, now)
         if prepared.qos_level == RECLAIMED_CORES:
-            return _allocate_reclaimed(txn, prepared, now)
+            return _allocate_reclaimed(txn, ctx, prepared, now)
         return _allocate_dedicated(txn, ctx, prepared, now)
     except PolicyError as err:
         raise AllocationError(str(err), kind=err.kind, subject=request.describe()) from err
@@ -290,7 +291,9 @@ def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_
 # -- reclaimed_cores (§7.4) --------------------------------------------------------------------
 
 
-def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+def _allocate_reclaimed(
+    txn: Txn, ctx: PolicyContext, prepared: PreparedRequest, now: float
+) -> AllocationReply:
     request = prepared.request
     state = txn.cpu
     existing = state.entry(request.pod_uid, request.container_name)
@@ -300,6 +303,9 @@ def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> Allo
         raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
     if reclaim.is_empty():
         raise AllocationError(f"pool: {RECLAIM_POOL} is not empty", kind=ErrorKind.SHORTAGE)
+    if ctx.at_v0_5_47 and prepared.request.container_type is not ContainerType.SIDECAR:
+        # v0.5.47: a resize in place, the numa_hint, the per-NUMA split (policy.cpu.rnb_allocate).
+        return _allocate_reclaimed_v0547(txn, prepared, existing, now)
     # 3–4. New or updated, the container follows the reclaim pool.
     if existing is None:
         phase = lifecycle.NEW
@@ -315,6 +321,36 @@ def _allocate_reclaimed(txn: Txn, prepared: PreparedRequest, now: float) -> Allo
     # 5. Stored; no pool adjustment.
     emit_step(txn, step, ContainerAllocated(entry))
     return _pack(prepared, reclaim)
+
+
+def _allocate_reclaimed_v0547(
+    txn: Txn, prepared: PreparedRequest, existing: ContainerEntry | None, now: float
+) -> AllocationReply:
+    state = txn.cpu
+    resized = resize_reclaimed(state, prepared)
+    if resized is not None:
+        step = _fire(container_phase(resized), "allocate_reclaimed", {})
+        emit_step(txn, step, ContainerAllocated(resized))
+        return _pack(prepared, state.placement_cpus(resized.placement)[0])
+    if existing is None:
+        phase = lifecycle.NEW
+        entry = _new_entry(prepared, now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
+    else:
+        phase = container_phase(existing)
+        entry = _updated(existing, prepared)
+    step = _fire(phase, "allocate_reclaimed", {})
+    hint = prepared.request.hint
+    nodes = None if hint is None else hint.nodes
+    try:
+        entry, shrinks = settle_reclaimed(state, entry, nodes, existing is None)
+    except PolicyError as err:
+        raise AllocationError(
+            f"updateReclaimAllocationResultByPoolEntry failed: {err}", kind=err.kind
+        ) from err
+    emit_step(txn, step, ContainerAllocated(entry))
+    # Non-actual containers shrunk off a NUMA this container took (after it, as the reference).
+    txn.emit(*shrinks)
+    return _pack(prepared, state.placement_cpus(entry.placement)[0])
 
 
 # -- dedicated_cores (§7.5) --------------------------------------------------------------------

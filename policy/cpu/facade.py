@@ -134,7 +134,8 @@ def get_topology_hints(
     """
     del now
     prepared = prepare_request(settings.qos, inputs.request, _kept_keys(settings))
-    return Decision((), topology_hints(state.cpu, settings, prepared))
+    headroom = state.advisor.headroom_of()
+    return Decision((), topology_hints(state.cpu, settings, prepared, numa_headroom=headroom))
 
 
 def _kept_keys(settings: PolicyContext) -> tuple[str, ...]:

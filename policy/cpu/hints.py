@@ -6,7 +6,9 @@ The rule (spec cpu-policy §8.1–§8.3), in the reference's order:
 2. A level without a handler (``system_cores``) is an error.
 3. shared_cores and reclaimed_cores: no preference — pools span every eligible NUMA node.
    At v0.5.47 shared_cores hints are ``policy.cpu.snb_hints``'s (SNB, and the capacity
-   check of non-binding pods).
+   check of non-binding pods), and with ``--enable-reclaim-numa-binding`` those of
+   reclaimed_cores with ``numa_binding`` ``policy.cpu.rnb_hints``'s (RNB, from
+   sys-advisor's per-NUMA headroom).
 4. dedicated_cores without NUMA binding: "not support dedicated_cores without NUMA binding".
 5. dedicated_cores with NUMA binding:
    a. a SIDECAR follows its main container: no preference;
@@ -43,10 +45,17 @@ from policy.cpu.dedicated_hints import dedicated_hints_v0547
 from policy.cpu.enhancements import is_numa_exclusive
 from policy.cpu.hint_masks import NUMAFacts, full_hints, smallest_size_hints
 from policy.cpu.prepare import PreparedRequest
-from policy.cpu.qos import DEDICATED_CORES, SHARED_CORES, QoSError, check_handled_level
+from policy.cpu.qos import (
+    DEDICATED_CORES,
+    RECLAIMED_CORES,
+    SHARED_CORES,
+    QoSError,
+    check_handled_level,
+)
 from policy.cpu.reference import INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.replies import HintsReply
 from policy.cpu.request import ContainerType, TopologyHint
+from policy.cpu.rnb_hints import reclaimed_binding_hints
 from policy.cpu.snb import (
     anti_affine_numas,
     binding_numas,
@@ -310,6 +319,7 @@ def topology_hints(
     ctx: PolicyContext,
     prepared: PreparedRequest,
     extra_numa_sets: Mapping[str, str] | None = None,
+    numa_headroom: Mapping[int, float] | None = None,
 ) -> HintsReply:
     """Answer GetTopologyHints for a prepared request (§8). Reads the state, changes nothing.
 
@@ -319,6 +329,8 @@ def topology_hints(
         prepared: the request after ``prepare_request``.
         extra_numa_sets: the extra state file's ``memoryEntries`` (``"<pod>-0"`` → NUMA list),
             or None when that option is off.
+        numa_headroom: sys-advisor's per-NUMA headroom kept in the state (RNB hints at
+            v0.5.47); None or empty when none was sent.
 
     Returns:
         The reply; ``hints is None`` for no preference.
@@ -345,6 +357,18 @@ def topology_hints(
         except SNBHintError as err:
             raise SNBHintError(str(err), kind=err.kind, subject=request.describe()) from err
         return HintsReply.echo(request, labels, annotations, shared)
+    if (
+        prepared.qos_level == RECLAIMED_CORES
+        and ctx.at_v0_5_47
+        and ctx.reference.enable_reclaim_numa_binding
+        and prepared.numa_binding
+    ):
+        # v0.5.47 reclaimed cores with NUMA binding (policy.cpu.rnb_hints).
+        try:
+            reclaimed = reclaimed_binding_hints(state, ctx, prepared, numa_headroom or {})
+        except SNBHintError as err:
+            raise SNBHintError(str(err), kind=err.kind, subject=request.describe()) from err
+        return HintsReply.echo(request, labels, annotations, reclaimed)
     if prepared.qos_level != DEDICATED_CORES:
         return HintsReply.echo(request, labels, annotations, None)
     try:

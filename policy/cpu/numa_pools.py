@@ -16,15 +16,20 @@
    ``enable_reclaim`` hands what exceeds max(4, NUMA nodes) to the non-binding pools by
    hyper-thread; an empty reclaim falls back on the start-up set (TakeHTByNUMABalance).
 
+While sys-advisor allows shared cores to overlap reclaimed cores (``overlap`` given, see
+``policy.cpu.advisor.overlap``), step 2 and the non-binding pools of step 3 always split all
+their CPUs in proportion, and step 4 does not apportion reclaim but lets it take its ratio of
+every share-type pool.
+
 The reference iterates Go maps here (random order); as in ``policy.cpu.pool_sizing``, NUMAs
-go by id and pools by name. sys-advisor's shared/reclaimed overlap is not reproduced: qrmd's
-advisor link never sets it.
+go by id and pools by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from policy.cpu.advisor.overlap import overlap_reclaim
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import (
     IsolatedCPUs,
@@ -50,6 +55,7 @@ def generate_pools_with_numa_binding(
     pools_q: Mapping[str, int],
     iso_q: IsolatedQuantities,
     available: CPUSet,
+    overlap: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, CPUSet], IsolatedCPUs]:
     """Pool and isolated-container cpusets at v0.5.47 (module docstring).
 
@@ -58,6 +64,8 @@ def generate_pools_with_numa_binding(
         pools_q: ``{pool: CPUs wanted}``, SNB pools by their ``-NUMA<id>`` names.
         iso_q: ``{pod: {container: CPUs wanted}}`` of isolated dedicated containers.
         available: the adjustable CPUs.
+        overlap: while sys-advisor allows shared cores to overlap reclaimed cores, each
+            share-type pool's overlap ratio; None otherwise.
 
     Returns:
         ``(pool cpusets, isolated container cpusets)``.
@@ -89,7 +97,13 @@ def generate_pools_with_numa_binding(
     for numa in sorted(binding):
         numa_cpus = CPUSet.from_mask(masks.get(numa, 0)).difference(ctx.reserved)
         try:
-            left = _numa_pools(ctx, binding[numa], numa_cpus.intersection(available), pools_cs)
+            left = _numa_pools(
+                ctx,
+                binding[numa],
+                numa_cpus.intersection(available),
+                pools_cs,
+                exact=ctx.enable_reclaim and overlap is None,
+            )
         except PoolError as err:
             raise PoolError(
                 f"generateNUMABindingPoolsCPUSetInPlace failed with error: {err}", kind=err.kind
@@ -103,7 +117,15 @@ def generate_pools_with_numa_binding(
     free = CPUSet.from_mask(available.mask & other)
     available = available.difference(free)
     iso_cs: IsolatedCPUs = {}
-    free = _non_binding(topology, non_binding, isolated, free, pools_cs=pools_cs, iso_cs=iso_cs)
+    free = _non_binding(
+        topology,
+        non_binding,
+        isolated,
+        free,
+        pools_cs=pools_cs,
+        iso_cs=iso_cs,
+        proportional=overlap is not None,
+    )
     available = available.union(free)
     # 4. The resident pools.
     reserve = pools_cs.get(RESERVE_POOL)
@@ -112,7 +134,9 @@ def generate_pools_with_numa_binding(
     pools_cs[RESERVE_POOL] = ctx.reserved
     reclaim = pools_cs.get(RECLAIM_POOL, CPUSet()).union(available)
     floor = reserved_reclaimed_cpus_size(ctx)
-    if not ctx.enable_reclaim and reclaim.size() > floor:
+    if overlap is not None:
+        reclaim = overlap_reclaim(topology, pools_cs, overlap, reclaim)
+    elif not ctx.enable_reclaim and reclaim.size() > floor:
         pools_cs, reclaim = apportion_reclaimed_pool(
             topology, pools_cs, reclaim, floor=floor, by_thread=True, only=non_binding.keys()
         )
@@ -123,11 +147,17 @@ def generate_pools_with_numa_binding(
 
 
 def _numa_pools(
-    ctx: PolicyContext, quantities: Mapping[str, int], free: CPUSet, out: dict[str, CPUSet]
+    ctx: PolicyContext,
+    quantities: Mapping[str, int],
+    free: CPUSet,
+    out: dict[str, CPUSet],
+    *,
+    exact: bool,
 ) -> CPUSet:
-    """One NUMA's binding pools into ``out``; returns the NUMA's CPUs left (step 2)."""
+    """One NUMA's binding pools into ``out``; returns the NUMA's CPUs left (step 2).
+    ``exact``: reclaim is enabled and may not overlap, so pools that fit get exact sizes."""
     total = sum(quantities.values())
-    if total <= free.size() and ctx.enable_reclaim:
+    if total <= free.size() and exact:
         # Exact sizes; the rest of the NUMA goes to reclaim.
         taken, left = _take(ctx.topology, quantities, free)
         out.update(taken)
@@ -168,8 +198,10 @@ def _non_binding(
     *,
     pools_cs: dict[str, CPUSet],
     iso_cs: IsolatedCPUs,
+    proportional: bool = False,
 ) -> CPUSet:
-    """Step 3: v0.5.3's four cases on the non-binding NUMAs' CPUs; returns what is left."""
+    """Step 3: v0.5.3's four cases on the non-binding NUMAs' CPUs; returns what is left.
+    ``proportional``: pools that fit split every CPU left in proportion (overlap allowed)."""
     pools_total = sum(pools.values())
     isolated_total = sum(q for containers in isolated.values() for q in containers.values())
     size = free.size()
@@ -182,11 +214,24 @@ def _non_binding(
                 kind=err.kind,
             ) from err
         iso_cs.update(taken_iso)
-        taken, free = _take(topology, pools, free)
-        pools_cs.update(taken)
+        free = _fit(topology, pools, free, pools_cs, proportional)
     elif pools_total <= size:
-        taken, free = _take(topology, pools, free)
-        pools_cs.update(taken)
+        free = _fit(topology, pools, free, pools_cs, proportional)
     elif pools_total > 0:
         free = _proportional(topology, pools, free, pools_cs)
+    return free
+
+
+def _fit(
+    topology: CPUTopology,
+    pools: Mapping[str, int],
+    free: CPUSet,
+    pools_cs: dict[str, CPUSet],
+    proportional: bool,
+) -> CPUSet:
+    """Pools that fit: exact sizes, or (overlap allowed) every CPU in proportion."""
+    if proportional:
+        return _proportional(topology, pools, free, pools_cs)
+    taken, free = _take(topology, pools, free)
+    pools_cs.update(taken)
     return free

@@ -31,9 +31,12 @@ from collections.abc import Mapping
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import IsolatedCPUs, PoolError
+from policy.cpu.rnb import non_actual_numas, reclaimed_entries
+from policy.cpu.rnb_allocate import reclaimed_placement
 from policy.cpu.snb import adjustable_cpus, numa_of_pool
 from policy.cpu.system_cores import SYSTEM_CORES, system_pool_cpus
 from policy.cpu.txn import Txn
+from policy.errors import PolicyError
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
     DEDICATED_OWNER,
@@ -139,6 +142,21 @@ def apply_pools_and_isolated(
         if pool in pools_cs:
             moves[key] = (InPool(pool), pool)
         # else: the pool is gone, the container keeps its old CPUs (a warning in the reference)
+    if ctx.at_v0_5_47:
+        # v0.5.47 splits the reclaim pool by NUMA for its containers: the non-actual NUMAs
+        # are read from the state before this step (policy.cpu.rnb_allocate).
+        non_actual = non_actual_numas(state)
+        for entry in reclaimed_entries(state):
+            placement = entry.placement
+            if entry.key in moves or not isinstance(placement, InPool):
+                continue
+            if placement.pool_name != RECLAIM_POOL:
+                continue
+            try:
+                split = reclaimed_placement(entry, reclaim, non_actual, state)
+            except PolicyError as err:
+                raise PoolError(str(err), kind=err.kind) from err
+            moves[entry.key] = (split, RECLAIM_POOL)
     dropped = sorted(name for name in state.pools if name not in pools_cs)
     for name in dropped:
         for key in sorted(state.containers_owned_by(name)):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from policy.cpu.advisor.overlap import reclaim_overlap_share_ratio
 from policy.cpu.advisor.resize import resize_growth
 from policy.cpu.context import PolicyContext
 from policy.cpu.numa_pools import generate_pools_with_numa_binding
@@ -189,11 +190,15 @@ def adjust_pools_and_isolated(
     available = (
         adjustable_cpus(state, ctx) if ctx.at_v0_5_47 else state.adjustable_cpus(ctx.reserved)
     )
-    # 2. Sizes (v0.5.47: the NUMA-bound pools first, policy.cpu.numa_pools).
-    generate = generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
+    # 2. Sizes (v0.5.47: the NUMA-bound pools first, policy.cpu.numa_pools, and reclaim
+    # overlapping share-type pools while sys-advisor allows it, policy.cpu.advisor.overlap).
+    overlap = _overlap_ratios(txn) if ctx.at_v0_5_47 else None
     try:
         # The same inputs as the last adjustment give its answer again (policy.cpu.pool_memo).
-        pools_cs, iso_cs = sized_pools(generate, ctx, pools_q, iso_q, available)
+        generate = (
+            generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
+        )
+        pools_cs, iso_cs = sized_pools(generate, ctx, pools_q, iso_q, available, overlap=overlap)
     except PoolError as err:
         raise PoolError(
             f"generatePoolsAndIsolation failed with error: {err}", kind=err.kind
@@ -217,6 +222,20 @@ def adjust_pools_and_isolated(
         clean_pools(txn, ctx)
     except PoolError as err:  # pragma: no cover - clean_pools refuses nothing today
         raise PoolError(f"cleanPools failed with error: {err}", kind=err.kind) from err
+
+
+def _overlap_ratios(txn: Txn) -> dict[str, float] | None:
+    """The share-type pools' overlap ratios while sys-advisor allows the overlap, else None.
+
+    Raises:
+        PoolError: "reclaimOverlapShareRatio failed with error: ..." (no reclaim pool).
+    """
+    if not txn.state.advisor.allow_shared_cores_overlap_reclaimed_cores:
+        return None
+    try:
+        return reclaim_overlap_share_ratio(txn.cpu)
+    except PoolError as err:
+        raise PoolError(f"reclaimOverlapShareRatio failed with error: {err}") from err
 
 
 def reclaim_overlap_numa_binding(

@@ -12,9 +12,9 @@ given again when the inputs are equal.
 The memo holds one entry and compares everything the function reads: the context by
 identity (it is frozen, and the one the Allocator holds is the same object for every
 decision; another context only misses), the quantities in their order (the answer's order
-follows theirs), and the adjustable CPUs. A call that raises is not kept. Callers get fresh
-dictionaries, so nothing they do to an answer reaches the memo. The answer is the
-function's, whether it comes from the memo or not: decisions stay pure.
+follows theirs), the adjustable CPUs, and v0.5.47's overlap ratios. A call that raises is
+not kept. Callers get fresh dictionaries, so nothing they do to an answer reaches the memo.
+The answer is the function's, whether it comes from the memo or not: decisions stay pure.
 """
 
 from __future__ import annotations
@@ -28,12 +28,9 @@ from policy.topology.cpuset import CPUSet
 
 __all__ = ["PoolSizing", "sized_pools"]
 
-#: A pool sizing function: (context, pool quantities, isolated quantities, adjustable CPUs)
-#: → (pool cpusets, isolated container cpusets).
-PoolSizing = Callable[
-    [PolicyContext, Mapping[str, int], IsolatedQuantities, CPUSet],
-    tuple[dict[str, CPUSet], IsolatedCPUs],
-]
+#: A pool sizing function: (context, pool quantities, isolated quantities, adjustable CPUs
+#: [, v0.5.47's overlap ratios]) → (pool cpusets, isolated container cpusets).
+PoolSizing = Callable[..., tuple[dict[str, CPUSet], IsolatedCPUs]]
 
 _Key = tuple[
     PoolSizing,
@@ -41,6 +38,7 @@ _Key = tuple[
     tuple[tuple[str, int], ...],
     tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
     int,
+    tuple[tuple[str, float], ...] | None,
 ]
 
 # One entry per thread: the Allocator's own thread in the daemon; offline re-runs and tests
@@ -54,8 +52,11 @@ def sized_pools(
     pools_q: Mapping[str, int],
     iso_q: IsolatedQuantities,
     available: CPUSet,
+    *,
+    overlap: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, CPUSet], IsolatedCPUs]:
-    """``generate(ctx, pools_q, iso_q, available)``, from the memo when the inputs are equal.
+    """``generate(ctx, pools_q, iso_q, available)`` (with ``overlap`` after them when it is
+    given: v0.5.47's overlap ratios), from the memo when the inputs are equal.
 
     Raises:
         PoolError: as ``generate`` does (never from the memo: failures are not kept).
@@ -66,12 +67,16 @@ def sized_pools(
         tuple(pools_q.items()),
         tuple((pod, tuple(containers.items())) for pod, containers in iso_q.items()),
         available.mask,
+        None if overlap is None else tuple(overlap.items()),
     )
     kept = getattr(_last, "entry", None)
     if kept is not None and _same(kept[0], key):
         pools_cs, iso_cs = kept[1]
     else:
-        pools_cs, iso_cs = generate(ctx, pools_q, iso_q, available)
+        if overlap is None:
+            pools_cs, iso_cs = generate(ctx, pools_q, iso_q, available)
+        else:
+            pools_cs, iso_cs = generate(ctx, pools_q, iso_q, available, overlap)
         _last.entry = (key, (dict(pools_cs), _copy(iso_cs)))
     return dict(pools_cs), _copy(iso_cs)
 

@@ -59,7 +59,13 @@ from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
 from policy.topology.cpuset import CPUSet
 
-__all__ = ["NO_AVAILABLE_CPU_HINTS", "SNBHintError", "shared_hints"]
+__all__ = [
+    "NO_AVAILABLE_CPU_HINTS",
+    "SNBHintError",
+    "aggregated_request",
+    "prefer_existing_result",
+    "shared_hints",
+]
 
 #: ``cpuutil.ErrNoAvailableCPUHints``.
 NO_AVAILABLE_CPU_HINTS: Final = "no available cpu hints"
@@ -71,7 +77,7 @@ class SNBHintError(PolicyError):
     kind = ErrorKind.SHORTAGE
 
 
-def _request(prepared: PreparedRequest) -> float:
+def aggregated_request(prepared: PreparedRequest) -> float:
     """``GetPodAggregatedRequestResource``: the aggregated request, else the container's."""
     aggregated = pod_aggregated_request(prepared.annotations)
     return prepared.req_float if aggregated is None else aggregated
@@ -93,7 +99,9 @@ def shared_hints(
     if not prepared.numa_binding:
         # (c) 5: the main container must fit the pooled CPUs with the other non-binding pods.
         if request.container_type is ContainerType.MAIN:
-            wanted = non_binding_shared_requested(state, ctx, (request.pod_uid, _request(prepared)))
+            wanted = non_binding_shared_requested(
+                state, ctx, (request.pod_uid, aggregated_request(prepared))
+            )
             if wanted > non_binding_pooled_cpus(state, ctx).size():
                 raise SNBHintError(NO_AVAILABLE_CPU_HINTS)
         return None
@@ -101,7 +109,7 @@ def shared_hints(
     if request.container_type is ContainerType.SIDECAR:
         return None
     # 2. The pod's request.
-    wanted_cores = _request(prepared)
+    wanted_cores = aggregated_request(prepared)
     # 3. Already placed: its NUMA again (a resize must fit it).
     existing = state.entry(request.pod_uid, request.container_name)
     if existing is not None:
@@ -168,7 +176,7 @@ def _calculate(
         raise SNBHintError(NO_AVAILABLE_CPU_HINTS)
     # 8. The binding result already decided elsewhere.
     if ctx.reference.prefer_use_exist_numa_hint_result:
-        hints = _prefer_existing_result(ctx, prepared, hints)
+        hints = prefer_existing_result(ctx, prepared, hints)
     return tuple(hints)
 
 
@@ -235,7 +243,7 @@ def _by_prefer_policy(
     return [TopologyHint((numa,), left == best) for numa, left in fitting]
 
 
-def _prefer_existing_result(
+def prefer_existing_result(
     ctx: PolicyContext, prepared: PreparedRequest, hints: list[TopologyHint]
 ) -> list[TopologyHint]:
     text = prepared.annotations.get(ctx.reference.numa_binding_result_annotation_key)

@@ -9,7 +9,8 @@ applied response are CPU events; this section records what the CPU section canno
   same record). The fingerprint is the response's content digest.
 * ``AdvisorResponseRefused(fingerprint, stage, reason)``: a response was refused at
   ``stage`` (``validate``, ``blocks`` or ``apply``, the three steps of
-  ``allocate_by_cpu_advisor``) for ``reason`` (the reference's message). The CPU state is
+  ``allocate_by_cpu_advisor``; at v0.5.47 also ``request``, a GetAdvice answer checked against
+  its request) for ``reason`` (the reference's message). The CPU state is
   untouched; the record exists so that "what did the advisor say at 03:12 and why was it
   refused?" has an answer in the journal.
 * ``AdvisorSizingSuspended(silent_since, unhealthy_after_s)``: no response was applied for
@@ -17,6 +18,18 @@ applied response are CPU events; this section records what the CPU section canno
   (qrmd's fallback, beyond the reference; Katalyst v0.5.4 added a similar one). The record
   also holds the re-plan's CPU events.
 * ``AdvisorSizingResumed()``: the first response applied after a fallback takes over again.
+* ``AdvisorOverlapAllowed(allow)``: Katalyst v0.5.47 only, in the record of an applied
+  response whose ``allow_shared_cores_overlap_reclaimed_cores`` differs from the stored one
+  (``allocateByCPUAdvisor`` keeps it in its state and checkpoint,
+  ``policy_advisor_handler.go``:515-521 at tag v0.5.47); the pool engine then lets reclaim
+  overlap the share-type pools (``policy.cpu.advisor.overlap``). The section writes the flag
+  only while it is set, so a v0.5.3 section reads and writes as it always did.
+* ``NUMAHeadroomSet(headroom)``: at v0.5.47, the per-NUMA headroom of the response's
+  ``cpu_numa_headroom`` extra entry, kept as the reference keeps it in its CPU checkpoint
+  (``SetNUMAHeadroom``, ``policy_advisor_handler.go:1307-1330``,
+  ``state/state_checkpoint.go:204-208``). Reclaimed NUMA-binding hints read it
+  (``policy.cpu.rnb``); until an advisor sends one it is empty, and the checkpoint of a
+  section without it is the one it always was.
 
 Coalescing. sys-advisor answers every few seconds, mostly with the same result. The section
 keeps the last response's fingerprint and outcome; a response with the same fingerprint, the
@@ -42,11 +55,13 @@ __all__ = [
     "SIZED_BY_ADVISOR",
     "SIZED_BY_REQUESTS",
     "AdvisorEvent",
+    "AdvisorOverlapAllowed",
     "AdvisorResponseApplied",
     "AdvisorResponseRefused",
     "AdvisorSizingResumed",
     "AdvisorSizingSuspended",
     "AdvisorState",
+    "NUMAHeadroomSet",
     "apply_advisor_event",
     "decode_advisor_event",
     "decode_advisor_section",
@@ -64,8 +79,9 @@ SIZED_BY_REQUESTS: Final = "requests"
 APPLIED: Final = "applied"
 REFUSED: Final = "refused"
 
-#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``).
-STAGES: Final = ("validate", "blocks", "apply")
+#: Stages at which a response can be refused (§11.5 ``allocate_by_cpu_advisor``; ``request``:
+#: a v0.5.47 GetAdvice answer checked against its request).
+STAGES: Final = ("request", "validate", "blocks", "apply")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +97,12 @@ class AdvisorState:
     last_outcome: str = ""
     last_stage: str = ""
     last_reason: str = ""
+    allow_shared_cores_overlap_reclaimed_cores: bool = False
+    numa_headroom: tuple[tuple[int, float], ...] = ()
+
+    def headroom_of(self) -> dict[int, float]:
+        """The per-NUMA headroom sys-advisor last sent (``GetNUMAHeadroom``), by NUMA."""
+        return dict(self.numa_headroom)
 
     def is_sized_by_requests(self) -> bool:
         """True while the fallback sizes the pools by requests."""
@@ -125,12 +147,30 @@ class AdvisorSizingResumed(AdvisorEvent):
     """A response was applied after a fallback: sys-advisor sizes the pools again."""
 
 
+@dataclass(frozen=True, slots=True)
+class AdvisorOverlapAllowed(AdvisorEvent):
+    """v0.5.47: the advisor now does (or no longer does) let shared cores overlap reclaimed
+    cores."""
+
+    allow: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NUMAHeadroomSet(AdvisorEvent):
+    """sys-advisor's per-NUMA headroom (CPUs reclaimed pods may use in each NUMA node), as
+    ``(numa, cores)`` pairs by NUMA; it replaces the one kept before."""
+
+    headroom: tuple[tuple[int, float], ...]
+
+
 #: Every advisor-section event type, in the order the codec documents them.
 ADVISOR_EVENT_TYPES: Final[tuple[type[AdvisorEvent], ...]] = (
     AdvisorResponseApplied,
     AdvisorResponseRefused,
     AdvisorSizingSuspended,
     AdvisorSizingResumed,
+    AdvisorOverlapAllowed,
+    NUMAHeadroomSet,
 )
 
 
@@ -173,6 +213,13 @@ def apply_advisor_event(state: AdvisorState, event: Event) -> AdvisorState:
             if not state.is_sized_by_requests():
                 raise StateError("AdvisorSizingResumed: sys-advisor already sizes the pools")
             return replace(state, sizing=SIZED_BY_ADVISOR)
+        case AdvisorOverlapAllowed(allow=allow):
+            return replace(state, allow_shared_cores_overlap_reclaimed_cores=allow)
+        case NUMAHeadroomSet(headroom=headroom):
+            numas = [numa for numa, _ in headroom]
+            if numas != sorted(set(numas)):
+                raise StateError(f"NUMAHeadroomSet: NUMA nodes not sorted and unique: {numas}")
+            return replace(state, numa_headroom=headroom)
     raise StateError(f"{type(event).__name__} is not an event of the advisor section")
 
 
@@ -185,6 +232,7 @@ _SECTION_FIELDS: Final = (
     "last_stage",
     "last_reason",
 )
+_HEADROOM_FIELD: Final = "numa_headroom"
 
 
 def encode_advisor_event(event: Event) -> dict[str, Any]:
@@ -198,6 +246,10 @@ def encode_advisor_event(event: Event) -> dict[str, Any]:
             return {"silent_since": since, "unhealthy_after_s": after}
         case AdvisorSizingResumed():
             return {}
+        case AdvisorOverlapAllowed(allow=allow):
+            return {"allow": allow}
+        case NUMAHeadroomSet(headroom=headroom):
+            return {"headroom": [[numa, cores] for numa, cores in headroom]}
     raise CodecError(f"{type(event).__name__} is not an event of the advisor section")
 
 
@@ -212,14 +264,29 @@ def decode_advisor_event(cls: type[Event], items: Mapping[str, Any], where: str)
             _number(items["silent_since"], f"{where}.silent_since"),
             _number(items["unhealthy_after_s"], f"{where}.unhealthy_after_s"),
         )
+    if cls is AdvisorOverlapAllowed:
+        return AdvisorOverlapAllowed(_bool(items["allow"], f"{where}.allow"))
+    if cls is NUMAHeadroomSet:
+        return NUMAHeadroomSet(_headroom(items["headroom"], f"{where}.headroom"))
     values = {name: _text(value, f"{where}.{name}") for name, value in items.items()}
     values.pop("kind", None)
     return cls(**values)
 
 
+#: Written only while set, so that a v0.5.3 section is what it always was.
+_OVERLAP_FIELD: Final = "allow_shared_cores_overlap_reclaimed_cores"
+
+
 def encode_advisor_section(state: AdvisorState) -> dict[str, Any]:
-    """The section as primitives (checkpoints)."""
-    return {name: getattr(state, name) for name in _SECTION_FIELDS}
+    """The section as primitives (checkpoints); the overlap flag only while set and the NUMA
+    headroom only when there is one, so a node that never had either writes the checkpoint it
+    always wrote."""
+    out: dict[str, Any] = {name: getattr(state, name) for name in _SECTION_FIELDS}
+    if state.allow_shared_cores_overlap_reclaimed_cores:
+        out[_OVERLAP_FIELD] = True
+    if state.numa_headroom:
+        out[_HEADROOM_FIELD] = [[numa, cores] for numa, cores in state.numa_headroom]
+    return out
 
 
 def decode_advisor_section(data: object, topology: object) -> AdvisorState:
@@ -232,12 +299,44 @@ def decode_advisor_section(data: object, topology: object) -> AdvisorState:
     where = "sections.advisor"
     if not isinstance(data, dict):
         raise CodecError(f"{where}: expected a map, got {type(data).__name__}")
-    if set(data) != set(_SECTION_FIELDS):
-        raise CodecError(f"{where}: expected exactly the fields {', '.join(_SECTION_FIELDS)}")
+    if set(data) - {_OVERLAP_FIELD, _HEADROOM_FIELD} != set(_SECTION_FIELDS):
+        raise CodecError(
+            f"{where}: expected exactly the fields {', '.join(_SECTION_FIELDS)} "
+            f"(and {_OVERLAP_FIELD}, {_HEADROOM_FIELD} when set)"
+        )
     values = {name: _text(data[name], f"{where}.{name}") for name in _SECTION_FIELDS}
     if values["sizing"] not in (SIZED_BY_ADVISOR, SIZED_BY_REQUESTS):
         raise CodecError(f"{where}.sizing: unknown value {values['sizing']!r:.40}")
-    return AdvisorState(**values)
+    overlap = _bool(data.get(_OVERLAP_FIELD, False), f"{where}.{_OVERLAP_FIELD}")
+    headroom = _headroom(data.get(_HEADROOM_FIELD, []), f"{where}.{_HEADROOM_FIELD}")
+    return AdvisorState(
+        **values,
+        allow_shared_cores_overlap_reclaimed_cores=overlap,
+        numa_headroom=headroom,
+    )
+
+
+def _bool(value: object, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise CodecError(f"{where}: expected a bool, got {type(value).__name__}")
+    return value
+
+
+def _headroom(value: object, where: str) -> tuple[tuple[int, float], ...]:
+    if not isinstance(value, list):
+        raise CodecError(f"{where}: expected a list, got {type(value).__name__}")
+    pairs: list[tuple[int, float]] = []
+    for position, pair in enumerate(value):
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise CodecError(f"{where}[{position}]: expected a [numa, cores] pair")
+        numa = pair[0]
+        if isinstance(numa, bool) or not isinstance(numa, int) or numa < 0:
+            raise CodecError(f"{where}[{position}]: NUMA {numa!r:.20} is not a NUMA id")
+        pairs.append((numa, _number(pair[1], f"{where}[{position}]")))
+    numas = [numa for numa, _ in pairs]
+    if numas != sorted(set(numas)):
+        raise CodecError(f"{where}: NUMA nodes not sorted and unique: {numas}")
+    return tuple(pairs)
 
 
 def _text(value: object, where: str) -> str:

@@ -186,6 +186,14 @@ def _fields_of(data: object, where: str, expected: tuple[str, ...]) -> dict[str,
 
 def _encode_placement(placement: Placement) -> dict[str, Any]:
     if isinstance(placement, InPool):
+        if placement.numas is not None:
+            # Only v0.5.47's reclaimed NUMA binding narrows a pool; every other placement
+            # keeps the map it always had.
+            return {
+                "kind": "in_pool_numas",
+                "pool": placement.pool_name,
+                "numas": sorted(placement.numas),
+            }
         return {"kind": "in_pool", "pool": placement.pool_name}
     if isinstance(placement, Ramping):
         return {"kind": "ramping"}
@@ -198,6 +206,7 @@ def _encode_placement(placement: Placement) -> dict[str, Any]:
 
 _PLACEMENT_FIELDS: Final = {
     "in_pool": ("kind", "pool"),
+    "in_pool_numas": ("kind", "pool", "numas"),
     "ramping": ("kind",),
     "own": ("kind", "result", "original"),
 }
@@ -211,6 +220,14 @@ def _decode_placement(value: object, where: str) -> Placement:
     items = _fields_of(value, where, expected)
     if kind == "in_pool":
         return InPool(_expect_str(items["pool"], f"{where}.pool"))
+    if kind == "in_pool_numas":
+        numas = items["numas"]
+        if not isinstance(numas, list):
+            raise CodecError(f"{where}.numas: expected a list, got {type(numas).__name__}")
+        return InPool(
+            _expect_str(items["pool"], f"{where}.pool"),
+            frozenset(_expect_uint(n, f"{where}.numas") for n in numas),
+        )
     if kind == "ramping":
         return RAMPING
     return OwnCPUs(

@@ -217,6 +217,9 @@ class CPUState:
             cpus = self.pools.get(placement.pool_name)
             if cpus is None:
                 raise StateError(f"pool: {placement.pool_name} does not exist")
+            if placement.numas is not None:
+                masks = self.topology.numa_masks()
+                cpus = CPUSet.from_mask(cpus.mask & sum(masks.get(n, 0) for n in placement.numas))
             return cpus, cpus
         if self.ramp_cpus is None:
             raise StateError("no ramp-up cpuset has been set yet")

@@ -6,7 +6,10 @@ The rule: a container entry stores *where its CPUs come from*, never a copy of a
   are the pool's, as §9.8 step 6 copies them (allocation_result = the pool's result,
   original_allocation_result = the pool's original, both topology fields = the pool's
   *current* NUMA split — §15.4). Resizing a pool is therefore one event whatever the number
-  of containers in it.
+  of containers in it. ``InPool(P, numas)`` follows only P's CPUs in those NUMA nodes: the
+  reclaimed containers of v0.5.47's reclaimed NUMA binding (``policy.cpu.rnb``), whose
+  cpusets are the reclaim pool's part in their NUMA (or in the NUMAs no bound container
+  holds), as ``updateReclaimAllocationResultByPoolEntry`` copies them.
 * ``RAMPING``: a ramping container on the state's current ramp-up cpuset, which the pool engine
   rewrites whenever it re-applies pools (§9.6, §9.8 step 5).
 * ``OwnCPUs(result, original)``: CPUs that follow nothing — dedicated containers, sidecars,
@@ -103,9 +106,11 @@ def frozen_str_map(value: Mapping[str, str] | None) -> StrMap | None:
 
 @dataclass(frozen=True, slots=True)
 class InPool:
-    """The container uses pool ``pool_name``'s CPUs, whatever they become."""
+    """The container uses pool ``pool_name``'s CPUs, whatever they become; with ``numas``,
+    only those of the pool's CPUs in these NUMA nodes (v0.5.47 reclaimed NUMA binding)."""
 
     pool_name: str
+    numas: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ qrmd's own:
 
 * ``qrmd_advisor_link_state{state}`` — 1 for the link's current state, 0 for the others;
 * ``qrmd_advisor_responses_total{outcome, stage}`` — responses applied (``stage=""``) and
-  refused by stage (``validate``, ``blocks``, ``apply``);
+  refused by stage (``validate``, ``blocks``, ``apply``; ``request`` at v0.5.47);
 * ``qrmd_advisor_push_refused_total`` — containers the advisor refused during a push (skipped);
 * ``qrmd_advisor_seconds_since_applied`` — time since the last applied response (absent before
   the first), what ``--cpu-advisor-unhealthy-after`` is compared with;

@@ -11,7 +11,9 @@ flag                                   meaning                                  
 ``--cpu-plugin-socket PATH``           qrmd's ``CPUPlugin`` socket (GetCheckpoint)        see below
 ``--cpu-advisor-unhealthy-after D``    without an applied result this long, pools are     ``5m``
                                        sized by requests until the advisor is back
-``--cpu-advisor-call-timeout D``       bound on AddContainer/RemovePod calls              ``2s``
+``--cpu-advisor-call-timeout D``       bound on AddContainer/RemovePod/GetAdvice calls    ``2s``
+``--cpu-resource-plugin-advisor-      v0.5.47 only: between two GetAdvice calls           ``5s``
+interval D``
 =====================================  ==================================================  =========
 
 ``qrmd.advisor.subsystem`` builds the link from these. Every parser raises ``ValueError`` with a
@@ -25,11 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from policy.cpu.advisor.decision import DEFAULT_UNHEALTHY_AFTER_S
+from policy.cpu.reference import V0_5_47
 from qrmd.config_values import Option, Socket, positive_duration, socket_file, switch
 
 __all__ = [
     "ADVISOR_LINK_WIRED",
     "ADVISOR_OPTIONS",
+    "DEFAULT_ADVICE_INTERVAL_S",
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_CPU_ADVISOR_SOCKET",
     "DEFAULT_CPU_PLUGIN_SOCKET",
@@ -43,6 +47,9 @@ DEFAULT_CPU_ADVISOR_SOCKET: Final = "/var/lib/katalyst/qrm_advisor/cpu_advisor.s
 DEFAULT_CPU_PLUGIN_SOCKET: Final = "/var/lib/katalyst/qrm_advisor/cpu_plugin.sock"
 #: How long an AddContainer or RemovePod may hold kubelet's call (issue: never longer).
 DEFAULT_CALL_TIMEOUT_S: Final = 2.0
+#: Katalyst v0.5.47's ``--cpu-resource-plugin-advisor-interval`` default
+#: (``cmd/katalyst-agent/app/options/qrm/cpu_plugin.go``:74 at tag v0.5.47).
+DEFAULT_ADVICE_INTERVAL_S: Final = 5.0
 
 #: The daemon starts the AdvisorLink and the Allocator calls the advisor
 #: (``qrmd.advisor.subsystem``); were it False, ``--enable-cpu-advisor`` would be refused.
@@ -61,6 +68,7 @@ class AdvisorLinkConfig:
         plugin_socket: qrmd's ``CPUPlugin`` socket, served for ``GetCheckpoint``.
         unhealthy_after_s: silence after which pools are sized by requests.
         call_timeout_s: bound on every unary call to sys-advisor.
+        advice_interval_s: between two GetAdvice calls (Katalyst v0.5.47).
     """
 
     enabled: bool = False
@@ -68,6 +76,7 @@ class AdvisorLinkConfig:
     plugin_socket: str = DEFAULT_CPU_PLUGIN_SOCKET
     unhealthy_after_s: float = DEFAULT_UNHEALTHY_AFTER_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    advice_interval_s: float = DEFAULT_ADVICE_INTERVAL_S
 
 
 ADVISOR_OPTIONS: tuple[Option, ...] = (
@@ -88,6 +97,10 @@ ADVISOR_OPTIONS: tuple[Option, ...] = (
     Option("cpu-advisor-call-timeout", "call_timeout_s", positive_duration, "2s",
            "longest wait for sys-advisor's AddContainer or RemovePod; a sick advisor never "
            "holds a kubelet call longer", "none (no timeout)", "DURATION", group=_GROUP),
+    Option("cpu-resource-plugin-advisor-interval", "advice_interval_s", positive_duration, "5s",
+           "v0.5.47 only: how often qrmd asks sys-advisor's GetAdvice (falling back to "
+           "ListAndWatch when the advisor does not implement it)",
+           "--cpu-resource-plugin-advisor-interval", "DURATION", group=_GROUP, since=V0_5_47),
 )  # fmt: skip
 
 

@@ -105,7 +105,13 @@ def build(settings: AdvisorSettings, shared: Shared) -> AdvisorWiring:
         # Read through the ports at each call: whoever offers the snapshot, built before or after.
         return ports.latest()
 
-    advisor = AdvisorWiring(settings.cpu_advisor, shared.clock, shared.health, latest)
+    advisor = AdvisorWiring(
+        settings.cpu_advisor,
+        shared.clock,
+        shared.health,
+        latest,
+        at_v0_5_47=shared.machine.at_v0_5_47,
+    )
     ports.advisor = advisor.advisor_calls
     return advisor
 
@@ -120,6 +126,8 @@ class AdvisorWiring(SubsystemParts):
             fallback go there).
         latest: the latest durable snapshot (GetCheckpoint, the push, ``/healthz``).
         watch_period_s: how often the watchdog checks the GetCheckpoint socket.
+        at_v0_5_47: speak Katalyst v0.5.47's protocol (GetAdvice polled, fields 11-12,
+            extra entries, GetCheckpoint's reclaimed assignments).
     """
 
     def __init__(
@@ -129,16 +137,21 @@ class AdvisorWiring(SubsystemParts):
         health: HealthRegistry,
         latest: Callable[[], Snapshot | None],
         watch_period_s: float = CHECKPOINT_WATCH_S,
+        *,
+        at_v0_5_47: bool = False,
     ) -> None:
         self.config = config
+        self.at_v0_5_47 = at_v0_5_47
         self._watch_period_s = watch_period_s
         self._clock = clock
         self._latest = latest
         self.stats = LinkStats()
         self.health: HandlerHealth = register_advisor_health(health, clock.monotonic)
         health.add_source(self._fallback_problems)
-        self.client = GrpcAdvisorClient(config.advisor_socket)
-        self.checkpoint = CheckpointServer(config.plugin_socket, self._latest_cpu)
+        self.client = GrpcAdvisorClient(config.advisor_socket, at_v0_5_47=at_v0_5_47)
+        self.checkpoint = CheckpointServer(
+            config.plugin_socket, self._latest_cpu, at_v0_5_47=at_v0_5_47
+        )
         self._started_at = clock.time()
         self._link = _Tell(ADVISOR_CHILD)
         self._ticker: Ticker | None = None
@@ -205,6 +218,8 @@ class AdvisorWiring(SubsystemParts):
                 monotonic=self._clock.monotonic,
                 call_timeout_s=self.config.call_timeout_s,
                 stats=self.stats,
+                advice=self.client if self.at_v0_5_47 else None,
+                advice_interval_s=self.config.advice_interval_s,
             )
 
         ref = AdvisorLinkActor.start(build)

@@ -93,20 +93,6 @@ def _shared_cores_optimizers(raw: object) -> tuple[str, ...]:
     return names
 
 
-def _reclaim_numa_binding(raw: object) -> bool:
-    # The reference's reclaimed NUMA-binding path chooses NUMAs by the per-NUMA headroom only
-    # sys-advisor sends (v0.5.47 policy_hint_handlers.go:570-620, policy_advisor_handler.go:
-    # 1307-1330), which qrmd's advisor protos do not carry: refuse rather than place such pods
-    # differently. docs/reference-levels.md ("RNB") has the analysis and what is missing.
-    if switch(raw):
-        raise ValueError(
-            "reclaimed cores with NUMA binding are not reproduced by qrmd yet; leave it false "
-            "(such pods are then placed as other reclaimed_cores pods); see "
-            'docs/reference-levels.md, "Reclaimed cores bound to a NUMA node (RNB)"'
-        )
-    return False
-
-
 def _dedicated_cores_optimizers(raw: object) -> tuple[str, ...]:
     # The reference registers memory_bandwidth and resource_package for dedicated cores; both
     # need metrics and CRDs qrmd lacks, so only the reference's default, no optimizer, runs.
@@ -152,10 +138,11 @@ REFERENCE_OPTIONS: tuple[Option, ...] = (
            f"{_SINCE_47}: list the NUMA hints of shared_cores pods with NUMA binding from the "
            "highest NUMA down", "--enable-snb-high-numa-preference", switch=True,
            group=REFERENCE_GROUP, since=V0_5_47),
-    Option("enable-reclaim-numa-binding", "enable_reclaim_numa_binding", _reclaim_numa_binding,
+    Option("enable-reclaim-numa-binding", "enable_reclaim_numa_binding", switch,
            "false",
-           f"{_SINCE_47}: reclaimed_cores pods with numa_binding are bound to one NUMA; qrmd "
-           "does not reproduce that path yet, so only false is accepted",
+           f"{_SINCE_47}: reclaimed_cores pods with numa_binding are bound to one NUMA, "
+           "chosen by sys-advisor's per-NUMA headroom (without --enable-cpu-advisor every "
+           "such pod on a multi-NUMA node is refused, as the reference refuses it)",
            "--enable-reclaim-numa-binding", switch=True,
            group=REFERENCE_GROUP, since=V0_5_47),
     Option("pod-annotation-kept-keys", "pod_annotation_kept_keys", comma_list,

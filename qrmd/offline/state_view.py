@@ -105,6 +105,11 @@ def container_view(cpu: CPUState, key: tuple[str, str]) -> ContainerView | None:
         numa = numa_of_pool(pool) if is_snb(entry.qos_level, entry.annotations) else None
         if numa is not None:  # shared cores with NUMA binding (v0.5.47)
             where += f" (shared cores bound to NUMA {numa})"
+        elif placement.numas is not None:  # the reclaim pool's part by NUMA (v0.5.47)
+            numas = ",".join(str(n) for n in sorted(placement.numas))
+            bound = entry.is_reclaimed() and entry.is_numa_binding() and len(placement.numas) == 1
+            kind = "reclaimed cores bound to" if bound else "its part in"
+            where += f" ({kind} NUMA {numas})"
     elif isinstance(placement, Ramping):
         where, pool = "ramp-up", ""
     else:

@@ -215,6 +215,9 @@ def _store_metrics(status: StoreStatus) -> Iterator[Metric]:
     yield _counter("qrmd_state_commits", "Commits acknowledged.", m.commits_total)
     yield _counter("qrmd_state_commits_refused", "Commits refused (nothing written).",
                    m.refusals_total)  # fmt: skip
+    yield _counter("qrmd_state_commits_outcome_unknown",
+                   "Records whose failed write could not be cut back (maybe replayed at start).",
+                   m.commits_outcome_unknown_total)  # fmt: skip
     yield _gauge("qrmd_state_store_healthy", "1 while the store is healthy.",
                  1 if m.health.healthy else 0)  # fmt: skip
     yield _gauge("qrmd_state_checkpoint_seq", "Seq of the newest checkpoint (0: none).",

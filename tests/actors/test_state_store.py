@@ -7,6 +7,7 @@ real pykka actor thread.
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import threading
@@ -19,6 +20,7 @@ import pytest
 from actors.state_store import StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import (
     Commit,
+    CommitOutcomeUnknown,
     CommitRefused,
     GetSnapshot,
     Snapshot,
@@ -148,7 +150,8 @@ def test_a_failed_cut_back_refuses_every_later_commit(tmp_path: Path) -> None:
     store.commit([share_pool()], {"rpc": "Start"})
     fs.fail("write")
     fs.fail("truncate")
-    with pytest.raises(StoreUnavailable, match="could not be cut"):
+    # Its own outcome is unknown (tests/actors/test_store_outcome_unknown.py), not refused.
+    with pytest.raises(CommitOutcomeUnknown, match="could not be cut"):
         store.commit([shared_container("p1")], {"rpc": "Allocate"})
     assert store.status.health.healthy is False and not store.accepts_commits
     reason = store.status.health.reason
@@ -270,6 +273,30 @@ def test_a_record_that_does_not_fit_stops_recovery_naming_its_seq(tmp_path: Path
         open_store(tmp_path / "j")
     assert err.value.seq == 2
     # The lock was released: forensics and a repaired restart can open it.
+    journal, _ = Journal.open(
+        str(tmp_path / "j"), node_name=NODE, topology_fingerprint=TOPO.fingerprint()
+    )
+    journal.close()
+
+
+class CloseFails(FaultyFileOps):
+    """Every close reports EIO (after releasing the descriptor, as close(2) does)."""
+
+    def close(self, fd: int) -> None:
+        super().close(fd)
+        raise OSError(errno.EIO, "injected close failure")
+
+
+def test_a_replay_failure_is_reported_even_when_closing_the_journal_fails(tmp_path: Path) -> None:
+    journal, _ = Journal.open(
+        str(tmp_path / "j"), node_name=NODE, topology_fingerprint=TOPO.fingerprint()
+    )
+    journal.append({"rpc": "Start"}, [encode_event(share_pool())])
+    journal.append({"rpc": "RemovePod"}, [encode_event(PodRemoved("nobody"))])
+    journal.close()
+    with pytest.raises(ReplayError, match="record 2 does not fit"):
+        open_store(tmp_path / "j", fs=CloseFails())
+    # The lock was released all the same: this process can open the directory again.
     journal, _ = Journal.open(
         str(tmp_path / "j"), node_name=NODE, topology_fingerprint=TOPO.fingerprint()
     )

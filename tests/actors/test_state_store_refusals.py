@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from actors.state_store import StateStoreCore
-from actors.store_messages import CommitRefused, StoreUnavailable
+from actors.store_messages import CommitOutcomeUnknown, CommitRefused
 from actors.store_refusals import PROBE_FILE
 from policy.state.events import PoolRemoved
 from tests.actors.store_helpers import cause, open_store, share_pool
@@ -113,7 +113,7 @@ def test_a_journal_that_could_not_cut_back_stays_unhealthy_whatever_the_probe_sa
 ) -> None:
     fs.fail("write")
     fs.fail("truncate")
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(CommitOutcomeUnknown):
         store.commit([share_pool("6-15")], cause("Allocate", "pod-a", "app"))
     store.checkpoint_if_due()
     reason = store.status.health.reason

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from journal import Journal, JournalError, JournalFailed, JournalWriteError, read_records
+from journal import (
+    Journal,
+    JournalError,
+    JournalFailed,
+    JournalWriteError,
+    WriteOutcomeUnknown,
+    read_records,
+)
 from journal.fileops import OsFileOps
 from journal.segments import list_segments
 from tests.journal.helpers import (
@@ -76,8 +83,9 @@ def test_a_failure_that_cannot_be_undone_fails_the_journal(
         fs.partial_write_bytes = 10
         fs.fail("write")
         fs.fail(second_failure)
-        with pytest.raises(JournalFailed, match="unhealthy"):
+        with pytest.raises(WriteOutcomeUnknown, match="unhealthy") as unknown:
             journal.append(cause_of(2), events_of(2))
+        assert (unknown.value.first_seq, unknown.value.last_seq) == (2, 2)
         assert not journal.healthy
         assert journal.failure is not None and "could not be cut" in journal.failure
         with pytest.raises(JournalFailed, match="refuses appends"):
@@ -88,6 +96,26 @@ def test_a_failure_that_cannot_be_undone_fails_the_journal(
     _, recovery = open_journal(tmp_path)
     assert_holds_exactly(recovery.records, 1, 1)
     assert recovery.truncated_bytes == (10 if second_failure == "truncate" else 0)
+
+
+def test_a_group_that_cannot_be_cut_back_names_every_record_whose_outcome_is_unknown(
+    tmp_path: Path,
+) -> None:
+    fs = FaultyFileOps()
+    journal, _ = open_journal(tmp_path, fs=fs, durability="always")
+    with journal:
+        journal.append(cause_of(1), events_of(1))
+        journal.append(cause_of(2), events_of(2), sync=False)
+        journal.append(cause_of(3), events_of(3), sync=False)
+        fs.fail("fsync")
+        fs.fail("truncate")
+        with pytest.raises(WriteOutcomeUnknown, match="records 2-3 failed") as unknown:
+            journal.sync()
+        assert (unknown.value.first_seq, unknown.value.last_seq) == (2, 3)
+        assert journal.last_seq == 1 and not journal.healthy
+    # Both were written whole: the next start replays them, as the error warned.
+    _, recovery = open_journal(tmp_path)
+    assert_holds_exactly(recovery.records, 1, 3)
 
 
 def test_a_failed_rotation_is_a_failed_append(tmp_path: Path) -> None:

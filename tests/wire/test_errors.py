@@ -20,13 +20,14 @@ from actors.errors import ActorError
 from actors.ports.advisor import AdvisorCallError, AdvisorRefused, AdvisorSick
 from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.cgroups import CpuIdleError, CpusetUnavailable
-from actors.ports.commit import CommitOutcomeUnknown
-from actors.store_messages import CommitRefused, StoreUnavailable
+from actors.store_messages import CommitOutcomeUnknown, CommitRefused, StoreUnavailable
 from actors.supervisor import ActorUnavailable, SupervisorError
 from policy.balance.errors import BalanceError, RoundFailed
+from policy.cpu.advisor.advice import AdviceRequestError
 from policy.cpu.advisor.application import ApplyError
 from policy.cpu.advisor.blocks import BlockError
 from policy.cpu.advisor.decision import AdviceRefused
+from policy.cpu.advisor.extra_entries import HeadroomFormatError
 from policy.cpu.advisor.refusal import AdvisorRefusedError
 from policy.cpu.advisor.resize import ResizeError
 from policy.cpu.advisor.response import ResponseFormatError
@@ -45,6 +46,7 @@ from policy.cpu.qos import QoSConfigError, QoSError
 from policy.cpu.ramp_steps import RampUpError
 from policy.cpu.request import RequestError
 from policy.cpu.reserve import ReserveChangeRefused, ReserveError
+from policy.cpu.rnb_allocate import RNBAllocationError
 from policy.cpu.snb_allocate import SNBAllocationError
 from policy.cpu.snb_hints import SNBHintError
 from policy.errors import CodecError, ErrorKind, PolicyError, StateError
@@ -121,6 +123,11 @@ def wrapped(outer: type[PolicyError], reason: str, inner: PolicyError) -> Policy
         pytest.param(AllocatorUnavailable("commit refused"), C.UNAVAILABLE, id="not durable"),
         pytest.param(CommitRefused("disk full"), C.UNAVAILABLE, id="commit refused"),
         pytest.param(StoreUnavailable("truncate failed"), C.UNAVAILABLE, id="store unavailable"),
+        pytest.param(
+            CommitOutcomeUnknown("record 2 may be on disk"),
+            C.UNAVAILABLE,
+            id="a commit whose outcome is unknown asks for a retry",
+        ),
         pytest.param(pykka.Timeout("timed out"), C.UNAVAILABLE, id="ask timed out"),
         pytest.param(pykka.ActorDeadError("dead"), C.UNAVAILABLE, id="allocator stopped"),
         pytest.param(NotReady("starting"), C.UNAVAILABLE, id="not ready"),
@@ -163,6 +170,17 @@ def test_message_names_rpc_pod_container_and_reason(error: BaseException, messag
     assert status_for(error, "Allocate", SUBJECT).message == message
 
 
+def test_an_unknown_commit_outcome_is_answered_as_retry_not_as_refused() -> None:
+    # The store could not cut a failed write back: the record may be replayed at the next
+    # start. UNAVAILABLE asks kubelet to retry without claiming nothing happened; the answer
+    # is not a ``CommitRefused``, whose promise is that nothing was persisted.
+    error = CommitOutcomeUnknown("commit outcome unknown: record 2 may be on disk")
+    assert not isinstance(error, CommitRefused)
+    status = status_for(error, "Allocate", SUBJECT)
+    assert status.code is C.UNAVAILABLE
+    assert status.message == f"Allocate: {SUBJECT}: commit outcome unknown: record 2 may be on disk"
+
+
 def test_message_without_a_subject() -> None:
     status = status_for(CommitRefused("disk full"), "GetResourcesAllocation")
     assert status == status_for(CommitRefused("disk full"), "GetResourcesAllocation", "")
@@ -202,6 +220,9 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (DedicatedAllocationError, C.FAILED_PRECONDITION),
     (OptionError, C.INVALID_ARGUMENT),
     (SNBHintError, C.RESOURCE_EXHAUSTED),
+    (RNBAllocationError, C.FAILED_PRECONDITION),
+    (HeadroomFormatError, C.INVALID_ARGUMENT),
+    (AdviceRequestError, C.INVALID_ARGUMENT),
     (SNBAllocationError, C.FAILED_PRECONDITION),
     (PoolError, C.FAILED_PRECONDITION),
     (RampUpError, C.FAILED_PRECONDITION),
@@ -233,6 +254,8 @@ EVERY_ERROR_CLASS: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (BlockError, C.INVALID_ARGUMENT),
     (ApplyError, C.INVALID_ARGUMENT),
     (ResponseFormatError, C.INVALID_ARGUMENT),
+    (HeadroomFormatError, C.INVALID_ARGUMENT),
+    (AdviceRequestError, C.INVALID_ARGUMENT),
     (AdviceRefused, C.INVALID_ARGUMENT),
     (AdvisorCallError, C.INTERNAL),
     (AdvisorSick, C.UNAVAILABLE),

@@ -203,7 +203,9 @@ FIELDS: dict[str, str] = {
         labels             7  map<string, string>
         annotations        8  map<string, string>
         qos_level          9  string
-        requestQuantity   10  uint64
+        requestQuantity        10  uint64
+        requestMilliQuantity   11  uint64
+        useMilliQuantity       12  bool
     """,
     "advisorsvc.AddContainerResponse": "",
     "advisorsvc.Empty": "",
@@ -228,10 +230,29 @@ FIELDS: dict[str, str] = {
     "advisorsvc.ListContainersResponse": """
         containers   1  repeated ContainerMetadata
     """,
+    # Katalyst v0.5.47's additions (pkg/agent/qrm-plugins/advisorsvc/advisor_svc.proto at tag)
+    "advisorsvc.ContainerMetadataEntries": """
+        entries   1  map<string, ContainerMetadata>
+    """,
+    "advisorsvc.GetAdviceRequest": """
+        entries                1  map<string, ContainerMetadataEntries>
+        wanted_feature_gates   2  map<string, FeatureGate>
+    """,
+    "advisorsvc.GetAdviceResponse": """
+        pod_entries               1  map<string, CalculationEntries>
+        extra_entries             2  repeated CalculationInfo
+        supported_feature_gates   3  map<string, FeatureGate>
+    """,
+    "advisorsvc.FeatureGate": """
+        name                      1  string
+        type                      2  string
+        must_mutually_supported   3  bool
+    """,
     # §6.3 cpuadvisor
     "cpuadvisor.ListAndWatchResponse": """
         entries                                      1  map<string, CalculationEntries>
         allow_shared_cores_overlap_reclaimed_cores   2  bool
+        extra_entries                                3  repeated advisorsvc.CalculationInfo
     """,
     "cpuadvisor.CalculationEntries": """
         entries   1  map<string, CalculationInfo>
@@ -266,6 +287,24 @@ FIELDS: dict[str, str] = {
         owner_pool_name                       2  string
         topology_aware_assignments            3  map<uint64, string>
         original_topology_aware_assignments   4  map<uint64, string>
+    """,
+    # Katalyst v0.5.47's additions (cpu/dynamicpolicy/cpuadvisor/cpu.proto at tag)
+    "cpuadvisor.ContainerAllocationInfo": """
+        metadata          1  advisorsvc.ContainerMetadata
+        allocation_info   2  AllocationInfo
+    """,
+    "cpuadvisor.ContainerAllocationInfoEntries": """
+        entries   1  map<string, ContainerAllocationInfo>
+    """,
+    "cpuadvisor.GetAdviceRequest": """
+        entries                1  map<string, ContainerAllocationInfoEntries>
+        wanted_feature_gates   2  map<string, advisorsvc.FeatureGate>
+    """,
+    "cpuadvisor.GetAdviceResponse": """
+        entries                                      1  map<string, CalculationEntries>
+        allow_shared_cores_overlap_reclaimed_cores   2  bool
+        extra_entries                                3  repeated advisorsvc.CalculationInfo
+        supported_feature_gates                      4  map<string, advisorsvc.FeatureGate>
     """,
     # §7.3 evictionplugin.v1alpha1
     f"{EP}.Empty": "",

@@ -76,10 +76,13 @@ METHODS = [
         UNARY,
     ),
     ("/cpuadvisor.CPUAdvisor/ListAndWatch", "advisorsvc.Empty", "ListAndWatchResponse", STREAM),
+    # Katalyst v0.5.47 (cpuadvisor/cpu.proto at tag v0.5.47); a v0.5.3 advisor answers UNIMPLEMENTED
+    ("/cpuadvisor.CPUAdvisor/GetAdvice", "GetAdviceRequest", "GetAdviceResponse", UNARY),
     ("/cpuadvisor.CPUPlugin/GetCheckpoint", "GetCheckpointRequest", "GetCheckpointResponse", UNARY),
     ("/advisorsvc.AdvisorService/AddContainer", "ContainerMetadata", "AddContainerResponse", UNARY),
     ("/advisorsvc.AdvisorService/RemovePod", "RemovePodRequest", "RemovePodResponse", UNARY),
     ("/advisorsvc.AdvisorService/ListAndWatch", "Empty", "ListAndWatchResponse", STREAM),
+    ("/advisorsvc.AdvisorService/GetAdvice", "GetAdviceRequest", "GetAdviceResponse", UNARY),
     ("/advisorsvc.QRMService/ListContainers", "Empty", "ListContainersResponse", UNARY),
     (f"/{EP}.EvictionPlugin/GetToken", "Empty", "GetTokenResponse", UNARY),
     (f"/{EP}.EvictionPlugin/ThresholdMet", "Empty", "ThresholdMetResponse", UNARY),

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ContainerMetadata(_message.Message):
-    __slots__ = ("pod_uid", "pod_namespace", "pod_name", "container_name", "container_type", "container_index", "labels", "annotations", "qos_level", "requestQuantity")
+    __slots__ = ("pod_uid", "pod_namespace", "pod_name", "container_name", "container_type", "container_index", "labels", "annotations", "qos_level", "requestQuantity", "requestMilliQuantity", "useMilliQuantity")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,8 @@ class ContainerMetadata(_message.Message):
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     QOS_LEVEL_FIELD_NUMBER: _ClassVar[int]
     REQUESTQUANTITY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTMILLIQUANTITY_FIELD_NUMBER: _ClassVar[int]
+    USEMILLIQUANTITY_FIELD_NUMBER: _ClassVar[int]
     pod_uid: str
     pod_namespace: str
     pod_name: str
@@ -43,7 +45,9 @@ class ContainerMetadata(_message.Message):
     annotations: _containers.ScalarMap[str, str]
     qos_level: str
     requestQuantity: int
-    def __init__(self, pod_uid: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pod_name: _Optional[str] = ..., container_name: _Optional[str] = ..., container_type: _Optional[_Union[_resourceplugin_pb2.ContainerType, str]] = ..., container_index: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., qos_level: _Optional[str] = ..., requestQuantity: _Optional[int] = ...) -> None: ...
+    requestMilliQuantity: int
+    useMilliQuantity: bool
+    def __init__(self, pod_uid: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pod_name: _Optional[str] = ..., container_name: _Optional[str] = ..., container_type: _Optional[_Union[_resourceplugin_pb2.ContainerType, str]] = ..., container_index: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., qos_level: _Optional[str] = ..., requestQuantity: _Optional[int] = ..., requestMilliQuantity: _Optional[int] = ..., useMilliQuantity: _Optional[bool] = ...) -> None: ...
 
 class AddContainerResponse(_message.Message):
     __slots__ = ()
@@ -111,6 +115,75 @@ class CalculationResult(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
     def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ContainerMetadataEntries(_message.Message):
+    __slots__ = ("entries",)
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ContainerMetadata
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ContainerMetadata, _Mapping]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.MessageMap[str, ContainerMetadata]
+    def __init__(self, entries: _Optional[_Mapping[str, ContainerMetadata]] = ...) -> None: ...
+
+class GetAdviceRequest(_message.Message):
+    __slots__ = ("entries", "wanted_feature_gates")
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ContainerMetadataEntries
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ContainerMetadataEntries, _Mapping]] = ...) -> None: ...
+    class WantedFeatureGatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureGate
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureGate, _Mapping]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    WANTED_FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.MessageMap[str, ContainerMetadataEntries]
+    wanted_feature_gates: _containers.MessageMap[str, FeatureGate]
+    def __init__(self, entries: _Optional[_Mapping[str, ContainerMetadataEntries]] = ..., wanted_feature_gates: _Optional[_Mapping[str, FeatureGate]] = ...) -> None: ...
+
+class GetAdviceResponse(_message.Message):
+    __slots__ = ("pod_entries", "extra_entries", "supported_feature_gates")
+    class PodEntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: CalculationEntries
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[CalculationEntries, _Mapping]] = ...) -> None: ...
+    class SupportedFeatureGatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FeatureGate
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FeatureGate, _Mapping]] = ...) -> None: ...
+    POD_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    pod_entries: _containers.MessageMap[str, CalculationEntries]
+    extra_entries: _containers.RepeatedCompositeFieldContainer[CalculationInfo]
+    supported_feature_gates: _containers.MessageMap[str, FeatureGate]
+    def __init__(self, pod_entries: _Optional[_Mapping[str, CalculationEntries]] = ..., extra_entries: _Optional[_Iterable[_Union[CalculationInfo, _Mapping]]] = ..., supported_feature_gates: _Optional[_Mapping[str, FeatureGate]] = ...) -> None: ...
+
+class FeatureGate(_message.Message):
+    __slots__ = ("name", "type", "must_mutually_supported")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MUST_MUTUALLY_SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    must_mutually_supported: bool
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., must_mutually_supported: _Optional[bool] = ...) -> None: ...
 
 class ListContainersResponse(_message.Message):
     __slots__ = ("containers",)

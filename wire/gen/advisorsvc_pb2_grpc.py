@@ -50,6 +50,11 @@ class AdvisorServiceStub:
                 request_serializer=advisorsvc__pb2.Empty.SerializeToString,
                 response_deserializer=advisorsvc__pb2.ListAndWatchResponse.FromString,
                 _registered_method=True)
+        self.GetAdvice = channel.unary_unary(
+                '/advisorsvc.AdvisorService/GetAdvice',
+                request_serializer=advisorsvc__pb2.GetAdviceRequest.SerializeToString,
+                response_deserializer=advisorsvc__pb2.GetAdviceResponse.FromString,
+                _registered_method=True)
 
 
 class AdvisorServiceServicer:
@@ -74,6 +79,12 @@ class AdvisorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAdvice(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdvisorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +102,11 @@ def add_AdvisorServiceServicer_to_server(servicer, server):
                     servicer.ListAndWatch,
                     request_deserializer=advisorsvc__pb2.Empty.FromString,
                     response_serializer=advisorsvc__pb2.ListAndWatchResponse.SerializeToString,
+            ),
+            'GetAdvice': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAdvice,
+                    request_deserializer=advisorsvc__pb2.GetAdviceRequest.FromString,
+                    response_serializer=advisorsvc__pb2.GetAdviceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +191,33 @@ class AdvisorService:
             '/advisorsvc.AdvisorService/ListAndWatch',
             advisorsvc__pb2.Empty.SerializeToString,
             advisorsvc__pb2.ListAndWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAdvice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/advisorsvc.AdvisorService/GetAdvice',
+            advisorsvc__pb2.GetAdviceRequest.SerializeToString,
+            advisorsvc__pb2.GetAdviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

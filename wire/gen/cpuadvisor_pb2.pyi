@@ -16,7 +16,7 @@ OverlapWithPod: OverlapType
 OverlapWithPool: OverlapType
 
 class ListAndWatchResponse(_message.Message):
-    __slots__ = ("entries", "allow_shared_cores_overlap_reclaimed_cores")
+    __slots__ = ("entries", "allow_shared_cores_overlap_reclaimed_cores", "extra_entries")
     class EntriesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -26,9 +26,11 @@ class ListAndWatchResponse(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[CalculationEntries, _Mapping]] = ...) -> None: ...
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     ALLOW_SHARED_CORES_OVERLAP_RECLAIMED_CORES_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.MessageMap[str, CalculationEntries]
     allow_shared_cores_overlap_reclaimed_cores: bool
-    def __init__(self, entries: _Optional[_Mapping[str, CalculationEntries]] = ..., allow_shared_cores_overlap_reclaimed_cores: _Optional[bool] = ...) -> None: ...
+    extra_entries: _containers.RepeatedCompositeFieldContainer[_advisorsvc_pb2.CalculationInfo]
+    def __init__(self, entries: _Optional[_Mapping[str, CalculationEntries]] = ..., allow_shared_cores_overlap_reclaimed_cores: _Optional[bool] = ..., extra_entries: _Optional[_Iterable[_Union[_advisorsvc_pb2.CalculationInfo, _Mapping]]] = ...) -> None: ...
 
 class CalculationEntries(_message.Message):
     __slots__ = ("entries",)
@@ -141,3 +143,72 @@ class AllocationInfo(_message.Message):
     topology_aware_assignments: _containers.ScalarMap[int, str]
     original_topology_aware_assignments: _containers.ScalarMap[int, str]
     def __init__(self, ramp_up: _Optional[bool] = ..., owner_pool_name: _Optional[str] = ..., topology_aware_assignments: _Optional[_Mapping[int, str]] = ..., original_topology_aware_assignments: _Optional[_Mapping[int, str]] = ...) -> None: ...
+
+class ContainerAllocationInfo(_message.Message):
+    __slots__ = ("metadata", "allocation_info")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_INFO_FIELD_NUMBER: _ClassVar[int]
+    metadata: _advisorsvc_pb2.ContainerMetadata
+    allocation_info: AllocationInfo
+    def __init__(self, metadata: _Optional[_Union[_advisorsvc_pb2.ContainerMetadata, _Mapping]] = ..., allocation_info: _Optional[_Union[AllocationInfo, _Mapping]] = ...) -> None: ...
+
+class ContainerAllocationInfoEntries(_message.Message):
+    __slots__ = ("entries",)
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ContainerAllocationInfo
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ContainerAllocationInfo, _Mapping]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.MessageMap[str, ContainerAllocationInfo]
+    def __init__(self, entries: _Optional[_Mapping[str, ContainerAllocationInfo]] = ...) -> None: ...
+
+class GetAdviceRequest(_message.Message):
+    __slots__ = ("entries", "wanted_feature_gates")
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ContainerAllocationInfoEntries
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ContainerAllocationInfoEntries, _Mapping]] = ...) -> None: ...
+    class WantedFeatureGatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _advisorsvc_pb2.FeatureGate
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_advisorsvc_pb2.FeatureGate, _Mapping]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    WANTED_FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.MessageMap[str, ContainerAllocationInfoEntries]
+    wanted_feature_gates: _containers.MessageMap[str, _advisorsvc_pb2.FeatureGate]
+    def __init__(self, entries: _Optional[_Mapping[str, ContainerAllocationInfoEntries]] = ..., wanted_feature_gates: _Optional[_Mapping[str, _advisorsvc_pb2.FeatureGate]] = ...) -> None: ...
+
+class GetAdviceResponse(_message.Message):
+    __slots__ = ("entries", "allow_shared_cores_overlap_reclaimed_cores", "extra_entries", "supported_feature_gates")
+    class EntriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: CalculationEntries
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[CalculationEntries, _Mapping]] = ...) -> None: ...
+    class SupportedFeatureGatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _advisorsvc_pb2.FeatureGate
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_advisorsvc_pb2.FeatureGate, _Mapping]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_SHARED_CORES_OVERLAP_RECLAIMED_CORES_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.MessageMap[str, CalculationEntries]
+    allow_shared_cores_overlap_reclaimed_cores: bool
+    extra_entries: _containers.RepeatedCompositeFieldContainer[_advisorsvc_pb2.CalculationInfo]
+    supported_feature_gates: _containers.MessageMap[str, _advisorsvc_pb2.FeatureGate]
+    def __init__(self, entries: _Optional[_Mapping[str, CalculationEntries]] = ..., allow_shared_cores_overlap_reclaimed_cores: _Optional[bool] = ..., extra_entries: _Optional[_Iterable[_Union[_advisorsvc_pb2.CalculationInfo, _Mapping]]] = ..., supported_feature_gates: _Optional[_Mapping[str, _advisorsvc_pb2.FeatureGate]] = ...) -> None: ...

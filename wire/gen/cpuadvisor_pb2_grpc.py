@@ -28,6 +28,7 @@ if _version_not_supported:
 
 class CPUAdvisorStub:
     """Served by sys-advisor on cpu_advisor.sock; the CPU plugin is the client.
+    GetAdvice is v0.5.47's (a v0.5.3 advisor answers it UNIMPLEMENTED).
     """
 
     def __init__(self, channel):
@@ -51,10 +52,16 @@ class CPUAdvisorStub:
                 request_serializer=advisorsvc__pb2.Empty.SerializeToString,
                 response_deserializer=cpuadvisor__pb2.ListAndWatchResponse.FromString,
                 _registered_method=True)
+        self.GetAdvice = channel.unary_unary(
+                '/cpuadvisor.CPUAdvisor/GetAdvice',
+                request_serializer=cpuadvisor__pb2.GetAdviceRequest.SerializeToString,
+                response_deserializer=cpuadvisor__pb2.GetAdviceResponse.FromString,
+                _registered_method=True)
 
 
 class CPUAdvisorServicer:
     """Served by sys-advisor on cpu_advisor.sock; the CPU plugin is the client.
+    GetAdvice is v0.5.47's (a v0.5.3 advisor answers it UNIMPLEMENTED).
     """
 
     def AddContainer(self, request, context):
@@ -70,6 +77,12 @@ class CPUAdvisorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListAndWatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAdvice(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -93,6 +106,11 @@ def add_CPUAdvisorServicer_to_server(servicer, server):
                     request_deserializer=advisorsvc__pb2.Empty.FromString,
                     response_serializer=cpuadvisor__pb2.ListAndWatchResponse.SerializeToString,
             ),
+            'GetAdvice': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAdvice,
+                    request_deserializer=cpuadvisor__pb2.GetAdviceRequest.FromString,
+                    response_serializer=cpuadvisor__pb2.GetAdviceResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'cpuadvisor.CPUAdvisor', rpc_method_handlers)
@@ -103,6 +121,7 @@ def add_CPUAdvisorServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class CPUAdvisor:
     """Served by sys-advisor on cpu_advisor.sock; the CPU plugin is the client.
+    GetAdvice is v0.5.47's (a v0.5.3 advisor answers it UNIMPLEMENTED).
     """
 
     @staticmethod
@@ -176,6 +195,33 @@ class CPUAdvisor:
             '/cpuadvisor.CPUAdvisor/ListAndWatch',
             advisorsvc__pb2.Empty.SerializeToString,
             cpuadvisor__pb2.ListAndWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAdvice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cpuadvisor.CPUAdvisor/GetAdvice',
+            cpuadvisor__pb2.GetAdviceRequest.SerializeToString,
+            cpuadvisor__pb2.GetAdviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,13 +32,16 @@ from policy.cpu.advisor.blocks import BlockCPUSets
 from policy.cpu.advisor.response import NO_NUMA, POOL_SUB_ENTRY, AdvisorResponse
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_sizing import fallback_reclaim_cpus
+from policy.cpu.rnb import non_actual_numas
+from policy.cpu.rnb_allocate import reclaimed_placement
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
-from policy.state.cpu_state import ContainerKey
+from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
     DEDICATED_OWNER,
     RAMPING,
     RECLAIM_POOL,
+    ContainerEntry,
     InPool,
     OwnCPUs,
     Placement,
@@ -176,6 +179,7 @@ def apply_blocks(
         cores = requested_cores(found, ctx.requested_millicpu)
         if cores != found.request_quantity:
             quantities.append(RequestQuantitySet(key[0], key[1], cores))
+    reclaim_non_actual = non_actual_numas(cpu) if ctx.at_v0_5_47 else frozenset()
     for found in cpu.entries():
         if found.key in dedicated:
             continue
@@ -200,7 +204,11 @@ def apply_blocks(
                 f"cpu advisor doesn't return entry for pool: {pool} and it's referred by "
                 f"{who}, qosLevel: {found.qos_level}"
             )
-        moves[found.key] = (InPool(pool), pool)
+        in_pool = InPool(pool)
+        if ctx.at_v0_5_47 and found.is_reclaimed() and pool == RECLAIM_POOL:
+            # v0.5.47: the reclaim pool's part by NUMA (``policy_advisor_handler.go:1047``).
+            in_pool = _reclaimed_split(cpu, found, pools[pool], reclaim_non_actual)
+        moves[found.key] = (in_pool, pool)
     # Events: pools first (containers refer to them), then the ramp-up CPUs, placements,
     # ramp-ups ended, quantities, and last the pools nobody may use any more.
     events: list[CPUEvent] = [
@@ -217,6 +225,15 @@ def apply_blocks(
     events.extend(PoolRemoved(name) for name in sorted(cpu.pools) if name not in pools)
     txn.emit(*events)
     return AppliedBlocks({name: cs.size() for name, cs in sorted(pools.items())}, ramp)
+
+
+def _reclaimed_split(
+    cpu: CPUState, found: ContainerEntry, reclaim: CPUSet, non_actual: frozenset[int]
+) -> InPool:
+    try:
+        return reclaimed_placement(found, reclaim, non_actual, cpu)
+    except PolicyError as err:
+        raise ApplyError(str(err), kind=err.kind) from err
 
 
 def shared_binding_numas(response: AdvisorResponse) -> frozenset[int]:

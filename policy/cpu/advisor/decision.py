@@ -30,15 +30,17 @@ from typing import Any, Final
 from policy.cpu.advisor.application import AppliedBlocks, apply_blocks
 from policy.cpu.advisor.blocks import generate_block_cpusets
 from policy.cpu.advisor.response import AdvisorResponse
-from policy.cpu.advisor.validation import validate_response
+from policy.cpu.advisor.validation import validate_request, validate_response
 from policy.cpu.context import PolicyContext
 from policy.cpu.pool_engine import adjust_allocation_entries
+from policy.cpu.rnb import headroom_event
 from policy.cpu.txn import Txn
 from policy.decision import Decision
 from policy.errors import ErrorKind, PolicyError
 from policy.state.advisor_section import (
     APPLIED,
     REFUSED,
+    AdvisorOverlapAllowed,
     AdvisorResponseApplied,
     AdvisorResponseRefused,
     AdvisorSizingResumed,
@@ -52,6 +54,7 @@ __all__ = [
     "DEFAULT_UNHEALTHY_AFTER_S",
     "STAGE_APPLY",
     "STAGE_BLOCKS",
+    "STAGE_REQUEST",
     "STAGE_VALIDATE",
     "AdviceOutcome",
     "AdviceRefused",
@@ -67,12 +70,14 @@ __all__ = [
 #: ``--cpu-advisor-unhealthy-after`` default: 5 minutes, as Katalyst v0.5.4's fallback.
 DEFAULT_UNHEALTHY_AFTER_S: Final = 300.0
 
+STAGE_REQUEST: Final = "request"
 STAGE_VALIDATE: Final = "validate"
 STAGE_BLOCKS: Final = "blocks"
 STAGE_APPLY: Final = "apply"
 
 #: The reference's wrapping of each stage's error (§11.5).
 _STAGE_MESSAGES: Final = {
+    STAGE_REQUEST: "ValidateCPUAdvisorReq failed with error: {}",
     STAGE_VALIDATE: "ValidateCPUAdvisorResp failed with error: {}",
     STAGE_BLOCKS: "generateBlockCPUSet failed with error: {}",
     STAGE_APPLY: "applyBlocks failed with error: {}",
@@ -102,7 +107,7 @@ class AdviceRefused(PolicyError):  # noqa: N818 - an outcome the journal records
     blocks the CPUs cannot hold).
 
     Attributes:
-        stage: ``validate``, ``blocks`` or ``apply``.
+        stage: ``request`` (v0.5.47), ``validate``, ``blocks`` or ``apply``.
     """
 
     def __init__(self, stage: str, message: str, kind: ErrorKind = ErrorKind.INVALID) -> None:
@@ -152,8 +157,12 @@ def apply_advice(
     fingerprint = response.fingerprint()
     section = state.advisor
     txn = Txn(state)
-    stage = STAGE_VALIDATE
+    stage = STAGE_REQUEST
     try:
+        # v0.5.47: a GetAdvice answer is checked against its request first.
+        if settings.cpu.at_v0_5_47 and response.asked_snb_entries is not None:
+            validate_request(state.cpu, response.asked_snb_entries)
+        stage = STAGE_VALIDATE
         index = validate_response(state.cpu, response)
         stage = STAGE_BLOCKS
         blocks = generate_block_cpusets(
@@ -164,6 +173,17 @@ def apply_advice(
         if resumed:
             txn.emit(AdvisorSizingResumed())
         applied: AppliedBlocks = apply_blocks(txn, settings.cpu, response, blocks)
+        if settings.cpu.at_v0_5_47 and response.numa_headroom_sent:
+            # v0.5.47 keeps the per-NUMA headroom after the blocks (applyNUMAHeadroom,
+            # policy_advisor_handler.go:505, 1302-1334); RNB hints read it (policy.cpu.rnb).
+            headroom = headroom_event(response.numa_headroom)
+            if headroom.headroom != section.numa_headroom:
+                txn.emit(headroom)
+        # v0.5.47 keeps the advisor's overlap flag for the pool engine (allocateByCPUAdvisor's
+        # last step); v0.5.3 ignores it (§15.13).
+        allow = response.allow_shared_cores_overlap_reclaimed_cores
+        if settings.cpu.at_v0_5_47 and allow != section.allow_shared_cores_overlap_reclaimed_cores:
+            txn.emit(AdvisorOverlapAllowed(allow))
     except PolicyError as err:
         reason = _STAGE_MESSAGES[stage].format(err)
         refused = AdviceRefused(stage, reason, err.kind)
@@ -249,7 +269,8 @@ def sizing_context(state: State, ctx: PolicyContext) -> PolicyContext:
 
 
 def response_cause(response: AdvisorResponse, now: float) -> dict[str, Any]:
-    """The journal cause of an :func:`apply_advice` record: the response itself."""
+    """The journal cause of an :func:`apply_advice` record: the response itself (a v0.5.47
+    GetAdvice answer too, under the same name: its ``asked_snb_entries`` tell it apart)."""
     return {"rpc": "ListAndWatch", "now": now, "response": response.to_json()}
 
 

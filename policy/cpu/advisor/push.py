@@ -1,7 +1,11 @@
 """What qrmd tells sys-advisor about its containers (cpu-policy §7.2, §11.3; wire.md §5.2).
 
 ``ContainerMetadata`` is ``advisorsvc.ContainerMetadata`` as a plain value: the stored
-identity, the normalised labels and annotations, the QoS level and a whole request quantity.
+identity, the normalised labels and annotations, the QoS level and a whole request quantity,
+and Katalyst v0.5.47's request in milli-CPUs with ``use_milli_quantity`` (``pushCPUAdvisor``
+and Allocate's ``AddContainer`` at tag v0.5.47: ``uint64(request × 1000)``, ``true``). The
+metadata always carries them; a link at v0.5.3 leaves them off the wire
+(``wire.advisor_convert.metadata_to_proto``).
 
 * :func:`push_list` — ``push_cpu_advisor`` (§11.3): one ``AddContainer`` per stored non-pool
   container, by pod uid then container name, with ``request_quantity = trunc(stored
@@ -52,6 +56,9 @@ class ContainerMetadata:
     annotations: Mapping[str, str] = field(default_factory=dict)
     qos_level: str = ""
     request_quantity: int = 0
+    #: Katalyst v0.5.47's fields 11-12 (sent at v0.5.47 only).
+    request_milli_quantity: int = 0
+    use_milli_quantity: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,17 @@ class PushRefusal:
     message: str
 
 
-def metadata_of(entry: ContainerEntry, request_quantity: int) -> ContainerMetadata:
-    """A stored entry's metadata with this request quantity."""
+def _milli(cores: float) -> int:
+    """``uint64(cores * 1000)``: truncated toward zero; absurd values cannot be stored."""
+    return max(int(cores * 1000), 0) if math.isfinite(cores) else 0
+
+
+def metadata_of(
+    entry: ContainerEntry, request_quantity: int, request_cores: float | None = None
+) -> ContainerMetadata:
+    """A stored entry's metadata with this request quantity (``request_cores``, by default
+    the stored request, gives the milli quantity)."""
+    cores = entry.request_quantity if request_cores is None else request_cores
     return ContainerMetadata(
         pod_uid=entry.pod_uid,
         pod_namespace=entry.pod_namespace,
@@ -76,6 +92,8 @@ def metadata_of(entry: ContainerEntry, request_quantity: int) -> ContainerMetada
         annotations=dict(entry.annotations or {}),
         qos_level=entry.qos_level,
         request_quantity=request_quantity,
+        request_milli_quantity=_milli(cores),
+        use_milli_quantity=True,
     )
 
 
@@ -115,7 +133,8 @@ def allocated_metadata(entry: ContainerEntry, request_cores: float) -> Container
         entry: the container's stored entry after the Allocate.
         request_cores: the request's cores (``reqFloat``, §4.2).
     """
-    return metadata_of(entry, max(math.ceil(request_cores), 0))
+    quantity = max(math.ceil(request_cores), 0) if math.isfinite(request_cores) else 0
+    return metadata_of(entry, quantity, request_cores)
 
 
 def push_failure_message(item: ContainerMetadata, error: str) -> str:

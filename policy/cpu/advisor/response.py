@@ -10,6 +10,11 @@ no value (wire.md §1.1). The wire layer keeps the distinction: ``None`` here is
 nil (a top-level entry, a sub-entry or a NUMA result), an empty map or tuple is an empty
 message. The rules of §11.6 say what each null means.
 
+Katalyst v0.5.47 adds ``extra_entries``, advice tied to no pool and no container. qrmd reads
+one of them, ``cpu_numa_headroom`` (``policy.cpu.advisor.extra_entries``): the reclaimable CPUs
+of each NUMA node, :attr:`AdvisorResponse.numa_headroom`. At v0.5.3 it is never read, so a
+v0.5.3 response's journal form is unchanged.
+
 The response is a decision's input, so it is journaled as the record's cause
 (:meth:`AdvisorResponse.to_json`, :meth:`AdvisorResponse.from_json`); its
 :meth:`AdvisorResponse.fingerprint` is what "the same response as the previous one" compares
@@ -21,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -136,11 +141,22 @@ class AdvisorResponse:
 
     Attributes:
         entries: entry name → sub-entries; ``None`` values are the reference's nil messages.
-        allow_shared_cores_overlap_reclaimed_cores: sent by the advisor, ignored (§15.13).
+        allow_shared_cores_overlap_reclaimed_cores: ignored at v0.5.3 (§15.13); at v0.5.47
+            reclaim may overlap the share-type pools (``policy.cpu.advisor.overlap``).
+        numa_headroom: v0.5.47's ``cpu_numa_headroom`` extra entry, NUMA id → reclaimable
+            CPUs; empty when the response carries none.
+        numa_headroom_sent: the response carried one (possibly empty): the reference replaces
+            its stored headroom then, and keeps it otherwise (``applyNUMAHeadroom``).
+        asked_snb_entries: for a GetAdvice answer (v0.5.47), the ``(entry, sub-entry)`` keys
+            its request sent as shared cores with ``numa_binding``, which the answer is checked
+            against (``policy.cpu.advisor.validation.validate_request``); None for ListAndWatch.
     """
 
     entries: Entries
     allow_shared_cores_overlap_reclaimed_cores: bool = False
+    numa_headroom: Mapping[int, float] = field(default_factory=dict)
+    numa_headroom_sent: bool = False
+    asked_snb_entries: frozenset[tuple[str, str]] | None = None
 
     def __post_init__(self) -> None:
         frozen = {
@@ -148,6 +164,9 @@ class AdvisorResponse:
             for name, subs in self.entries.items()
         }
         object.__setattr__(self, "entries", MappingProxyType(frozen))
+        object.__setattr__(self, "numa_headroom", MappingProxyType(dict(self.numa_headroom)))
+        if self.numa_headroom and not self.numa_headroom_sent:
+            object.__setattr__(self, "numa_headroom_sent", True)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AdvisorResponse):
@@ -183,8 +202,9 @@ class AdvisorResponse:
 
     def to_json(self) -> dict[str, Any]:
         """The response as msgpack-able primitives (NUMA ids as decimal strings, as msgpack
-        maps from a journal are read back with string keys only)."""
-        return {
+        maps from a journal are read back with string keys only). The NUMA headroom is
+        written only when the response carried one, so a v0.5.3 response's form is as it was."""
+        out: dict[str, Any] = {
             "entries": {
                 name: None
                 if subs is None
@@ -195,6 +215,13 @@ class AdvisorResponse:
                 self.allow_shared_cores_overlap_reclaimed_cores
             ),
         }
+        if self.numa_headroom_sent:
+            out["numa_headroom"] = {
+                str(numa): value for numa, value in sorted(self.numa_headroom.items())
+            }
+        if self.asked_snb_entries is not None:
+            out["asked_snb_entries"] = [list(key) for key in sorted(self.asked_snb_entries)]
+        return out
 
     @classmethod
     def from_json(cls, value: object) -> AdvisorResponse:
@@ -204,10 +231,21 @@ class AdvisorResponse:
             ResponseFormatError: a malformed value; the message names the field.
         """
         items = _dict(value, "response")
-        _only(items, ("entries", "allow_shared_cores_overlap_reclaimed_cores"), "response")
+        _only(
+            items,
+            (
+                "entries",
+                "allow_shared_cores_overlap_reclaimed_cores",
+                "numa_headroom",
+                "asked_snb_entries",
+            ),
+            "response",
+        )
         allow = items.get("allow_shared_cores_overlap_reclaimed_cores", False)
         if not isinstance(allow, bool):
             raise ResponseFormatError("response.allow_shared_cores_overlap_reclaimed_cores: bool")
+        headroom_sent = "numa_headroom" in items
+        headroom = _headroom_from_json(items.get("numa_headroom", {}))
         entries: dict[str, SubEntries | None] = {}
         for name, subs in _dict(items.get("entries", {}), "response.entries").items():
             where = f"response.entries[{name!r}]"
@@ -220,7 +258,10 @@ class AdvisorResponse:
                 else _info_from_json(raw, f"{where}[{sub!r}]")
                 for sub, raw in _dict(subs, where).items()
             }
-        return cls(entries, allow)
+        asked = (
+            _asked_from_json(items["asked_snb_entries"]) if "asked_snb_entries" in items else None
+        )
+        return cls(entries, allow, headroom, headroom_sent, asked)
 
     def fingerprint(self) -> str:
         """A digest of the content with block ids renamed by first use.
@@ -246,6 +287,33 @@ class AdvisorResponse:
                         block["block_id"] = names.setdefault(block_id, f"#{len(names)}")
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _asked_from_json(value: object) -> frozenset[tuple[str, str]]:
+    where = "response.asked_snb_entries"
+    if not isinstance(value, list):
+        raise ResponseFormatError(f"{where}: expected a list")
+    keys = []
+    for i, raw in enumerate(value):
+        if not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(x, str) for x in raw):
+            raise ResponseFormatError(f"{where}[{i}]: expected [entry, sub-entry]")
+        keys.append((raw[0], raw[1]))
+    return frozenset(keys)
+
+
+def _headroom_from_json(value: object) -> dict[int, float]:
+    out = {}
+    for key, raw in _dict(value, "response.numa_headroom").items():
+        try:
+            numa = int(_str(key, "response.numa_headroom key"))
+        except ValueError:
+            raise ResponseFormatError(
+                f"response.numa_headroom: NUMA id {key!r:.20} is not a number"
+            ) from None
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise ResponseFormatError(f"response.numa_headroom[{numa}]: expected a number")
+        out[numa] = float(raw)
+    return out
 
 
 def _info_json(info: CalculationInfo) -> dict[str, Any]:

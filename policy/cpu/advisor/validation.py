@@ -14,6 +14,10 @@ deterministic.
 3. *Blocks* (:func:`get_blocks`): one NUMA node and one size per block id, every NUMA id in
    the topology (or ``-1``), no NUMA node and not the machine over capacity.
 
+At Katalyst v0.5.47 a GetAdvice answer is first checked against its request
+(:func:`validate_request`, ``ValidateRequest``): the state and the request must agree on the
+shared containers bound to a NUMA node, as the state may have changed since the request.
+
 Null entries: a top-level entry with no value makes the reference crash in ``GetBlocks``; here
 it is a validation error naming the entry (the spec's rule), so the response is refused and
 the state stays as it was.
@@ -31,6 +35,7 @@ from policy.cpu.advisor.response import (
     Block,
     CalculationInfo,
 )
+from policy.cpu.snb import NUMA_POOL_INFIX
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
 from policy.state.entries import DEDICATED_OWNER, STATIC_POOLS
@@ -43,6 +48,7 @@ __all__ = [
     "get_blocks",
     "validate_blocks",
     "validate_dedicated_entries",
+    "validate_request",
     "validate_response",
     "validate_static_pools",
 ]
@@ -75,6 +81,49 @@ def aggregate(errors: Sequence[str]) -> str:
     if len(errors) == 1 or len(seen) == 1:
         return seen[0]
     return "[" + ", ".join(seen) + "]"
+
+
+def validate_request(cpu: CPUState, asked: frozenset[tuple[str, str]]) -> None:
+    """``ValidateRequest`` (``validator/validator_cpu_advisor.go``:46-91 at tag v0.5.47).
+
+    Every shared container bound to a NUMA node in the state, and every pool of them (the
+    reference tags those pool entries so), must have been asked about as such; every entry
+    asked about as such must still be in the state. The reference tells a container asked
+    about without ``numa_binding`` ("has invalid owner pool name") from one not asked about at
+    all; qrmd keeps only the keys it asked about as SNB, so both read as missing.
+
+    Args:
+        cpu: the state the answer would apply to.
+        asked: the request's keys sent as shared cores with ``numa_binding``.
+
+    Raises:
+        AdvisorValidationError: the first disagreement, with the reference's message.
+    """
+    in_state: set[tuple[str, str]] = {
+        (pool.pod_uid, POOL_SUB_ENTRY)
+        for pool in cpu.pool_entries()
+        if NUMA_POOL_INFIX in pool.pod_uid
+    }
+    in_state |= {
+        entry.key for entry in cpu.entries() if entry.is_shared() and entry.is_numa_binding()
+    }
+    for pod_uid, name in sorted(in_state):
+        if (pod_uid, name) not in asked:
+            raise AdvisorValidationError(
+                f"missing request entry for shared_cores with numa_binding pod: {pod_uid} "
+                f"container: {name}"
+            )
+    for pod_uid, name in sorted(asked):
+        present = (
+            cpu.pool_cpus(pod_uid) is not None
+            if name == POOL_SUB_ENTRY
+            else cpu.entry(pod_uid, name) is not None
+        )
+        if not present:
+            raise AdvisorValidationError(
+                f"missing state entry for shared_cores with numa_binding pod: {pod_uid} "
+                f"container: {name}"
+            )
 
 
 def validate_response(cpu: CPUState, response: AdvisorResponse) -> BlockIndex:

@@ -13,6 +13,15 @@ was told about:
 * ``reclaim`` gets the rest, as a block of its own, or (``explicit_reclaim`` off) implicitly:
   qrmd then gives it every CPU the blocks leave (§11.8, the spec's example). Shared containers
   name their pool, reclaimed ones ``reclaim``.
+
+As a Katalyst v0.5.47 sys-advisor (``at_v0_5_47``), the NUMA nodes holding dedicated blocks are
+kept apart, as its plugin withholds them from the blocks tied to no NUMA node
+(``generateBlockCPUSet``, docs/reference-levels.md "sys-advisor at v0.5.47"): ``share``,
+``isolation0`` and ``reclaim``'s NUMA ``-1`` block are sized on the other NUMA nodes only, and
+what a dedicated NUMA node has left (beside its dedicated CPUs and the reserve's) is a
+``reclaim`` block of that NUMA node. The result also carries a NUMA headroom (``extra_entries``'
+``cpu_numa_headroom``): each NUMA node's share of reclaim. Shared pods bound to a NUMA node are
+not modelled (they join ``share`` like the others).
 """
 
 from __future__ import annotations
@@ -56,13 +65,17 @@ def plan_response(
     checkpoint: Mapping[str, Mapping[str, CheckpointEntry]],
     containers: Mapping[tuple[str, str], ContainerMetadata],
     model: LoadModel,
+    *,
+    at_v0_5_47: bool = False,
 ) -> AdvisorResponse:
-    """One calculation result for the node as the checkpoint shows it."""
+    """One calculation result for the node as the checkpoint shows it (module docstring)."""
     entries: dict[str, dict[str, CalculationInfo | None]] = {}
     used = 0
     reserve = checkpoint.get("reserve", {}).get("")
+    reserve_numas: dict[int, int] = {}
     if reserve is not None:
-        size = sum(len(c) for c in (reserve.topology_aware_assignments or {}).values())
+        reserve_numas = {n: len(c) for n, c in (reserve.topology_aware_assignments or {}).items()}
+        size = sum(reserve_numas.values())
         entries["reserve"] = {"": CalculationInfo("reserve", {-1: (Block(size, "reserve"),)})}
         used += size
     dedicated_numas: dict[str, dict[int, int]] = {}
@@ -80,6 +93,14 @@ def plan_response(
                 known[numa] = max(known.get(numa, 0), size)
     used += sum(sum(numas.values()) for numas in dedicated_numas.values())
     available = max(node.num_cpus - used, 0)
+    numa_reclaim: dict[int, int] = {}
+    if at_v0_5_47:
+        # Dedicated NUMA nodes are kept apart: what they have left is reclaim of their own.
+        for numa in sorted({n for numas in dedicated_numas.values() for n in numas}):
+            held = sum(numas.get(numa, 0) for numas in dedicated_numas.values())
+            held += reserve_numas.get(numa, 0)
+            numa_reclaim[numa] = max(node.numa_cpus.get(numa, 0) - held, 0)
+        available = max(available - sum(numa_reclaim.values()), 0)
     live = {k: m for k, m in containers.items() if k[1] in checkpoint.get(k[0], {})}
     shared = sorted(k for k, m in live.items() if m.qos_level == "shared_cores")
     requested = sum(live[k].request_quantity for k in shared)
@@ -88,15 +109,40 @@ def plan_response(
     pools = {"share": share}
     if model.explicit_reclaim:
         pools["reclaim"] = max(available - share - isolation, 0)
+    elif numa_reclaim:
+        pools["reclaim"] = 0  # only the dedicated NUMA nodes' blocks
     if isolation:
         pools[ISOLATION_POOL] = isolation
     for pool, size in pools.items():
+        numa_blocks: dict[int, tuple[Block, ...]] = {}
         if size > 0:
-            entries[pool] = {"": CalculationInfo(pool, {-1: (Block(size, pool),)})}
+            numa_blocks[-1] = (Block(size, pool),)
+        if pool == "reclaim":
+            for numa, left in numa_reclaim.items():
+                if left > 0:
+                    numa_blocks[numa] = (Block(left, f"reclaim/numa{numa}"),)
+        if numa_blocks:
+            entries[pool] = {"": CalculationInfo(pool, numa_blocks)}
     for key in shared:
         pool = ISOLATION_POOL if isolation and key == shared[0] else "share"
         entries.setdefault(key[0], {})[key[1]] = CalculationInfo(pool, {})
     for key, metadata in sorted(live.items()):
         if metadata.qos_level == "reclaimed_cores":
             entries.setdefault(key[0], {})[key[1]] = CalculationInfo("reclaim", {})
-    return AdvisorResponse(entries)
+    if not at_v0_5_47:
+        return AdvisorResponse(entries)
+    return AdvisorResponse(
+        entries,
+        numa_headroom=_headroom(node, numa_reclaim, pools.get("reclaim", 0)),
+        numa_headroom_sent=True,
+    )
+
+
+def _headroom(node: SimNode, numa_reclaim: Mapping[int, int], spread: int) -> dict[int, float]:
+    """Reclaim by NUMA node: a dedicated node's own block, the NUMA ``-1`` block shared evenly
+    by the other nodes."""
+    others = [numa for numa in sorted(node.numa_cpus) if numa not in numa_reclaim]
+    out = {numa: float(left) for numa, left in numa_reclaim.items()}
+    for numa in others:
+        out[numa] = spread / len(others)
+    return out

@@ -5,6 +5,11 @@ plugin socket, computes pool sizes (``qrmd.sim.advisor.model``) and sends the re
 open ListAndWatch stream; a stream opened while the checkpoint cannot be read ends with
 UNAVAILABLE. ``set_fault`` switches the behaviour at any time (``qrmd.sim.advisor.faults``).
 
+As a Katalyst v0.5.47 sys-advisor (``at_v0_5_47``) it also answers ``GetAdvice``: the request
+carries every container and qrmd's allocations, so it plans from those (no checkpoint read), with
+the v0.5.47 model (``plan_response(at_v0_5_47=True)``); ListAndWatch then plans the same way. As
+a v0.5.3 one it answers GetAdvice ``UNIMPLEMENTED``.
+
 Time: the period and the fault delays are waited on an ``Event``, so ``stop`` ends every wait
 at once; tests use short periods.
 """
@@ -17,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse
 from qrmd.sim.advisor.faults import Fault, corrupt
@@ -38,6 +44,7 @@ class SimStats:
     streams_opened: int = 0
     responses_sent: int = 0
     checkpoint_reads: int = 0
+    advice_calls: int = 0
     last_response: AdvisorResponse | None = None
 
 
@@ -50,6 +57,7 @@ class SysAdvisorSimulator:
         node: CPUs per NUMA node.
         model: the load model.
         period_s: how often a result is sent (sys-advisor's sync period, 5 s by default).
+        at_v0_5_47: answer as a Katalyst v0.5.47 sys-advisor (see the module docstring).
     """
 
     def __init__(
@@ -59,8 +67,11 @@ class SysAdvisorSimulator:
         node: SimNode,
         model: LoadModel | None = None,
         period_s: float = 5.0,
+        *,
+        at_v0_5_47: bool = False,
     ) -> None:
         self.socket_path = socket_path
+        self.at_v0_5_47 = at_v0_5_47
         self.plugin_socket = plugin_socket
         self.node = node
         self.model = model or LoadModel()
@@ -74,7 +85,7 @@ class SysAdvisorSimulator:
         self._slow_s = 0.0
         self._flap_s = 1.0
         self._flap_epoch = time.monotonic()
-        self._server = CPUAdvisorServer(socket_path, self)
+        self._server = CPUAdvisorServer(socket_path, self, advice=self if at_v0_5_47 else None)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -184,6 +195,33 @@ class SysAdvisorSimulator:
             if not self._wait(self.period_s):
                 return
 
+    def get_advice(self, request: AdviceRequest) -> AdviceReply:
+        """Katalyst v0.5.47's GetAdvice: plan from the request's containers and allocations
+        (every fault applies as to the other calls; a stalled advisor never answers)."""
+        self._call_fault("GetAdvice")
+        fault = self._current()
+        checkpoint = {
+            name: {sub: item.allocation for sub, item in subs.items()}
+            for name, subs in request.entries.items()
+        }
+        containers = {
+            (name, sub): item.metadata
+            for name, subs in request.entries.items()
+            for sub, item in subs.items()
+            if sub
+        }
+        with self._lock:
+            self._containers = dict(containers)
+            self.stats.advice_calls += 1
+            model, kind = self.model, self._invalid_kind
+        response = plan_response(self.node, checkpoint, containers, model, at_v0_5_47=True)
+        if fault is Fault.INVALID:
+            response = corrupt(response, kind, self.node)
+        with self._lock:
+            self.stats.responses_sent += 1
+            self.stats.last_response = response
+        return AdviceReply(response)
+
     def _result(self, fault: Fault) -> AdvisorResponse | None:
         try:
             checkpoint = read_checkpoint(self.plugin_socket, timeout_s=2.0)
@@ -194,7 +232,9 @@ class SysAdvisorSimulator:
             self.stats.checkpoint_reads += 1
             containers = dict(self._containers)
             model, kind = self.model, self._invalid_kind
-        response = plan_response(self.node, checkpoint, containers, model)
+        response = plan_response(
+            self.node, checkpoint, containers, model, at_v0_5_47=self.at_v0_5_47
+        )
         if fault is Fault.INVALID:
             response = corrupt(response, kind, self.node)
         return response

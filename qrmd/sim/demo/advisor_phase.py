@@ -13,6 +13,12 @@ nothing serves its advisor socket, so its link backs off and kubelet is served w
 3. a new advisor process comes up on the same socket: the link reconnects, pushes every stored
    container again (the new pods included), and the next result sizes the pools for them.
 
+At ``--reference-version v0.5.47`` the simulator answers as a v0.5.47 sys-advisor: the link
+asks it ``GetAdvice`` every ``--cpu-resource-plugin-advisor-interval`` (the demo's period)
+instead of pushing and watching, each request carrying every stored container; its results
+keep the NUMA nodes of dedicated pods apart, as v0.5.47 wants. When it comes back, the next
+GetAdvice tells it every stored container, the new pods included: there is no push.
+
 After each step the map shows what the kubelet sees.
 """
 
@@ -26,12 +32,14 @@ from pathlib import Path
 from qrmd.sim.advisor import LoadModel, SimNode, SysAdvisorSimulator
 from qrmd.sim.kubelet import Pod, shared_pod
 
-__all__ = ["ADVISOR_LOAD", "LATE_PODS", "AdvisorOptions", "AdvisorPhase"]
+__all__ = ["ADVICE_INTERVAL", "ADVISOR_LOAD", "LATE_PODS", "AdvisorOptions", "AdvisorPhase"]
 
 #: share's CPUs per requested core in the simulated advisor's results.
 ADVISOR_LOAD = 2.0
 #: How often the simulated advisor sends a result (sys-advisor's default is 5 s).
 ADVISOR_PERIOD_S = 0.2
+#: At v0.5.47, ``--cpu-resource-plugin-advisor-interval``: the same period.
+ADVICE_INTERVAL = "200ms"
 #: Pods admitted while the advisor is away.
 LATE_PODS: tuple[Pod, ...] = (
     shared_pod("uid-report", "report", 3, namespace="demo"),
@@ -45,14 +53,22 @@ class AdvisorOptions:
 
     advisor_socket: Path
     plugin_socket: Path
+    #: ``--cpu-resource-plugin-advisor-interval`` (v0.5.47 only; None: not given).
+    advice_interval: str | None = None
 
     def argv(self) -> list[str]:
+        interval = (
+            []
+            if self.advice_interval is None
+            else ["--cpu-resource-plugin-advisor-interval", self.advice_interval]
+        )
         return [
             "--enable-cpu-advisor",
             "--cpu-advisor-socket",
             str(self.advisor_socket),
             "--cpu-plugin-socket",
             str(self.plugin_socket),
+            *interval,
         ]
 
 
@@ -72,6 +88,7 @@ class AdvisorPhase:
         show: prints the map for a view with a caption.
         say: prints one line.
         log_lines: the daemon's log lines holding a text.
+        at_v0_5_47: the daemon runs at ``--reference-version v0.5.47``: a v0.5.47 advisor.
     """
 
     def __init__(
@@ -84,8 +101,10 @@ class AdvisorPhase:
         show: Callable[[str, View], None],
         say: Callable[[str], None],
         log_lines: Callable[[str], list[str]],
+        at_v0_5_47: bool = False,
     ) -> None:
         self.options = options
+        self.at_v0_5_47 = at_v0_5_47
         self._node = SimNode(numa_cpus)
         self._wait_view = wait_view
         self._admit = admit
@@ -107,6 +126,11 @@ class AdvisorPhase:
         # 1. The advisor comes up and sizes the pools.
         self._start_sim()
         self._say(f"  sys-advisor simulator up ({ADVISOR_LOAD:g} CPUs of share per shared core)")
+        if self.at_v0_5_47:
+            self._say(
+                f"  v0.5.47: qrmd asks it GetAdvice every {ADVISOR_PERIOD_S:g} s with every "
+                "stored container; its blocks keep dedicated NUMA nodes apart"
+            )
         view = self._wait_view("the advisor's first pools", self._share_sized(uids))
         self._show(f"sys-advisor sized share to {self._planned()} CPUs", view)
         # 2. It drops; the kubelet keeps admitting.
@@ -121,6 +145,11 @@ class AdvisorPhase:
         view = self._wait_view("the advisor's pools after it came back", self._share_sized(uids))
         for line in self._log_lines("containers to sys-advisor")[pushed_before:][-1:]:
             self._say(f"  [dim]daemon: {line.split(': ', 1)[-1].strip()}[/]")
+        if self.at_v0_5_47 and self.sim is not None:
+            self._say(
+                f"  the next GetAdvice told it all {len(self.sim.containers())} stored "
+                f"containers, no push (calls so far: {self.sim.stats.advice_calls})"
+            )
         self._show(f"sys-advisor back: share sized to {self._planned()} CPUs, new pods in", view)
         return len(self.sim.containers()) if self.sim is not None else 0
 
@@ -137,6 +166,7 @@ class AdvisorPhase:
             self._node,
             LoadModel(load=ADVISOR_LOAD),
             ADVISOR_PERIOD_S,
+            at_v0_5_47=self.at_v0_5_47,
         )
         self.sim.start()
 

@@ -19,9 +19,7 @@
    count on each, and a shared pod bound to a NUMA node joins that node's ``share-NUMA<n>``
    pool, which the other shared pods leave to it; each placement is told only once the
    journal's ``Allocate`` record and the reconcile answer bear it out (``claims``). Both pods
-   are then deleted, so phases 5 and 6 run the same workload at either level. Phase 7 is
-   skipped at v0.5.47: the sys-advisor simulator answers as a v0.5.3 advisor does, and
-   v0.5.47 refuses such an answer (``advise_v0_5_47``).
+   are then deleted, so phases 5 and 6 run the same workload at either level.
 5. **Memory balancer**: a NUMA node under read-latency pressure; the balancer's quiet round,
    its balance round (source, destinations, pods to migrate, eviction choice), its dry-run
    advice, and its eviction offer over the eviction plugin's socket (``balance_phase``).
@@ -34,7 +32,8 @@
    The restarted daemon talks to sys-advisor, which is not up yet: kubelet is served anyway.
 7. **sys-advisor**: the simulated advisor sizes the pools, drops, and comes back while the
    kubelet keeps admitting pods; at the reconnect every stored container is pushed again
-   (``advisor_phase``).
+   (``advisor_phase``). At v0.5.47 the simulator is a v0.5.47 sys-advisor, asked GetAdvice
+   every period with every stored container.
 
 After each phase the map and pool table of ``view`` show what the kubelet sees. Any failure,
 a narrated claim the record does not bear out included, raises ``DemoError`` with one line
@@ -63,7 +62,7 @@ from policy.topology.model import CPUTopology
 from policy.topology.synthetic import parse_synthetic_spec
 from qrmd.config import parse_duration
 from qrmd.host.cpu_vendor import read_cpu_vendor
-from qrmd.sim.demo.advisor_phase import AdvisorOptions, AdvisorPhase
+from qrmd.sim.demo.advisor_phase import ADVICE_INTERVAL, AdvisorOptions, AdvisorPhase
 from qrmd.sim.demo.balance_phase import BalanceOutcome, BalancePhase, BalancePhaseError
 from qrmd.sim.demo.claims import (
     ClaimError,
@@ -194,10 +193,12 @@ class _Demo:
             ),
             self.work_dir / "daemon.log",
         )
+        at_v0_5_47 = is_v0_5_47(settings.reference_version)
         self.advisor = AdvisorPhase(
             AdvisorOptions(
                 self.work_dir / "advisor" / "cpu_advisor.sock",
                 self.work_dir / "advisor" / "cpu_plugin.sock",
+                advice_interval=ADVICE_INTERVAL if at_v0_5_47 else None,
             ),
             {numa: len(self.topology.cpus_in_numa(numa)) for numa in self.topology.numa_nodes()},
             wait_view=self._wait_stable,
@@ -205,6 +206,7 @@ class _Demo:
             show=self._show,
             say=self.console.print,
             log_lines=self.daemon.log_lines_matching,
+            at_v0_5_47=at_v0_5_47,
         )
         self.admitted: list[Pod] = []
 
@@ -729,24 +731,6 @@ class _Demo:
         self.console.print(f"  [bold]sys-advisor knows {told} containers after the reconnect[/]")
         return told
 
-    def advise_v0_5_47(self) -> None:
-        """Phase 7 at v0.5.47: not run, and the demo says why rather than narrate a failure.
-
-        The sys-advisor simulator sizes its blocks as a v0.5.3 advisor does (reclaim over every
-        NUMA node). v0.5.47 withholds a NUMA node holding a dedicated block from the blocks
-        with no NUMA (``generateBlockCPUSet``; docs/reference-levels.md, "sys-advisor at
-        v0.5.47"), so it refuses that answer, as katalyst-agent v0.5.47 would refuse it from
-        an advisor of the older release.
-        """
-        self._phase(7, "sys-advisor sizes the pools, drops, comes back")
-        self.console.print(
-            "  skipped at v0.5.47: the sys-advisor simulator answers as a v0.5.3 advisor does "
-            "(one reclaim block over every NUMA node), and v0.5.47 withholds NUMA nodes that "
-            "hold dedicated blocks from such blocks, so it refuses the answer "
-            "(docs/reference-levels.md, 'sys-advisor at v0.5.47')",
-            soft_wrap=True,
-        )
-
     def finish(self) -> int | None:
         if self.settings.keep:
             return self.daemon.abandon()
@@ -791,10 +775,7 @@ def run_demo(settings: DemoSettings, console: Console) -> DemoResult:
         balance = demo.balance()
         demo.pressure(before)
         recovered, identical = demo.crash_and_recover(endpoint, before)
-        if is_v0_5_47(settings.reference_version):
-            demo.advise_v0_5_47()
-        else:
-            demo.advise()
+        demo.advise()
         demo.sim.stop()
         kept = demo.finish()
         finished = True

@@ -418,10 +418,9 @@ class Simulation:
             future.witness = (core.snapshot.seq, core.snapshot.state)
 
     def _refused(self, message: Any, error: BaseException) -> None:
-        # Only a plain ``CommitRefused`` promises that nothing was persisted. ``StoreUnavailable``
-        # also answers the commit whose cut-back failed (the journal then refuses everything
-        # and "the next start decides from what the disk holds", DESIGN.md step 3).
-        if isinstance(message, Commit) and type(error) is CommitRefused:
+        # Every ``CommitRefused`` (``StoreUnavailable`` too) promises that nothing was
+        # persisted; a commit whose cut-back failed is answered ``CommitOutcomeUnknown``.
+        if isinstance(message, Commit) and isinstance(error, CommitRefused):
             core = self.node.store_core()
             if core is not None:
                 self.world.refused[core.snapshot.seq + 1] = pack(dict(message.cause), "cause")

@@ -32,10 +32,12 @@ RESERVE = (PoolSet("reserve", CPUSet.parse("0,2")),)
 
 
 class Switches:
-    """What the test tells the stand-in: ``refuse``, ``garble``, or ``hold`` a commit."""
+    """What the test tells the stand-in: ``refuse``, ``unknown``, ``garble``, or ``hold`` a
+    commit."""
 
     def __init__(self) -> None:
         self.refuse = False
+        self.unknown = False
         self.garble = False
         self.hold = threading.Event()
         self.hold.set()
@@ -54,7 +56,9 @@ class StoreStandIn(pykka.ThreadingActor):
             case Commit(events, _cause):
                 self.switches.hold.wait(timeout=10)
                 if self.switches.refuse:
-                    raise StoreUnavailable("segment could not be truncated")
+                    raise StoreUnavailable("commit refused: the journal's tail is unknown")
+                if self.switches.unknown:
+                    raise CommitOutcomeUnknown("record 1 could not be cut back")
                 if self.switches.garble:
                     return "ok"
                 state = apply_all(self.snapshot.state, events)
@@ -89,7 +93,16 @@ def test_a_refusal_reaches_the_writer_unchanged(
 ) -> None:
     ref, stand_in = store
     stand_in.refuse = True
-    with pytest.raises(StoreUnavailable, match="could not be truncated"):
+    with pytest.raises(StoreUnavailable, match="tail is unknown"):
+        StateStoreCommitter(ref).commit(RESERVE, {})
+
+
+def test_an_unknown_outcome_the_store_answers_reaches_the_writer_unchanged(
+    store: tuple[pykka.ActorRef[StoreStandIn], Switches],
+) -> None:
+    ref, stand_in = store
+    stand_in.unknown = True
+    with pytest.raises(CommitOutcomeUnknown, match="could not be cut back"):
         StateStoreCommitter(ref).commit(RESERVE, {})
 
 
@@ -130,8 +143,9 @@ def test_timeout_must_be_positive(timeout_s: float) -> None:
         StateStoreCommitter(pykka.ActorRef.__new__(pykka.ActorRef), timeout_s)
 
 
-def test_refused_is_the_base_of_unavailable() -> None:
+def test_refused_is_the_base_of_unavailable_and_an_unknown_outcome_is_no_refusal() -> None:
     assert issubclass(StoreUnavailable, CommitRefused)
+    assert not issubclass(CommitOutcomeUnknown, CommitRefused)
 
 
 def test_adopted_snapshot_adopts_a_commit_keeps_a_refusal_and_re_reads_after_silence() -> None:

@@ -113,3 +113,21 @@ def test_a_failed_sizing_is_not_kept() -> None:
         with pytest.raises(PoolError):
             sized_pools(sizing, CTX, {"reserve": 2}, {}, ADJUSTABLE)
     assert sizing.calls == 2
+
+
+def test_overlap_ratios_are_passed_and_other_ratios_are_sized_again() -> None:
+    seen: list[Mapping[str, float] | None] = []
+
+    def sizing(
+        ctx: PolicyContext,
+        pools_q: Mapping[str, int],
+        iso_q: IsolatedQuantities,
+        available: CPUSet,
+        overlap: Mapping[str, float] | None = None,
+    ) -> tuple[dict[str, CPUSet], IsolatedCPUs]:
+        seen.append(overlap)
+        return generate_pools_and_isolation(ctx, pools_q, iso_q, available)
+
+    for overlap in ({"share": 0.5}, {"share": 0.5}, {"share": 0.25}, None):
+        sized_pools(sizing, CTX, {"share": 3}, {}, ADJUSTABLE, overlap=overlap)
+    assert seen == [{"share": 0.5}, {"share": 0.25}, None]

@@ -91,6 +91,7 @@ def test_pool_sizes_store_and_actor_figures() -> None:
         recovery,
         commits_total=5,
         commits_refused_total=1,
+        commits_outcome_unknown_total=3,
         checkpoint_seq=4,
         checkpoint_failures_total=2,
         journal=journal,
@@ -126,6 +127,7 @@ def test_pool_sizes_store_and_actor_figures() -> None:
     assert got[("qrmd_journal_fsync_max_seconds", ())] == pytest.approx(0.004)
     assert got[("qrmd_state_commits_total", ())] == 5
     assert got[("qrmd_state_commits_refused_total", ())] == 1
+    assert got[("qrmd_state_commits_outcome_unknown_total", ())] == 3
     assert got[("qrmd_state_checkpoint_seq", ())] == 4
     assert got[("qrmd_state_checkpoint_failures_total", ())] == 2
     assert got[("qrmd_recovery_records_replayed", ())] == 3
