@@ -228,6 +228,7 @@ class StateStoreCore:
                 retention=config.retention,
                 fs=fs,
                 clock=clock,
+                causes=False,  # replay needs the events only
             )
             try:
                 state = state_from_checkpoint(

@@ -18,7 +18,9 @@ The rule, in the reference's order (§7.1):
      stored on the pooled CPUs and the pools are resized *without* its request, then it joins
      its pool — the reply still says "all pooled CPUs" (§15.1). A ramping container is moved
      to the current pooled CPUs again; a pooled one makes its pool grow by its request and is
-     answered with its current CPUs, its entry unchanged (§15.2).
+     answered with its current CPUs, its entry unchanged (§15.2). At v0.5.47 an in-place
+     resize stores the new request and annotations before the pool grows (with sys-advisor,
+     by the pod's aggregated growth), and a ramping container cannot be resized.
    * **reclaimed_cores** (§7.4): the container follows the reclaim pool. A missing pool is
      "pool: reclaim is not ready", an empty one "pool: reclaim is not empty" (sic, §15.3).
    * **dedicated_cores** needs NUMA binding, else "not support dedicated_cores without NUMA
@@ -254,6 +256,10 @@ def _allocate_shared(
         # §15.1: the reply says "all pooled CPUs" even when the container joined its pool.
         return _pack(prepared, pooled)
     updated = _updated(existing, prepared)
+    resizing = ctx.at_v0_5_47 and is_inplace_resizing(prepared.annotations)
+    if resizing and existing.ramp_up:
+        # v0.5.47 refuses to resize a ramping container (policy_allocation_handlers.go:143-147).
+        raise AllocationError("pod is still ramp up, not allow to inplace update resize")
     step = _fire(container_phase(existing), "allocate_shared", {})
     # 3b. Still ramping: onto the current pooled CPUs, with the request's annotations.
     if existing.ramp_up:
@@ -264,6 +270,14 @@ def _allocate_shared(
     # 3c. In its pool: the pool grows by the request; the entry is stored unchanged and the
     #     reply carries its CPUs from before the resize (§15.2).
     current = state.placement_cpus(existing.placement)[0]
+    if resizing:
+        # 3d. v0.5.47's in-place resize (policy_allocation_handlers.go:157-170) stores the new
+        #     request and annotations first; its pool then grows by that request, or with
+        #     sys-advisor by what the pod's aggregated request grew (policy.cpu.advisor.resize).
+        resized = replace(updated, request_quantity=prepared.req_float)
+        emit_step(txn, step, ContainerAllocated(resized))
+        _put_into_pool(txn, ctx, resized, incr_by_req=True, resized_from=existing)
+        return _pack(prepared, current)
     emit_step(txn, step, ContainerAllocated(existing))
     _put_into_pool(txn, ctx, updated, incr_by_req=True)
     return _pack(prepared, current)
@@ -279,9 +293,16 @@ def _allocate_snb(
     return _pack(prepared, cpus)
 
 
-def _put_into_pool(txn: Txn, ctx: PolicyContext, entry: ContainerEntry, incr_by_req: bool) -> None:
+def _put_into_pool(
+    txn: Txn,
+    ctx: PolicyContext,
+    entry: ContainerEntry,
+    incr_by_req: bool,
+    *,
+    resized_from: ContainerEntry | None = None,
+) -> None:
     try:
-        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req)
+        put_allocations_and_adjust(txn, ctx, [entry], incr_by_req, resized_from=resized_from)
     except PolicyError as err:
         raise AllocationError(
             f"putAllocationsAndAdjustAllocationEntries failed with error: {err}", kind=err.kind
@@ -296,6 +317,9 @@ def _allocate_reclaimed(
 ) -> AllocationReply:
     request = prepared.request
     state = txn.cpu
+    if ctx.at_v0_5_47 and request.container_type is ContainerType.SIDECAR:
+        # v0.5.47: a sidecar copies its main container, before any pool check (:214-216).
+        return _allocate_reclaimed_sidecar(txn, prepared, now)
     existing = state.entry(request.pod_uid, request.container_name)
     # 2. The reclaim pool must exist and hold CPUs (the message for an empty pool is sic).
     reclaim = state.pool_cpus(RECLAIM_POOL)
@@ -303,7 +327,7 @@ def _allocate_reclaimed(
         raise AllocationError(f"pool: {RECLAIM_POOL} is not ready")
     if reclaim.is_empty():
         raise AllocationError(f"pool: {RECLAIM_POOL} is not empty", kind=ErrorKind.SHORTAGE)
-    if ctx.at_v0_5_47 and prepared.request.container_type is not ContainerType.SIDECAR:
+    if ctx.at_v0_5_47:
         # v0.5.47: a resize in place, the numa_hint, the per-NUMA split (policy.cpu.rnb_allocate).
         return _allocate_reclaimed_v0547(txn, prepared, existing, now)
     # 3–4. New or updated, the container follows the reclaim pool.
@@ -321,6 +345,35 @@ def _allocate_reclaimed(
     # 5. Stored; no pool adjustment.
     emit_step(txn, step, ContainerAllocated(entry))
     return _pack(prepared, reclaim)
+
+
+def _allocate_reclaimed_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> AllocationReply:
+    """v0.5.47's ``allocationSidecarHandler`` for a reclaimed sidecar
+    (``policy_allocation_handlers.go:511-559``).
+
+    1. Without a main container the reply is empty and nothing is stored.
+    2. The sidecar takes its main container's owner and CPUs, and the annotations it lacks:
+       its ``numa_hint`` too, so every later pool regeneration gives it its main container's
+       part of the reclaim pool (``updateReclaimAllocationResultByPoolEntry`` reads the
+       sidecar's own ``numa_hint``). A main container that follows the pool is followed by
+       its part (the same CPUs now; the same rule at each regeneration).
+    """
+    request = prepared.request
+    state = txn.cpu
+    main = state.main_container_entry(request.pod_uid)
+    if main is None:
+        return AllocationReply()
+    result, original = state.placement_cpus(main.placement)
+    placement = main.placement if isinstance(main.placement, InPool) else OwnCPUs(result, original)
+    existing = state.entry(request.pod_uid, request.container_name)
+    phase = lifecycle.NEW if existing is None else container_phase(existing)
+    step = _fire(phase, "allocate_reclaimed", {})
+    entry = replace(
+        _new_entry(prepared, now, placement, ramp_up=False, owner=main.owner_pool_name),
+        annotations={**(main.annotations or {}), **prepared.annotations},
+    )
+    emit_step(txn, step, ContainerAllocated(entry))
+    return _pack(prepared, result)
 
 
 def _allocate_reclaimed_v0547(

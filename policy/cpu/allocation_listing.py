@@ -6,8 +6,8 @@ each container through the ramp-up machine:
 * an unreadable or empty ``init_timestamp`` is repaired (``repair_timestamp``): a shared
   container ramps again on the pooled CPUs (``ContainerReRamped``), any other gets the
   timestamp reset (``TimestampReset``);
-* at v0.5.47 a dedicated sidecar whose CPUs or owner differ from its main container's takes
-  its main container's again (``ContainerPlaced``), as the reference syncs them;
+* at v0.5.47 a dedicated or reclaimed sidecar whose CPUs or owner differ from its main
+  container's takes its main container's again (``ContainerPlaced``), as the reference syncs them;
 * a flagged container whose transition period has passed (``now > init + period``) finishes
   ramp-up (``finish_ramp_up`` → ``RampUpFinished``); shared ones then join their pools with
   ``put_allocations_and_adjust(..., incr_by_req=True)``.
@@ -53,7 +53,7 @@ from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import PolicyError
 from policy.state.cpu_state import ContainerKey, CPUState
-from policy.state.entries import ContainerEntry, OwnCPUs
+from policy.state.entries import RECLAIM_POOL, ContainerEntry, InPool, OwnCPUs
 from policy.state.events import ContainerPlaced, ContainerReRamped, RampUpFinished, TimestampReset
 from policy.topology.cpuset import CPUSet
 
@@ -123,7 +123,7 @@ def resources_allocation(
         assert previous is not None  # for the type checker: _lists_settled said so
         return previous  # nothing to settle: the same answer at any time
     parts = list_pods(state, basis)
-    # 0. v0.5.47: dedicated sidecars follow their main container again (policy.go:546-553).
+    # 0. v0.5.47: sidecars follow their main container again (policy.go:546-553).
     if ctx.at_v0_5_47:
         txn.emit(*_sidecar_syncs(state))
     # 1. What a re-ramped shared container gets.
@@ -167,10 +167,12 @@ def resources_allocation(
 
 
 def _sidecar_syncs(state: CPUState) -> list[ContainerPlaced]:
-    """v0.5.47's ``applySidecarAllocationInfoFromMainContainer`` for dedicated sidecars (the
-    only ones that hold a copy of their main container's CPUs: an SNB sidecar follows its
-    pool): a ``ContainerPlaced`` for each whose CPUs or owner differ from its main
-    container's. O(dedicated containers)."""
+    """v0.5.47's ``applySidecarAllocationInfoFromMainContainer`` for the sidecars that hold a
+    copy of their main container's CPUs (an SNB sidecar follows its pool): a
+    ``ContainerPlaced`` for each whose CPUs or owner differ from its main container's.
+    A dedicated sidecar gets a copy of the CPUs; a reclaimed one its main container's part of
+    the reclaim pool (its own ``numa_hint`` places it again at the next regeneration, as in
+    the reference). O(dedicated and reclaimed containers)."""
     out: list[ContainerPlaced] = []
     for key in sorted(state.dedicated_containers()):
         entry = state.require_entry(*key)
@@ -181,6 +183,18 @@ def _sidecar_syncs(state: CPUState) -> list[ContainerPlaced]:
         placement = OwnCPUs(result, original)
         if entry.placement != placement or entry.owner_pool_name != main.owner_pool_name:
             out.append(ContainerPlaced(key[0], key[1], placement, main.owner_pool_name))
+    for key in sorted(state.containers_owned_by(RECLAIM_POOL)):
+        entry = state.require_entry(*key)
+        main = state.main_container_entry(entry.pod_uid)
+        if not (entry.is_sidecar() and entry.is_reclaimed()) or main is None:
+            continue
+        wanted = state.placement_cpus(main.placement)
+        if (
+            state.placement_cpus(entry.placement) != wanted
+            or entry.owner_pool_name != main.owner_pool_name
+        ):
+            follows = main.placement if isinstance(main.placement, InPool) else OwnCPUs(*wanted)
+            out.append(ContainerPlaced(key[0], key[1], follows, main.owner_pool_name))
     return out
 
 

@@ -181,3 +181,20 @@ def test_an_rnb_container_is_answered_its_part_of_the_reclaim_pool(
     }
     stored = node.core.snapshot.state.cpu.require_entry("pod-r", "app")
     assert (stored.annotations or {}).get("numa_hint") == numa_hint
+
+
+def test_a_reclaimed_sidecar_is_answered_its_main_containers_cpus(nodes: list[WireNode]) -> None:
+    # allocationSidecarHandler (policy_allocation_handlers.go:511-559): the sidecar copies its
+    # main container, numa_hint included (tests/policy/cpu/test_rnb_sidecars.py for the rest)
+    node = served(replace(AT_47_RNB, enable_reclaim=True))
+    nodes.append(node)
+    side = resource_request("pod-r", "side", cpu=0.3, qos="reclaimed_cores", annotations=RNB,
+                            hint=(0,), container_type=pb.SIDECAR)  # fmt: skip
+    empty = node.client.plugin.Allocate(side, timeout=10)
+    assert not empty.HasField("allocation_result")  # no main container yet
+    main = resource_request("pod-r", cpu=0.3, qos="reclaimed_cores", annotations=RNB, hint=(0,))
+    node.client.plugin.Allocate(main, timeout=10)
+    response = node.client.plugin.Allocate(side, timeout=10)
+    assert response.allocation_result.resource_allocation["cpu"].allocation_result == "1"
+    stored = node.core.snapshot.state.cpu.require_entry("pod-r", "side")
+    assert (stored.annotations or {}).get("numa_hint") == "0"

@@ -35,6 +35,7 @@ __all__ = [
     "SUPPRESSION_TOLERANCE_RATE_KEY",
     "ActivePod",
     "PodError",
+    "enhancement_pairs",
     "is_reclaimed",
     "parse_quantity",
     "pod_cpu_request",
@@ -221,12 +222,16 @@ def suppression_tolerance_rate(
 
 
 def _cpu_enhancements(qos: QoSConfig, annotations: Mapping[str, str]) -> dict[str, str]:
-    """``GetQoSEnhancementKVs(cpu_enhancement)``: the annotation (or its alias) as a JSON
-    object of strings; anything else is no pairs at all (``json.Unmarshal`` fails whole)."""
-    text = annotations.get(CPU_ENHANCEMENT_KEY)
+    return enhancement_pairs(qos, annotations, CPU_ENHANCEMENT_KEY)
+
+
+def enhancement_pairs(qos: QoSConfig, annotations: Mapping[str, str], key: str) -> dict[str, str]:
+    """``GetQoSEnhancementKVs(key)``: the annotation (or its alias) as a JSON object of
+    strings; anything else is no pairs at all (``json.Unmarshal`` fails whole)."""
+    text = annotations.get(key)
     if text is None:
         for alias in sorted(qos.enhancement_aliases):
-            if qos.enhancement_aliases[alias] == CPU_ENHANCEMENT_KEY and alias in annotations:
+            if qos.enhancement_aliases[alias] == key and alias in annotations:
                 text = annotations[alias]
                 break
     if text is None:

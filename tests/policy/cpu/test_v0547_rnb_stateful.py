@@ -1,7 +1,7 @@
 """The random kubelet call sequences of ``test_v0547_stateful`` with
 ``--enable-reclaim-numa-binding true``: reclaimed pods with NUMA binding (RNB), plain
-reclaimed pods with a one-NUMA hint, and sys-advisor's per-NUMA headroom changing between
-calls (docs/reference-levels.md "Reclaimed cores bound to a NUMA node (RNB)").
+reclaimed pods with a one-NUMA hint, their sidecars, and sys-advisor's per-NUMA headroom
+changing between calls (docs/reference-levels.md "Reclaimed cores bound to a NUMA node (RNB)").
 
 After every step, besides the SNB machine's checks (dedicated CPUs exclusive, no CPU in two
 exclusive allocations, SNB pools in their NUMA, replay equals the live state):
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
 from policy.cpu.reference import ReferenceOptions
-from policy.cpu.request import TopologyHint
+from policy.cpu.request import ContainerType, TopologyHint
 from policy.cpu.rnb import NO_NUMA, headroom_event, is_actual_rnb, numa_hint_of
 from policy.errors import PolicyError
 from policy.state.codec import decode_state, encode_state
@@ -64,6 +64,14 @@ class RNBMachine(SNBMachine):
         numas = self.node.ctx.topology.numa_nodes()
         nodes = hints[pick % len(hints)].nodes if hints else (numas[pick % len(numas)],)
         self._allocate(dataclasses.replace(asked, hint=TopologyHint(nodes, True)))
+
+    @rule(pod=RNB_PODS, cpu=st.sampled_from([0.3, 1]))
+    def allocate_reclaimed_sidecar(self, pod: str, cpu: float) -> None:
+        # a sidecar copies its main container, numa_hint included (or gets nothing before it)
+        binding = pod.startswith("rnb")
+        asked = request(pod, "side", cpu=cpu, qos="reclaimed_cores", numa_binding=binding,
+                        container_type=ContainerType.SIDECAR)  # fmt: skip
+        self._allocate(asked)
 
     @rule(pod=RNB_PODS)
     def remove_reclaimed(self, pod: str) -> None:
