@@ -181,6 +181,8 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
     """A copy of per-NUMA amounts in NUMA order; sorted only when not given in that order
     already (readers give it: ``memory.numa_stat`` lists its nodes in order, and a round holds
     thousands of these)."""
+    if _ascending_numa_ids(tuple(amounts)) is not None:
+        return dict(amounts)
     numas = list(amounts)
     ordered = sorted(numas)
     if numas == ordered:
@@ -189,15 +191,20 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
 
 
 def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:
-    """``anon_by_numa`` for the common case, checked in bulk with builtins; None when a key
-    or a value needs the per-value checks (which name it), so a caller builds the path of
-    its message only then.
+    """``anon_by_numa`` for the common case, checked in bulk with builtins and returned in
+    NUMA order (``in_numa_order``); None when a key or a value needs the per-value checks
+    (which name it), so a caller builds the path of its message only then.
     """
-    keys: list[object] = list(value.keys())
-    raws: list[Any] = list(value.values())
-    numas = _fast_numa_ids(keys)
+    keys = tuple(value)
+    raws: tuple[Any, ...] = tuple(value.values())
+    numas = _ascending_numa_ids(keys)
     if numas is None:
-        return None
+        unordered = _fast_numa_ids(list(keys))
+        if unordered is None:
+            return None
+        order = sorted(range(len(unordered)), key=unordered.__getitem__)
+        numas = tuple(unordered[i] for i in order)
+        raws = tuple(raws[i] for i in order)
     kinds = set(map(type, raws))
     if kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:
         # Byte counts as readers give them: integers hold no NaN and no infinity.
@@ -213,6 +220,31 @@ def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:
         ):
             return dict(zip(numas, amounts, strict=True))
     return None
+
+
+#: Key sets known to be NUMA ids (exact ints) in ascending order, as readers give them
+#: (``memory.numa_stat`` lists its nodes in order). A node's containers hold memory on the
+#: same few sets of nodes, so a round checks and orders each set once rather than once per
+#: container; bounded so a node with many distinct sets keeps no more than this many.
+_ASCENDING_IDS: dict[tuple[object, ...], None] = {}
+_ASCENDING_IDS_MAX = 64
+
+
+def _ascending_numa_ids(keys: tuple[object, ...]) -> tuple[int, ...] | None:
+    """``keys`` when they are NUMA ids (exact ints, not negative) in ascending order."""
+    # The types first: 0.0 and True equal 0 (and hash alike), so a set seen as ints would
+    # otherwise let them in.
+    if not keys or set(map(type, keys)) != _INT_TYPE:
+        return None
+    ints: tuple[int, ...] = keys  # type: ignore[assignment]
+    if ints in _ASCENDING_IDS:
+        return ints
+    if min(ints) < 0 or list(ints) != sorted(ints):
+        return None
+    if len(_ASCENDING_IDS) >= _ASCENDING_IDS_MAX:
+        _ASCENDING_IDS.clear()
+    _ASCENDING_IDS[ints] = None
+    return ints
 
 
 _NUMBER_TYPES = {int, float}

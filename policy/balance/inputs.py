@@ -123,10 +123,12 @@ class Container:
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
         if not isinstance(self.container_id, str):
             as_str(self.container_id, f"container {self.name!r} id")
+        # The bulk check gives a new map in NUMA order already; only the per-value path,
+        # which names a refused value, keeps the order it was given.
         frozen = anon_in_bulk(self.anon)
         if frozen is None:
-            frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
-        object.__setattr__(self, "anon", MappingProxyType(in_numa_order(frozen)))
+            frozen = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
+        object.__setattr__(self, "anon", MappingProxyType(frozen))
 
 
 @dataclass(frozen=True, slots=True)
