@@ -30,11 +30,12 @@ container order is pod-spec order and is kept, since it is part of the output (Â
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
+from typing import Any
 
 from policy import names as k8s_names
 from policy.balance.config import BalancerConfig
@@ -61,6 +62,7 @@ __all__ = [
     "MissingSample",
     "NumaDistance",
     "NumaMetrics",
+    "PlainInputs",
     "Pod",
     "RoundInputs",
     "Sample",
@@ -262,6 +264,10 @@ class RoundInputs:
             last=None if last_raw is None else BalanceInfo.from_json(last_raw, f"{where}.last"),
         )
 
+    def plain(self) -> PlainInputs:
+        """The plain-dict form, held read-only: what a round's event journals."""
+        return PlainInputs(self)
+
     def to_json(self) -> dict[str, object]:
         """The plain-dict form; ``from_json(to_json())`` equals the original."""
         return {
@@ -296,6 +302,38 @@ class RoundInputs:
             "config": self.config.to_json(),
             "last": None if self.last is None else self.last.to_json(),
         }
+
+
+class PlainInputs(Mapping[str, Any]):
+    """A round's inputs in their plain-dict form (``RoundInputs.to_json``), read-only.
+
+    Made only from a ``RoundInputs``, whose ``to_json`` builds nothing but str-keyed dicts,
+    lists and scalars from values checked on construction. So the journal packs this form
+    as it is (``policy.balance.codec``) instead of walking its value per container and NUMA
+    node to prove it plain (tens of thousands on a large node, once per pressured round);
+    no one can change it after it was made. Reads, and compares equal, like the dict.
+    """
+
+    __slots__ = ("_form",)
+
+    def __init__(self, inputs: RoundInputs) -> None:
+        self._form = inputs.to_json()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._form[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._form)
+
+    def __len__(self) -> int:
+        return len(self._form)
+
+    def __repr__(self) -> str:
+        return f"PlainInputs({self._form!r})"
+
+    def packable(self) -> dict[str, Any]:
+        """The form itself, for an encoder to pack at once: not a copy, never to be changed."""
+        return self._form
 
 
 _INPUT_KEYS = (
