@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from policy.balance.errors import BalanceError
 
 __all__ = [
+    "amounts_in_bulk",
     "anon_by_numa",
     "anon_in_bulk",
     "as_bool",
@@ -195,30 +196,47 @@ def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:
     NUMA order (``in_numa_order``); None when a key or a value needs the per-value checks
     (which name it), so a caller builds the path of its message only then.
     """
+    bulk = amounts_in_bulk(value)
+    return None if bulk is None else dict(zip(*bulk, strict=True))
+
+
+def amounts_in_bulk(
+    value: Mapping[Any, object],
+) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+    """``anon_in_bulk`` as two tuples, the NUMA ids ascending and their amounts, for a caller
+    that holds them columnar (``policy.balance.amounts``); None as ``anon_in_bulk``."""
     keys = tuple(value)
-    raws: tuple[Any, ...] = tuple(value.values())
+    amounts = _amounts_in_bulk(tuple(value.values()))
+    if amounts is None:
+        return None
     numas = _ascending_numa_ids(keys)
     if numas is None:
         unordered = _fast_numa_ids(list(keys))
         if unordered is None:
             return None
-        order = sorted(range(len(unordered)), key=unordered.__getitem__)
-        numas = tuple(unordered[i] for i in order)
-        raws = tuple(raws[i] for i in order)
+        # Two JSON keys may name one node ("1", "01"): the last one holds, as in a dict.
+        by_numa = dict(zip(unordered, amounts, strict=True))
+        numas = tuple(sorted(by_numa))
+        amounts = tuple(map(by_numa.__getitem__, numas))
+    return numas, amounts
+
+
+def _amounts_in_bulk(raws: tuple[Any, ...]) -> tuple[float, ...] | None:
+    """Byte counts as floats, checked in bulk; None when one needs the per-value checks."""
     kinds = set(map(type, raws))
     if kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:
         # Byte counts as readers give them: integers hold no NaN and no infinity.
-        return dict(zip(numas, map(float, raws), strict=True))
+        return tuple(map(float, raws))
     if kinds <= _NUMBER_TYPES:
         try:
-            amounts = list(map(float, raws))
+            amounts = tuple(map(float, raws))
         except OverflowError:  # an int beyond any float: the per-value checks name it
             return None
         # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
         if not amounts or (
             min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
         ):
-            return dict(zip(numas, amounts, strict=True))
+            return amounts
     return None
 
 

@@ -32,16 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
 from typing import Any
 
 from policy import names as k8s_names
+from policy.balance.amounts import NumaAmounts, numa_index
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
+    amounts_in_bulk,
     anon_by_numa,
-    anon_in_bulk,
     as_float,
     as_int,
     as_list,
@@ -125,12 +125,13 @@ class Container:
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
         if not isinstance(self.container_id, str):
             as_str(self.container_id, f"container {self.name!r} id")
-        # The bulk check gives a new map in NUMA order already; only the per-value path,
-        # which names a refused value, keeps the order it was given.
-        frozen = anon_in_bulk(self.anon)
-        if frozen is None:
-            frozen = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
-        object.__setattr__(self, "anon", MappingProxyType(frozen))
+        # Held columnar (``policy.balance.amounts``), in NUMA order. The bulk check gives
+        # that order; only the per-value path, which names a refused value, is ordered here.
+        bulk = amounts_in_bulk(self.anon)
+        if bulk is None:
+            checked = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
+            bulk = tuple(checked), tuple(checked.values())
+        object.__setattr__(self, "anon", NumaAmounts(numa_index(bulk[0]), bulk[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,19 +421,13 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
-@lru_cache(maxsize=64)
-def _numa_keys(numas: tuple[int, ...]) -> tuple[str, ...]:
-    """A container's NUMA ids as JSON keys. A node's containers mostly hold memory on the
-    same nodes, so a round with a value per container and node makes these keys once (the
-    bound keeps a node with many distinct sets from holding more)."""
-    return tuple(map(str, numas))
-
-
 def _container_to_json(c: Container) -> dict[str, object]:
     anon = c.anon
     plain: dict[str, object] = {
         "name": c.name,
-        "anon": dict(zip(_numa_keys(tuple(anon)), anon.values(), strict=True)),
+        "anon": anon.to_json()
+        if isinstance(anon, NumaAmounts)
+        else {str(numa): amount for numa, amount in anon.items()},
     }
     if c.container_id:  # absent without a pod source: older records read the same
         plain["containerId"] = c.container_id
