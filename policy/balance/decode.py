@@ -9,7 +9,7 @@ are never accepted as numbers, although Python counts them as ints.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 from policy.balance.errors import BalanceError
@@ -182,7 +182,10 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
     """A copy of per-NUMA amounts in NUMA order; sorted only when not given in that order
     already (readers give it: ``memory.numa_stat`` lists its nodes in order, and a round holds
     thousands of these)."""
-    if _ascending_numa_ids(tuple(amounts)) is not None:
+    # Keys equal to a set known to be ascending are ascending, whatever their type: the
+    # order is all this decides, so the known sets are looked up without typing the keys.
+    keys = tuple(amounts)
+    if keys in _ASCENDING_IDS or _ascending_numa_ids(keys) is not None:
         return dict(amounts)
     numas = list(amounts)
     ordered = sorted(numas)
@@ -206,7 +209,7 @@ def amounts_in_bulk(
     """``anon_in_bulk`` as two tuples, the NUMA ids ascending and their amounts, for a caller
     that holds them columnar (``policy.balance.amounts``); None as ``anon_in_bulk``."""
     keys = tuple(value)
-    amounts = _amounts_in_bulk(tuple(value.values()))
+    amounts = _amounts_in_bulk(value.values())
     if amounts is None:
         return None
     numas = _ascending_numa_ids(keys)
@@ -221,7 +224,7 @@ def amounts_in_bulk(
     return numas, amounts
 
 
-def _amounts_in_bulk(raws: tuple[Any, ...]) -> tuple[float, ...] | None:
+def _amounts_in_bulk(raws: Collection[Any]) -> tuple[float, ...] | None:
     """Byte counts as floats, checked in bulk; None when one needs the per-value checks."""
     kinds = set(map(type, raws))
     if kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:

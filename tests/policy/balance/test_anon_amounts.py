@@ -102,3 +102,20 @@ def test_a_container_built_in_bulk_holds_its_anon_in_numa_order(given: dict[Any,
     anon = Container("app", given).anon
     assert list(anon) == sorted(int(k) for k in given)
     assert dict(anon) == {int(k): float(v) for k, v in given.items()}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        pytest.param({0: 1, 1: 2, 2: 3}, id="ints in order"),
+        pytest.param({2: 3, 0: 1, 1: 2}, id="ints out of order"),
+        pytest.param({0.0: 1, 1: 2, 2: 3}, id="a float key equal to a known node, in order"),
+        pytest.param({2: 3, True: 2, 0: 1}, id="a bool key equal to a known node, out of order"),
+    ],
+)
+def test_amounts_come_out_in_numa_order_once_a_set_of_nodes_is_known(
+    given: dict[Any, int],
+) -> None:
+    in_numa_order({0: 0, 1: 0, 2: 0})  # the set of nodes, known as ascending from now on
+    ordered = in_numa_order(given)
+    assert list(ordered.items()) == sorted(given.items())
