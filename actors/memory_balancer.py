@@ -341,15 +341,17 @@ class MemoryBalancerCore:
             return None, None
         plan = self._plan(decision.effects)
         cause = request.to_cause()
-        # What was handed out, beside the inputs, for whoever reads the journal.
-        cause["advice"] = advice.to_json_text()
+        # What was handed out, beside the inputs, for whoever reads the journal (and the
+        # log line below: the advice is encoded once).
+        text = advice.to_json_text()
+        cause["advice"] = text
         if plan is not None:
             cause["execution"] = plan.to_json()
         error = self._commit(decision.events, cause)
         if error:
             raise BalancerUnavailable(f"{cause['command']}: the advice was not taken: {error}")
         self.metrics.advices_emitted_total += 1
-        _log.info("numa memory balance advice emitted: %s", advice.to_json_text())
+        _log.info("numa memory balance advice emitted: %s", text)
         executor = self._ports.executor
         if plan is not None and executor is not None:
             self.metrics.migrations_planned_total += 1
