@@ -145,6 +145,29 @@ class Pod:
     containers: tuple[Container, ...]
 
     def __post_init__(self) -> None:
+        # Thousands of pods per round: the common case is checked without building the
+        # messages, each naming the pod, that only the per-field checks below need.
+        uid, namespace, name = self.uid, self.namespace, self.name
+        if not (
+            type(uid) is str
+            and type(namespace) is str
+            and type(name) is str
+            and type(self.pool) is str
+            and uid
+            and len(uid) * 4 <= k8s_names.MAX_POD_UID_BYTES
+            and len(namespace) * 4 <= k8s_names.MAX_NAMESPACE_BYTES
+            and len(name) * 4 <= k8s_names.MAX_POD_NAME_BYTES
+        ):
+            self._check_names()
+        object.__setattr__(self, "containers", tuple(self.containers))
+        if not self.containers:
+            raise BalanceError(f"pod {self.uid!r} has no containers")
+        names = [c.name for c in self.containers]
+        if len(set(names)) != len(names):
+            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
+
+    def _check_names(self) -> None:
+        """The per-field checks, each refusal naming the pod and the field."""
         as_str(self.uid, "pod uid", non_empty=True)
         _bounded(self.uid, "pod uid", k8s_names.MAX_POD_UID_BYTES)
         as_str(self.namespace, f"pod {self.uid!r} namespace")
@@ -152,12 +175,6 @@ class Pod:
         as_str(self.name, f"pod {self.uid!r} name")
         _bounded(self.name, f"pod {self.uid!r} name", k8s_names.MAX_POD_NAME_BYTES)
         as_str(self.pool, f"pod {self.uid!r} pool")
-        object.__setattr__(self, "containers", tuple(self.containers))
-        if not self.containers:
-            raise BalanceError(f"pod {self.uid!r} has no containers")
-        names = [c.name for c in self.containers]
-        if len(set(names)) != len(names):
-            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
 
     def anon_on(self, numa_id: int) -> float | None:
         """Pod-level anon on a NUMA node: the sum over its containers in pod-spec order, or None
