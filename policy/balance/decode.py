@@ -182,10 +182,12 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
     """A copy of per-NUMA amounts in NUMA order; sorted only when not given in that order
     already (readers give it: ``memory.numa_stat`` lists its nodes in order, and a round holds
     thousands of these)."""
-    # Keys equal to a set known to be ascending are ascending, whatever their type: the
-    # order is all this decides, so the known sets are looked up without typing the keys.
-    keys = tuple(amounts)
-    if keys in _ASCENDING_IDS or _ascending_numa_ids(keys) is not None:
+    # Keys equal to a set of ids known to be ascending are ascending, whatever their type:
+    # the order is all this decides, so the known sets are looked up without typing the keys
+    # (a str equals only a str: a hit on JSON keys is a set known by its decimal strings).
+    keys: tuple[object, ...] = tuple(amounts)
+    known = _ASCENDING_IDS.get(keys)
+    if (known is not None and not isinstance(keys[0], str)) or _ascending_numa_ids(keys) == keys:
         return dict(amounts)
     numas = list(amounts)
     ordered = sorted(numas)
@@ -243,33 +245,39 @@ def _amounts_in_bulk(raws: Collection[Any]) -> tuple[float, ...] | None:
     return None
 
 
-#: Key sets known to be NUMA ids (exact ints) in ascending order, as readers give them
-#: (``memory.numa_stat`` lists its nodes in order). A node's containers hold memory on the
-#: same few sets of nodes, so a round checks and orders each set once rather than once per
-#: container; bounded so a node with many distinct sets keeps no more than this many.
-_ASCENDING_IDS: dict[tuple[object, ...], None] = {}
+#: Key sets known to be NUMA ids in ascending order, each with its ids: exact ints as
+#: readers give them (``memory.numa_stat`` lists its nodes in order), or decimal strings as a
+#: journaled round's JSON holds them. A node's containers hold memory on the same few sets of
+#: nodes, so a round checks and orders each set once rather than once per container; bounded
+#: so a node with many distinct sets keeps no more than this many.
+_ASCENDING_IDS: dict[tuple[object, ...], tuple[int, ...]] = {}
 _ASCENDING_IDS_MAX = 64
 
 
 def _ascending_numa_ids(keys: tuple[object, ...]) -> tuple[int, ...] | None:
-    """``keys`` when they are NUMA ids (exact ints, not negative) in ascending order."""
+    """The NUMA ids ``keys`` name (exact ints, or decimal strings as in JSON), when they
+    name distinct nodes in ascending order."""
     # The types first: 0.0 and True equal 0 (and hash alike), so a set seen as ints would
     # otherwise let them in.
-    if not keys or set(map(type, keys)) != _INT_TYPE:
+    kinds = set(map(type, keys))
+    if kinds not in (_INT_TYPE, _STR_TYPE):
         return None
-    ints: tuple[int, ...] = keys  # type: ignore[assignment]
-    if ints in _ASCENDING_IDS:
-        return ints
-    if min(ints) < 0 or list(ints) != sorted(ints):
+    known = _ASCENDING_IDS.get(keys)
+    if known is not None:
+        return known
+    numas = _fast_numa_ids(list(keys))
+    if numas is None or numas != sorted(set(numas)):
         return None
     if len(_ASCENDING_IDS) >= _ASCENDING_IDS_MAX:
         _ASCENDING_IDS.clear()
-    _ASCENDING_IDS[ints] = None
-    return ints
+    ids = keys if kinds == _INT_TYPE else tuple(numas)
+    _ASCENDING_IDS[keys] = ids  # type: ignore[assignment]  # ints when the keys are
+    return ids  # type: ignore[return-value]
 
 
 _NUMBER_TYPES = {int, float}
 _INT_TYPE = {int}
+_STR_TYPE = {str}
 _INT64_MAX_F = float(INT64_MAX)
 
 

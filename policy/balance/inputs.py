@@ -127,6 +127,8 @@ class Container:
             as_str(self.container_id, f"container {self.name!r} id")
         # Held columnar (``policy.balance.amounts``), in NUMA order. The bulk check gives
         # that order; only the per-value path, which names a refused value, is ordered here.
+        if type(self.anon) is NumaAmounts:
+            return  # checked and ordered when it was made, and read-only
         bulk = amounts_in_bulk(self.anon)
         if bulk is None:
             checked = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
@@ -459,7 +461,14 @@ def _pod_from_json(value: object, where: str) -> Pod:
         at = f"{where}.containers[{i}]"
         c = as_object(raw, at)
         reject_unknown(c, ("name", "anon", "containerId"), at)
-        anon = anon_by_numa(as_object(c.get("anon", {}), f"{at}.anon"), f"{at}.anon")
+        raw_anon = as_object(c.get("anon", {}), f"{at}.anon")
+        bulk = amounts_in_bulk(raw_anon)
+        # Only a value the bulk check refuses is walked again, to name it with its path.
+        anon: Mapping[int, float] = (
+            anon_by_numa(raw_anon, f"{at}.anon")
+            if bulk is None
+            else NumaAmounts(numa_index(bulk[0]), bulk[1])
+        )
         name = as_str(required(c, "name", at), f"{at}.name")
         container_id = as_str(c.get("containerId", ""), f"{at}.containerId")
         containers.append(Container(name, anon, container_id))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policy.balance import Container
+from policy.balance import Container, RoundInputs
 from policy.balance.amounts import NumaAmounts
 
 
@@ -48,3 +48,28 @@ def test_amounts_cannot_be_changed() -> None:
     anon = Container("app", {0: 1}).anon
     with pytest.raises(TypeError):
         anon[0] = 2.0  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("anon", "want"),
+    [
+        pytest.param({"0": 1, "1": 2}, {0: 1.0, 1: 2.0}, id="keys in NUMA order"),
+        pytest.param({"10": 1, "2": 2}, {2: 2.0, 10: 1.0}, id="keys in text order"),
+        pytest.param({"1": 2, "01": 3}, {1: 3.0}, id="two keys naming one node, the last holds"),
+    ],
+)
+def test_a_journaled_containers_amounts_are_read_in_numa_order(
+    anon: dict[str, int], want: dict[int, float]
+) -> None:
+    plain = {"uid": "p", "namespace": "ns", "name": "p", "pool": "share"}
+    inputs = RoundInputs.from_json(
+        {
+            "now": 1.0,
+            "numaMetrics": [],
+            "distances": {"0": []},
+            "pools": {},
+            "pods": [{**plain, "containers": [{"name": "a", "anon": anon}]}],
+        }
+    )
+    got = inputs.pods[0].containers[0].anon
+    assert list(got.items()) == sorted(want.items())
