@@ -49,10 +49,10 @@ from typing import Any
 import pykka
 
 from actors.balancer_inputs import (
+    ContainerIdsMemo,
     checked_distances,
     container_ids_of,
     metric_inputs,
-    with_container_ids,
     with_pods,
 )
 from actors.balancer_log import RepeatedLine
@@ -147,6 +147,7 @@ class MemoryBalancerCore:
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
         self._distances = checked_distances(ports.distances.distances())
+        self._with_container_ids = ContainerIdsMemo()
         # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
         # The rounds coalesced since the last journaled one: memory only (a restart journals
@@ -313,7 +314,7 @@ class MemoryBalancerCore:
         source = self._ports.pod_source
         if source is not None:
             # Container IDs are this round's inputs, from the latest listing (never state).
-            pods = with_container_ids(pods, source.latest())
+            pods = self._with_container_ids(pods, source.latest())
         inputs, unreadable = with_pods(inputs, pods, self._ports.memory)
         self.metrics.pods_unreadable_total += unreadable
         self._container_ids = container_ids_of(inputs.pods)
