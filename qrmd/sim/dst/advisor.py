@@ -19,15 +19,26 @@ How it behaves is the seed's (``mode``):
 * ``stalled``: calls run into their timeout (``AdvisorSick``, the clock moves by the timeout);
   the stream says nothing (the link's receive-stuck monitor notices);
 * ``disconnecting``: dials and calls fail ``UNAVAILABLE``; an open stream breaks;
-* ``garbage``: responses the validator must refuse (``qrmd.sim.advisor.faults.corrupt``), or
-  bytes that are no response at all (the stream is then of no use, as ``GrpcResponseStream``
-  decides);
-* ``refused``: calls answer ``INVALID_ARGUMENT`` (the advisor's refusal, not sickness).
+* ``garbage``: responses the validator must refuse (``qrmd.sim.advisor.faults.corrupt``),
+  responses that pass it but that applying must refuse (a pool entry naming another pool as
+  its owner, §11.8 step 1), or bytes that are no response at all (the stream is then of no
+  use, as ``GrpcResponseStream`` decides);
+* ``refused``: calls answer ``INVALID_ARGUMENT`` (the advisor's refusal, not sickness);
+* ``lagging``: a response read on the open stream reaches the link only after that stream
+  broke and a newer one has spoken: the production reader of a replaced stream can still tell
+  the link what it had read, under the old stream's attempt (the link must drop it).
+
+What the advisor sent is kept for the invariants (``sent``: fingerprint → ``Sent``): what it
+said and whether it was made invalid on purpose. Every block id carries the stream's number
+(``s<N>.``), so the response a journal record holds names the stream it came on (the
+fingerprint renames block ids: one plan sent on two streams has one fingerprint, which qrmd
+coalesces).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from random import Random
 from typing import Any
 
@@ -35,7 +46,7 @@ from actors.advisor_messages import StreamEnded, StreamReceived
 from actors.ports.advisor import AdvisorRefused, AdvisorSick
 from policy.cpu.advisor.checkpoint import checkpoint_entries
 from policy.cpu.advisor.push import ContainerMetadata
-from policy.cpu.advisor.response import AdvisorResponse
+from policy.cpu.advisor.response import AdvisorResponse, Block, CalculationInfo
 from policy.state.sections import State
 from qrmd.sim.advisor.faults import INVALID_KINDS, corrupt
 from qrmd.sim.advisor.model import LoadModel, plan_response
@@ -43,18 +54,34 @@ from qrmd.sim.advisor.model import SimNode as AdvisorView
 from qrmd.sim.dst.clock import VirtualClock
 from wire.advisor_convert import AdvisorWireError, response_from_bytes, response_to_bytes
 
-__all__ = ["ADVISOR_MODES", "SimAdvisor", "SimStream"]
+__all__ = ["ADVISOR_MODES", "Sent", "SimAdvisor", "SimStream"]
 
-ADVISOR_MODES = ("healthy", "slow", "stalled", "disconnecting", "garbage", "refused")
+ADVISOR_MODES = ("healthy", "slow", "stalled", "disconnecting", "garbage", "refused", "lagging")
 #: Bytes that are no ListAndWatchResponse (a truncated length-delimited field).
 NOT_A_RESPONSE = b"\x0a\xff\x01garbage"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One response the advisor sent, as the invariants read it.
+
+    Attributes:
+        response: the response as qrmd read it (after the wire's round trip).
+        stream: the number of the stream it was last sent on (1 for the first).
+        invalid: made invalid on purpose (``garbage``): qrmd must refuse it.
+    """
+
+    response: AdvisorResponse
+    stream: int
+    invalid: bool
 
 
 class SimStream:
     """An open ListAndWatch stream (``ResponseStream``); the simulation speaks on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, number: int = 0) -> None:
         self.cancelled = False
+        self.number = number
 
     def __iter__(self) -> Iterator[AdvisorResponse]:
         # Never iterated: no reader thread runs in the simulation (module docstring).
@@ -89,6 +116,12 @@ class SimAdvisor:
         self.containers: dict[tuple[str, str], ContainerMetadata] = {}
         self.stream: SimStream | None = None
         self.counts: dict[str, int] = {}
+        self.streams = 0
+        #: fingerprint → what was sent (module docstring).
+        self.sent: dict[str, Sent] = {}
+        #: A response read on a stream that broke, not delivered yet, and the reader's way to
+        #: tell its link (the link that opened the stream: a restarted link drops it).
+        self.held: tuple[int, int, AdvisorResponse, Callable[[Any], None]] | None = None
 
     # -- AdvisorClient --------------------------------------------------------------------
 
@@ -107,7 +140,8 @@ class SimAdvisor:
     def list_and_watch(self) -> SimStream:
         if self.stream is not None:
             self.stream.cancel()
-        self.stream = SimStream()
+        self.streams += 1
+        self.stream = SimStream(self.streams)
         return self.stream
 
     def close(self) -> None:
@@ -149,14 +183,23 @@ class SimAdvisor:
         plan = plan_response(
             self._view, checkpoint_entries(state.cpu), self.containers, LoadModel(load=1.5)
         )
-        if self.mode == "garbage":
-            if self._rng.random() < 0.2:
+        invalid = self.mode == "garbage"
+        if invalid:
+            roll = self._rng.random()
+            if roll < 0.2:
                 raw = NOT_A_RESPONSE
             else:
-                kinds = sorted(INVALID_KINDS)
-                raw = response_to_bytes(corrupt(plan, self._rng.choice(kinds), self._view))
+                # As much garbage that passes validation as garbage that does not.
+                if roll < 0.6:
+                    bad = _pool_owner_mismatch(plan)
+                else:
+                    bad = corrupt(plan, self._rng.choice(sorted(INVALID_KINDS)), self._view)
+                # A corruption that finds nothing to corrupt (no dedicated container to
+                # drop, say) leaves the plan valid.
+                invalid = bad != plan
+                raw = response_to_bytes(_numbered(bad, stream.number))
         else:
-            raw = response_to_bytes(plan)
+            raw = response_to_bytes(_numbered(plan, stream.number))
         try:
             response = response_from_bytes(raw)
         except AdvisorWireError as err:
@@ -165,8 +208,56 @@ class SimAdvisor:
             self.stream = None
             deliver(StreamEnded(attempt, _reader_error("INTERNAL", str(err))))
             return "advisor: unreadable bytes, stream dropped"
+        self.sent[response.fingerprint()] = Sent(response, stream.number, invalid)
+        if self.mode == "lagging" and self.held is None:
+            # Read by the reader, which stalls before telling the link; then the stream breaks.
+            self.held = (attempt, stream.number, response, deliver)
+            stream.cancel()
+            self.stream = None
+            deliver(StreamEnded(attempt, _reader_error("UNAVAILABLE", "connection reset")))
+            return "advisor: response held by a lagging reader, stream broken"
         deliver(StreamReceived(attempt, response))
-        return f"advisor: {self.mode} response"
+        out = f"advisor: {self.mode} response"
+        held = self.held
+        if held is not None and held[1] < stream.number:
+            # The old reader wakes up after the new stream spoke: its response comes late.
+            self.held = None
+            # Through the old reader's link: after a restart of the link (or of the process)
+            # the old actor is gone and the late words with it.
+            held[3](StreamReceived(held[0], held[2]))
+            out += f"; a late response of stream {held[1]} (attempt {held[0]})"
+        return out
+
+
+def _pool_owner_mismatch(plan: AdvisorResponse) -> AdvisorResponse:
+    """``plan`` with a pool entry qrmd does not have whose owner is another pool: no block, so
+    every §11.6 rule holds, but applying refuses it ("pool entryName: %s and OwnerPoolName: %s
+    mismatch", §11.8 step 1)."""
+    entries = {name: subs for name, subs in plan.entries.items()}
+    entries["stray"] = {"": CalculationInfo("share", {})}
+    return AdvisorResponse(entries, plan.allow_shared_cores_overlap_reclaimed_cores)
+
+
+def _numbered(response: AdvisorResponse, stream: int) -> AdvisorResponse:
+    """``response`` with every block id prefixed by the stream's number (module docstring);
+    blocks that shared an id still do."""
+
+    def blocks(found: tuple[Block, ...] | None) -> tuple[Block, ...] | None:
+        if found is None:
+            return None
+        return tuple(Block(b.result, f"s{stream}.{b.block_id}", b.overlap_targets) for b in found)
+
+    def info(found: CalculationInfo | None) -> CalculationInfo | None:
+        if found is None:
+            return None
+        numa = {n: blocks(b) for n, b in found.numa_blocks.items()}
+        return CalculationInfo(found.owner_pool_name, numa)
+
+    entries = {
+        name: None if subs is None else {sub: info(i) for sub, i in subs.items()}
+        for name, subs in response.entries.items()
+    }
+    return AdvisorResponse(entries, response.allow_shared_cores_overlap_reclaimed_cores)
 
 
 def _reader_error(code: str, details: str) -> str:

@@ -26,6 +26,21 @@ code carries no switch) and undone afterwards:
   moved for an advice the journal does not hold as taken, and it is handed out again.
 * ``skip-missing-numa-sample``: a balance round leaves out a NUMA node whose metric sample is
   missing instead of failing (memory-balancer §4.1), and decides on the others.
+* ``sidecar-before-main-pooled``: a dedicated pod's sidecar admitted before its main
+  container is stored on the pooled CPUs, where the reference answers empty ("wait for the
+  next reconcile", cpu-policy §7.5.2 step 1); the sidecar then never follows its main
+  container's CPUs.
+* ``remove-main-only``: RemovePod forgets the pod's main container only, as if a pod had one
+  container; its sidecars stay behind until a residual round notices.
+* ``resume-on-refusal``: a response refused while applying it (§11.8) still commits the switch
+  back from request-based sizing (``AdvisorSizingResumed``) that was recorded before the
+  failing stage, so the refusal changes the state.
+* ``accept-stale-stream``: the AdvisorLink forgets to compare a response's stream attempt with
+  the current one, so what a replaced stream's reader still delivers is applied after newer
+  results.
+* ``blocks-share-cpus``: block generation (§11.7 step 4) gives each NUMA-less block its CPUs
+  but does not take them out of the available ones, so the next block (say ``reclaim`` after
+  ``share``) gets the same CPUs.
 
 ``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
 checking the simulation itself.
@@ -40,22 +55,35 @@ from typing import Any
 
 import actors.checkers
 import actors.cpu_pressure
+import policy.cpu.advisor.blocks
+import policy.cpu.allocate
+import policy.cpu.decide
+import policy.cpu.remove
+from actors.advisor_link import AdvisorLinkCore
 from actors.memory_balancer import MemoryBalancerCore
 from actors.ports.commit import AdoptedSnapshot
 from actors.ports.migration import MigrationMode
 from journal.syncer import Syncer
 from journal.writer import Journal
+from machines import advisor_link as link_machine
 from policy.balance import MissingSample
 from policy.balance.inputs import RoundInputs
+from policy.cpu.advisor.decision import STAGE_APPLY, apply_advice
 from policy.cpu.pressure import EvictPodsAnswer, PressureSettings, SuppressionInputs, evict_pods
 from policy.cpu.pressure.pods import is_reclaimed
 from policy.cpu.qos import QoSConfig, QoSError
+from policy.cpu.remove import remove_container
 from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
 from policy.decision import Decision
+from policy.state.advisor_section import AdvisorSizingResumed
 from policy.state.cpu_state import CPUState
+from policy.state.entries import OwnCPUs
+from policy.state.events import ContainerAllocated
 from policy.state.pressure import PressureHistory
 from policy.state.pressure.events import SuppressionTimersSet
+from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
+from policy.topology.selection import take_by_numa_balance
 
 __all__ = ["DEFECTS", "planted"]
 
@@ -144,6 +172,72 @@ def _clear_timers_on_early_return() -> tuple[Any, str, Any]:
     return actors.cpu_pressure, "evict_pods", decide
 
 
+def _sidecar_before_main_pooled() -> tuple[Any, str, Any]:
+    original = policy.cpu.allocate._allocate_sidecar
+
+    def allocate_sidecar(txn: Any, prepared: Any, now: float) -> Any:
+        request = prepared.request
+        state = txn.cpu
+        if state.main_container_entry(request.pod_uid) is not None:
+            return original(txn, prepared, now)
+        # The planted defect: no main container yet, so the sidecar takes the pooled CPUs.
+        pooled = state.pooled_cpus(state.pools.get("reserve", CPUSet()))
+        entry = policy.cpu.allocate._new_entry(
+            prepared, now, OwnCPUs(pooled, pooled), ramp_up=False, owner=""
+        )
+        txn.emit(ContainerAllocated(entry))
+        return policy.cpu.allocate._pack(prepared, pooled)
+
+    return policy.cpu.allocate, "_allocate_sidecar", allocate_sidecar
+
+
+def _remove_main_only() -> tuple[Any, str, Any]:
+    original = policy.cpu.remove._remove_pod_entries
+
+    def remove_entries(txn: Any, ctx: Any, pod_uid: str) -> None:
+        main = txn.cpu.main_container_entry(pod_uid)
+        if main is None:
+            original(txn, ctx, pod_uid)
+            return
+        remove_container(txn, ctx, pod_uid, main.container_name)
+
+    return policy.cpu.remove, "_remove_pod_entries", remove_entries
+
+
+def _resume_on_refusal() -> tuple[Any, str, Any]:
+    original = apply_advice  # the function policy.cpu.decide calls
+
+    def apply(state: State, response: Any, settings: Any, now: float) -> Any:
+        decision = original(state, response, settings, now)
+        outcome = decision.reply
+        refused_applying = decision.error is not None and outcome.stage == STAGE_APPLY
+        if refused_applying and decision.events and state.advisor.is_sized_by_requests():
+            # The switch back emitted before the failing stage is kept with the refusal.
+            events = (AdvisorSizingResumed(), *decision.events)
+            return Decision(events, outcome, error=decision.error, warnings=decision.warnings)
+        return decision
+
+    return policy.cpu.decide, "apply_advice", apply
+
+
+def _accept_stale_stream() -> tuple[Any, str, Any]:
+    def current_stream(self: AdvisorLinkCore, attempt: int) -> bool:
+        del attempt  # the attempt comparison forgotten: any stream's words count
+        return self.state == link_machine.WATCHING
+
+    return AdvisorLinkCore, "_current_stream", current_stream
+
+
+def _blocks_share_cpus() -> tuple[Any, str, Any]:
+    original = take_by_numa_balance  # the function policy.cpu.advisor.blocks calls
+
+    def take(topology: Any, available: CPUSet, count: int) -> tuple[CPUSet, CPUSet]:
+        cpus, _ = original(topology, available, count)
+        return cpus, available  # the CPUs taken stay available to the next block
+
+    return policy.cpu.advisor.blocks, "take_by_numa_balance", take
+
+
 def _migrate_before_journal() -> tuple[Any, str, Any]:
     original = MemoryBalancerCore._take_advice
 
@@ -198,6 +292,11 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "forget-unanswered-commit": _forget_unanswered_commit,
     "count-empty-listing": _count_empty_listing,
     "clear-timers-on-early-return": _clear_timers_on_early_return,
+    "sidecar-before-main-pooled": _sidecar_before_main_pooled,
+    "remove-main-only": _remove_main_only,
+    "resume-on-refusal": _resume_on_refusal,
+    "accept-stale-stream": _accept_stale_stream,
+    "blocks-share-cpus": _blocks_share_cpus,
     "migrate-before-journal": _migrate_before_journal,
     "skip-missing-numa-sample": _skip_missing_numa_sample,
 }

@@ -134,7 +134,9 @@ def _advisor(sim: Simulation) -> str:
         return "sys-advisor is not enabled on this node"
     mode = ADVISOR_MODES[1 + sim.rng.randrange(len(ADVISOR_MODES) - 1)]
     sim.advisor.mode = mode
-    return f"sys-advisor {mode} for {sim.hold('advisor', 60)} steps"
+    # Long enough, at times, for the silence to outlast --cpu-advisor-unhealthy-after (30 s
+    # simulated, about 90 steps): the fallback to request sizing, and the return from it.
+    return f"sys-advisor {mode} for {sim.hold('advisor', 150)} steps"
 
 
 FAULTS: dict[str, Callable[[Simulation], str]] = {

@@ -49,6 +49,12 @@ from policy.state.entries import DEDICATED_OWNER
 from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
+from qrmd.sim.dst.advisor import SimAdvisor
+from qrmd.sim.dst.advisor_invariants import (
+    advice_applied_as_said,
+    advice_in_stream_order,
+    refused_advice_changes_nothing,
+)
 from qrmd.sim.dst.balancer_invariants import BALANCER_INVARIANTS
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
@@ -77,6 +83,16 @@ class World:
     checked_seq: int = -1
     records: list[Any] = field(default_factory=list)
     unsupervised: list[str] = field(default_factory=list)
+    #: sys-advisor (None: the node runs without it).
+    advisor: SimAdvisor | None = None
+    #: The journal as ``replay-equals-live`` recovered it this step (its checkpoint's state and
+    #: the records after it); None when the disk did not change.
+    journal: tuple[State, list[Any]] | None = None
+    #: The advisor invariants' bookkeeping (``qrmd.sim.dst.advisor_invariants``).
+    advice_seen: set[tuple[int, float]] = field(default_factory=set)
+    advice_scan: Any = None
+    advice_fresh: list[Any] = field(default_factory=list)
+    advice_stream: int = 0
 
 
 def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]:
@@ -85,6 +101,12 @@ def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]
     Read-only and on a copy with its own clock, so checking changes nothing the simulation
     will see.
     """
+    last_seq, _, state, records = _recover(disk, node)
+    return last_seq, state, records
+
+
+def _recover(disk: SimDisk, node: SimNode) -> tuple[int, State, State, list[Any]]:
+    """``recovered_view`` and the checkpoint's state the records apply to."""
     copy = disk.copy()
     copy.rng = Random(0)
     copy.clock = VirtualClock(disk.clock.time())
@@ -98,9 +120,9 @@ def recovered_view(disk: SimDisk, node: SimNode) -> tuple[int, State, list[Any]]
         read_only=True,
     )
     journal.close()
-    state = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, node.ctx.topology)
-    state, _, _ = replay_records(state, found.records)
-    return found.last_seq, state, found.records
+    base = state_from_checkpoint(found.checkpoint_state, found.checkpoint_seq, node.ctx.topology)
+    state, _, _ = replay_records(base, found.records)
+    return found.last_seq, base, state, found.records
 
 
 def exclusive_cpus_disjoint(world: World) -> list[str]:
@@ -136,10 +158,12 @@ def replay_equals_live(world: World) -> list[str]:
     if core is None:
         return []
     seq = core.snapshot.seq
+    world.journal = None
     if world.disk.version == world.checked_version and seq == world.checked_seq:
         return []
     world.checked_version, world.checked_seq = world.disk.version, seq
-    last_seq, state, records = recovered_view(world.disk, world.node)
+    last_seq, base, state, records = _recover(world.disk, world.node)
+    world.journal = (base, records)
     out = []
     if last_seq != seq:
         out.append(f"the journal recovers to seq {last_seq}, the store published seq {seq}")
@@ -211,6 +235,49 @@ def kubelet_answer_agrees(world: World) -> list[str]:
     return out
 
 
+def sidecar_mirrors_main(world: World) -> list[str]:
+    """A dedicated NUMA-binding pod's sidecar holds exactly its main container's CPUs, current
+    and original (spec cpu-policy §7.5.2 step 2; the advisor gives a pod's containers one set
+    of blocks, §11.8), and is never stored without its main container (§7.5.2 step 1)."""
+    state = _live_state(world)
+    if state is None:
+        return []
+    cpu = state.cpu
+    out = []
+    for entry in cpu.entries():
+        if not (entry.is_sidecar() and entry.is_dedicated_numa_binding()):
+            continue
+        where = f"{entry.pod_uid}/{entry.container_name}"
+        main = cpu.main_container_entry(entry.pod_uid)
+        if main is None:
+            out.append(f"sidecar {where} is stored but its pod has no main container")
+            continue
+        held = cpu.placement_cpus(entry.placement)
+        mains = cpu.placement_cpus(main.placement)
+        if held != mains:
+            out.append(
+                f"sidecar {where} holds {held[0]} (original {held[1]}); its main container "
+                f"{main.container_name} holds {mains[0]} (original {mains[1]})"
+            )
+    return out
+
+
+def removed_pods_stay_gone(world: World) -> list[str]:
+    """A pod whose RemovePod kubelet saw answered holds no container in the live state: every
+    container of it went (spec cpu-policy §10.6 step 2 deletes the pod key), and nothing
+    brings it back (kubelet never calls for it again)."""
+    state = _live_state(world)
+    if state is None:
+        return []
+    removed = world.kubelet.removed
+    out = []
+    for uid in sorted(u for u in state.cpu.pods if u in removed):
+        held = sorted(state.cpu.pod_containers(uid))
+        if held:
+            out.append(f"{uid}'s RemovePod was answered, but the state holds its {held}")
+    return out
+
+
 def health_truthful(world: World) -> list[str]:
     core = world.node.store_core()
     if core is None or core.accepts_commits or not core.status.health.healthy:
@@ -256,9 +323,14 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("acknowledged-survive", acknowledged_survive),
     ("allocated-stay", allocated_stay),
     ("kubelet-answer-agrees", kubelet_answer_agrees),
+    ("sidecar-mirrors-main", sidecar_mirrors_main),
+    ("removed-pods-stay-gone", removed_pods_stay_gone),
     ("journal-holds-no-refused-record", journal_holds_no_refused_record),
     ("health-truthful", health_truthful),
     ("suppression-timers-kept", suppression_timers_kept),
     ("actors-supervised", actors_supervised),
+    ("refused-advice-changes-nothing", refused_advice_changes_nothing),
+    ("advice-in-stream-order", advice_in_stream_order),
+    ("advice-applied-as-said", advice_applied_as_said),
     *BALANCER_INVARIANTS,
 )

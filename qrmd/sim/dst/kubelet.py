@@ -7,10 +7,21 @@ the scheduler decides when each is served), and its reply travels back the same 
 plain value kubelet's client reads. Errors map to gRPC codes as the server maps them
 (``wire.errors.code_for``).
 
-As the real kubelet (wire.md §9): every call has a deadline (10 s); a call that fails with
-UNAVAILABLE or DEADLINE_EXCEEDED, or whose answer never came, is sent again later, unchanged
-(every call is idempotent); a refused Allocate fails the pod's admission and kubelet removes the
-pod; a restarted plugin is registered again and asked for its options and its allocations.
+As the real kubelet (wire.md §9; the kubelet fork's ``qosresourcemanager``): every call has a
+deadline (10 s); a call that fails with UNAVAILABLE or DEADLINE_EXCEEDED, or whose answer never
+came, is sent again later, unchanged (every call is idempotent); a refused Allocate fails the
+pod's admission and kubelet removes the pod; a restarted plugin is registered again and asked
+for its options and its allocations.
+
+A pod has what the seed gives it: init containers, its main container and sidecars (the
+``SIDECAR`` type: every app container but the main one). Admission goes one container at a
+time, init containers first, then the app containers in their spec order (the main one first,
+or, as the seed says, a sidecar before it, as a pod naming its main container by annotation
+has): hints, then Allocate, for each. An Allocate answer without a cpu allocation (an init
+container, a dedicated pod's sidecar admitted before its main container, spec cpu-policy §7.1
+step 5 and §7.5.2 step 1) records nothing; the reconcile then finds an app container the listing
+does not name and Allocates it again (``reconcileState``'s re-allocation). Init containers are
+never reconciled.
 
 What kubelet was told is kept for the invariants: the last answer per container, the pods
 whose removal was acknowledged, and every pod a removal was ever sent for.
@@ -20,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from random import Random
 from typing import Any
 
@@ -34,7 +45,7 @@ from qrmd.sim.dst.runtime import SimFuture
 from wire.errors import code_for
 from wire.loopback import LoopbackPlugin
 
-__all__ = ["Answer", "KubeletPeer", "SimPod"]
+__all__ = ["Answer", "KubeletPeer", "SimContainer", "SimPod"]
 
 CPU = "cpu"
 RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
@@ -53,22 +64,63 @@ RPCS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class SimContainer:
+    """One container of a simulated pod: its name, type, index in its spec list, request."""
+
+    name: str
+    type: ContainerType
+    index: int
+    quantity: float
+
+    @property
+    def is_app(self) -> bool:
+        """A main container or a sidecar: listed, reconciled, given a cgroup."""
+        return self.type is not ContainerType.INIT
+
+
 @dataclass(slots=True)
 class SimPod:
-    """One pod with one app container, as kubelet tracks it.
+    """One pod, as kubelet tracks it.
 
-    ``phase``: ``hints`` → ``allocate`` → ``running`` → ``removing`` → ``gone``.
+    ``phase``: ``hints`` → ``allocate`` (for each container in ``containers``' order, the one
+    at ``cursor``) → ``running`` → ``removing`` → ``gone``.
+
+    Attributes:
+        containers: admission order: init containers, then app containers in spec order.
+        hints: the hint chosen for each container (None: no preference).
+        realloc: app containers a listing left out, to Allocate again (the reconcile's rule).
+        admitted: app container → how many answers kubelet had read when its Allocate was
+            answered (it has a container ID from then on).
     """
 
     uid: str
     kind: str
-    quantity: float
+    containers: tuple[SimContainer, ...]
     phase: str = "hints"
-    hint: TopologyHint | None = None
-    container: str = "app"
+    cursor: int = 0
+    hints: dict[str, TopologyHint | None] = field(default_factory=dict)
+    realloc: list[str] = field(default_factory=list)
+    admitted: dict[str, int] = field(default_factory=dict)
 
-    def request(self, with_hint: bool) -> ResourceRequest:
-        """The ``ResourceRequest`` of GetTopologyHints (no hint) or Allocate (the chosen one)."""
+    @property
+    def current(self) -> SimContainer:
+        """The container being admitted (or re-allocated)."""
+        if self.phase == "running" and self.realloc:
+            return self.container(self.realloc[0])
+        return self.containers[self.cursor]
+
+    @property
+    def app_containers(self) -> tuple[SimContainer, ...]:
+        return tuple(c for c in self.containers if c.is_app)
+
+    def container(self, name: str) -> SimContainer:
+        return next(c for c in self.containers if c.name == name)
+
+    def request(self, container: SimContainer, with_hint: bool) -> ResourceRequest:
+        """The ``ResourceRequest`` of GetTopologyHints (no hint) or Allocate (the chosen one)
+        for ``container``; the pod's annotations go with every container's (the fork copies
+        the pod's)."""
         annotations = {QOS_LEVEL_KEY: _qos(self.kind)}
         if self.kind.startswith("dedicated"):
             enhancement = {"numa_binding": "true"}
@@ -80,14 +132,14 @@ class SimPod:
             pod_uid=self.uid,
             pod_namespace="sim",
             pod_name=f"pod-{self.uid}",
-            container_name=self.container,
-            container_type=ContainerType.MAIN,
-            container_index=0,
+            container_name=container.name,
+            container_type=container.type,
+            container_index=container.index,
             resource_name=CPU,
-            resource_requests={requested: self.quantity},
+            resource_requests={requested: container.quantity},
             pod_role="",
             pod_type="",
-            hint=self.hint if with_hint else None,
+            hint=self.hints.get(container.name) if with_hint else None,
             labels=None,
             annotations=annotations,
             native_qos_class="Guaranteed" if self.kind.startswith("dedicated") else "Burstable",
@@ -126,6 +178,9 @@ class Call:
     future: SimFuture
     deadline: float
     sent_seq: int = -1
+    container: str = ""
+    #: How many answers kubelet had read when it sent the call.
+    answers_read: int = 0
 
 
 @dataclass(slots=True)
@@ -149,6 +204,9 @@ class KubeletPeer:
     removal_sent: set[str] = field(default_factory=set)
     acked_seq: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    #: App containers a listing left out, Allocated again (the reconcile's re-allocation).
+    reallocations: int = 0
+    answers_read: int = 0
     _next_uid: int = 0
     #: Set when an answer disagreed with the state it was given from: (rpc, message).
     disagreements: list[str] = field(default_factory=list)
@@ -175,18 +233,29 @@ class KubeletPeer:
             return self._send(allocator, None, plugin.resources_allocation())
         if roll < 0.30 and len(self.pods) < self.max_pods:
             pod = self._new_pod()
-            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
+            container = pod.current
+            command = plugin.hints(pod.request(container, with_hint=False))
+            return self._send(allocator, pod, command, container.name)
         if not live:
             return "kubelet idle"
         pod = live[self.rng.randrange(len(live))]
         if pod.phase == "running":
+            if pod.realloc:
+                # The reconcile's re-allocation: the same request as at admission.
+                container = pod.current
+                command = plugin.allocate(pod.request(container, with_hint=True))
+                return self._send(allocator, pod, command, container.name)
             if self.rng.random() >= 0.35:
                 return self._send(allocator, None, plugin.resources_allocation())
             pod.phase = "removing"
         if pod.phase == "hints":
-            return self._send(allocator, pod, plugin.hints(pod.request(with_hint=False)))
+            container = pod.current
+            command = plugin.hints(pod.request(container, with_hint=False))
+            return self._send(allocator, pod, command, container.name)
         if pod.phase == "allocate":
-            return self._send(allocator, pod, plugin.allocate(pod.request(with_hint=True)))
+            container = pod.current
+            command = plugin.allocate(pod.request(container, with_hint=True))
+            return self._send(allocator, pod, command, container.name)
         self.removal_sent.add(pod.uid)
         return self._send(allocator, pod, plugin.remove_pod(pod.uid))
 
@@ -227,10 +296,11 @@ class KubeletPeer:
         self.calls = still
         return out
 
-    def _send(self, allocator: Any, pod: SimPod | None, command: Any) -> str:
+    def _send(self, allocator: Any, pod: SimPod | None, command: Any, container: str = "") -> str:
         rpc = type(command).__name__
         assert rpc in RPCS, rpc
         who = f" {pod.uid}" if pod is not None else ""
+        who += f"/{container}" if container else ""
         if allocator is None:
             self._count(f"{rpc}:UNAVAILABLE")
             return f"kubelet {rpc}{who}: plugin down"
@@ -240,20 +310,27 @@ class KubeletPeer:
             self._count(f"{rpc}:{code_for(err).name}")
             return f"kubelet {rpc}{who}: {code_for(err).name}"
         deadline = self.clock.monotonic() + self.deadline_s
-        self.calls.append(Call(rpc, pod, future, deadline, self.seq_now()))
+        call = Call(rpc, pod, future, deadline, self.seq_now(), container, self.answers_read)
+        self.calls.append(call)
         return f"kubelet sends {rpc}{who}"
 
     def _failed(self, call: Call, code: grpc.StatusCode) -> str:
         self._count(f"{call.rpc}:{code.name}")
         pod = call.pod
         admitting = call.rpc in ("GetTopologyHints", "Allocate")
-        if pod is not None and code not in RETRYABLE and admitting:
+        if pod is not None and admitting and pod.phase != "running" and code not in RETRYABLE:
             # Admission failed: kubelet rejects the pod and removes what the plugin holds.
             pod.phase = "removing"
-        return f"kubelet {call.rpc} {pod.uid if pod else ''} failed {code.name}"
+        if pod is not None and call.rpc == "Allocate" and code not in RETRYABLE:
+            # A refused Allocate removes the container from the plugin (cpu-policy §7.2, even
+            # one it held: a re-allocation that no longer fits); kubelet's cache is no witness.
+            self.answers.pop((pod.uid, call.container), None)
+        # A failed re-allocation is logged and tried again at the next reconcile.
+        return f"kubelet {call.rpc} {_who(call)} failed {code.name}"
 
     def _answered(self, call: Call) -> str:
         self._count(f"{call.rpc}:OK")
+        self.answers_read += 1
         future = call.future
         witness = future.witness
         seq, state = witness if witness is not None else (0, None)
@@ -264,16 +341,18 @@ class KubeletPeer:
             assert pod is not None
             hints = list(answer or ())
             preferred = [h for h in hints if h.preferred] or hints
-            if preferred:
-                pod.hint = preferred[self.rng.randrange(len(preferred))]
-            pod.phase = "allocate"
+            # No hints (``{"cpu": null}``: no preference) leaves the hint unset.
+            chosen = preferred[self.rng.randrange(len(preferred))] if preferred else None
+            pod.hints[call.container] = chosen
+            if pod.phase == "hints":
+                pod.phase = "allocate"
         elif call.rpc == "Allocate":
             assert pod is not None
             info = (answer or {}).get(CPU)
             if info is not None:
-                key = (pod.uid, pod.container)
+                key = (pod.uid, call.container)
                 self._told(key, info.allocation_result, call.rpc, seq, state)
-            pod.phase = "running"
+            self._admitted(pod, call.container)
         elif call.rpc == "RemovePod":
             assert pod is not None
             pod.phase = "gone"
@@ -282,15 +361,29 @@ class KubeletPeer:
                 del self.answers[key]
             del self.pods[pod.uid]
         elif call.rpc == "GetResourcesAllocation":
-            self._listed(answer, seq, state, settled=seq != call.sent_seq)
-        return f"kubelet {call.rpc} {pod.uid if pod else ''} ok"
+            self._listed(answer, seq, state, settled=seq != call.sent_seq, sent=call.answers_read)
+        return f"kubelet {call.rpc} {_who(call)} ok"
+
+    def _admitted(self, pod: SimPod, container: str) -> None:
+        """An Allocate answered: the next container's hints, or the pod runs."""
+        pod.admitted.setdefault(container, self.answers_read)
+        if pod.phase == "running":
+            if container in pod.realloc:
+                pod.realloc.remove(container)
+            return
+        if pod.phase != "allocate" or pod.current.name != container:
+            return  # a late answer to a re-send: its container moved on already
+        pod.cursor += 1
+        pod.phase = "running" if pod.cursor == len(pod.containers) else "hints"
 
     def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
         answer = Answer(cpus, rpc, seq, state)
         self.answers[key] = answer
         self.fresh.append((key, answer))
 
-    def _listed(self, listing: Any, seq: int, state: Any, *, settled: bool) -> None:
+    def _listed(
+        self, listing: Any, seq: int, state: Any, *, settled: bool, sent: int | None = None
+    ) -> None:
         """A listing: kept as the containers' last answers, and checked against the state.
 
         Its containers must be the state's. Its cpusets must be the state's too, unless the
@@ -304,6 +397,22 @@ class KubeletPeer:
                 if info is not None and uid in self.pods:
                     key = (uid, container)
                     self._told(key, info.allocation_result, "GetResourcesAllocation", seq, state)
+        for pod in self.pods.values():
+            if pod.phase != "running":
+                continue
+            listed_here = listing.get(pod.uid, {})
+            for container in pod.app_containers:
+                # Only a container that had started when the listing was asked for: one
+                # admitted while the call was out was not the plugin's to list yet.
+                started = pod.admitted.get(container.name)
+                if started is None or (sent is not None and started >= sent):
+                    continue
+                if container.name not in listed_here and container.name not in pod.realloc:
+                    # reconcileState: an app container the plugin has no record of loses its
+                    # cached allocation and is Allocated again.
+                    pod.realloc.append(container.name)
+                    self.reallocations += 1
+                    self.answers.pop((pod.uid, container.name), None)
         if state is None:
             return
         listed = {(u, c) for u, containers in listing.items() for c in containers}
@@ -332,16 +441,39 @@ class KubeletPeer:
 
     def _new_pod(self) -> SimPod:
         self._next_uid += 1
-        kind = KINDS[self.rng.randrange(len(KINDS))]
-        if kind == "reclaimed":
-            quantity = float(self.rng.choice((500, 1000, 2000)))
-        elif kind.startswith("dedicated"):
-            quantity = float(self.rng.choice((1, 2, 3, 4)))
-        else:
-            quantity = self.rng.choice((0.5, 1.0, 2.0, 3.0))
-        pod = SimPod(f"p{self._next_uid:04d}", kind, quantity)
+        rng = self.rng
+        kind = KINDS[rng.randrange(len(KINDS))]
+        inits = [
+            SimContainer(f"init-{i}", ContainerType.INIT, i, self._quantity(kind))
+            for i in range(rng.choice((0, 0, 1, 2)))
+        ]
+        sidecars = [
+            SimContainer(f"sidecar-{i}", ContainerType.SIDECAR, 0, self._quantity(kind))
+            for i in range(rng.choice((0, 0, 1, 2)))
+        ]
+        main = SimContainer("app", ContainerType.MAIN, 0, self._quantity(kind))
+        # The main container first, or (a pod naming its main container by annotation) after
+        # a sidecar; the index is the place in ``spec.containers``.
+        apps = [main, *sidecars]
+        if sidecars and rng.random() < 0.3:
+            apps = [sidecars[0], main, *sidecars[1:]]
+        apps = [replace(c, index=i) for i, c in enumerate(apps)]
+        pod = SimPod(f"p{self._next_uid:04d}", kind, (*inits, *apps))
         self.pods[pod.uid] = pod
         return pod
 
+    def _quantity(self, kind: str) -> float:
+        if kind == "reclaimed":
+            return float(self.rng.choice((500, 1000, 2000)))
+        if kind.startswith("dedicated"):
+            return float(self.rng.choice((1, 2, 3, 4)))
+        return self.rng.choice((0.5, 1.0, 2.0, 3.0))
+
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
+
+
+def _who(call: Call) -> str:
+    if call.pod is None:
+        return ""
+    return f"{call.pod.uid}/{call.container}" if call.container else call.pod.uid

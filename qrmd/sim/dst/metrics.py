@@ -64,15 +64,16 @@ def active_pods(kubelet: KubeletPeer, with_reclaimed: bool) -> tuple[ActivePod, 
         if pod.phase != "running" or (pod.kind == "reclaimed" and not with_reclaimed):
             continue
         level = "dedicated_cores" if pod.kind.startswith("dedicated") else f"{pod.kind}_cores"
-        # A reclaimed pod's quantity is millicpu; the others' are CPUs.
-        request = f"{pod.quantity:g}m" if pod.kind == "reclaimed" else f"{pod.quantity:g}"
+        # A reclaimed pod's quantities are millicpu; the others' are CPUs.
+        unit = "m" if pod.kind == "reclaimed" else ""
+        containers = tuple((c.name, {"cpu": f"{c.quantity:g}{unit}"}) for c in pod.app_containers)
         pods.append(
             ActivePod(
                 uid,
                 "sim",
                 f"pod-{uid}",
                 {QOS_LEVEL_KEY: level},
-                containers=((pod.container, {"cpu": request}),),
+                containers=containers,
             )
         )
     return tuple(pods)

@@ -147,7 +147,11 @@ class SimHostMemory:
         pod = self._kubelet.pods.get(pod_uid)
         if pod is None or pod.phase != "running":
             raise AnonMemoryUnavailable(f"pod {pod_uid}: no memory cgroup (simulated host)")
-        ids = list(container_ids) if container_ids else [self._container_id(pod_uid, pod.container)]
+        ids = (
+            list(container_ids)
+            if container_ids
+            else [self._container_id(pod_uid, c.name) for c in pod.app_containers]
+        )
         containers = {cid: dict(self._memory(pod_uid, cid)) for cid in ids}
         total = {n: sum(c.get(n, 0) for c in containers.values()) for n in self._numa_ids}
         return PodAnonMemory(pod=total, containers=containers)

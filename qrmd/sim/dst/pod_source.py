@@ -48,7 +48,11 @@ class SimPodSource:
         pods = []
         for p in self._kubelet.pods.values():
             admitting = p.phase in ("hints", "allocate")
-            ids = {} if admitting else {p.container: f"containerd://{p.uid}-{p.container}"}
+            ids = (
+                {}
+                if admitting
+                else {c.name: f"containerd://{p.uid}-{c.name}" for c in p.app_containers}
+            )
             phase = "Pending" if admitting else "Running"
             pods.append(PodListing(p.uid, "sim", f"pod-{p.uid}", phase, ids))
         self._latest = PodListSnapshot.of(pods, now)

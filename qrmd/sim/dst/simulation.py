@@ -184,7 +184,8 @@ class Simulation:
         )
         self.node.on_refused = self._refused_in_turn
         self.node.on_committed = self._committed_in_turn
-        self.world = World(self.node, self.disk, self.kubelet, self.ctx)
+        advisor = self.advisor if self.cpu_advisor else None
+        self.world = World(self.node, self.disk, self.kubelet, self.ctx, advisor=advisor)
         self.kinds = faults
         self.fault_budget = fault_budget
         self.faults_injected: dict[str, int] = {}

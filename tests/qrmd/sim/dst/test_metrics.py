@@ -11,9 +11,10 @@ from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.ports.cpu_load import ContainerLoadSource, MissingLoad
 from policy.cpu.pressure import ActivePod
 from policy.cpu.qos import QOS_LEVEL_KEY
+from policy.cpu.request import ContainerType
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.invariants import suppression_timers_kept
-from qrmd.sim.dst.kubelet import KubeletPeer, SimPod
+from qrmd.sim.dst.kubelet import KubeletPeer, SimContainer, SimPod
 from qrmd.sim.dst.metrics import ABSURD_LOADS, SimLoadSource, active_pods
 from qrmd.sim.dst.node import SuppressionCall
 
@@ -46,17 +47,24 @@ def test_each_mode_answers_every_container(mode: str, missing: bool, absurd: boo
 
 def test_evict_requests_list_running_pods_with_or_without_the_reclaimed() -> None:
     kubelet = KubeletPeer(Random(0), VirtualClock())
+    init = SimContainer("init-0", ContainerType.INIT, 0, 4.0)
+    sidecar = SimContainer("sidecar-0", ContainerType.SIDECAR, 1, 0.5)
     kubelet.pods = {
-        "a": SimPod("a", "reclaimed", 1500.0, phase="running"),
-        "b": SimPod("b", "shared", 2.0, phase="running"),
-        "c": SimPod("c", "reclaimed", 500.0, phase="allocate"),
+        "a": SimPod("a", "reclaimed", (_main(1500.0),), phase="running"),
+        "b": SimPod("b", "shared", (init, _main(2.0), sidecar), phase="running"),
+        "c": SimPod("c", "reclaimed", (_main(500.0),), phase="allocate"),
     }
     full = active_pods(kubelet, with_reclaimed=True)
+    # Init containers have ended: only the app containers are sent, each with its request.
     assert [(p.uid, p.annotations[QOS_LEVEL_KEY], p.containers) for p in full] == [
         ("a", "reclaimed_cores", (("app", {"cpu": "1500m"}),)),
-        ("b", "shared_cores", (("app", {"cpu": "2"}),)),
+        ("b", "shared_cores", (("app", {"cpu": "2"}), ("sidecar-0", {"cpu": "0.5"}))),
     ]
     assert [p.uid for p in active_pods(kubelet, with_reclaimed=False)] == ["b"]
+
+
+def _main(quantity: float) -> SimContainer:
+    return SimContainer("app", ContainerType.MAIN, 0, quantity)
 
 
 RECLAIMED = ActivePod("a", "sim", "pod-a", {QOS_LEVEL_KEY: "reclaimed_cores"})
