@@ -21,12 +21,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import grpc
 import pykka
 import pytest
 
 from actors.allocator_messages import Allocate, GetResourcesAllocation
 from actors.ports.clock import Clock
-from actors.ports.reclaim_metrics import CgroupCPU, ReclaimReading
+from actors.ports.reclaim_metrics import CgroupCPU, MissingMetric, ReclaimReading
 from policy.cpu.context import PolicyContext
 from qrmd.cli import main
 from qrmd.config import ConfigError
@@ -48,7 +49,7 @@ class SettableReclaimMetrics:
     given (absent ones do not exist)."""
 
     core_usage: float = 0.5
-    cgroups: dict[str, CgroupCPU] = field(default_factory=dict)
+    cgroups: dict[str, CgroupCPU | MissingMetric] = field(default_factory=dict)
     reads: list[tuple[str, ...]] = field(default_factory=list)
 
     def cgroup_exists(self, relative_path: str) -> bool:
@@ -56,9 +57,10 @@ class SettableReclaimMetrics:
 
     def read(self, cgroups: Sequence[str]) -> ReclaimReading:
         self.reads.append(tuple(cgroups))
+        missing = MissingMetric("no such cgroup")
         return ReclaimReading(
             {cpu: self.core_usage for cpu in range(64)},
-            {path: self.cgroups[path] for path in cgroups},
+            {path: self.cgroups.get(path, missing) for path in cgroups},
         )
 
 
@@ -207,3 +209,28 @@ def test_the_reclaim_metrics_source_is_refused_at_v0_5_3(vh: V0547Harness) -> No
         vh.config(**{"reclaim-metrics-source": "simulated"})
     config = vh.config(**{"reference-version": "v0.5.47", "reclaim-metrics-source": "simulated"})
     assert config.reclaim_metrics_source == "simulated"
+
+
+def test_a_cgroup_that_cannot_be_read_fails_the_call_as_the_reference_does(
+    vh: V0547Harness,
+) -> None:
+    daemon = vh.v0547_daemon()
+    daemon.start()
+    try:
+        allocator = vh.servers[0].allocator
+        allocator.ask(Allocate(replace(shared("etl"), annotations=RECLAIMED, labels=RECLAIMED)))
+        vh.reclaim.cgroups[ROOT] = MissingMetric(f"{ROOT}: cannot read cpuacct.usage")
+        socket = daemon.find(CPUPressureWiring).servers["cpu-pressure-suppression-plugin"]
+        agent = EvictionAgent(socket.socket_path)
+        try:
+            agent.register()
+            with pytest.raises(grpc.RpcError) as failed:
+                agent.run_pass([reclaimed("etl", "2")])
+        finally:
+            agent.close()
+    finally:
+        daemon.stop()
+    assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert failed.value.details() == (
+        f"GetEvictPods: get reclaim metrics failed: {ROOT}: cannot read cpuacct.usage"
+    )
