@@ -49,6 +49,7 @@ from policy.state.cpu_state import CPUState
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
 __all__ = [
+    "ContainerIdsMemo",
     "PodsProvider",
     "checked_distances",
     "container_ids_of",
@@ -162,6 +163,28 @@ def with_container_ids(pods: PodsInPools, listing: PodListSnapshot | None) -> Po
             PoolPod(pod.uid, pod.namespace, pod.name, pod.pool, pod.containers, listed_ids)
         )
     return PodsInPools(pods.pools, tuple(filled))
+
+
+class ContainerIdsMemo:
+    """``with_container_ids`` once per change of its inputs.
+
+    Both are immutable values: the pods in pools (``store_pods`` gives the same value while
+    the CPU section is the same) and the pod source's snapshot (a new one per fetch). A round
+    reads them every tick while kubelet is listed once per fetch period, so the answer for
+    the last pair seen is given again while both are the very same values.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[PodsInPools, PodListSnapshot | None, PodsInPools] | None = None
+
+    def __call__(self, pods: PodsInPools, listing: PodListSnapshot | None) -> PodsInPools:
+        """``with_container_ids(pods, listing)``."""
+        last = self._last
+        if last is not None and last[0] is pods and last[1] is listing:
+            return last[2]
+        filled = with_container_ids(pods, listing)
+        self._last = (pods, listing, filled)
+        return filled
 
 
 def with_pods(

@@ -49,10 +49,10 @@ from typing import Any
 import pykka
 
 from actors.balancer_inputs import (
+    ContainerIdsMemo,
     checked_distances,
     container_ids_of,
     metric_inputs,
-    with_container_ids,
     with_pods,
 )
 from actors.balancer_log import RepeatedLine
@@ -147,6 +147,7 @@ class MemoryBalancerCore:
         self._cpu_vendor = cpu_vendor
         self._now = now_fn
         self._distances = checked_distances(ports.distances.distances())
+        self._with_container_ids = ContainerIdsMemo()
         # Container IDs of the pods of the last computed round (its inputs), for the executor.
         self._container_ids: dict[tuple[str, str], str] = {}
         # The rounds coalesced since the last journaled one: memory only (a restart journals
@@ -313,7 +314,7 @@ class MemoryBalancerCore:
         source = self._ports.pod_source
         if source is not None:
             # Container IDs are this round's inputs, from the latest listing (never state).
-            pods = with_container_ids(pods, source.latest())
+            pods = self._with_container_ids(pods, source.latest())
         inputs, unreadable = with_pods(inputs, pods, self._ports.memory)
         self.metrics.pods_unreadable_total += unreadable
         self._container_ids = container_ids_of(inputs.pods)
@@ -341,15 +342,17 @@ class MemoryBalancerCore:
             return None, None
         plan = self._plan(decision.effects)
         cause = request.to_cause()
-        # What was handed out, beside the inputs, for whoever reads the journal.
-        cause["advice"] = advice.to_json_text()
+        # What was handed out, beside the inputs, for whoever reads the journal (and the
+        # log line below: the advice is encoded once).
+        text = advice.to_json_text()
+        cause["advice"] = text
         if plan is not None:
             cause["execution"] = plan.to_json()
         error = self._commit(decision.events, cause)
         if error:
             raise BalancerUnavailable(f"{cause['command']}: the advice was not taken: {error}")
         self.metrics.advices_emitted_total += 1
-        _log.info("numa memory balance advice emitted: %s", advice.to_json_text())
+        _log.info("numa memory balance advice emitted: %s", text)
         executor = self._ports.executor
         if plan is not None and executor is not None:
             self.metrics.migrations_planned_total += 1

@@ -170,6 +170,7 @@ class StateStoreCore:
         # and what the status will count once they are acknowledged. Never published.
         self._pending: Snapshot | None = None
         self._pending_records: list[tuple[int, int]] = []  # (seq, events) of each record
+        self._pending_states: list[Snapshot] = []  # the state after each of them
         self._pending_started = 0.0
         self._refusals = CommitRefusals()
         self._snapshot = snapshot
@@ -228,6 +229,7 @@ class StateStoreCore:
                 retention=config.retention,
                 fs=fs,
                 clock=clock,
+                causes=False,  # replay needs the events only
             )
             try:
                 state = state_from_checkpoint(
@@ -407,6 +409,7 @@ class StateStoreCore:
         if self._pending is None:
             self._pending_started = self._clock.monotonic()
             self._pending_records = []
+            self._pending_states = []
         try:
             candidate = apply_all(base.state, events)
             encoded = [encode_event(event) for event in events]
@@ -416,12 +419,16 @@ class StateStoreCore:
         try:
             seq = self._append(dict(cause), encoded, sync=False)
         except (CommitRefused, CommitOutcomeUnknown):
-            # The journal cut the whole unsynced group back (or wrote nothing of it, or could
-            # not cut it back): either way the group is over.
+            # The journal cut the unsynced group back (or wrote nothing of it, or could not
+            # cut it back): either way the group is over...
             self._pending = None
+            # ...but a group never spans segments: a record that needed a new one had the
+            # group's records so far synced before the rotation, and they stay on disk.
+            self._publish_synced(self._journal.last_seq)
             raise
         self._pending = Snapshot(candidate, seq)
         self._pending_records.append((seq, len(encoded)))
+        self._pending_states.append(self._pending)
         return self._pending
 
     def _sync(self) -> Snapshot:
@@ -434,13 +441,17 @@ class StateStoreCore:
             self._pending = None
             health = self._refusals.refused(str(err), self._clock.time())
             self._set_status(self._status.with_commit_failure().with_health(health))
+            # The records synced before a rotation in the group stay (``_write``).
+            self._publish_synced(self._journal.last_seq)
             raise CommitRefused(f"group commit refused, state unchanged: {err}") from err
         except WriteOutcomeUnknown as err:
             self._pending = None
+            self._publish_synced(self._journal.last_seq)
             raise self._outcome_unknown(err) from err
         except JournalError as err:  # JournalFailed before anything was synced; or closed
             self._pending = None
             self._fail(str(err))
+            self._publish_synced(self._journal.last_seq)
             raise StoreUnavailable(f"commit refused: {err}") from err
         self._pending = None
         self._snapshot = pending
@@ -454,6 +465,23 @@ class StateStoreCore:
         self.checkpoint_if_due()
         return pending
 
+    def _publish_synced(self, acknowledged: int) -> None:
+        """Publish the group's records the journal acknowledged up to ``acknowledged``: a group
+        never spans segments, so the records written before a rotation were synced by it, and
+        they stay on disk however the group ends (a later write or its sync failing, or
+        abandoned). The published state is always the one the next start replays."""
+        synced = [s for s in self._pending_states if self._snapshot.seq < s.seq <= acknowledged]
+        if not synced:
+            return
+        snapshot = synced[-1]
+        self._snapshot = snapshot
+        status = self._status
+        for seq, events in self._pending_records:
+            if seq <= snapshot.seq:
+                status = status.with_commit(seq, events, 0.0)
+        self._set_status(status)
+        self._snapshot_subscribers.tell(snapshot)
+
     def _abandon(self, why: str) -> None:
         """Cut an unsynced group back: as a failed sync, with ``why`` as the fault."""
         self._pending = None
@@ -463,6 +491,7 @@ class StateStoreCore:
             self._outcome_unknown(err)  # the group's callers were answered by what ended it
         except JournalError as err:
             self._fail(str(err))
+        self._publish_synced(self._journal.last_seq)
 
     def checkpoint_if_due(self) -> str | None:
         """Write a checkpoint if the journal says one is due (module rules); never raises.

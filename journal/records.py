@@ -28,11 +28,13 @@ __all__ = [
     "SegmentHeader",
     "decode_checkpoint_header",
     "decode_record",
+    "decode_record_events",
     "decode_segment_header",
     "encode_checkpoint_header",
     "encode_record",
     "encode_segment_header",
     "pack",
+    "record_seq",
     "unpack",
 ]
 
@@ -150,6 +152,105 @@ def decode_record(payload: bytes) -> Record:
     fields = _map(unpack(payload), "record")
     # Fast path for the well-formed record replay meets a million times; anything unusual
     # goes through the field-by-field checks below, which name what is wrong.
+    record = _well_formed(fields)
+    if record is not None:
+        return record
+    schema = _field(fields, "schema", int, "record")
+    if schema > RECORD_SCHEMA_VERSION:
+        raise PayloadError(
+            f"record schema version {schema} is newer than this qrmd reads "
+            f"({RECORD_SCHEMA_VERSION}); read the journal with a newer qrmd"
+        )
+    return Record(
+        seq=_field(fields, "seq", int, "record"),
+        wall_time=float(_field(fields, "wall_time", (int, float), "record")),
+        monotonic_time=float(_field(fields, "monotonic_time", (int, float), "record")),
+        cause=_field(fields, "cause", dict, "record"),
+        events=_field(fields, "events", list, "record"),
+        schema_version=schema,
+    )
+
+
+# How every record ``encode_record`` writes begins: a map of its six fields whose first two
+# entries are ``"schema": 1`` and ``"seq"`` (msgpack keeps a dict's order), then the seq as a
+# msgpack unsigned integer, whose first byte says its width.
+_RECORD_PREFIX = (
+    b"\x86" + msgpack.packb("schema") + msgpack.packb(RECORD_SCHEMA_VERSION) + msgpack.packb("seq")
+)
+_SEQ_AT = len(_RECORD_PREFIX)
+_UINT_WIDTHS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
+def record_seq(payload: bytes) -> int | None:
+    """The seq of a record payload laid out as ``encode_record`` writes it, read from its first
+    bytes without decoding the rest; None for any other layout (an older writer's, damage),
+    which only ``decode_record`` can judge.
+
+    Recovery reads the records a checkpoint covers this way: it needs no more of them than
+    their frames' checksums and seqs (``journal.segments.SegmentReader``).
+    """
+    if not payload.startswith(_RECORD_PREFIX) or len(payload) <= _SEQ_AT:
+        return None
+    tag = payload[_SEQ_AT]
+    if tag < 0x80:  # a positive fixint is its own value
+        return tag
+    width = _UINT_WIDTHS.get(tag)
+    end = _SEQ_AT + 1 + (width or 0)
+    if width is None or len(payload) < end:
+        return None
+    return int.from_bytes(payload[_SEQ_AT + 1 : end], "big")
+
+
+# The first byte of a msgpack map: a fixmap (0x80-0x8f), a map16 or a map32.
+_MAP_TAGS = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))
+
+
+def decode_record_events(payload: bytes) -> Record:
+    """Read a record payload for a caller that replays its events only: the record
+    ``decode_record`` gives, with an empty ``cause``.
+
+    The cause (the decision's whole input, about half of a record's bytes) is checked to be
+    one well-formed msgpack map and stepped over without being built; the StateStore's
+    recovery reads records this way. Anything unusual goes through ``decode_record``, so what
+    is refused, and the message, are the same, with one exception: the cause's strings are
+    not decoded, so one that is not UTF-8 is not refused here. ``encode_record`` never writes
+    such a string and the frame's checksum rules out its bytes changing on disk; ``qrmd
+    journal verify`` decodes every cause.
+
+    Raises:
+        PayloadError: as ``decode_record``.
+    """
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(payload)
+    fields: dict[Any, Any] = {}
+    try:
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "cause" and payload[unpacker.tell()] in _MAP_TAGS:
+                unpacker.skip()
+                fields[key] = _SKIPPED
+            else:
+                fields[key] = unpacker.unpack()
+        whole = unpacker.tell() == len(payload)
+    except (ValueError, TypeError, IndexError, msgpack.UnpackException):
+        whole = False
+    events = fields.get("events")
+    if whole and fields.get("cause") is _SKIPPED and type(events) is list:
+        fields["cause"] = {}
+        record = _well_formed(fields)
+        if record is not None:
+            return record
+    full = decode_record(payload)
+    return Record(
+        full.seq, full.wall_time, full.monotonic_time, {}, full.events, full.schema_version
+    )
+
+
+_SKIPPED = object()
+
+
+def _well_formed(fields: dict[Any, Any]) -> Record | None:
+    """The record of a map exactly as ``encode_record`` writes it, or None."""
     schema = fields.get("schema")
     seq = fields.get("seq")
     wall = fields.get("wall_time")
@@ -166,20 +267,7 @@ def decode_record(payload: bytes) -> Record:
         and type(events) is list
     ):
         return Record(seq, wall, mono, cause, events, schema)
-    schema = _field(fields, "schema", int, "record")
-    if schema > RECORD_SCHEMA_VERSION:
-        raise PayloadError(
-            f"record schema version {schema} is newer than this qrmd reads "
-            f"({RECORD_SCHEMA_VERSION}); read the journal with a newer qrmd"
-        )
-    return Record(
-        seq=_field(fields, "seq", int, "record"),
-        wall_time=float(_field(fields, "wall_time", (int, float), "record")),
-        monotonic_time=float(_field(fields, "monotonic_time", (int, float), "record")),
-        cause=_field(fields, "cause", dict, "record"),
-        events=_field(fields, "events", list, "record"),
-        schema_version=schema,
-    )
+    return None
 
 
 def encode_segment_header(header: SegmentHeader) -> bytes:

@@ -25,7 +25,10 @@ The rule (DESIGN.md, Journal):
    ``JournalMismatch`` unless opened read-only.
 
 Segments older than the chosen checkpoint's are not read here (they are forensic history;
-``verify`` checks them).
+``verify`` checks them). In the segment holding the first record after the checkpoint, the
+records the checkpoint covers are checked by their frames' checksums and their seqs only and
+not decoded (``journal.segments.SegmentReader``, ``from_seq``); one that is not in place or
+not laid out as this qrmd writes records is decoded and judged by rules 3-5.
 """
 
 from __future__ import annotations
@@ -108,7 +111,8 @@ class Recovery:
         checkpoint_seq: the seq the chosen checkpoint covers, or None (replay from empty).
         checkpoint_state: the chosen checkpoint's state payload, or None.
         checkpoint_path: the chosen checkpoint file, or None.
-        records: the records after the checkpoint, in order: apply them to its state.
+        records: the records after the checkpoint, in order: apply them to its state (their
+            causes empty when recovered with ``causes=False``).
         last_seq: the newest record's seq (0 for an empty journal); the next append gets +1.
         truncated_bytes: bytes cut from a torn tail (or that would be cut, when read-only).
         broken_path: where the cut bytes were kept, or None.
@@ -168,6 +172,7 @@ def recover(
     node_name: str,
     topology_fingerprint: str,
     read_only: bool,
+    causes: bool = True,
 ) -> tuple[Recovery, TailPosition | None]:
     """Read the journal in ``directory`` back (module docstring for the rules).
 
@@ -179,6 +184,8 @@ def recover(
         node_name: this node's name.
         topology_fingerprint: this node's topology fingerprint.
         read_only: change nothing on disk, and accept another machine's journal.
+        causes: False gives ``Recovery.records`` with empty causes, their bytes checked but
+            not decoded (a caller that replays the events only: the StateStore).
 
     Returns:
         The recovery report and where appending resumes (None when there is no segment yet).
@@ -207,7 +214,7 @@ def recover(
     if checkpoint is not None and found is None:
         found = _Identity(checkpoint.header.node_name, checkpoint.header.topology_fingerprint)
     start_seq = checkpoint.seq + 1 if checkpoint is not None else 1
-    replay = _replay(fs, directory, segments, start_seq, newest)
+    replay = _replay(fs, directory, segments, start_seq, newest, causes=causes)
     last_seq = replay.tail.next_seq - 1 if replay.tail is not None else start_seq - 1
     if checkpoint is not None and checkpoint.seq > last_seq:
         # Checked before anything is cut or removed: a refused open changes nothing on disk.
@@ -257,7 +264,13 @@ class _Replayed:
 
 
 def _replay(
-    fs: FileOps, directory: str, segments: list[tuple[int, str]], start_seq: int, newest: bytes
+    fs: FileOps,
+    directory: str,
+    segments: list[tuple[int, str]],
+    start_seq: int,
+    newest: bytes,
+    *,
+    causes: bool,
 ) -> _Replayed:
     """Read every segment holding a record from ``start_seq`` on (rules 2-4); ``newest`` is
     the newest segment's content, already read."""
@@ -267,7 +280,7 @@ def _replay(
         for index, (named_first, path) in enumerate(needed):
             data = newest if index == len(needed) - 1 else fs.read_file(path)
             replay.bytes_read += len(data)
-            scan = _scan(data, path, named_first, directory)
+            scan = _scan(data, path, named_first, directory, start_seq=start_seq, causes=causes)
             if scan.damage and scan.damage[0].expected_seq < start_seq:
                 scan = step_over_history(scan, data, start_seq, replay.history)
             _check_follows(replay.tail, scan, directory)
@@ -397,9 +410,13 @@ def _holds_from(segments: list[tuple[int, str]], index: int, seq: int) -> bool:
     return index + 1 == len(segments) or segments[index + 1][0] > seq
 
 
-def _scan(data: bytes, path: str, named_first: int, directory: str) -> SegmentScan:
+def _scan(
+    data: bytes, path: str, named_first: int, directory: str, *, start_seq: int, causes: bool
+) -> SegmentScan:
     try:
-        scan = scan_segment(data, path)
+        # The records the checkpoint covers are checked by frame and seq only (rule 4: history
+        # recovery does not need); damage among them is judged as before.
+        scan = scan_segment(data, path, from_seq=start_seq, causes=causes)
     except SegmentHeaderError as exc:
         # Segments are created by rename with their header already durable, so a damaged
         # header is never a torn write.

@@ -24,8 +24,10 @@ from journal.records import (
     Record,
     SegmentHeader,
     decode_record,
+    decode_record_events,
     decode_segment_header,
     encode_segment_header,
+    record_seq,
 )
 from journal.syncer import Syncer
 
@@ -109,6 +111,8 @@ class SegmentScan:
         offsets: where each record's frame starts, parallel to ``records``.
         end: offset just after the last intact record frame read before any damage.
         damage: the damage met, in order (at most one unless the scan resynchronises).
+        passed_seq: the seq of the last record passed over unkept (read before ``from_seq``,
+            ``scan_segment``), or 0 when none was.
     """
 
     path: str
@@ -119,11 +123,14 @@ class SegmentScan:
     offsets: list[int] = field(default_factory=list)
     end: int = 0
     damage: list[Damage] = field(default_factory=list)
+    passed_seq: int = 0
 
     @property
     def next_seq(self) -> int:
         """The sequence number the next record after this segment's last one carries."""
-        return self.records[-1].seq + 1 if self.records else self.header.first_seq
+        if self.records:
+            return self.records[-1].seq + 1
+        return max(self.header.first_seq, self.passed_seq + 1)
 
 
 class SegmentHeaderError(Exception):
@@ -163,11 +170,32 @@ class SegmentReader:
         end: offset just after the last intact record frame read before any damage (final once
             ``records()`` is exhausted).
         damage: the damage met so far, in order (at most one unless resynchronising).
+        passed_seq: the seq of the last record passed over unkept (before ``from_seq``), or 0.
     """
 
-    __slots__ = ("_data", "_resync", "damage", "end", "header", "header_end", "path", "size")
+    __slots__ = (
+        "_causes",
+        "_data",
+        "_from_seq",
+        "_resync",
+        "damage",
+        "end",
+        "header",
+        "header_end",
+        "passed_seq",
+        "path",
+        "size",
+    )
 
-    def __init__(self, data: bytes, path: str, *, resync: bool = False) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        path: str,
+        *,
+        resync: bool = False,
+        from_seq: int = 0,
+        causes: bool = True,
+    ) -> None:
         """Read the header frame.
 
         Args:
@@ -176,6 +204,16 @@ class SegmentReader:
             resync: False (recovery) stops at the first damage; True (``verify``) steps over
                 damage to the next intact frame and keeps reading, so that all damage is
                 reported.
+            from_seq: the first record the caller needs (recovery: the one after its
+                checkpoint); records before it are not yielded. One whose frame is intact
+                and whose first bytes carry the seq that belongs there
+                (``journal.records.record_seq``) is passed over without decoding the rest of
+                it: decoding the records a checkpoint covers was most of a restart's reading.
+                Anything else about such a record (another layout, another seq, damage just
+                before it) is judged by decoding it, as without ``from_seq``.
+            causes: False gives each record with an empty ``cause``, stepped over unbuilt
+                (``journal.records.decode_record_events``), for a caller that replays the
+                events only; what is damage is the same.
 
         Raises:
             SegmentHeaderError: the header frame is damaged.
@@ -185,8 +223,11 @@ class SegmentReader:
         self.size = len(data)
         self.end = self.header_end
         self.damage: list[Damage] = []
+        self.passed_seq = 0
         self._data = data
         self._resync = resync
+        self._from_seq = from_seq
+        self._causes = causes
 
     def records(self) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, offset of its frame)`` in file order; call it once.
@@ -194,7 +235,7 @@ class SegmentReader:
         Stops at the first damage (or, resynchronising, at the end of the file); what was met
         is in ``damage`` when the iteration ends.
         """
-        data, resync = self._data, self._resync
+        data, resync, from_seq = self._data, self._resync, self._from_seq
         size = len(data)
         offset = self.header_end
         expected = self.header.first_seq
@@ -210,7 +251,17 @@ class SegmentReader:
                 offset = resumes
                 skipped_damage = True
                 continue
-            problem, record = _record_problem(payload, expected, after_damage=skipped_damage)
+            if expected < from_seq and not skipped_damage and record_seq(payload) == expected:
+                # Not needed by the caller, and in its place: passed over (``from_seq``).
+                if not self.damage:
+                    self.end = frame_end
+                self.passed_seq = expected
+                expected += 1
+                offset = frame_end
+                continue
+            problem, record = _record_problem(
+                payload, expected, after_damage=skipped_damage, causes=self._causes
+            )
             skipped_damage = False
             if problem:
                 self.damage.append(Damage(offset, expected, problem, False, offset))
@@ -222,19 +273,27 @@ class SegmentReader:
             assert record is not None
             if not self.damage:
                 self.end = frame_end
-            yield record, offset
+            if record.seq < from_seq:
+                self.passed_seq = record.seq
+            else:
+                yield record, offset
             expected = record.seq + 1
             offset = frame_end
 
 
-def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan:
-    """Read every record of one segment.
+def scan_segment(
+    data: bytes, path: str, *, resync: bool = False, from_seq: int = 0, causes: bool = True
+) -> SegmentScan:
+    """Read every record of one segment (from ``from_seq`` on).
 
     Args:
         data: the segment's bytes.
         path: its file name, carried into the result.
         resync: False (recovery) stops at the first damage; True (``verify``) steps over damage
             to the next intact frame and keeps reading, so that all damage is reported.
+        from_seq: records before it are checked by frame and seq only and not kept
+            (``SegmentReader``); ``passed_seq`` says up to where.
+        causes: False reads each record's cause as an empty map (``SegmentReader``).
 
     Returns:
         The scan; ``damage`` is empty when the segment reads cleanly to its last byte.
@@ -242,7 +301,7 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
     Raises:
         SegmentHeaderError: the header frame is damaged.
     """
-    reader = SegmentReader(data, path, resync=resync)
+    reader = SegmentReader(data, path, resync=resync, from_seq=from_seq, causes=causes)
     scan = SegmentScan(
         path=path, header=reader.header, header_end=reader.header_end, size=reader.size
     )
@@ -252,14 +311,15 @@ def scan_segment(data: bytes, path: str, *, resync: bool = False) -> SegmentScan
         offsets.append(offset)
     scan.end = reader.end
     scan.damage = reader.damage
+    scan.passed_seq = reader.passed_seq
     return scan
 
 
 def _record_problem(
-    payload: bytes, expected: int, *, after_damage: bool
+    payload: bytes, expected: int, *, after_damage: bool, causes: bool
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(payload)
+        record = decode_record(payload) if causes else decode_record_events(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:

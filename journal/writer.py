@@ -150,6 +150,7 @@ class Journal:
         clock: Clock | None = None,
         slow_fsync_s: float = 1.0,
         read_only: bool = False,
+        causes: bool = True,
     ) -> tuple[Journal, Recovery]:
         """Open (or create) the journal in ``directory`` and recover what it holds.
 
@@ -168,6 +169,8 @@ class Journal:
             slow_fsync_s: an fsync longer than this is logged as a warning.
             read_only: change nothing on disk, take no lock, accept another machine's journal
                 (forensics); ``append`` and ``write_checkpoint`` then raise ``JournalError``.
+            causes: False recovers records with empty causes, not decoded (``recover``): for
+                an opener that replays the events only.
 
         Returns:
             ``(journal, recovery)``: the open journal and what recovery found and did.
@@ -212,6 +215,7 @@ class Journal:
                 node_name=node_name,
                 topology_fingerprint=topology_fingerprint,
                 read_only=read_only,
+                causes=causes,
             )
             for damage in recovery.damaged_history:
                 # Start proceeds (recovery needs only the checkpoint and what follows it), but

@@ -25,12 +25,17 @@ Start, in order:
 4. the metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
 5. the Supervisor starts the actors: the StateStore recovers, then the Allocator starts from
    its snapshot (cpu-policy §6.2 steps 4–6), then the others;
-6. the endpoint answers; then each subsystem's ``start`` in list order: the store's checkpoint
-   ticker and the start record, the kubelet sockets (only now, with the state recovered and
-   the actors ready, does a socket appear for kubelet to dial: wire.md §8.1), the balancer's
-   rounds and eviction plugin, the CPU pressure collections and plugins, the pod list fetch
-   and the checkers, the advisor's silence ticker. kubelet is served whatever the advisor
-   does (beyond the reference, which refuses to start without it).
+6. the endpoint answers; then, in list order, each subsystem's ``start`` and ``serve``: the
+   store's checkpoint ticker and the start record, the kubelet sockets (only now, with the
+   state recovered and the actors ready, does a socket appear for kubelet to dial: wire.md
+   §8.1), the balancer's rounds and eviction plugin, the CPU pressure collections and
+   plugins, the pod list fetch and the checkers, the advisor's silence ticker and its
+   checkpoint watchdog. kubelet is served whatever the advisor does (beyond the reference,
+   which refuses to start without it).
+
+The simulation (``qrmd sim``) builds the same list with ``assemble``, on its own ``Runtime``
+and ``Host`` (``qrmd.subsystem``), supervises the children in the same order under the same
+``Supervisor`` and starts each subsystem, but never serves: its peers speak to the actors.
 
 Stop (SIGTERM/SIGINT): each subsystem's ``stop`` in reverse (its tickers, plugins and
 servers: no new calls; sockets are removed), then the actors in reverse (the StateStore
@@ -47,7 +52,7 @@ import importlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
@@ -56,6 +61,7 @@ import pykka
 
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.supervisor import Supervisor, SupervisorError
+from actors.threads import THREADS
 from journal import JournalMismatch
 from policy.cpu.context import PolicyContext
 from qrmd.advisor.settings import AdvisorSettings
@@ -83,7 +89,9 @@ __all__ = [
     "Daemon",
     "DaemonError",
     "Entry",
+    "assemble",
     "run_daemon",
+    "watch_health",
 ]
 
 _log = logging.getLogger("qrmd.daemon")
@@ -135,6 +143,33 @@ _METRICS_AFTER = 2
 def _builder(entry: Entry) -> Builder:
     build: Builder = importlib.import_module(entry.module).build
     return build
+
+
+def watch_health(health: HealthRegistry, supervisor: Supervisor, parts: list[Subsystem]) -> None:
+    """What ``/healthz`` asks (start step 3): the Supervisor's dead actors and every
+    subsystem's health sources, beside the handlers they registered while built."""
+    health.add_source(lambda: supervisor.status().problems())
+    for part in parts:
+        for source in part.health_sources():
+            health.add_source(source)
+
+
+def assemble(
+    config: DaemonConfig, shared: Shared, builders: Mapping[str, Builder] | None = None
+) -> Iterator[tuple[Entry, Subsystem]]:
+    """Build every enabled subsystem of ``SUBSYSTEMS``, in list order (start step 2), each
+    yielded as it is built (a caller keeps what was built when a later one fails).
+
+    Args:
+        config: the validated configuration; each subsystem is given its own settings.
+        shared: the shared context the subsystems are built in (and offer their ports to).
+        builders: replace the ``build`` of subsystems, by their entry's name.
+    """
+    for entry in SUBSYSTEMS:
+        settings = settings_of(entry.settings, config)
+        if settings.enabled:
+            build = (builders or {}).get(entry.name) or _builder(entry)
+            yield entry, build(settings, shared)
 
 
 class Daemon:
@@ -189,23 +224,17 @@ class Daemon:
         # 1. The machine, its reserve and the policy context.
         machine = build_context(config)
         self.context = machine
-        shared = Shared(machine, self._clock, self.health)
+        shared = Shared(machine, self._clock, self.health, THREADS)
         # 2. The enabled subsystems, in order.
-        for entry in SUBSYSTEMS:
-            settings = settings_of(entry.settings, config)
-            if settings.enabled:
-                build = self._builders.get(entry.name) or _builder(entry)
-                self.subsystems.append((entry, build(settings, shared)))
+        for built in assemble(config, shared, self._builders):
+            self.subsystems.append(built)
         parts = [subsystem for _, subsystem in self.subsystems]
         # 3. The supervision tree, health and metrics.
         supervisor = Supervisor(
             [child for part in parts for child in part.children()], clock=self._clock
         )
         self.supervisor = supervisor
-        self.health.add_source(lambda: supervisor.status().problems())
-        for part in parts:
-            for source in part.health_sources():
-                self.health.add_source(source)
+        watch_health(self.health, supervisor, parts)
         self.metrics = DaemonMetrics(
             MetricSources(
                 store=shared.ports.store_status,
@@ -247,6 +276,7 @@ class Daemon:
         running = Running(supervisor, self.metrics)
         for part in parts:
             part.start(running)
+            part.serve(running)
         _log.info(self._serving_line())
 
     def stop(self) -> None:

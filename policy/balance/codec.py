@@ -7,7 +7,8 @@ The format (part of ``policy.state.codec``'s schema):
 * ``BalanceRoundRecorded`` is ``{"record": RECORD, "inputs": INPUTS}`` and
   ``BalanceRoundFailed`` is ``{"inputs": INPUTS, "error": STR}``, INPUTS being the round's
   ``RoundInputs.to_json()`` kept verbatim (a map of plain values, checked to be plain but not
-  re-validated as inputs: a round that ran must stay readable even if input rules tighten);
+  re-validated as inputs: a round that ran must stay readable even if input rules tighten;
+  a live round's ``PlainInputs`` is plain by construction and packed without the check);
 * ``BalanceAdviceTaken`` and ``BalanceEvictionTaken`` are ``{"detect_time": SECONDS}``;
 * ``BalanceRoundsCoalesced`` is ``{"rounds": N, "first_time": SECONDS, "last_time": SECONDS,
   "metrics": {NUMA: {"readLatency": [MIN, MAX], "readWriteBandwidth": [MIN, MAX]}}}``, the
@@ -33,6 +34,7 @@ from policy.balance.events import (
     BalanceRoundsCoalesced,
 )
 from policy.balance.gojson import check_time
+from policy.balance.inputs import PlainInputs
 from policy.decision import Event
 from policy.errors import CodecError
 from policy.topology.model import CPUTopology
@@ -167,6 +169,9 @@ def _plain(value: object, where: str, depth: int) -> Any:
         CodecError: a value of another type, a non-string key, or nesting deeper than
             ``MAX_DEPTH``.
     """
+    if type(value) is PlainInputs:
+        # Plain by construction (``RoundInputs.to_json`` of checked values): packed as it is.
+        return value.packable()
     if _is_plain(value, depth):
         return value
     try:

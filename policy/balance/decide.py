@@ -234,12 +234,12 @@ def _round_decision(
     window = balancer_window(section.last, inputs.now)
     if outcome.result is RoundResult.FAILED:
         step = _fire(machine.PREPARING, "fail")
-        failed = BalanceRoundFailed(inputs.to_json(), outcome.error)
+        failed = BalanceRoundFailed(inputs.plain(), outcome.error)
         reply = RoundReply(outcome.result, record, window, step.dest)
         return Decision(_events(step, failed), reply)
     guards = {"needs_balance": record.need_balance, "has_pods_to_move": has_pods_to_move(record)}
     step = _fire(machine.PREPARING, "conclude", guards)
-    recorded = BalanceRoundRecorded(record, inputs.to_json())
+    recorded = BalanceRoundRecorded(record, inputs.plain())
     return Decision(_events(step, recorded), RoundReply(outcome.result, record, window, step.dest))
 
 

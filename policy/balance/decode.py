@@ -9,12 +9,13 @@ are never accepted as numbers, although Python counts them as ints.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 from policy.balance.errors import BalanceError
 
 __all__ = [
+    "amounts_in_bulk",
     "anon_by_numa",
     "anon_in_bulk",
     "as_bool",
@@ -181,6 +182,13 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
     """A copy of per-NUMA amounts in NUMA order; sorted only when not given in that order
     already (readers give it: ``memory.numa_stat`` lists its nodes in order, and a round holds
     thousands of these)."""
+    # Keys equal to a set of ids known to be ascending are ascending, whatever their type:
+    # the order is all this decides, so the known sets are looked up without typing the keys
+    # (a str equals only a str: a hit on JSON keys is a set known by its decimal strings).
+    keys: tuple[object, ...] = tuple(amounts)
+    known = _ASCENDING_IDS.get(keys)
+    if (known is not None and not isinstance(keys[0], str)) or _ascending_numa_ids(keys) == keys:
+        return dict(amounts)
     numas = list(amounts)
     ordered = sorted(numas)
     if numas == ordered:
@@ -189,34 +197,87 @@ def in_numa_order(amounts: Mapping[int, V]) -> dict[int, V]:
 
 
 def anon_in_bulk(value: Mapping[Any, object]) -> dict[int, float] | None:
-    """``anon_by_numa`` for the common case, checked in bulk with builtins; None when a key
-    or a value needs the per-value checks (which name it), so a caller builds the path of
-    its message only then.
+    """``anon_by_numa`` for the common case, checked in bulk with builtins and returned in
+    NUMA order (``in_numa_order``); None when a key or a value needs the per-value checks
+    (which name it), so a caller builds the path of its message only then.
     """
-    keys: list[object] = list(value.keys())
-    raws: list[Any] = list(value.values())
-    numas = _fast_numa_ids(keys)
-    if numas is None:
+    bulk = amounts_in_bulk(value)
+    return None if bulk is None else dict(zip(*bulk, strict=True))
+
+
+def amounts_in_bulk(
+    value: Mapping[Any, object],
+) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+    """``anon_in_bulk`` as two tuples, the NUMA ids ascending and their amounts, for a caller
+    that holds them columnar (``policy.balance.amounts``); None as ``anon_in_bulk``."""
+    keys = tuple(value)
+    amounts = _amounts_in_bulk(value.values())
+    if amounts is None:
         return None
+    numas = _ascending_numa_ids(keys)
+    if numas is None:
+        unordered = _fast_numa_ids(list(keys))
+        if unordered is None:
+            return None
+        # Two JSON keys may name one node ("1", "01"): the last one holds, as in a dict.
+        by_numa = dict(zip(unordered, amounts, strict=True))
+        numas = tuple(sorted(by_numa))
+        amounts = tuple(map(by_numa.__getitem__, numas))
+    return numas, amounts
+
+
+def _amounts_in_bulk(raws: Collection[Any]) -> tuple[float, ...] | None:
+    """Byte counts as floats, checked in bulk; None when one needs the per-value checks."""
     kinds = set(map(type, raws))
     if kinds == _INT_TYPE and min(raws) >= 0 and max(raws) <= INT64_MAX:
         # Byte counts as readers give them: integers hold no NaN and no infinity.
-        return dict(zip(numas, map(float, raws), strict=True))
+        return tuple(map(float, raws))
     if kinds <= _NUMBER_TYPES:
         try:
-            amounts = list(map(float, raws))
+            amounts = tuple(map(float, raws))
         except OverflowError:  # an int beyond any float: the per-value checks name it
             return None
         # NaN may slip past min/max but not past the sum; anything odd takes the slow path.
         if not amounts or (
             min(amounts) >= 0.0 and max(amounts) <= _INT64_MAX_F and math.isfinite(sum(amounts))
         ):
-            return dict(zip(numas, amounts, strict=True))
+            return amounts
     return None
+
+
+#: Key sets known to be NUMA ids in ascending order, each with its ids: exact ints as
+#: readers give them (``memory.numa_stat`` lists its nodes in order), or decimal strings as a
+#: journaled round's JSON holds them. A node's containers hold memory on the same few sets of
+#: nodes, so a round checks and orders each set once rather than once per container; bounded
+#: so a node with many distinct sets keeps no more than this many.
+_ASCENDING_IDS: dict[tuple[object, ...], tuple[int, ...]] = {}
+_ASCENDING_IDS_MAX = 64
+
+
+def _ascending_numa_ids(keys: tuple[object, ...]) -> tuple[int, ...] | None:
+    """The NUMA ids ``keys`` name (exact ints, or decimal strings as in JSON), when they
+    name distinct nodes in ascending order."""
+    # The types first: 0.0 and True equal 0 (and hash alike), so a set seen as ints would
+    # otherwise let them in.
+    kinds = set(map(type, keys))
+    if kinds not in (_INT_TYPE, _STR_TYPE):
+        return None
+    known = _ASCENDING_IDS.get(keys)
+    if known is not None:
+        return known
+    numas = _fast_numa_ids(list(keys))
+    if numas is None or numas != sorted(set(numas)):
+        return None
+    if len(_ASCENDING_IDS) >= _ASCENDING_IDS_MAX:
+        _ASCENDING_IDS.clear()
+    ids = keys if kinds == _INT_TYPE else tuple(numas)
+    _ASCENDING_IDS[keys] = ids  # type: ignore[assignment]  # ints when the keys are
+    return ids  # type: ignore[return-value]
 
 
 _NUMBER_TYPES = {int, float}
 _INT_TYPE = {int}
+_STR_TYPE = {str}
 _INT64_MAX_F = float(INT64_MAX)
 
 

@@ -69,7 +69,8 @@ class BalanceRoundRecorded(BalanceEvent):
 
     Attributes:
         record: the new record, neither of its flags set.
-        inputs: the round's ``RoundInputs.to_json()``.
+        inputs: the round's ``RoundInputs.to_json()`` (a live round's ``RoundInputs.plain()``,
+            a journaled one's decoded map).
     """
 
     record: BalanceInfo

@@ -30,17 +30,18 @@ container order is pod-spec order and is kept, since it is part of the output (Â
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import pairwise
 from types import MappingProxyType
+from typing import Any
 
 from policy import names as k8s_names
+from policy.balance.amounts import NumaAmounts, numa_index
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
+    amounts_in_bulk,
     anon_by_numa,
-    anon_in_bulk,
     as_float,
     as_int,
     as_list,
@@ -61,6 +62,7 @@ __all__ = [
     "MissingSample",
     "NumaDistance",
     "NumaMetrics",
+    "PlainInputs",
     "Pod",
     "RoundInputs",
     "Sample",
@@ -123,10 +125,15 @@ class Container:
         _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
         if not isinstance(self.container_id, str):
             as_str(self.container_id, f"container {self.name!r} id")
-        frozen = anon_in_bulk(self.anon)
-        if frozen is None:
-            frozen = anon_by_numa(self.anon, f"container {self.name!r} anon")
-        object.__setattr__(self, "anon", MappingProxyType(in_numa_order(frozen)))
+        # Held columnar (``policy.balance.amounts``), in NUMA order. The bulk check gives
+        # that order; only the per-value path, which names a refused value, is ordered here.
+        if type(self.anon) is NumaAmounts:
+            return  # checked and ordered when it was made, and read-only
+        bulk = amounts_in_bulk(self.anon)
+        if bulk is None:
+            checked = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
+            bulk = tuple(checked), tuple(checked.values())
+        object.__setattr__(self, "anon", NumaAmounts(numa_index(bulk[0]), bulk[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,29 @@ class Pod:
     containers: tuple[Container, ...]
 
     def __post_init__(self) -> None:
+        # Thousands of pods per round: the common case is checked without building the
+        # messages, each naming the pod, that only the per-field checks below need.
+        uid, namespace, name = self.uid, self.namespace, self.name
+        if not (
+            type(uid) is str
+            and type(namespace) is str
+            and type(name) is str
+            and type(self.pool) is str
+            and uid
+            and len(uid) * 4 <= k8s_names.MAX_POD_UID_BYTES
+            and len(namespace) * 4 <= k8s_names.MAX_NAMESPACE_BYTES
+            and len(name) * 4 <= k8s_names.MAX_POD_NAME_BYTES
+        ):
+            self._check_names()
+        object.__setattr__(self, "containers", tuple(self.containers))
+        if not self.containers:
+            raise BalanceError(f"pod {self.uid!r} has no containers")
+        names = [c.name for c in self.containers]
+        if len(set(names)) != len(names):
+            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
+
+    def _check_names(self) -> None:
+        """The per-field checks, each refusal naming the pod and the field."""
         as_str(self.uid, "pod uid", non_empty=True)
         _bounded(self.uid, "pod uid", k8s_names.MAX_POD_UID_BYTES)
         as_str(self.namespace, f"pod {self.uid!r} namespace")
@@ -147,12 +177,6 @@ class Pod:
         as_str(self.name, f"pod {self.uid!r} name")
         _bounded(self.name, f"pod {self.uid!r} name", k8s_names.MAX_POD_NAME_BYTES)
         as_str(self.pool, f"pod {self.uid!r} pool")
-        object.__setattr__(self, "containers", tuple(self.containers))
-        if not self.containers:
-            raise BalanceError(f"pod {self.uid!r} has no containers")
-        names = [c.name for c in self.containers]
-        if len(set(names)) != len(names):
-            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
 
     def anon_on(self, numa_id: int) -> float | None:
         """Pod-level anon on a NUMA node: the sum over its containers in pod-spec order, or None
@@ -260,6 +284,10 @@ class RoundInputs:
             last=None if last_raw is None else BalanceInfo.from_json(last_raw, f"{where}.last"),
         )
 
+    def plain(self) -> PlainInputs:
+        """The plain-dict form, held read-only: what a round's event journals."""
+        return PlainInputs(self)
+
     def to_json(self) -> dict[str, object]:
         """The plain-dict form; ``from_json(to_json())`` equals the original."""
         return {
@@ -294,6 +322,38 @@ class RoundInputs:
             "config": self.config.to_json(),
             "last": None if self.last is None else self.last.to_json(),
         }
+
+
+class PlainInputs(Mapping[str, Any]):
+    """A round's inputs in their plain-dict form (``RoundInputs.to_json``), read-only.
+
+    Made only from a ``RoundInputs``, whose ``to_json`` builds nothing but str-keyed dicts,
+    lists and scalars from values checked on construction. So the journal packs this form
+    as it is (``policy.balance.codec``) instead of walking its value per container and NUMA
+    node to prove it plain (tens of thousands on a large node, once per pressured round);
+    no one can change it after it was made. Reads, and compares equal, like the dict.
+    """
+
+    __slots__ = ("_form",)
+
+    def __init__(self, inputs: RoundInputs) -> None:
+        self._form = inputs.to_json()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._form[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._form)
+
+    def __len__(self) -> int:
+        return len(self._form)
+
+    def __repr__(self) -> str:
+        return f"PlainInputs({self._form!r})"
+
+    def packable(self) -> dict[str, Any]:
+        """The form itself, for an encoder to pack at once: not a copy, never to be changed."""
+        return self._form
 
 
 _INPUT_KEYS = (
@@ -380,19 +440,13 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
-@lru_cache(maxsize=64)
-def _numa_keys(numas: tuple[int, ...]) -> tuple[str, ...]:
-    """A container's NUMA ids as JSON keys. A node's containers mostly hold memory on the
-    same nodes, so a round with a value per container and node makes these keys once (the
-    bound keeps a node with many distinct sets from holding more)."""
-    return tuple(map(str, numas))
-
-
 def _container_to_json(c: Container) -> dict[str, object]:
     anon = c.anon
     plain: dict[str, object] = {
         "name": c.name,
-        "anon": dict(zip(_numa_keys(tuple(anon)), anon.values(), strict=True)),
+        "anon": anon.to_json()
+        if isinstance(anon, NumaAmounts)
+        else {str(numa): amount for numa, amount in anon.items()},
     }
     if c.container_id:  # absent without a pod source: older records read the same
         plain["containerId"] = c.container_id
@@ -407,7 +461,14 @@ def _pod_from_json(value: object, where: str) -> Pod:
         at = f"{where}.containers[{i}]"
         c = as_object(raw, at)
         reject_unknown(c, ("name", "anon", "containerId"), at)
-        anon = anon_by_numa(as_object(c.get("anon", {}), f"{at}.anon"), f"{at}.anon")
+        raw_anon = as_object(c.get("anon", {}), f"{at}.anon")
+        bulk = amounts_in_bulk(raw_anon)
+        # Only a value the bulk check refuses is walked again, to name it with its path.
+        anon: Mapping[int, float] = (
+            anon_by_numa(raw_anon, f"{at}.anon")
+            if bulk is None
+            else NumaAmounts(numa_index(bulk[0]), bulk[1])
+        )
         name = as_str(required(c, "name", at), f"{at}.name")
         container_id = as_str(c.get("containerId", ""), f"{at}.containerId")
         containers.append(Container(name, anon, container_id))

@@ -255,7 +255,15 @@ def plain(value: object) -> Any:
     Raises:
         TypeError: a value with no plain form (names its type).
     """
-    if value is None or isinstance(value, (bool, str)):
+    # The exact types a cause is mostly made of first (every Allocate's cause walks a request
+    # of a dozen strings and two string maps); subclasses (an IntEnum, a mapping proxy) take
+    # the general checks below.
+    kind = type(value)
+    if kind is str or value is None or kind is bool or kind is int or kind is float:
+        return value
+    if kind is dict:
+        return {str(key): plain(item) for key, item in value.items()}  # type: ignore[attr-defined]
+    if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
         return value.name

@@ -37,6 +37,8 @@ state's indexes, never from the list of pods.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
 
 from policy.cpu.context import PolicyContext
 from policy.cpu.dedicated_hints import dedicated_hints_v0547
@@ -118,12 +120,16 @@ def numa_count_to_fit(topology: CPUTopology, request: int) -> int:
     return needed
 
 
-def _numa_sockets(topology: CPUTopology) -> dict[int, frozenset[int]]:
+@lru_cache(maxsize=32)
+def _numa_sockets(topology: CPUTopology) -> Mapping[int, frozenset[int]]:
+    """Each NUMA node's sockets: a fact of the machine, derived once per topology."""
     sockets = topology.socket_masks()
-    return {
-        numa: frozenset(s for s, s_mask in sockets.items() if s_mask & n_mask)
-        for numa, n_mask in topology.numa_masks().items()
-    }
+    return MappingProxyType(
+        {
+            numa: frozenset(s for s, s_mask in sockets.items() if s_mask & n_mask)
+            for numa, n_mask in topology.numa_masks().items()
+        }
+    )
 
 
 def calculate_hints(
@@ -162,10 +168,15 @@ def calculate_hints(
     except HintError as err:
         raise HintError(f"calculateHints failed with error: {err}", kind=err.kind) from err
     numas = topology.numa_nodes()
+    # Each node's available CPUs (``state.numa_available``) and whether it has allocated ones
+    # (``state.allocated_cpuset``), counted on the masks without building a set per node.
+    masks = state.topology.numa_masks()
+    allocated_mask = state.indexes.allocated_mask
+    free_mask = ~allocated_mask & ~ctx.reserved.mask
     facts = NUMAFacts(
         numas=numas,
-        available={n: state.numa_available(n, ctx.reserved).size() for n in numas},
-        allocated=frozenset(n for n in numas if state.allocated_cpuset(n)),
+        available={n: (masks.get(n, 0) & free_mask).bit_count() for n in numas},
+        allocated=frozenset(n for n in numas if masks.get(n, 0) & allocated_mask),
         sockets=_numa_sockets(topology),
         numas_per_socket=per_socket,
         request=request,

@@ -32,6 +32,7 @@ from policy.cpu.advisor.resize import resize_growth
 from policy.cpu.context import PolicyContext
 from policy.cpu.numa_pools import generate_pools_with_numa_binding
 from policy.cpu.pool_apply import apply_pools_and_isolated, clean_pools
+from policy.cpu.pool_memo import sized_pools
 from policy.cpu.pool_sizing import (
     IsolatedQuantities,
     PoolError,
@@ -193,12 +194,11 @@ def adjust_pools_and_isolated(
     # overlapping share-type pools while sys-advisor allows it, policy.cpu.advisor.overlap).
     overlap = _overlap_ratios(txn) if ctx.at_v0_5_47 else None
     try:
-        if ctx.at_v0_5_47:
-            pools_cs, iso_cs = generate_pools_with_numa_binding(
-                ctx, pools_q, iso_q, available, overlap
-            )
-        else:
-            pools_cs, iso_cs = generate_pools_and_isolation(ctx, pools_q, iso_q, available)
+        # The same inputs as the last adjustment give its answer again (policy.cpu.pool_memo).
+        generate = (
+            generate_pools_with_numa_binding if ctx.at_v0_5_47 else generate_pools_and_isolation
+        )
+        pools_cs, iso_cs = sized_pools(generate, ctx, pools_q, iso_q, available, overlap=overlap)
     except PoolError as err:
         raise PoolError(
             f"generatePoolsAndIsolation failed with error: {err}", kind=err.kind

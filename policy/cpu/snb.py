@@ -227,7 +227,7 @@ def non_binding_shared_requested(
     non-binding shared container, precisely ceiled; with ``new_pod = (uid, request)`` that
     pod's stored containers are replaced by its request (its aggregated one)."""
     total = 0.0
-    for entry in sorted(state.entries(), key=lambda e: e.key):
+    for entry in state.entries():  # by key: the order of the sum
         if not entry.is_shared() or entry.is_numa_binding():
             continue
         if new_pod is not None and entry.pod_uid == new_pod[0]:
@@ -323,7 +323,7 @@ def pool_demands(
     of its shared *main* containers' demands (``demand_of``), ramping ones included (they
     count toward the pool they name), ``ignore`` left out."""
     precise: dict[str, float] = {}
-    for entry in sorted(state.entries(), key=lambda e: e.key):
+    for entry in state.entries():  # by key: the order of the sum
         if not entry.is_shared() or not entry.is_main() or entry.key in ignore:
             continue
         pool = target_pool(entry)

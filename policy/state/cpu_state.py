@@ -110,8 +110,12 @@ class CPUState:
         decisions that walk it deterministic (the maps' own order follows string hashes,
         which differ between processes).
         """
-        for pod_uid in sorted(self.pods.keys()):
-            containers = self.pods[pod_uid]
+        pods = self.pods
+        for pod_uid in sorted(pods.keys()):
+            containers = pods[pod_uid]
+            if len(containers) == 1:  # most pods: nothing to sort
+                yield from containers.values()
+                continue
             for name in sorted(containers.keys()):
                 yield containers[name]
 

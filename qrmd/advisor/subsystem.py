@@ -25,6 +25,7 @@ Without the flag, none of it exists: no socket, no child, no metrics, exactly as
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -37,15 +38,25 @@ from prometheus_client.registry import Collector
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.advisor_messages import CheckAdvisorSilence
 from actors.allocator_advisor import AdvisorCalls
+from actors.ports.advisor import AdviceClient, AdvisorClient
 from actors.ports.clock import Clock
 from actors.store_messages import Snapshot
 from actors.supervisor import ChildSpec, Supervisor
+from actors.threads import THREADS
 from actors.ticker import Ticker
 from qrmd.advisor.health import register_advisor_health
 from qrmd.advisor.metrics import AdvisorLinkCollector
 from qrmd.advisor.settings import AdvisorLinkConfig, AdvisorSettings
 from qrmd.status.health import HandlerHealth, HealthRegistry
-from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
+from qrmd.subsystem import (
+    ALLOCATOR_CHILD,
+    CheckpointSocket,
+    Joinable,
+    Running,
+    Runtime,
+    Shared,
+    SubsystemParts,
+)
 from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, is_served
 from wire.advisor_client import GrpcAdvisorClient
 
@@ -105,11 +116,15 @@ def build(settings: AdvisorSettings, shared: Shared) -> AdvisorWiring:
         # Read through the ports at each call: whoever offers the snapshot, built before or after.
         return ports.latest()
 
+    host = shared.host
     advisor = AdvisorWiring(
         settings.cpu_advisor,
         shared.clock,
         shared.health,
         latest,
+        client=host.advisor,
+        checkpoint=host.advisor_checkpoint,
+        runtime=shared.runtime,
         at_v0_5_47=shared.machine.at_v0_5_47,
     )
     ports.advisor = advisor.advisor_calls
@@ -126,6 +141,10 @@ class AdvisorWiring(SubsystemParts):
             fallback go there).
         latest: the latest durable snapshot (GetCheckpoint, the push, ``/healthz``).
         watch_period_s: how often the watchdog checks the GetCheckpoint socket.
+        client: the sys-advisor client (default: gRPC on the advisor's socket).
+        checkpoint: makes the GetCheckpoint socket from the latest CPU state (default: the
+            gRPC server on the plugin socket).
+        runtime: starts the link, the ticker and the watchdog (default: threads).
         at_v0_5_47: speak Katalyst v0.5.47's protocol (GetAdvice polled, fields 11-12,
             extra entries, GetCheckpoint's reclaimed assignments).
     """
@@ -138,9 +157,13 @@ class AdvisorWiring(SubsystemParts):
         latest: Callable[[], Snapshot | None],
         watch_period_s: float = CHECKPOINT_WATCH_S,
         *,
+        client: AdvisorClient | None = None,
+        checkpoint: Callable[[Callable[[], Any]], CheckpointSocket] | None = None,
+        runtime: Runtime | None = None,
         at_v0_5_47: bool = False,
     ) -> None:
         self.config = config
+        self._runtime = runtime or THREADS
         self.at_v0_5_47 = at_v0_5_47
         self._watch_period_s = watch_period_s
         self._clock = clock
@@ -148,15 +171,18 @@ class AdvisorWiring(SubsystemParts):
         self.stats = LinkStats()
         self.health: HandlerHealth = register_advisor_health(health, clock.monotonic)
         health.add_source(self._fallback_problems)
-        self.client = GrpcAdvisorClient(config.advisor_socket, at_v0_5_47=at_v0_5_47)
-        self.checkpoint = CheckpointServer(
-            config.plugin_socket, self._latest_cpu, at_v0_5_47=at_v0_5_47
+        self.client: AdvisorClient = client or GrpcAdvisorClient(
+            config.advisor_socket, at_v0_5_47=at_v0_5_47
         )
+        make_checkpoint = checkpoint or functools.partial(
+            GrpcCheckpoint, config.plugin_socket, at_v0_5_47=at_v0_5_47
+        )
+        self.checkpoint: CheckpointSocket = make_checkpoint(self._latest_cpu)
         self._started_at = clock.time()
         self._link = _Tell(ADVISOR_CHILD)
         self._ticker: Ticker | None = None
         self._watch_stop = threading.Event()
-        self._watchdog: threading.Thread | None = None
+        self._watchdog: Joinable | None = None
 
     # -- the subsystem ---------------------------------------------------------------------
 
@@ -170,8 +196,13 @@ class AdvisorWiring(SubsystemParts):
         return (self.collector(),)
 
     def start(self, running: Running) -> None:
-        """The fallback's silence ticker and the checkpoint watchdog (the link runs)."""
-        self.start_ticking(running.supervisor)
+        """The fallback's silence ticker (the link runs)."""
+        self.start_ticker(running.supervisor)
+
+    def serve(self, running: Running) -> None:
+        """The checkpoint watchdog (the socket itself is served as the link starts)."""
+        del running
+        self.start_watchdog()
 
     def serving(self) -> str:
         """The sockets it dials and serves, for the serving line."""
@@ -209,7 +240,7 @@ class AdvisorWiring(SubsystemParts):
             return AdvisorLinkCore(
                 enabled=True,
                 client=self.client,
-                probe=GrpcCheckpointProbe(self.config.plugin_socket),
+                probe=self.checkpoint,
                 latest_state=self._latest_state,
                 allocator=allocator,
                 timers=timers,
@@ -218,17 +249,28 @@ class AdvisorWiring(SubsystemParts):
                 monotonic=self._clock.monotonic,
                 call_timeout_s=self.config.call_timeout_s,
                 stats=self.stats,
-                advice=self.client if self.at_v0_5_47 else None,
+                advice=self._advice_client(),
                 advice_interval_s=self.config.advice_interval_s,
             )
 
-        ref = AdvisorLinkActor.start(build)
+        ref = self._runtime.spawn(AdvisorLinkActor, build)
         self._link.ref = ref
         return ref
 
-    def start_ticking(self, supervisor: Supervisor) -> None:
-        """Once the actors run: the silence ticker and the checkpoint watchdog."""
-        self._ticker = Ticker(
+    def _advice_client(self) -> AdviceClient | None:
+        """The client GetAdvice is asked through at v0.5.47 (the advisor client itself)."""
+        if not self.at_v0_5_47:
+            return None
+        if not isinstance(self.client, AdviceClient):
+            raise TypeError(
+                f"at v0.5.47 the sys-advisor client must answer GetAdvice; "
+                f"{type(self.client).__name__} does not"
+            )
+        return self.client
+
+    def start_ticker(self, supervisor: Supervisor) -> None:
+        """Tell the Allocator ``CheckAdvisorSilence`` every tick period (the actors run)."""
+        self._ticker = self._runtime.ticker(
             supervisor.ref(ALLOCATOR_CHILD),
             silence_tick_period(self.config.unhealthy_after_s),
             self._clock.time,
@@ -236,14 +278,12 @@ class AdvisorWiring(SubsystemParts):
             name="advisor-silence-ticker",
         )
         self._ticker.start()
-        self.start_watchdog()
 
     def start_watchdog(self) -> None:
         """Check the GetCheckpoint socket every period, serving it again when it is gone."""
-        self._watchdog = threading.Thread(
-            target=self._watch_checkpoint, name="advisor-checkpoint-watchdog", daemon=True
+        self._watchdog = self._runtime.run(
+            self._watch_checkpoint, name="advisor-checkpoint-watchdog"
         )
-        self._watchdog.start()
 
     def stop(self) -> None:
         """Stop the ticker and the watchdog (the Supervisor stops the link); then, once the
@@ -277,23 +317,19 @@ class AdvisorWiring(SubsystemParts):
         Raises:
             ServingError: the socket cannot be served (another process serves it).
         """
-        if is_served(self.checkpoint.path):
-            return
-        self.checkpoint.stop()
-        self.checkpoint.start()
+        self.checkpoint.serve()
 
     def _watch_checkpoint(self) -> None:
         delay = _RESTART_FIRST_S
         wait = self._watch_period_s
         while not self._watch_stop.wait(wait):
-            if is_served(self.checkpoint.path):
+            if self.checkpoint.served():
                 delay, wait = _RESTART_FIRST_S, self._watch_period_s
                 continue
-            path = self.checkpoint.path
+            path = self.config.plugin_socket
             _log.warning("GetCheckpoint socket %s does not answer: serving it again", path)
             try:
-                self.checkpoint.stop()
-                self.checkpoint.start()
+                self.checkpoint.restart()
             except Exception as err:
                 _log.warning("cannot serve GetCheckpoint (retrying in %.1f s): %s", delay, err)
                 wait, delay = delay, min(delay * 2, _RESTART_MAX_S)
@@ -322,6 +358,49 @@ class AdvisorWiring(SubsystemParts):
             f"pools sized by requests: no sys-advisor result applied since {since} "
             f"(--cpu-advisor-unhealthy-after {self.config.unhealthy_after_s:g} s)"
         ]
+
+
+class GrpcCheckpoint:
+    """``CheckpointSocket``: the gRPC GetCheckpoint server on ``--cpu-plugin-socket`` and the
+    link's self-dial of it.
+
+    Args:
+        path: the socket's path.
+        latest_cpu: the latest durable CPU state (what GetCheckpoint answers).
+        at_v0_5_47: answer as Katalyst v0.5.47 (its reclaimed assignments).
+    """
+
+    def __init__(
+        self, path: str, latest_cpu: Callable[[], Any], *, at_v0_5_47: bool = False
+    ) -> None:
+        self.server = CheckpointServer(path, latest_cpu, at_v0_5_47=at_v0_5_47)
+        self._probe = GrpcCheckpointProbe(path)
+
+    def serve(self) -> None:
+        """Serve unless something answers on the socket already.
+
+        Raises:
+            ServingError: the socket cannot be served (another process serves it).
+        """
+        if not self.served():
+            self.restart()
+
+    def served(self) -> bool:
+        """Whether something accepts connections on the socket."""
+        return is_served(self.server.path)
+
+    def restart(self) -> None:
+        """Stop the server (its socket removed) and serve it again."""
+        self.server.stop()
+        self.server.start()
+
+    def stop(self) -> None:
+        """Stop the server."""
+        self.server.stop()
+
+    def check(self, timeout_s: float) -> None:
+        """GetCheckpoint on the socket; raises ``AdvisorSick`` when it does not answer."""
+        self._probe.check(timeout_s)
 
 
 def _iso(wall: float) -> str:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pykka
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -54,6 +54,7 @@ from actors.ports.migration import AdviceExecutor
 from actors.ports.pod_source import PodSource
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
+from actors.threads import THREADS
 from actors.ticker import Ticker
 from policy.balance.constants import EVICTION_PLUGIN_NAME, ROUND_METRIC
 from policy.topology.model import CPUTopology
@@ -65,7 +66,7 @@ from qrmd.host.metrics_fixed import FixedNumaMetrics
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_distances import TopologyNumaDistances
 from qrmd.status.health import HEALTH_TOLERATION_MULTIPLIER, HandlerHealth, ProblemSource
-from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
+from qrmd.subsystem import STORE_CHILD, Running, Runtime, Shared, SubsystemParts
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginServer
 from wire.rpc import RpcObserver
 
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("qrmd.balancer")
+_Reader = TypeVar("_Reader")
 
 #: The balancer's name among the Supervisor's children.
 BALANCER_CHILD = "memory_balancer"
@@ -110,8 +112,16 @@ class _BalancerRef:
 
 def build(settings: BalancerSettings, shared: Shared) -> BalancerWiring:
     """The memory balancer subsystem on this host's sources, as the settings choose them."""
+    host = shared.host
     return BalancerWiring(
-        settings, shared.machine.topology, shared.clock, cpu_vendor=read_cpu_vendor()
+        settings,
+        shared.machine.topology,
+        shared.clock,
+        cpu_vendor=read_cpu_vendor() if host.cpu_vendor is None else host.cpu_vendor,
+        metric_source=host.numa_metrics,
+        memory=host.container_memory,
+        executor=host.page_mover,
+        runtime=shared.runtime,
     ).attach(shared)
 
 
@@ -124,7 +134,8 @@ class BalancerWiring(SubsystemParts):
         clock: the daemon's clock: rounds, the cool-down and the ping-pong window use it.
         cpu_vendor: the CPUID vendor string (§3.1).
         metric_source, memory, executor: replace the ports the configuration would build
-            (tests, the demo); ``executor=None`` builds the ``CgroupMigrator``.
+            (tests, the demo, the simulation); ``executor=None`` builds the ``CgroupMigrator``.
+        runtime: starts the actor and the ticker (default: threads).
 
     Raises:
         ValueError: a source setting cannot be used, or the memory cgroup root is not a
@@ -142,8 +153,10 @@ class BalancerWiring(SubsystemParts):
         metric_source: NumaMetricSource | None = None,
         memory: ContainerMemoryReader | None = None,
         executor: AdviceExecutor | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self.config = config
+        self._runtime = runtime or THREADS
         self.cpu_vendor = cpu_vendor
         self._clock = clock
         self.distances = TopologyNumaDistances(topology.distances)
@@ -177,10 +190,10 @@ class BalancerWiring(SubsystemParts):
                 config.simulated_pressure,
                 read_latency=resolved.force_balance_read_latency_threshold + 10,
             )
-        reader = build_container_memory_reader(settings)
-        self.memory: ContainerMemoryReader = memory or reader
+        reader = None if memory and executor else build_container_memory_reader(settings)
+        self.memory: ContainerMemoryReader = memory or _required(reader)
         self.executor: AdviceExecutor = executor or CgroupMigrator(
-            reader, len(numa_ids), execute=config.memory_balance_execute
+            _required(reader), len(numa_ids), execute=config.memory_balance_execute
         )
         self.pod_source: PodSource | None = None
         self.ticker: Ticker | None = None
@@ -213,8 +226,12 @@ class BalancerWiring(SubsystemParts):
         return (self.collector(),)
 
     def start(self, running: Running) -> None:
-        """Tick the rounds and serve the eviction plugin (the actor runs)."""
-        self.start_serving(running.supervisor, running.metrics)
+        """Tick the rounds (the actor runs)."""
+        self.start_ticking(running.supervisor)
+
+    def serve(self, running: Running) -> None:
+        """Serve the eviction plugin."""
+        self.serve_plugin(running.metrics)
 
     def serving(self) -> str:
         """The rounds and the eviction plugin, for the serving line."""
@@ -266,7 +283,7 @@ class BalancerWiring(SubsystemParts):
             cpu_vendor=self.cpu_vendor,
             round_summary_every_s=self.config.balance_round_summary_every_s,
         )
-        return MemoryBalancerActor.start(core)
+        return self._runtime.spawn(MemoryBalancerActor, core)
 
     # -- health ------------------------------------------------------------------------------
 
@@ -287,8 +304,13 @@ class BalancerWiring(SubsystemParts):
         A plugin that cannot be served is retried every ``PLUGIN_RETRY_S`` (§10); nothing
         here raises for it.
         """
+        self.start_ticking(supervisor)
+        self.serve_plugin(observer)
+
+    def start_ticking(self, supervisor: Supervisor) -> None:
+        """Tell the actor ``Tick`` every ``--qos-aware-sync-period`` (the actor is running)."""
         self._supervisor = supervisor
-        self.ticker = Ticker(
+        self.ticker = self._runtime.ticker(
             supervisor.ref(BALANCER_CHILD),
             self.config.qos_aware_sync_period_s,
             self._clock.time,
@@ -296,6 +318,10 @@ class BalancerWiring(SubsystemParts):
             name="balancer-ticker",
         )
         self.ticker.start()
+
+    def serve_plugin(self, observer: RpcObserver | None) -> None:
+        """Serve the eviction plugin (after ``start_ticking``), retried every
+        ``PLUGIN_RETRY_S`` while it cannot be (§10); never raises for it."""
         if not self._serve_plugin(observer):
             self._retry = threading.Thread(
                 target=self._retry_plugin, args=(observer,), name="eviction-plugin", daemon=True
@@ -377,6 +403,12 @@ class BalancerWiring(SubsystemParts):
             "results": dict(stats.results_total),
             "moved": (stats.bytes_moved_total, stats.batches_total, stats.longest_batch_s),
         }
+
+
+def _required(reader: _Reader | None) -> _Reader:
+    # Built whenever a port needs it (``BalancerWiring``): None only when none does.
+    assert reader is not None
+    return reader
 
 
 def _wait_ready(ref: pykka.ActorRef[Any]) -> None:

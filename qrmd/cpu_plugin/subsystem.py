@@ -152,13 +152,17 @@ class CpuPluginWiring(SubsystemParts):
         return (self._readiness_problems,)
 
     def start(self, running: Running) -> None:
-        """Serve kubelet: one plugin server per distinct socket directory (wire.md §2, §8.1)."""
+        """Say what the Allocator runs without (the servers come with ``serve``)."""
+        del running
         if self._shared.ports.pod_source is None:
             _log.info(
                 "--pod-source none: residual state of a pod kubelet forgot to remove is never "
                 "cleaned and cpusets are not checked (as the reference without pod metadata, "
                 "cpu-policy §12.4 step 1)"
             )
+
+    def serve(self, running: Running) -> None:
+        """Serve kubelet: one plugin server per distinct socket directory (wire.md §2, §8.1)."""
         supervisor = running.supervisor
         allocator = supervisor.ref(ALLOCATOR_CHILD)
         # Missing directories are created (0755); one socket per inode (wire.md §2).
@@ -215,7 +219,7 @@ class CpuPluginWiring(SubsystemParts):
             ports.pod_source,
             advisor=None if ports.advisor is None else ports.advisor(),
         )
-        return AllocatorActor.start(core)
+        return self._shared.runtime.spawn(AllocatorActor, core)
 
     def _start_policy(self, allocator: pykka.ActorRef[Any]) -> None:
         try:

@@ -43,6 +43,7 @@ from actors.ports.cpu_load import ContainerLoadSource
 from actors.ports.reclaim_metrics import ReclaimMetricsSource
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
+from actors.threads import THREADS
 from actors.ticker import Ticker
 from policy.cpu.context import PolicyContext
 from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
@@ -53,7 +54,7 @@ from policy.topology.cpuset import CPUSet
 from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.host.cpu_load_sources import build_container_load_source
 from qrmd.host.reclaim_metrics import build_reclaim_metrics_source
-from qrmd.subsystem import STORE_CHILD, Running, Shared, SubsystemParts
+from qrmd.subsystem import STORE_CHILD, Running, Runtime, Shared, SubsystemParts
 from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginRpc, EvictionPluginServer
 from wire.rpc import RpcObserver
@@ -113,6 +114,8 @@ def build(settings: CPUPressureSettings, shared: Shared) -> CPUPressureWiring:
         shared.clock,
         reserved=shared.machine.reserved,
         qos=shared.machine.qos,
+        loads=shared.host.cpu_loads,
+        runtime=shared.runtime,
         machine=shared.machine,
     )
 
@@ -125,7 +128,9 @@ class CPUPressureWiring(SubsystemParts):
         clock: the daemon's clock.
         reserved: the system's reserved CPUs.
         qos: how QoS levels are resolved (the Allocator's configuration).
-        loads: replaces the load source the configuration would build (tests, the demo).
+        loads: replaces the load source the configuration would build (tests, the demo,
+            the simulation).
+        runtime: starts the actor and the ticker (default: threads).
         machine: the reference level, its options and the reclaim root cgroup (default: the
             v0.5.3 level).
         reclaim: replaces the reclaim metrics source the configuration would build at v0.5.47
@@ -144,10 +149,12 @@ class CPUPressureWiring(SubsystemParts):
         reserved: CPUSet,
         qos: QoSConfig,
         loads: ContainerLoadSource | None = None,
+        runtime: Runtime | None = None,
         machine: PolicyContext | None = None,
         reclaim: ReclaimMetricsSource | None = None,
     ) -> None:
         self.config = config
+        self._runtime = runtime or THREADS
         self.settings = config.plugins
         self._clock = clock
         self._reserved = reserved
@@ -183,8 +190,12 @@ class CPUPressureWiring(SubsystemParts):
         return (self.collector(),)
 
     def start(self, running: Running) -> None:
-        """Collect the loads and serve both plugins (the actor runs)."""
-        self.start_serving(running.supervisor, running.metrics)
+        """Collect the loads (the actor runs)."""
+        self.start_ticking(running.supervisor)
+
+    def serve(self, running: Running) -> None:
+        """Serve both plugins."""
+        self.serve_plugins(running.metrics)
 
     def serving(self) -> str:
         """The two plugins' sockets, for the serving line."""
@@ -215,7 +226,7 @@ class CPUPressureWiring(SubsystemParts):
             qos=self._qos,
             **self._reference_args(),
         )
-        return CPUPressureActor.start(core)
+        return self._runtime.spawn(CPUPressureActor, core)
 
     def _reference_args(self) -> dict[str, Any]:
         machine = self._machine
@@ -230,8 +241,13 @@ class CPUPressureWiring(SubsystemParts):
     def start_serving(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
         """Start collecting and serve both plugins (the actor is running); a plugin that
         cannot be served is retried every ``PLUGIN_RETRY_S``. Never raises for a plugin."""
+        self.start_ticking(supervisor)
+        self.serve_plugins(observer)
+
+    def start_ticking(self, supervisor: Supervisor) -> None:
+        """Tell the actor ``CollectLoad`` every ``--eviction-load-sync-period``."""
         self._supervisor = supervisor
-        self.ticker = Ticker(
+        self.ticker = self._runtime.ticker(
             supervisor.ref(CPU_PRESSURE_CHILD),
             self.settings.load_eviction_sync_period_s,
             self._clock.time,
@@ -239,6 +255,10 @@ class CPUPressureWiring(SubsystemParts):
             name="cpu-pressure-ticker",
         )
         self.ticker.start()
+
+    def serve_plugins(self, observer: RpcObserver | None) -> None:
+        """Serve both plugins (after ``start_ticking``); a plugin that cannot be served is
+        retried every ``PLUGIN_RETRY_S``. Never raises for a plugin."""
         if not self._serve_plugins(observer):
             self._retry = threading.Thread(
                 target=self._retry_plugins,

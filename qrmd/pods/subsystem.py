@@ -27,7 +27,6 @@ With ``--pod-source kubelet`` the daemon gains:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -52,6 +51,7 @@ from actors.ports.cgroups import CpuIdleSetter, CpusetReader
 from actors.ports.clock import Clock
 from actors.store_messages import Snapshot
 from actors.supervisor import ChildSpec, Supervisor
+from actors.threads import THREADS
 from actors.ticker import Ticker
 from policy.cpu.context import PolicyContext
 from policy.state.sections import State
@@ -61,7 +61,14 @@ from qrmd.host.kubelet_pods import KubeletPodFetcher, runs_as_pod
 from qrmd.host.pod_publisher import FETCH_HANDLER, PodListPublisher
 from qrmd.pods.settings import PodsSettings
 from qrmd.status.health import HandlerHealth, HealthRegistry
-from qrmd.subsystem import ALLOCATOR_CHILD, Running, Shared, SubsystemParts
+from qrmd.subsystem import (
+    ALLOCATOR_CHILD,
+    Joinable,
+    Running,
+    Runtime,
+    Shared,
+    SubsystemParts,
+)
 
 __all__ = [
     "CHECKERS_CHILD",
@@ -102,7 +109,18 @@ def build(settings: PodsSettings, shared: Shared) -> CheckersWiring:
         # Read through the ports at each call: whoever offers the snapshot, built before or after.
         return ports.latest()
 
-    checkers = CheckersWiring(settings, shared.machine, shared.clock, shared.health, latest)
+    host = shared.host
+    checkers = CheckersWiring(
+        settings,
+        shared.machine,
+        shared.clock,
+        shared.health,
+        latest,
+        fetch=host.pod_list,
+        cpusets=host.cpusets,
+        cpu_idle=host.cpu_idle,
+        runtime=shared.runtime,
+    )
     ports.pod_source = checkers.publisher
     return checkers
 
@@ -117,7 +135,8 @@ class CheckersWiring(SubsystemParts):
         health: where the handlers' checks are registered.
         state: the latest durable snapshot (the StateStore's published one), or None.
         fetch: replaces the kubelet adapter's fetch (tests).
-        cpusets, cpu_idle: replace the cgroup ports (tests, the demo).
+        cpusets, cpu_idle: replace the cgroup ports (tests, the demo, the simulation).
+        runtime: starts the actor, the tickers and the first round (default: threads).
     """
 
     def __init__(
@@ -131,7 +150,9 @@ class CheckersWiring(SubsystemParts):
         fetch: Callable[[], Any] | None = None,
         cpusets: CpusetReader | None = None,
         cpu_idle: CpuIdleSetter | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
+        self._runtime = runtime or THREADS
         settings = config.pod_source
         self.settings = settings
         self._ctx = ctx
@@ -168,7 +189,7 @@ class CheckersWiring(SubsystemParts):
         self.cpu_idle = cpu_idle or (CgroupCpuIdle() if settings.enable_syncing_cpu_idle else None)
         self.core: CheckersCore | None = None
         self.tickers: list[Ticker] = []
-        self._first: threading.Thread | None = None
+        self._first: Joinable | None = None
 
     # -- the subsystem ---------------------------------------------------------------------
 
@@ -224,14 +245,14 @@ class CheckersWiring(SubsystemParts):
             reclaim_cgroup_path=self.settings.reclaim_relative_root_cgroup_path,
         )
         self.core = CheckersCore(ports, self._ctx, settings)
-        return CheckersActor.start(self.core)
+        return self._runtime.spawn(CheckersActor, self.core)
 
     # -- tickers ------------------------------------------------------------------------------
 
     def start_tickers(self, supervisor: Supervisor) -> None:
         """Start the fetch ticker and one ticker per handler (the actor is running)."""
         ref = supervisor.ref(CHECKERS_CHILD)
-        fetch = Ticker(
+        fetch = self._runtime.ticker(
             _Refresh(self.publisher, ref),
             self.settings.fetch_period_s,
             self._clock.time,
@@ -242,18 +263,18 @@ class CheckersWiring(SubsystemParts):
         if SYNC_CPU_IDLE in self.periods:
             own.append((SYNC_CPU_IDLE, self.periods[SYNC_CPU_IDLE]))
         handlers = [
-            Ticker(ref, period, self._clock.time, _tick_of(name), name=f"checker-{name}")
+            self._runtime.ticker(
+                ref, period, self._clock.time, _tick_of(name), name=f"checker-{name}"
+            )
             for name, period in own
         ]
         self.tickers = [fetch, *handlers]
         # The reference runs a handler as soon as it starts: the first fetch (and the pod
         # handlers on it), then the others once, off the daemon's start-up thread (a kubelet
         # that does not answer would otherwise hold start-up for the whole fetch timeout).
-        self._first = threading.Thread(
-            target=self._first_round, args=(fetch, handlers), name="checkers-first-round",
-            daemon=True,
-        )  # fmt: skip
-        self._first.start()
+        self._first = self._runtime.run(
+            lambda: self._first_round(fetch, handlers), name="checkers-first-round"
+        )
         for ticker in self.tickers:
             ticker.start()
         if self.settings.kubelet_ca_file is not None and not self.endpoint.is_secure:

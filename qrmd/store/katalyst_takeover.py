@@ -23,7 +23,6 @@ import logging
 import os
 
 from policy.topology.model import CPUTopology
-from qrmd.store.katalyst_import import KatalystCheckpointError, holds_journal, import_checkpoint
 from qrmd.store.takeover_settings import IGNORE, TakeoverSettings
 
 __all__ = ["TakeoverRefusedError", "adopt_katalyst_state"]
@@ -53,8 +52,19 @@ def adopt_katalyst_state(
         TakeoverRefusedError: rule 5, or the import (rule 4) refused the file; nothing was written.
     """
     path = settings.katalyst_checkpoint
-    # 1-3. Nothing to take over.
-    if path is None or holds_journal(state_dir) or not os.path.lexists(path):
+    # 1, 3. Nothing to take over: the checks that need none of the import's code come first.
+    if path is None or not os.path.lexists(path):
+        return None
+    # The import (katalyst's layouts and decoders) is loaded only where its file is: on every
+    # other node it would be a tenth of the daemon's imports for nothing.
+    from qrmd.store.katalyst_import import (  # noqa: PLC0415
+        KatalystCheckpointError,
+        holds_journal,
+        import_checkpoint,
+    )
+
+    # 2. The journal is the state.
+    if holds_journal(state_dir):
         return None
     # 5. Refuse: starting empty would give running pods' CPUs away.
     if not settings.import_if_present:

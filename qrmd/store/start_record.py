@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from typing import Any, Final
 
 from actors.store_report import RecoveryReport
@@ -41,6 +40,7 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.reference import ReferenceOptions
 from policy.topology.machine_file import machine_from_topology, topology_from_machine
 from policy.topology.model import CPUTopology, TopologyError
+from qrmd.version import installed_version
 
 __all__ = [
     "START_KIND",
@@ -58,10 +58,7 @@ START_KIND: Final = "DaemonStarted"
 
 def qrmd_version() -> str:
     """The installed qrmd's version ("unknown" when it runs from a tree that is not installed)."""
-    try:
-        return metadata.version("qrmd")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return installed_version() or "unknown"
 
 
 def reference_settings(version: str, options: ReferenceOptions) -> dict[str, Any]:

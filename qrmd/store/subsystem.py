@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,7 +44,9 @@ from actors.store_messages import (
 )
 from actors.store_status import StoreStatus
 from actors.supervisor import ChildSpec, Supervisor
+from actors.threads import THREADS
 from actors.ticker import Ticker
+from journal.fileops import FileOps
 from policy.cpu.context import PolicyContext
 from policy.topology.model import CPUTopology
 from qrmd.status.health import ProblemSource
@@ -55,6 +58,7 @@ from qrmd.subsystem import (
     STORE_CHILD,
     DaemonError,
     Running,
+    Runtime,
     Shared,
     SubsystemParts,
 )
@@ -101,18 +105,24 @@ def build(settings: StoreSettings, shared: Shared) -> StoreWiring:
     adopt_katalyst_state(
         settings.takeover, settings.state_dir, settings.node_name, shared.machine.topology
     )
+    storage = shared.host.journal
+    config = StoreConfig(
+        settings.state_dir,
+        settings.node_name,
+        settings.durability,
+        checkpoint_every_records=settings.checkpoint_every_records,
+        checkpoint_every_s=settings.checkpoint_every_s,
+        retention=settings.retention(),
+    )
+    if storage is not None and storage.segment_max_bytes is not None:
+        config = dataclasses.replace(config, segment_max_bytes=storage.segment_max_bytes)
     store = StoreWiring(
-        StoreConfig(
-            settings.state_dir,
-            settings.node_name,
-            settings.durability,
-            checkpoint_every_records=settings.checkpoint_every_records,
-            checkpoint_every_s=settings.checkpoint_every_s,
-            retention=settings.retention(),
-        ),
+        config,
         shared.machine.topology,
         shared.clock,
         machine=shared.machine,
+        runtime=shared.runtime,
+        fs=None if storage is None else storage.files,
     )
     shared.ports.latest = lambda: store.latest
     shared.ports.store_status = lambda: store.status
@@ -128,6 +138,8 @@ class StoreWiring(SubsystemParts):
         topology: this node's topology; the journal must have been written for it.
         clock: the daemon's clock: the journal's, and the time the ticks carry.
         machine: the daemon's machine, written into its start record.
+        runtime: starts the actor and the ticker (default: threads).
+        fs: the journal's file operations (default: the OS's).
     """
 
     def __init__(
@@ -137,8 +149,12 @@ class StoreWiring(SubsystemParts):
         clock: Clock,
         *,
         machine: PolicyContext,
+        runtime: Runtime | None = None,
+        fs: FileOps | None = None,
     ) -> None:
         self.config = config
+        self._runtime = runtime or THREADS
+        self._fs = fs
         self._topology = topology
         self._clock = clock
         self._machine = machine
@@ -157,7 +173,7 @@ class StoreWiring(SubsystemParts):
         """The actor's opener: runs in ``on_start``, so a restarted store reloads from disk."""
         self.open_error = None
         try:
-            core = StateStoreCore.open(self.config, self._topology, clock=self._clock)
+            core = StateStoreCore.open(self.config, self._topology, fs=self._fs, clock=self._clock)
         except Exception as err:
             self.open_error = err
             raise
@@ -174,10 +190,11 @@ class StoreWiring(SubsystemParts):
 
     def start_actor(self, _refs: Mapping[str, pykka.ActorRef[Any]]) -> pykka.ActorRef[Any]:
         """Start the store's actor (the first time, recovery runs here: module rules)."""
+        spawn = self._runtime.spawn
         if self.status is None:
             core = self.open()
-            return StateStoreActor.start(lambda: core, [self.publish], [self.publish_status])
-        return StateStoreActor.start(self.open, [self.publish], [self.publish_status])
+            return spawn(StateStoreActor, lambda: core, [self.publish], [self.publish_status])
+        return spawn(StateStoreActor, self.open, [self.publish], [self.publish_status])
 
     def wait_recovered(self, ref: pykka.ActorRef[Any]) -> None:
         """Wait until the actor has recovered; re-raise why it could not open."""
@@ -199,7 +216,7 @@ class StoreWiring(SubsystemParts):
         if self.ticker is not None:
             raise RuntimeError("the checkpoint ticker was started before")
         period = checkpoint_tick_period(self.config.checkpoint_every_s)
-        self.ticker = Ticker(
+        self.ticker = self._runtime.ticker(
             supervisor.ref(STORE_CHILD),
             period,
             self._clock.time,

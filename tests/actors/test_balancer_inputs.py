@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from actors.balancer_inputs import (
+    ContainerIdsMemo,
     container_ids_of,
     metric_inputs,
     store_pods,
@@ -161,3 +162,17 @@ def test_the_pods_in_pools_are_listed_again_only_for_a_new_cpu_section() -> None
     again = pods()
     assert again is not first and [p.uid for p in again.pods] == ["p1"]
     assert again == pods_in_pools(store.latest().state.cpu)
+
+
+def test_container_ids_are_filled_again_only_when_the_pods_or_the_listing_change() -> None:
+    memo = ContainerIdsMemo()
+    pods = PodsInPools({"share": (0, 1)}, (_S4,))
+    first = _listing(s4={"a": "containerd://a1", "b": "containerd://b1"})
+    filled = memo(pods, first)
+    assert memo(pods, first) is filled
+    restarted = _listing(s4={"a": "containerd://a2", "b": "containerd://b1"})
+    (again,) = memo(pods, restarted).pods
+    assert again.container_ids == ("containerd://a2", "containerd://b1")
+    moved = PodsInPools({"share": (0,)}, (_S4,))
+    assert memo(moved, restarted).pools == moved.pools
+    assert memo(moved, None) is moved

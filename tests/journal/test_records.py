@@ -7,7 +7,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import PayloadError, Record, UnencodableRecord
@@ -16,10 +16,12 @@ from journal.records import (
     SegmentHeader,
     decode_checkpoint_header,
     decode_record,
+    decode_record_events,
     decode_segment_header,
     encode_checkpoint_header,
     encode_record,
     encode_segment_header,
+    record_seq,
 )
 
 GOOD: dict[str, Any] = {
@@ -96,3 +98,96 @@ def test_a_segment_header_is_not_a_checkpoint_header() -> None:
 def test_unencodable_values_are_our_error() -> None:
     with pytest.raises(UnencodableRecord, match="record 3 cannot be encoded"):
         encode_record(Record(3, 0.0, 0.0, {"x": object()}, []))
+
+
+@pytest.mark.parametrize(
+    "seq",
+    [
+        pytest.param(1, id="the first record's seq, one byte"),
+        pytest.param(127, id="the largest seq stored in the type byte itself"),
+        pytest.param(128, id="a seq of one byte after the type byte"),
+        pytest.param(65_535, id="a seq of two bytes"),
+        pytest.param(2**32 - 1, id="a seq of four bytes"),
+        pytest.param(2**64 - 1, id="a seq of eight bytes"),
+    ],
+)
+def test_record_seq_reads_the_seq_encode_record_wrote(seq: int) -> None:
+    payload = encode_record(Record(seq, 1.7e9, 12.5, GOOD["cause"], GOOD["events"]))
+    assert record_seq(payload) == seq == decode_record(payload).seq
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            msgpack.packb({"seq": 7, **{k: v for k, v in GOOD.items() if k != "seq"}}),
+            id="a record whose fields come in another order",
+        ),
+        pytest.param(_with(schema=2), id="a record of another schema version"),
+        pytest.param(_with(seq=-1), id="a negative seq"),
+        pytest.param(_with(seq="7"), id="a seq that is a string"),
+        pytest.param(_with(cause=...), id="a record of five fields"),
+        pytest.param(msgpack.packb([1, 2]), id="a list"),
+        pytest.param(_with(seq=70_000)[:16], id="a seq cut short"),
+        pytest.param(b"", id="no bytes"),
+    ],
+)
+def test_record_seq_leaves_every_other_layout_to_decode_record(payload: bytes) -> None:
+    assert record_seq(payload) is None
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_record_seq_agrees_with_decode_record_on_every_seq(seq: int) -> None:
+    payload = encode_record(Record(seq, 1.7e9, 12.5, {}, []))
+    assert record_seq(payload) == decode_record(payload).seq
+
+
+def _read(decode: Any, payload: bytes) -> tuple[str, Any]:
+    """What ``decode`` makes of ``payload``: its record (cause aside) or its error's message."""
+    try:
+        record = decode(payload)
+    except PayloadError as exc:
+        return "refused", str(exc)
+    return "read", (record.seq, record.wall_time, record.monotonic_time, record.events)
+
+
+_PLAIN = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            encode_record(Record(7, 1.7e9, 12.5, GOOD["cause"], GOOD["events"])), id="a record"
+        ),
+        pytest.param(_with(cause={}), id="a record whose cause is empty"),
+        pytest.param(_with(cause=[1]), id="a cause that is not a map"),
+        pytest.param(_with(cause=...), id="a record without a cause"),
+        pytest.param(_with(events={}), id="events that are not a list"),
+        pytest.param(_with(schema=2), id="a record from a newer schema"),
+        pytest.param(_with(wall_time=1_700_000_000), id="an integer time"),
+        pytest.param(_with() + b"\x00", id="a byte after the record"),
+        pytest.param(_with()[:-1], id="a record cut short"),
+        pytest.param(msgpack.packb([1, 2]), id="a list where the record map belongs"),
+        pytest.param(b"", id="no bytes"),
+    ],
+)
+def test_reading_the_events_only_reads_and_refuses_as_decode_record(payload: bytes) -> None:
+    assert _read(decode_record_events, payload) == _read(decode_record, payload)
+    with contextlib.suppress(PayloadError):
+        assert decode_record_events(payload).cause == {}
+
+
+@given(st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN) | st.binary(max_size=120))
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_reading_the_events_only_agrees_with_decode_record_on_any_payload(value: Any) -> None:
+    payload = value if isinstance(value, bytes) else msgpack.packb({**GOOD, **value})
+    assert _read(decode_record_events, payload) == _read(decode_record, payload)

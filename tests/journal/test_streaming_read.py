@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -196,6 +196,29 @@ def test_streamed_reading_equals_whole_segment_scans_on_damaged_journals(
                 want.end,
                 want.damage,
             )
+            # Recovery's scan passes over the records its checkpoint covers: the same scan
+            # without them, the same end, damage and next seq.
+            needed = data.draw(st.integers(0, count + 2), label="from_seq of the scan")
+            passed = scan_segment(content, path, resync=resync, from_seq=needed)
+            kept = [
+                (r, o) for r, o in zip(want.records, want.offsets, strict=True) if r.seq >= needed
+            ]
+            next_seq = want.records[-1].seq + 1 if want.records else want.header_first_seq
+            assert (passed.records, passed.offsets, passed.end, passed.damage) == (
+                [r for r, _ in kept],
+                [o for _, o in kept],
+                want.end,
+                want.damage,
+            )
+            assert passed.next_seq == next_seq
+            # The StateStore's recovery reads the events only: the same scan, causes empty.
+            events_only = scan_segment(content, path, resync=resync, causes=False)
+            assert (events_only.end, events_only.damage, events_only.offsets) == (
+                want.end,
+                want.damage,
+                want.offsets,
+            )
+            assert [replace(r, cause={}) for r in want.records] == events_only.records
 
     low = data.draw(st.integers(0, count + 2), label="from_seq")
     high = data.draw(st.none() | st.integers(0, count + 2), label="to_seq")

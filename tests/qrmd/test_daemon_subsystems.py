@@ -46,6 +46,11 @@ class Recorded(SubsystemParts):
         if self.inner is not None:
             self.inner.start(running)
 
+    def serve(self, running: Running) -> None:
+        self.events.append(f"serve {self.name}")
+        if self.inner is not None:
+            self.inner.serve(running)
+
     def stop(self) -> None:
         self.events.append(f"stop {self.name}")
         if self.inner is not None:
@@ -103,19 +108,21 @@ SOME = {"enable-memory-balancer": True, "enable-cpu-pressure-eviction": True}
             "",
             [
                 "build store", "build cpu_plugin", "build balancer", "build cpu_pressure",
-                "start store", "start cpu_plugin", "start balancer", "start cpu_pressure",
+                "start store", "serve store", "start cpu_plugin", "serve cpu_plugin",
+                "start balancer", "serve balancer", "start cpu_pressure", "serve cpu_pressure",
                 "stop cpu_pressure", "stop balancer", "stop cpu_plugin", "stop store",
                 "close cpu_pressure (actors stopped)", "close balancer (actors stopped)",
                 "close cpu_plugin (actors stopped)", "close store (actors stopped)",
             ],
-            id="enabled subsystems start in order and stop in reverse, closed after the actors",
+            id="enabled subsystems start and serve in order and stop in reverse, closed after "
+            "the actors",
         ),
         pytest.param(
             {},
             "",
             [
                 "build store", "build cpu_plugin",
-                "start store", "start cpu_plugin",
+                "start store", "serve store", "start cpu_plugin", "serve cpu_plugin",
                 "stop cpu_plugin", "stop store",
                 "close cpu_plugin (actors stopped)", "close store (actors stopped)",
             ],
@@ -126,7 +133,8 @@ SOME = {"enable-memory-balancer": True, "enable-cpu-pressure-eviction": True}
             "balancer",
             [
                 "build store", "build cpu_plugin", "build balancer", "build cpu_pressure",
-                "start store", "start cpu_plugin", "start balancer",
+                "start store", "serve store", "start cpu_plugin", "serve cpu_plugin",
+                "start balancer",
                 "stop cpu_pressure", "stop balancer", "stop cpu_plugin", "stop store",
                 "close cpu_pressure (actors stopped)", "close balancer (actors stopped)",
                 "close cpu_plugin (actors stopped)", "close store (actors stopped)",

@@ -16,6 +16,9 @@ What the plugins remember between calls is the ``cpu_pressure`` state section
 (``policy.state.pressure``); every decision returns a ``Decision`` of its events.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from policy.cpu.pressure.answers import (
     EVICTION_NAME_LOAD,
     EVICTION_NAME_SUPPRESSION,
@@ -24,18 +27,50 @@ from policy.cpu.pressure.answers import (
     ThresholdMetAnswer,
     TopEvictionAnswer,
 )
-from policy.cpu.pressure.inputs import (
-    ContainerPool,
-    InputError,
-    LoadInputs,
-    PoolMap,
-    SuppressionInputs,
-    TopInputs,
-)
-from policy.cpu.pressure.load import CollectReport, collect_load, threshold_met, top_eviction_pods
 from policy.cpu.pressure.pods import ActivePod, PodError
 from policy.cpu.pressure.settings import PressureSettings, PressureSettingsError
-from policy.cpu.pressure.suppression import SuppressionError, evict_pods
+
+if TYPE_CHECKING:
+    from policy.cpu.pressure.inputs import (
+        ContainerPool,
+        InputError,
+        LoadInputs,
+        PoolMap,
+        SuppressionInputs,
+        TopInputs,
+    )
+    from policy.cpu.pressure.load import (
+        CollectReport,
+        collect_load,
+        threshold_met,
+        top_eviction_pods,
+    )
+    from policy.cpu.pressure.suppression import SuppressionError, evict_pods
+
+#: The decisions and their inputs load on first use: the settings (``qrmd run`` parses them
+#: whether or not CPU pressure eviction is enabled) need only ``settings``, ``pods`` and
+#: ``answers``, and a node's restart pays for every module it imports.
+_ON_FIRST_USE = {
+    **dict.fromkeys(
+        ("ContainerPool", "InputError", "LoadInputs", "PoolMap", "SuppressionInputs", "TopInputs"),
+        "policy.cpu.pressure.inputs",
+    ),
+    **dict.fromkeys(
+        ("CollectReport", "collect_load", "threshold_met", "top_eviction_pods"),
+        "policy.cpu.pressure.load",
+    ),
+    **dict.fromkeys(("SuppressionError", "evict_pods"), "policy.cpu.pressure.suppression"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'policy.cpu.pressure' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
 
 __all__ = [
     "EVICTION_NAME_LOAD",

@@ -21,6 +21,11 @@ code carries no switch) and undone afterwards:
   tolerance timers when it returns early (no reclaimed pod in the request, an empty reclaim
   pool), where the reference keeps them; a pod over its tolerance then starts its minimum
   duration again after every such call, and is offered late or never.
+* ``migrate-before-journal``: the memory balancer starts moving pages before its
+  ``BalanceAdviceTaken`` is durable (the write-ahead rule broken); a crash then leaves pages
+  moved for an advice the journal does not hold as taken, and it is handed out again.
+* ``skip-missing-numa-sample``: a balance round leaves out a NUMA node whose metric sample is
+  missing instead of failing (memory-balancer §4.1), and decides on the others.
 
 ``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
 checking the simulation itself.
@@ -30,13 +35,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import actors.checkers
 import actors.cpu_pressure
+from actors.memory_balancer import MemoryBalancerCore
 from actors.ports.commit import AdoptedSnapshot
+from actors.ports.migration import MigrationMode
 from journal.syncer import Syncer
 from journal.writer import Journal
+from policy.balance import MissingSample
+from policy.balance.inputs import RoundInputs
 from policy.cpu.pressure import EvictPodsAnswer, PressureSettings, SuppressionInputs, evict_pods
 from policy.cpu.pressure.pods import is_reclaimed
 from policy.cpu.qos import QoSConfig, QoSError
@@ -134,6 +144,52 @@ def _clear_timers_on_early_return() -> tuple[Any, str, Any]:
     return actors.cpu_pressure, "evict_pods", decide
 
 
+def _migrate_before_journal() -> tuple[Any, str, Any]:
+    original = MemoryBalancerCore._take_advice
+
+    def take_advice(self: MemoryBalancerCore, request: Any) -> Any:
+        executor = self._ports.executor
+        if executor is None:
+            return original(self, request)
+        real: Any = executor
+        started: list[Any] = []
+
+        class Early:
+            """Starts each plan as soon as it is made, before the commit."""
+
+            def plan(self, advice: Any, container_ids: Any) -> Any:
+                plan = real.plan(advice, container_ids)
+                if plan.mode is MigrationMode.EXECUTE:
+                    real.start(plan)
+                    started.append(plan)
+                return plan
+
+            def start(self, plan: Any) -> None:
+                if plan not in started:
+                    real.start(plan)
+
+        self._ports = replace(self._ports, executor=Early())
+        try:
+            return original(self, request)
+        finally:
+            self._ports = replace(self._ports, executor=executor)
+
+    return MemoryBalancerCore, "_take_advice", take_advice
+
+
+def _skip_missing_numa_sample() -> tuple[Any, str, Any]:
+    def numa_ids(self: RoundInputs) -> list[int]:
+        return [
+            n
+            for n in self.distances
+            if (m := self.numa_metrics.get(n)) is not None
+            and not isinstance(m.read_latency, MissingSample)
+            and not isinstance(m.read_write_bandwidth, MissingSample)
+        ]
+
+    return RoundInputs, "numa_ids", numa_ids
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
@@ -142,6 +198,8 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "forget-unanswered-commit": _forget_unanswered_commit,
     "count-empty-listing": _count_empty_listing,
     "clear-timers-on-early-return": _clear_timers_on_early_return,
+    "migrate-before-journal": _migrate_before_journal,
+    "skip-missing-numa-sample": _skip_missing_numa_sample,
 }
 
 

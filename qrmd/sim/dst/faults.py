@@ -14,11 +14,13 @@ Kinds (``--faults`` takes a comma-separated subset; the default is all):
 * ``kubelet_restart``: kubelet restarts: its calls in flight are lost, it registers the
   plugin again and asks for its options and allocations.
 * ``pod_source``: the pod source turns stale, failing or empty for a while.
-* ``actor_crash``: the StateStore, the Allocator or the CPU pressure actor is told a message
-  it cannot handle and dies; the Supervisor restarts it and the actors after it
-  (rest-for-one), the store recovering from the disk.
+* ``actor_crash``: the StateStore, the Allocator, the CPU pressure actor or the memory
+  balancer is told a message it cannot handle and dies; the Supervisor restarts it and the
+  actors after it (rest-for-one), the store recovering from the disk.
 * ``load_source``: the CPU load source reports missing samples, or absurd ones, for a while
   (``qrmd.sim.dst.metrics``).
+* ``numa_metrics``: the memory balancer's NUMA metric source reports missing samples, or
+  absurd ones (10¹², or a zero), for a while (``qrmd.sim.dst.numa_host``).
 * ``advisor``: sys-advisor turns slow, stalled, disconnecting, garbage-speaking or refusing
   for a while (``qrmd.sim.dst.advisor``).
 * ``cpuset_drift``: a running container's real cpuset (its cgroup) drifts to every CPU for a
@@ -36,6 +38,8 @@ from typing import TYPE_CHECKING
 
 from qrmd.sim.dst.advisor import ADVISOR_MODES
 from qrmd.sim.dst.metrics import LOAD_MODES
+from qrmd.sim.dst.node import CRASHABLE
+from qrmd.sim.dst.numa_host import METRIC_MODES
 from qrmd.sim.dst.pod_source import MODES
 
 if TYPE_CHECKING:
@@ -86,12 +90,12 @@ def _clock_jump(sim: Simulation) -> str:
 
 def _kubelet_restart(sim: Simulation) -> str:
     sim.kubelet.connection_lost()
-    sim.kubelet.restarted(sim.node.allocator if sim.node.up else None)
+    sim.kubelet.restarted(sim.plugin if sim.node.up else None)
     return "kubelet restarts and registers the plugin again"
 
 
 def _actor_crash(sim: Simulation) -> str:
-    name = sim.rng.choice(("store", "allocator", "cpu_pressure"))
+    name = sim.rng.choice(CRASHABLE)
     if sim.node.crash_actor(name):
         return f"the {name} actor is told a message it cannot handle"
     return f"the {name} actor is not running"
@@ -119,6 +123,12 @@ def _load_source(sim: Simulation) -> str:
     return f"load source {mode} for {sim.hold('load_source', 60)} steps"
 
 
+def _numa_metrics(sim: Simulation) -> str:
+    mode = METRIC_MODES[1 + sim.rng.randrange(len(METRIC_MODES) - 1)]
+    sim.numa_metrics.mode = mode
+    return f"NUMA metrics {mode} for {sim.hold('numa_metrics', 60)} steps"
+
+
 def _advisor(sim: Simulation) -> str:
     if not sim.cpu_advisor:
         return "sys-advisor is not enabled on this node"
@@ -141,6 +151,7 @@ FAULTS: dict[str, Callable[[Simulation], str]] = {
     "cpuset_drift": _cpuset_drift,
     "load_source": _load_source,
     "advisor": _advisor,
+    "numa_metrics": _numa_metrics,
 }
 FAULT_KINDS = tuple(FAULTS)
 
@@ -163,6 +174,8 @@ def clear(sim: Simulation, kind: str) -> None:
         sim.advisor.mode = "healthy"
     elif kind == "load_source":
         sim.loads.mode = "healthy"
+    elif kind == "numa_metrics":
+        sim.numa_metrics.mode = "healthy"
     elif kind == "cpuset_drift":
         sim.cgroups.drifted.clear()
 

@@ -49,6 +49,7 @@ from policy.state.entries import DEDICATED_OWNER
 from policy.state.replay import replay_records, state_from_checkpoint
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
+from qrmd.sim.dst.balancer_invariants import BALANCER_INVARIANTS
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
@@ -259,4 +260,5 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("health-truthful", health_truthful),
     ("suppression-timers-kept", suppression_timers_kept),
     ("actors-supervised", actors_supervised),
+    *BALANCER_INVARIANTS,
 )

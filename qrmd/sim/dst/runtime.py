@@ -84,6 +84,8 @@ class SimFuture(pykka.Future[Any]):
         self._exc_info: ExcInfo | None = None
         #: What the simulation saw when it resolved: (store seq, durable state).
         self.witness: Any = None
+        #: Called with the future once it resolves (after the simulation's witness).
+        self.callbacks: list[Callable[[SimFuture], None]] = []
 
     @property
     def done(self) -> bool:
@@ -125,6 +127,8 @@ class SimFuture(pykka.Future[Any]):
         self._value = value
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)
+        for callback in self.callbacks:
+            callback(self)
 
     def set_exception(self, exc_info: Any = None) -> None:
         if self.done:
@@ -134,6 +138,8 @@ class SimFuture(pykka.Future[Any]):
         self._exc_info = (info[0], info[1], info[2])
         self.resolved_at = self._scheduler.clock.monotonic()
         self._scheduler.resolved(self)
+        for callback in self.callbacks:
+            callback(self)
 
 
 class Scheduler:
@@ -157,6 +163,8 @@ class Scheduler:
         self.on_resolved: Callable[[SimFuture], None] | None = None
         #: Told each message an actor answered with an exception (refused commits).
         self.on_error_reply: Callable[[Any, BaseException], None] | None = None
+        #: Told each asked message an actor answered, with its answer (acknowledged commits).
+        self.on_reply: Callable[[Any, Any], None] | None = None
 
     # -- the runtime hooks ----------------------------------------------------------------------
 
@@ -247,6 +255,8 @@ class Scheduler:
             try:
                 response = actor._handle_receive(envelope.message)
                 if envelope.reply_to is not None:
+                    if self.on_reply is not None:
+                        self.on_reply(envelope.message, response)
                     envelope.reply_to.set(response)
             except Exception as err:
                 if envelope.reply_to is not None:

@@ -5,9 +5,11 @@ A step is one thing happening on the node, the seed choosing which:
 
 * the scheduler delivers one actor message (an Allocator call, a commit, a tick);
 * the kubelet acts (a new pod's hints, an Allocate, a listing, a RemovePod, a retry);
-* time passes (up to a few seconds): the store's checkpoint ticker fires when due, the pod
-  source polls, the Supervisor polls its actors, and kubelet's liveness probe restarts a qrmd
-  whose store has refused every commit for 30 s;
+* time passes (up to a few seconds): the subsystems' tickers whose period passed fire (the
+  store's checkpoints, the pod list fetch and the checkers, the CPU load collection, the
+  advisor's silence check, the balance rounds), the eviction manager calls, sys-advisor
+  speaks, the Supervisor polls its actors, and kubelet's liveness probe restarts a qrmd whose
+  store has refused every commit for 30 s;
 * a fault from the enabled kinds (``qrmd.sim.dst.faults``);
 * while the process is down, it boots again (recovering from the disk).
 
@@ -31,11 +33,11 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from actors.advisor_messages import CheckAdvisorSilence
-from actors.checkers_messages import PodListFetched
-from actors.cpu_pressure_messages import CollectLoad, SuppressionEvictPods
-from actors.store_messages import CheckpointIfDue, Commit, CommitRefused
+from actors.balancer_messages import GetEvictPods
+from actors.cpu_pressure_messages import SuppressionEvictPods
+from actors.store_messages import Commit, CommitRefused, Snapshot
 from journal.records import pack
+from policy.balance.section import BalancerState
 from policy.cpu.context import PolicyContext
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
@@ -49,17 +51,14 @@ from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.metrics import SimLoadSource, active_pods
 from qrmd.sim.dst.node import PRESSURE_SETTINGS, SimNode
+from qrmd.sim.dst.numa_host import SimHostMemory, SimNumaMetrics
+from qrmd.sim.dst.plugin_socket import SimPluginSocket
 from qrmd.sim.dst.pod_source import SimPodSource
 from qrmd.sim.dst.runtime import Scheduler, SimCrash, SimFuture
 from qrmd.sim.dst.storage import SimDisk
 
 __all__ = ["Failure", "Outcome", "Simulation", "run"]
 
-#: How often the store's checkpoint ticker fires (virtual seconds).
-CHECKPOINT_TICK_S = 30.0
-#: How often the Allocator's advisor-silence ticker fires (``silence_tick_period`` of the
-#: simulated ``--cpu-advisor-unhealthy-after``).
-SILENCE_TICK_S = 3.0
 #: How long /healthz may fail before kubelet's liveness probe restarts qrmd (virtual seconds).
 LIVENESS_S = 30.0
 #: Fault probability per step when faults are enabled.
@@ -91,6 +90,8 @@ class Outcome:
     boots: int = 0
     trace: list[str] = field(default_factory=list)
     cpu_advisor: bool = False
+    #: Groups of kubelet calls served with one fsync (the plugin socket's group commit).
+    group_commits: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +108,7 @@ class Outcome:
             "kubelet_calls": dict(sorted(self.kubelet_calls.items())),
             "boots": self.boots,
             "cpu_advisor": self.cpu_advisor,
+            "group_commits": self.group_commits,
         }
 
 
@@ -159,25 +161,39 @@ class Simulation:
         self.loads = SimLoadSource(self.rng)
         numa_cpus = {n: topology.cpus_in_numa(n).size() for n in range(topology.num_numa_nodes)}
         self.advisor = SimAdvisor(self.rng, self.clock, numa_cpus, self._latest_state)
+        self.numa_metrics = SimNumaMetrics(self.rng)
+        self.host_memory = SimHostMemory(
+            seed,
+            self.kubelet,
+            self.clock,
+            range(topology.num_numa_nodes),
+            self._durable_balance,
+        )
         self.node = SimNode(
             self.scheduler,
             self.disk,
             self.clock,
             self.ctx,
-            self.pod_source,
+            pod_list=self.pod_source.fetch,
             cgroups=self.cgroups,
             loads=self.loads,
             advisor=self.advisor if self.cpu_advisor else None,
+            numa_metrics=self.numa_metrics,
+            memory=self.host_memory,
+            page_mover=self.host_memory,
         )
+        self.node.on_refused = self._refused_in_turn
+        self.node.on_committed = self._committed_in_turn
         self.world = World(self.node, self.disk, self.kubelet, self.ctx)
         self.kinds = faults
         self.fault_budget = fault_budget
         self.faults_injected: dict[str, int] = {}
         self.held: dict[str, int] = {}
         self.step_no = 0
-        self.next_tick = CHECKPOINT_TICK_S
-        self.next_silence_tick = SILENCE_TICK_S
-        self.next_collect = 0.0
+        self.next_evict = 0.0
+        #: The plugin socket kubelet calls through (None while the process is down).
+        self.plugin: SimPluginSocket | None = None
+        self.group_commits = 0
         self.next_advice = 0.0
         self.unhealthy_since: float | None = None
         self.trace: list[str] = []
@@ -185,6 +201,7 @@ class Simulation:
         self.failures: list[Failure] = []
         self.scheduler.on_resolved = self._witness
         self.scheduler.on_error_reply = self._refused
+        self.scheduler.on_reply = self._acknowledged
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -198,6 +215,8 @@ class Simulation:
                 self._check()
                 if self.failures:
                     break
+            if self.plugin is not None:
+                self.group_commits += self.plugin.groups
             self.node.crash()
         digest = hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
         return Outcome(
@@ -211,6 +230,7 @@ class Simulation:
             self.node.boots,
             self.trace,
             self.cpu_advisor,
+            self.group_commits,
         )
 
     def _do(self, action: Any) -> None:
@@ -226,6 +246,8 @@ class Simulation:
     def _step(self) -> str:
         self._expire()
         self.node.begin_step()
+        if self.plugin is not None:
+            self.plugin.pump()
         if self.node.supervisor is None:
             if self.rng.random() < 0.5:
                 return self._boot()
@@ -248,16 +270,12 @@ class Simulation:
             self.scheduler.step()
             return f"delivered (seq {self._seq()})"
         if roll < 0.85:
-            return self.kubelet.act(self.node.allocator)
+            return self.kubelet.act(self.plugin)
         self.clock.advance(self.rng.uniform(0.01, 4.0))
-        self.pod_source.poll()
         what = "time passes"
-        if self.node.checkers is not None:
-            try:
-                # The publisher's tell after each fetch: the pod handlers due run on it.
-                self.node.checkers.tell(PodListFetched(self.clock.time()))
-            except Exception as err:
-                what += f"; pod list not told: {type(err).__name__}"
+        fired = self.node.fire_tickers()
+        if fired:
+            what += "; ticks " + ", ".join(fired)
         what += self._pressure_calls()
         what += self._advisor_turn()
         if self._watch():
@@ -265,39 +283,37 @@ class Simulation:
         if self._liveness_failed():
             self.crash_process()
             return f"{what}; /healthz failed for {LIVENESS_S:g} s: kubelet restarts qrmd"
-        if self.clock.monotonic() >= self.next_tick and self.node.store is not None:
-            self.next_tick = self.clock.monotonic() + CHECKPOINT_TICK_S
-            try:
-                self.node.store.tell(CheckpointIfDue(self.clock.time()))
-            except Exception as err:  # the ticker's rule: a missed tick costs that tick only
-                return f"{what}; checkpoint tick missed: {type(err).__name__}"
-            return f"{what}; checkpoint tick"
         return what
 
     def _pressure_calls(self) -> str:
-        """The CPU pressure actor's callers: the load ticker tells ``CollectLoad``; the eviction
-        manager now and then sends ``GetEvictPods``, at times without the reclaimed pods."""
-        pressure = self.node.pressure
+        """The eviction manager's calls to the suppression plugin and the memory balancer's:
+        now and then a ``GetEvictPods``, at times without the reclaimed pods (the load ticker
+        is the subsystem's own)."""
+        pressure = self.node.ref("cpu_pressure")
         now = self.clock.monotonic()
-        if pressure is None or now < self.next_collect:
+        if pressure is None or now < self.next_evict:
             return ""
-        # The ticker's period; the eviction manager polls on a period of its own, drawn here.
-        self.next_collect = now + PRESSURE_SETTINGS.load_eviction_sync_period_s
-        evict = self.rng.random() < 0.5
+        # The eviction manager polls on a period of its own, drawn here.
+        self.next_evict = now + PRESSURE_SETTINGS.load_eviction_sync_period_s
+        if self.rng.random() >= 0.5:
+            return ""
         with_reclaimed = self.rng.random() < 0.7
+        pods = active_pods(self.kubelet, with_reclaimed)
+        balancer = self.node.ref("memory_balancer")
         try:
-            pressure.tell(CollectLoad(self.clock.time()))
-            if evict:
-                pressure.tell(SuppressionEvictPods(active_pods(self.kubelet, with_reclaimed)))
-        except Exception as err:  # a tick or a call to an actor being restarted is lost
-            return f"; pressure not told: {type(err).__name__}"
-        if evict:
-            return "; load collected, GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
-        return "; load collected"
+            # Asked, as the plugins' servers ask (an error is the caller's answer, never the
+            # actor's death); the answer is not read: the manager only polls.
+            pressure.ask(SuppressionEvictPods(pods), block=False)
+            # The same poll reaches the memory balancer's plugin (§9.1): its offers, once.
+            if balancer is not None:
+                balancer.ask(GetEvictPods(tuple(p.uid for p in pods)), block=False)
+        except Exception as err:  # a call to an actor being restarted is lost
+            return f"; GetEvictPods not told: {type(err).__name__}"
+        return "; GetEvictPods" + ("" if with_reclaimed else " (no reclaimed)")
 
     def _advisor_turn(self) -> str:
-        """The link's timers that came due, the Allocator's silence ticker, and sys-advisor's
-        stream: what happens on the advisor's side while time passes."""
+        """The link's timers that came due and sys-advisor's stream: what happens on the
+        advisor's side while time passes (the silence ticker is the subsystem's own)."""
         link = self.node.link_actor()
         if link is None:
             return ""
@@ -306,23 +322,24 @@ class Simulation:
             link.tell_self(message)
             out += f"; link timer {type(message).__name__}"
         now = self.clock.monotonic()
-        if now >= self.next_silence_tick and self.node.allocator is not None:
-            self.next_silence_tick = now + SILENCE_TICK_S
-            try:
-                self.node.allocator.tell(CheckAdvisorSilence(self.clock.time()))
-            except Exception as err:  # a missed tick costs that tick only
-                out += f"; silence tick missed: {type(err).__name__}"
         if now >= self.next_advice:
             # sys-advisor's own period: a result every few seconds.
             self.next_advice = now + self.rng.uniform(2.0, 6.0)
             out += "; " + self.advisor.speak(link.core.status().attempt, link.tell_self)
         return out
 
+    def _durable_balance(self) -> BalancerState | None:
+        core = self.node.store_core()
+        return None if core is None else core.snapshot.state.balance
+
     def _latest_state(self) -> State | None:
         return None if self.node.latest is None else self.node.latest.state
 
     def _watch(self) -> bool:
-        """The Supervisor's poll; a restarted store recovered, and nothing may stay dead."""
+        """The Supervisor's poll; a restarted store recovered, and nothing dead before the poll
+        may stay dead (one that died during it, a message delivered while another restarted,
+        is the next poll's)."""
+        before = set(self.node.dead_children())
         restarted = self.node.watch()
         if restarted:
             core = self.node.store_core()
@@ -337,7 +354,7 @@ class Simulation:
             self.world.unsupervised.append(
                 f"actors {names} are dead and the supervisor's poll did not notice"
             )
-        elif dead and not self._disk_faulty():
+        elif (dead := [c for c in dead if c.name in before]) and not self._disk_faulty():
             failures = "; ".join(f"{c.name}: {c.last_failure}" for c in dead)
             self.world.unsupervised.append(
                 f"actors still dead after the supervisor's poll on a healthy disk ({failures})"
@@ -373,7 +390,14 @@ class Simulation:
         core = self.node.store_core()
         assert core is not None
         self.world.recoveries.append((core.snapshot.seq, core.snapshot.state))
-        self.kubelet.restarted(self.node.allocator)
+        assert self.node.allocator is not None
+        self.plugin = SimPluginSocket(
+            self.node.allocator,
+            self.scheduler,
+            self.kubelet.deadline_s,
+            self.node.group_witnesses,
+        )
+        self.kubelet.restarted(self.plugin)
         return f"booted at seq {core.snapshot.seq}"
 
     def _check(self) -> None:
@@ -390,6 +414,9 @@ class Simulation:
     def crash_process(self) -> None:
         """The qrmd process dies (kubelet's calls in flight fail)."""
         self.node.crash()
+        if self.plugin is not None:
+            self.group_commits += self.plugin.groups
+        self.plugin = None
         self.disk.faults.crash_in_ops = None
         self.kubelet.connection_lost()
 
@@ -416,6 +443,20 @@ class Simulation:
         core = self.node.store_core()
         if core is not None:
             future.witness = (core.snapshot.seq, core.snapshot.state)
+
+    def _refused_in_turn(self, seq: int, cause: bytes) -> None:
+        self.world.refused[seq] = cause
+
+    def _acknowledged(self, message: Any, reply: Any) -> None:
+        # A commit acknowledged at a seq once refused is a new record there: the refusal's
+        # cause may come again (a restart's start record after a refused one, a retried
+        # call), and that record is no refused one.
+        if isinstance(message, Commit) and isinstance(reply, Snapshot):
+            self.world.refused.pop(reply.seq, None)
+
+    def _committed_in_turn(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            self.world.refused.pop(seq, None)
 
     def _refused(self, message: Any, error: BaseException) -> None:
         # Every ``CommitRefused`` (``StoreUnavailable`` too) promises that nothing was

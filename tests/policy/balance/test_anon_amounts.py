@@ -72,3 +72,50 @@ def test_amounts_come_out_in_numa_order_whatever_order_they_came_in(
 
 def test_a_container_keeps_its_anon_in_numa_order() -> None:
     assert list(Container("app", {3: 1.0, 0: 2.0, 1: 0.0}).anon) == [0, 1, 3]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param({0.0: 1, 1: 2}, r"anon key: expected an integer, got 0\.0", id="a float key"),
+        pytest.param({0: 1, True: 2}, "anon key: expected an integer, got True", id="a bool key"),
+    ],
+)
+def test_keys_equal_to_a_set_already_seen_are_still_checked_by_type(
+    value: dict[Any, Any], message: str
+) -> None:
+    # The same nodes as ints first: the bulk check remembers that set as valid and ordered.
+    assert anon_by_numa({0: 1, 1: 2}, "anon") == {0: 1.0, 1: 2.0}
+    with pytest.raises(BalanceError, match=message):
+        anon_by_numa(value, "anon")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        pytest.param({2: 5, 0: 7, 1: 0}, id="integer byte counts out of order"),
+        pytest.param({"2": 5, "0": 7.5, "10": 1}, id="JSON keys out of order"),
+        pytest.param({0: 7, 1: 0, 2: 5}, id="already in order"),
+    ],
+)
+def test_a_container_built_in_bulk_holds_its_anon_in_numa_order(given: dict[Any, Any]) -> None:
+    anon = Container("app", given).anon
+    assert list(anon) == sorted(int(k) for k in given)
+    assert dict(anon) == {int(k): float(v) for k, v in given.items()}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        pytest.param({0: 1, 1: 2, 2: 3}, id="ints in order"),
+        pytest.param({2: 3, 0: 1, 1: 2}, id="ints out of order"),
+        pytest.param({0.0: 1, 1: 2, 2: 3}, id="a float key equal to a known node, in order"),
+        pytest.param({2: 3, True: 2, 0: 1}, id="a bool key equal to a known node, out of order"),
+    ],
+)
+def test_amounts_come_out_in_numa_order_once_a_set_of_nodes_is_known(
+    given: dict[Any, int],
+) -> None:
+    in_numa_order({0: 0, 1: 0, 2: 0})  # the set of nodes, known as ascending from now on
+    ordered = in_numa_order(given)
+    assert list(ordered.items()) == sorted(given.items())

@@ -12,8 +12,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.balance.codec import MAX_DEPTH, _is_plain, _plain, _plain_checked
+from policy.balance import BalanceInfo, RoundInputs, plan_round
+from policy.balance.codec import (
+    MAX_DEPTH,
+    _is_plain,
+    _plain,
+    _plain_checked,
+    encode_balance_event,
+)
+from policy.balance.events import BalanceRoundFailed, BalanceRoundRecorded
 from policy.errors import CodecError
+from tests.policy.balance.test_properties import round_inputs
 
 
 class Level(enum.StrEnum):
@@ -126,3 +135,26 @@ def test_the_bulk_check_keeps_the_depth_limit() -> None:
     at_limit = _nested(MAX_DEPTH)
     assert _is_plain(at_limit, 0) and _plain(at_limit, "inputs", 0) is at_limit
     assert not _is_plain(_nested(MAX_DEPTH + 1), 0)
+
+
+@given(round_inputs())
+def test_a_rounds_inputs_are_plain_by_construction_and_packed_as_their_json_form(
+    inputs: RoundInputs,
+) -> None:
+    # The codec packs a live round's PlainInputs without walking it: to_json must build
+    # nothing but exact plain types, and the event must encode as the dict form would.
+    form = inputs.to_json()
+    assert _is_plain(form, 0)
+    plain = inputs.plain()
+    assert plain == form and form == plain
+    record = plan_round(inputs).record or BalanceInfo(inputs.now)
+    assert encode_balance_event(BalanceRoundRecorded(record, plain)) == encode_balance_event(
+        BalanceRoundRecorded(record, form)
+    )
+    assert encode_balance_event(BalanceRoundFailed(plain, "x")) == {"inputs": form, "error": "x"}
+
+
+def test_plain_inputs_cannot_be_changed() -> None:
+    plain = RoundInputs(now=1.0, numa_metrics={}, distances={0: ()}, pools={}, pods=()).plain()
+    with pytest.raises(TypeError):
+        plain["now"] = 2.0  # type: ignore[index]

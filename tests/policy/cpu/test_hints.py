@@ -4,6 +4,7 @@ beyond ``max_full_hint_numa_nodes`` (``policy.cpu.hint_masks``)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -302,6 +303,34 @@ def test_reduced_answer_is_the_smallest_size_part_of_the_full_answer(
         smallest = min(len(h.nodes) for h in full)
         want = tuple(h for h in full if len(h.nodes) == smallest)[:limit]
     assert smallest_size_hints(facts, limit) == want
+
+
+def reference_enumeration(facts: NUMAFacts) -> tuple[TopologyHint, ...]:
+    """The reference's loop as the spec words it (§8.3 step 4e): every k-combination of every
+    size k = 1..N, in order, each skip rule checked on it."""
+    out = []
+    for size in range(1, len(facts.numas) + 1):
+        for nodes in itertools.combinations(facts.numas, size):
+            sockets = set().union(*(facts.sockets[n] for n in nodes))
+            if (
+                size < facts.min_needed
+                or (not facts.exclusive and size > 1)
+                or (facts.exclusive and any(n in facts.allocated for n in nodes))
+                or sum(facts.available[n] for n in nodes) < facts.request
+                or (size <= facts.numas_per_socket and size > 1 and len(sockets) > 1)
+            ):
+                continue
+            out.append(TopologyHint(nodes, size == facts.min_needed))
+    return tuple(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hint_cases())
+def test_full_answer_is_the_reference_enumeration_of_every_node_set(
+    case: tuple[NUMAFacts, int],
+) -> None:
+    facts, _ = case
+    assert full_hints(facts) == reference_enumeration(facts)
 
 
 @settings(max_examples=60, deadline=None)

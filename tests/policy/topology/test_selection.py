@@ -366,6 +366,25 @@ def test_agrees_with_the_model_on_large_hosts(take, model_method: str, case) -> 
 
 
 @st.composite
+def large_takes(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
+    """The 96- and 256-CPU hosts mostly free (a few dozen CPUs used), and a count up to every
+    free CPU: pool sizing hands reclaim's surplus out this way, most of a node at once, so
+    whole cores go in many full rounds and a partial one."""
+    topo = draw(st.sampled_from([SYNTH_96_2_4, SYNTH_256_2_8]))
+    used = draw(st.lists(st.sampled_from(topo.cpus().ids()), max_size=40))
+    available = topo.cpus().difference(CPUSet(used))
+    return topo, available, draw(st.integers(0, available.size()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=large_takes())
+def test_whole_core_rounds_agree_with_the_model_when_most_of_a_host_is_taken(case) -> None:
+    topo, available, n = case
+    taken, _ = take_by_numa_balance(topo, available, n)
+    assert taken == SpecModel(topo, available, n).by_numa_balance()
+
+
+@st.composite
 def irregular_cases(draw: st.DrawFn) -> tuple[CPUTopology, CPUSet, int]:
     """Any machine shape (random core sizes, NUMA placement and numbering), random free CPUs."""
     topo = draw(random_machines())

@@ -1,0 +1,75 @@
+"""``qrmd run`` loads only what its start needs (DESIGN.md "Layout"; the restart figure of
+bench/bench_wire.py): the modules of every enabled subsystem and of the CPU plugin's serving
+path, and none of the tools it does not use on the way — katalyst-agent's checkpoint import
+where no such file is, ``importlib.metadata`` for its version, the config file parsers
+without ``--config``, the offline tools or the simulators.
+
+The imports are checked in a fresh interpreter: this test process has long loaded everything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: What ``qrmd run`` imports to build its default subsystems and serve kubelet, then the
+#: take-over rule run on a state directory without a katalyst-agent checkpoint next to it.
+_START = """
+import json, sys
+import qrmd.cli, qrmd.commands.run, wire.plugin_server
+from qrmd.daemon import SUBSYSTEMS, _builder
+from qrmd.store.katalyst_takeover import adopt_katalyst_state
+from qrmd.store.takeover_settings import TakeoverSettings
+for entry in SUBSYSTEMS[:2]:
+    _builder(entry)
+adopt_katalyst_state(TakeoverSettings(sys.argv[2]), sys.argv[1], "node", None)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    state = tmp_path_factory.mktemp("state")
+    done = subprocess.run(
+        [sys.executable, "-c", _START, str(state), str(state / "cpu_plugin_state")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules: list[str] = json.loads(done.stdout)
+    return modules
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        pytest.param("qrmd.store.katalyst_import", id="no katalyst import without its file"),
+        pytest.param("policy.state.katalyst_", id="no katalyst layouts without its file"),
+        pytest.param("importlib.metadata", id="no importlib.metadata for the version"),
+        pytest.param("tomllib", id="no TOML parser without a config file"),
+        pytest.param("yaml", id="no YAML parser without a config file"),
+        pytest.param(
+            "policy.cpu.pressure.load", id="no CPU pressure decision while it is not enabled"
+        ),
+        pytest.param(
+            "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
+        ),
+        pytest.param("qrmd.offline", id="no offline tool"),
+        pytest.param("qrmd.sim", id="no simulator"),
+    ],
+)
+def test_the_start_does_not_load(loaded: list[str], prefix: str) -> None:
+    assert [name for name in loaded if name.startswith(prefix)] == []
+
+
+def test_the_start_loads_what_serving_needs(loaded: list[str]) -> None:
+    assert {"qrmd.store.subsystem", "qrmd.cpu_plugin.subsystem", "actors.state_store"} <= set(
+        loaded
+    )
