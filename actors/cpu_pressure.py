@@ -15,6 +15,13 @@ command (``actors.cpu_pressure_messages``) the core:
    journaled;
 4. answers (or, after a refused commit, raises ``PressureUnavailable``).
 
+``GetEvictPods`` follows the reference level: at v0.5.3 the pool's size is the supply
+(``policy.cpu.pressure.suppression``); at v0.5.47 each part of the reclaim pool is judged
+against the CPU it can supply, read through the ``ReclaimMetricsSource`` port
+(``policy.cpu.pressure.suppression_numa``), and the cause records the level under
+``reference`` (``policy.cpu.reference.reference_cause``) with the parts' samples in
+``inputs``, so a re-run takes the same decision.
+
 At start, a section holding load rings from before the restart has them cleared (one
 ``LoadHistoryCleared("restart")``): the reference keeps its rings in memory, so a restarted
 plugin judges only load sampled after it started. The cool-down and the tolerance timers are
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +51,7 @@ from actors.cpu_pressure_messages import (
 from actors.log_text import utc
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.cpu_load import ContainerLoadSource, MissingLoad
+from actors.ports.reclaim_metrics import CgroupCPU, MissingMetric, ReclaimMetricsSource
 from actors.store_messages import CommitRefused, Snapshot
 from policy.cpu.pressure import (
     ActivePod,
@@ -62,7 +70,23 @@ from policy.cpu.pressure import (
     top_eviction_pods,
 )
 from policy.cpu.pressure.state_view import pool_map, shared_pools_limit
+from policy.cpu.pressure.suppression_numa import (
+    NON_BOUND,
+    NUMASuppressionInputs,
+    ReclaimPart,
+    ReclaimSample,
+    evict_pods_by_numa,
+    numa_reclaim_cgroups,
+    reclaim_parts,
+)
 from policy.cpu.qos import QoSConfig
+from policy.cpu.reference import (
+    DEFAULT_REFERENCE_VERSION,
+    REFERENCE_CAUSE_KEY,
+    ReferenceOptions,
+    is_v0_5_47,
+    reference_cause,
+)
 from policy.decision import Decision
 from policy.errors import PolicyError
 from policy.state.cpu_state import CPUState
@@ -77,9 +101,11 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PressurePorts:
-    """What the core reads besides the state: containers' load."""
+    """What the core reads besides the state: containers' load and, at v0.5.47, the reclaim
+    pool's metrics (None: the suppression plugin's v0.5.47 calls fail, naming it)."""
 
     loads: ContainerLoadSource
+    reclaim: ReclaimMetricsSource | None = None
 
 
 class CPUPressureCore:
@@ -93,6 +119,9 @@ class CPUPressureCore:
         reserved: the system's reserved CPUs (for the shared pools' limit).
         now_fn: the wall clock, seconds since the epoch (the time of RPC-driven decisions).
         qos: how pods' QoS levels are resolved.
+        reference_version: the Katalyst release reproduced (the suppression rule).
+        reference: the v0.5.47 options, recorded with a v0.5.47 decision.
+        reclaim_root: the reclaimed pods' root cgroup (``--reclaim-relative-root-cgroup-path``).
     """
 
     def __init__(
@@ -105,6 +134,9 @@ class CPUPressureCore:
         reserved: CPUSet,
         now_fn: Callable[[], float],
         qos: QoSConfig | None = None,
+        reference_version: str = DEFAULT_REFERENCE_VERSION,
+        reference: ReferenceOptions | None = None,
+        reclaim_root: str = "/kubepods/besteffort",
     ) -> None:
         self._durable = AdoptedSnapshot(committer, snapshot)
         self._committer = committer
@@ -113,6 +145,9 @@ class CPUPressureCore:
         self._reserved = reserved
         self._now = now_fn
         self._qos = qos or QoSConfig()
+        self._reference_version = reference_version
+        self._reference = reference or ReferenceOptions()
+        self._reclaim_root = reclaim_root
         self.counters: Counter[str] = Counter()
         self.threshold_met_counts: Counter[tuple[str, str]] = Counter()
 
@@ -248,15 +283,73 @@ class CPUPressureCore:
         """
         now = self._now()
         self.counters["suppression_calls_total"] += 1
-        reclaim = self._cpu_state().pools.get("reclaim")
+        state = self._cpu_state()
+        if is_v0_5_47(self._reference_version):
+            return self._evict_pods_by_numa(state, pods, now)
+        reclaim = state.pools.get("reclaim")
         inputs = SuppressionInputs(None if reclaim is None else reclaim.size(), pods)
         decision = evict_pods(self.history, inputs, self.settings, now, self._qos)
         offered = tuple(offer.pod_uid for offer in decision.reply.offers)
         self._commit(decision, "GetEvictPods", now, inputs.to_json(), offered)
-        for offer in decision.reply.offers:
+        self._tell_offers(decision.reply)
+        return decision.reply
+
+    def _evict_pods_by_numa(
+        self, state: CPUState, pods: tuple[ActivePod, ...], now: float
+    ) -> EvictPodsAnswer:
+        """``GetEvictPods`` at v0.5.47: the parts sampled, decided, journaled, answered.
+
+        Raises:
+            PressureUnavailable: the timers were not committed.
+            SuppressionError: no reclaim pool, or a part's metrics could not be read (``get
+                reclaim metrics failed: <why>``, after the timers changed so far are kept).
+        """
+        reclaim = state.pools.get("reclaim")
+        size = None if reclaim is None else reclaim.size()
+        parts: tuple[ReclaimPart, ...] = ()
+        if self.settings.enable_suppression_eviction and size:
+            parts = self._reclaim_parts(state)
+        inputs = NUMASuppressionInputs(size, parts, pods)
+        decision = evict_pods_by_numa(self.history, inputs, self.settings, now, self._qos)
+        offered = tuple(offer.pod_uid for offer in decision.reply.offers)
+        extra = {REFERENCE_CAUSE_KEY: reference_cause(self._reference_version, self._reference)}
+        self._commit(decision, "GetEvictPods", now, inputs.to_json(), offered, extra=extra)
+        if decision.error is not None:
+            raise decision.error
+        self._tell_offers(decision.reply)
+        return decision.reply
+
+    def _reclaim_parts(self, state: CPUState) -> tuple[ReclaimPart, ...]:
+        """The non-bound part and each NUMA part whose ``<root>-<numa>`` cgroup exists, with
+        what the metrics port read of them in one window (``GetReclaimMetrics``)."""
+        source = self._ports.reclaim
+        numas = state.topology.numa_masks()
+        cgroups = {NON_BOUND: self._reclaim_root}
+        if source is not None:
+            for numa, path in numa_reclaim_cgroups(self._reclaim_root, numas).items():
+                if source.cgroup_exists(path):
+                    cgroups[numa] = path
+        layout = reclaim_parts(state, [n for n in cgroups if n != NON_BOUND])
+        if source is None:
+            why = "no reclaim metrics source (--reclaim-metrics-source)"
+            return tuple(ReclaimPart(n, cpus.size(), None, why) for n, cpus in layout)
+        reading = source.read([cgroups[n] for n, _ in layout])
+        parts = []
+        for numa, cpus in layout:
+            cgroup = reading.cgroups.get(cgroups[numa], MissingMetric("not read"))
+            cores = reading.core_usage
+            if isinstance(cores, MissingMetric):
+                parts.append(ReclaimPart(numa, cpus.size(), None, cores.reason))
+            elif isinstance(cgroup, MissingMetric):
+                parts.append(ReclaimPart(numa, cpus.size(), None, cgroup.reason))
+            else:
+                parts.append(ReclaimPart(numa, cpus.size(), _sample(cpus, cores, cgroup)))
+        return tuple(parts)
+
+    def _tell_offers(self, answer: EvictPodsAnswer) -> None:
+        for offer in answer.offers:
             self.counters["suppression_offers_total"] += 1
             _log.info("suppression: offering pod %s for eviction: %s", offer.pod_uid, offer.reason)
-        return decision.reply
 
     # -- observability -----------------------------------------------------------------------
 
@@ -293,6 +386,8 @@ class CPUPressureCore:
         now: float,
         inputs: dict[str, Any],
         offered: tuple[str, ...] = (),
+        *,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         """Journal the decision's events with its inputs, or raise ``PressureUnavailable``.
 
@@ -309,6 +404,7 @@ class CPUPressureCore:
             "now": now,
             "settings": self.settings.to_json(),
             "inputs": inputs,
+            **(extra or {}),
         }
         if offered:
             cause["pod_uids"] = list(offered)
@@ -331,6 +427,13 @@ class CPUPressureCore:
             raise PressureUnavailable(
                 f"{command}: the decision was not made durable: {err}"
             ) from err
+
+
+def _sample(cpus: CPUSet, cores: Mapping[int, float], cgroup: CgroupCPU) -> ReclaimSample:
+    """A part's ``GetReclaimMetrics`` inputs: its CPUs' usage summed (a CPU without a figure
+    adds nothing, as ``AggregateCoreMetric``), the cgroup's usage, quota and period."""
+    used = sum(cores.get(cpu, 0.0) for cpu in cpus)
+    return ReclaimSample(used, cgroup.usage, cgroup.cfs_quota, cgroup.cfs_period)
 
 
 class CPUPressureActor(pykka.ThreadingActor):

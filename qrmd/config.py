@@ -99,6 +99,7 @@ from qrmd.cpu_plugin.settings import (
 from qrmd.cpu_pressure.settings import (
     CPU_EVICTION_OPTIONS,
     DEFAULT_CPU_LOAD_SOURCE,
+    DEFAULT_RECLAIM_METRICS_SOURCE,
     CPUPressureSettings,
     cpu_eviction_values,
 )
@@ -189,6 +190,7 @@ class DaemonConfig:
         enable_cpu_pressure_eviction: serve the CPU pressure eviction plugins (cpu-policy
             §12.7; ``qrmd.cpu_pressure.settings``).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        reclaim_metrics_source: ``--reclaim-metrics-source`` (v0.5.47 only).
         cpu_pressure: the CPU pressure eviction plugins' settings.
         cpu_advisor: the sys-advisor link's settings (``qrmd.advisor.settings``).
         pod_source: the node's pods and the periodic checkers (cpu-policy §12).
@@ -229,6 +231,7 @@ class DaemonConfig:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     enable_cpu_pressure_eviction: bool = False
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    reclaim_metrics_source: str = DEFAULT_RECLAIM_METRICS_SOURCE
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     cpu_advisor: AdvisorLinkConfig = field(default_factory=AdvisorLinkConfig)
     pod_source: PodSourceSettings = field(default_factory=PodSourceSettings)
@@ -569,6 +572,7 @@ def build_context(config: DaemonConfig) -> PolicyContext:
         max_full_hint_numa_nodes=config.max_full_hint_numa_nodes,
         max_hints=config.max_hints,
         residual_sightings=config.pod_source.residual_sightings,
+        reclaim_relative_root_cgroup_path=config.pod_source.reclaim_relative_root_cgroup_path,
         reference_version=config.reference_version,
         reference=config.reference,
     )

@@ -109,7 +109,12 @@ def cpu_top_eviction_pods_response(
 
 
 def _evict(request: ep.GetEvictPodsRequest, answer: EvictPodsAnswer) -> ep.GetEvictPodsResponse:
-    return evict_pods_response(answer.offers, request.active_pods)
+    response = evict_pods_response(answer.offers, request.active_pods)
+    if answer.grace_period_seconds is not None:
+        # v0.5.47: each offer carries the deletion grace period (``evictPodsByReclaimMetrics``).
+        for evict_pod in response.evict_pods:
+            evict_pod.deletion_options.grace_period_seconds = answer.grace_period_seconds
+    return response
 
 
 _TOKEN = EvictionPluginRpc("GetToken", ep.Empty, None, lambda request, _: token_response(""))

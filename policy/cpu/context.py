@@ -60,6 +60,9 @@ class PolicyContext:
         reference_version: the Katalyst release reproduced, ``v0.5.3`` (the default) or
             ``v0.5.47`` (``policy.cpu.reference``).
         reference: the v0.5.47 options (their defaults at v0.5.3).
+        reclaim_relative_root_cgroup_path: the reclaimed pods' root cgroup
+            (``--reclaim-relative-root-cgroup-path``); the v0.5.47 suppression eviction
+            samples it and its per-NUMA ``<root>-<numa>`` siblings.
     """
 
     topology: CPUTopology
@@ -74,6 +77,7 @@ class PolicyContext:
     residual_sightings: int = 10
     reference_version: str = DEFAULT_REFERENCE_VERSION
     reference: ReferenceOptions = field(default_factory=ReferenceOptions)
+    reclaim_relative_root_cgroup_path: str = "/kubepods/besteffort"
 
     @property
     def at_v0_5_47(self) -> bool:

@@ -15,7 +15,11 @@ Every flag keeps the reference's name and default:
   bounds): the ``cpu_eviction`` group, one ``PressureSettings``;
   ``CPUPressureSettings.plugins`` adds ``--enable-reclaim`` to it;
 * ``--cpu-load-metrics-source`` (qrmd's own): where containers' 1-minute load is read
-  (``qrmd.host.cpu_load_sources``).
+  (``qrmd.host.cpu_load_sources``);
+* ``--reclaim-metrics-source`` (qrmd's own, v0.5.47 only): where the v0.5.47 suppression
+  eviction reads the per-CPU usage and the reclaim cgroups' usage and quota
+  (``qrmd.host.reclaim_metrics``); the reclaim root cgroup is the pod source's
+  ``--reclaim-relative-root-cgroup-path``, which the reference's global option also is.
 
 Every parser raises ``ValueError`` with a message that the caller prefixes with the flag.
 """
@@ -31,9 +35,11 @@ from policy.cpu.pressure import PressureSettings, PressureSettingsError
 from policy.cpu.pressure.answers import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 from policy.cpu.pressure.pods import PodError, parse_quantity
 from policy.cpu.pressure.settings import DEFAULT_SKIP_POOLS
+from policy.cpu.reference import V0_5_47
 from qrmd.config_values import (
     Option,
     Socket,
+    choice,
     count,
     duration,
     nonempty,
@@ -46,6 +52,7 @@ from qrmd.config_values import (
 __all__ = [
     "CPU_EVICTION_OPTIONS",
     "DEFAULT_CPU_LOAD_SOURCE",
+    "DEFAULT_RECLAIM_METRICS_SOURCE",
     "PLUGIN_NAMES",
     "CPUPressureSettings",
     "cpu_eviction_values",
@@ -53,6 +60,10 @@ __all__ = [
 
 #: ``--cpu-load-metrics-source`` default: the collector's JSON file.
 DEFAULT_CPU_LOAD_SOURCE = "file"
+#: ``--reclaim-metrics-source`` default: /proc/stat and the cgroup tree.
+DEFAULT_RECLAIM_METRICS_SOURCE = "host"
+#: Its values (``qrmd.host.reclaim_metrics.build_reclaim_metrics_source``).
+RECLAIM_METRICS_SOURCES = ("host", "simulated")
 _GROUP = "cpu_eviction"
 #: The two eviction plugins, each on ``<--plugin-registration-dir>/<name>.sock``.
 PLUGIN_NAMES = (EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION)
@@ -172,6 +183,13 @@ CPU_EVICTION_OPTIONS: tuple[Option, ...] = (
            DEFAULT_CPU_LOAD_SOURCE,
            "where containers' 1-minute CPU load is read: file[:PATH], prometheus:URL, "
            "simulated", "none (the agent's metrics server, malachite)", "SPEC"),
+    Option("reclaim-metrics-source", "reclaim_metrics_source", choice(*RECLAIM_METRICS_SOURCES),
+           DEFAULT_RECLAIM_METRICS_SOURCE,
+           "v0.5.47 only: where the suppression plugin reads per-CPU usage and the reclaim "
+           "cgroups' usage and CFS quota: host (/proc/stat and the cpu cgroup tree under "
+           "--reclaim-relative-root-cgroup-path) or simulated (all idle)",
+           "none (the agent's metrics server, malachite)", "|".join(RECLAIM_METRICS_SOURCES),
+           since=V0_5_47),
 )  # fmt: skip
 
 
@@ -214,6 +232,7 @@ class CPUPressureSettings:
         cpu_pressure: the plugins' settings, ``enable_reclaim`` left false (``plugins``).
         enable_reclaim: ``--enable-reclaim`` (the CPU plugin's option).
         cpu_load_metrics_source: the ``--cpu-load-metrics-source`` SPEC as given.
+        reclaim_metrics_source: ``--reclaim-metrics-source`` (read at v0.5.47 only).
         plugin_registration_dir: where the plugins' sockets are created (the memory
             balancer's option).
     """
@@ -222,6 +241,7 @@ class CPUPressureSettings:
     cpu_pressure: PressureSettings = field(default_factory=PressureSettings)
     enable_reclaim: bool = False
     cpu_load_metrics_source: str = DEFAULT_CPU_LOAD_SOURCE
+    reclaim_metrics_source: str = DEFAULT_RECLAIM_METRICS_SOURCE
     plugin_registration_dir: str = _DEFAULT_PLUGIN_REGISTRATION_DIR
 
     @property

@@ -5,8 +5,10 @@ With ``--enable-cpu-pressure-eviction`` the daemon gains:
 
 1. a ``cpu_pressure`` child of the Supervisor, after the StateStore (rest-for-one: a restarted
    store restarts it, and it starts again from the recovered section, load rings cleared). Its
-   port is the container load source of ``--cpu-load-metrics-source``; it reads the CPU state
-   only through the store's snapshots;
+   ports are the container load source of ``--cpu-load-metrics-source`` and, at
+   ``--reference-version v0.5.47``, the reclaim metrics source of ``--reclaim-metrics-source``
+   (``qrmd.host.reclaim_metrics``; the reclaim root is ``--reclaim-relative-root-cgroup-path``);
+   it reads the CPU state only through the store's snapshots;
 2. a ``Ticker`` telling ``CollectLoad(now)`` every ``--eviction-load-sync-period``;
 3. the two eviction plugins, ``<plugin-registration-dir>/cpu-pressure-load-plugin.sock`` and
    ``cpu-pressure-suppression-plugin.sock``, registered through katalyst-agent's plugin
@@ -38,16 +40,20 @@ from actors.cpu_pressure_messages import (
 from actors.ports.clock import Clock
 from actors.ports.commit import StateStoreCommitter
 from actors.ports.cpu_load import ContainerLoadSource
+from actors.ports.reclaim_metrics import ReclaimMetricsSource
 from actors.store_messages import GetSnapshot, Snapshot
 from actors.supervisor import ChildSpec, Supervisor
 from actors.threads import THREADS
 from actors.ticker import Ticker
+from policy.cpu.context import PolicyContext
 from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 from policy.cpu.pressure.settings import EVICTION_SCOPE_LOAD
+from policy.cpu.pressure.suppression_numa import numa_reclaim_cgroups
 from policy.cpu.qos import QoSConfig
 from policy.topology.cpuset import CPUSet
 from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.host.cpu_load_sources import build_container_load_source
+from qrmd.host.reclaim_metrics import build_reclaim_metrics_source
 from qrmd.subsystem import STORE_CHILD, Running, Runtime, Shared, SubsystemParts
 from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginRpc, EvictionPluginServer
@@ -110,6 +116,7 @@ def build(settings: CPUPressureSettings, shared: Shared) -> CPUPressureWiring:
         qos=shared.machine.qos,
         loads=shared.host.cpu_loads,
         runtime=shared.runtime,
+        machine=shared.machine,
     )
 
 
@@ -124,9 +131,14 @@ class CPUPressureWiring(SubsystemParts):
         loads: replaces the load source the configuration would build (tests, the demo,
             the simulation).
         runtime: starts the actor and the ticker (default: threads).
+        machine: the reference level, its options and the reclaim root cgroup (default: the
+            v0.5.3 level).
+        reclaim: replaces the reclaim metrics source the configuration would build at v0.5.47
+            (tests).
 
     Raises:
-        ValueError: ``--cpu-load-metrics-source`` names no source.
+        ValueError: ``--cpu-load-metrics-source`` or ``--reclaim-metrics-source`` names no
+            source.
     """
 
     def __init__(
@@ -138,6 +150,8 @@ class CPUPressureWiring(SubsystemParts):
         qos: QoSConfig,
         loads: ContainerLoadSource | None = None,
         runtime: Runtime | None = None,
+        machine: PolicyContext | None = None,
+        reclaim: ReclaimMetricsSource | None = None,
     ) -> None:
         self.config = config
         self._runtime = runtime or THREADS
@@ -150,6 +164,14 @@ class CPUPressureWiring(SubsystemParts):
         self.loads = loads or build_container_load_source(
             config.cpu_load_metrics_source, max_age_s=max_age, clock=clock.time
         )
+        self._machine = machine
+        self.reclaim = reclaim
+        if reclaim is None and machine is not None and machine.at_v0_5_47:
+            # Baselines of the root and per-NUMA cgroups now, so the first call has a window.
+            root = machine.reclaim_relative_root_cgroup_path
+            numas = machine.topology.numa_masks()
+            prime = [root, *numa_reclaim_cgroups(root, numas).values()]
+            self.reclaim = build_reclaim_metrics_source(config.reclaim_metrics_source, prime=prime)
         self.ticker: Ticker | None = None
         self.servers: dict[str, EvictionPluginServer] = {}
         self.plugin_start_failures: dict[str, int] = {name: 0 for name, _ in _PLUGINS}
@@ -197,13 +219,24 @@ class CPUPressureWiring(SubsystemParts):
         core = CPUPressureCore(
             snapshot,
             committer,
-            PressurePorts(self.loads),
+            PressurePorts(self.loads, self.reclaim),
             self.settings,
             reserved=self._reserved,
             now_fn=self._clock.time,
             qos=self._qos,
+            **self._reference_args(),
         )
         return self._runtime.spawn(CPUPressureActor, core)
+
+    def _reference_args(self) -> dict[str, Any]:
+        machine = self._machine
+        if machine is None:
+            return {}
+        return {
+            "reference_version": machine.reference_version,
+            "reference": machine.reference,
+            "reclaim_root": machine.reclaim_relative_root_cgroup_path,
+        }
 
     def start_serving(self, supervisor: Supervisor, observer: RpcObserver | None) -> None:
         """Start collecting and serve both plugins (the actor is running); a plugin that

@@ -125,21 +125,30 @@ class TopEvictionAnswer:
 class EvictPodsAnswer:
     """``GetEvictPodsResponse``: the offers, in order.
 
-    The suppression plugin sets neither deletion options on an ``EvictPod`` nor the
-    response's condition (``pressure_suppression.go`` fills ``Pod`` and ``Reason`` only), and
-    the wire conversion sends none: both are ``null`` in ``to_json``.
+    The suppression plugin never sets the response's condition. At v0.5.3 it sets no deletion
+    options on an ``EvictPod`` either (``pressure_suppression.go`` fills ``Pod`` and ``Reason``
+    only): ``null`` in ``to_json``. At v0.5.47 each offer carries ``DeletionOptions`` with the
+    grace period when ``--eviction-cpu-grace-period`` is positive (``evictPodsByReclaimMetrics``).
+
+    Attributes:
+        offers: the offers, in order.
+        grace_period_seconds: every offer's ``DeletionOptions.GracePeriodSeconds``; None sends
+            none.
     """
 
     offers: tuple[EvictOffer, ...] = ()
+    grace_period_seconds: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """``GetEvictPodsResponse`` as plain values (the module docstring)."""
+        grace = self.grace_period_seconds
+        options = None if grace is None else {"grace_period_seconds": grace}
         return {
             "evict_pods": [
                 {
                     "pod_uid": o.pod_uid,
                     "reason": o.reason,
-                    "deletion_options": None,
+                    "deletion_options": options,
                     "force_evict": o.force_evict,
                     "eviction_plugin_name": o.eviction_plugin_name,
                 }

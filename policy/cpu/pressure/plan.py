@@ -18,7 +18,13 @@ The form (JSON; docs/cpu-pressure.md, "qrmd eviction plan"):
                                   "requests": {"cpu": "2"}}]}],
         "active_pods": [UID, ...],               # optional: the RPCs' pods; default all
         "top_n": N,                              # GetTopEvictionPods' topN, default 1
+        "reclaim_parts": [PART, ...],            # optional: GetEvictPods by the v0.5.47 rule
         "calls": ["collect", "threshold_met", "top_eviction_pods", "evict_pods"]}]}
+
+A tick with ``reclaim_parts`` runs ``evict_pods`` by the v0.5.47 rule
+(``policy.cpu.pressure.suppression_numa``): each part as a v0.5.47 record's ``inputs.parts``
+holds it, ``{"numa": -1|NUMA, "cpus": N, "sample": {"pool_usage", "cgroup_usage",
+"cfs_quota", "cfs_period"} or null, "missing": WHY}``, the non-bound part first.
 
 A container's ``pool`` is its owner pool in the CPU state (left out: the state does not hold
 it); ``load`` is its 1-minute load (null or left out: no sample). ``calls`` default to all four
@@ -52,6 +58,11 @@ from policy.cpu.pressure.load import collect_load, threshold_met, top_eviction_p
 from policy.cpu.pressure.pods import ActivePod
 from policy.cpu.pressure.settings import PressureSettings, PressureSettingsError
 from policy.cpu.pressure.suppression import evict_pods
+from policy.cpu.pressure.suppression_numa import (
+    NUMASuppressionInputs,
+    ReclaimPart,
+    evict_pods_by_numa,
+)
 from policy.cpu.qos import QoSConfig
 from policy.decision import Decision
 from policy.errors import PolicyError
@@ -71,6 +82,7 @@ _TICK_KEYS = (
     "active_pods",
     "top_n",
     "calls",
+    "reclaim_parts",
 )
 
 
@@ -87,6 +99,8 @@ class PlanTick:
         active_pods: the RPCs' pods.
         top_n: ``GetTopEvictionPods``' ``topN``.
         calls: which calls, in order.
+        reclaim_parts: the reclaim pool's parts as the v0.5.47 rule measures them; None runs
+            the v0.5.3 rule.
         reclaim_pool_size: the ``reclaim`` pool's CPUs, None without one.
     """
 
@@ -98,6 +112,7 @@ class PlanTick:
     active_pods: tuple[ActivePod, ...]
     top_n: int
     calls: tuple[str, ...]
+    reclaim_parts: tuple[ReclaimPart, ...] | None = None
 
     @property
     def reclaim_pool_size(self) -> int | None:
@@ -237,6 +252,15 @@ def _tick(raw: dict[str, Any], settings: PressureSettings, where: str) -> PlanTi
     calls = raw.get("calls", list(CALLS))
     if not isinstance(calls, list) or any(c not in CALLS for c in calls):
         raise InputError(f"{where}.calls: expected a list of {list(CALLS)}, got {calls!r:.80}")
+    parts = None
+    if "reclaim_parts" in raw:
+        form = {"reclaim_pool_size": None, "parts": raw["reclaim_parts"]}
+        try:
+            parts = NUMASuppressionInputs.from_json(form, where).parts
+        except InputError as err:
+            # The plan's key is ``reclaim_parts`` (a record's inputs call them ``parts``).
+            text = str(err).replace(f"{where}.parts", f"{where}.reclaim_parts", 1)
+            raise InputError(text) from None
     return PlanTick(
         time=time,
         settings=settings,
@@ -246,6 +270,7 @@ def _tick(raw: dict[str, Any], settings: PressureSettings, where: str) -> PlanTi
         active_pods=active,
         top_n=top_n,
         calls=tuple(calls),
+        reclaim_parts=parts,
     )
 
 
@@ -277,11 +302,16 @@ def run_plan(
             for event in decision.events:
                 history = apply_pressure_event(history, event)
                 events.append(type(event).__name__)
+            warnings += [f"{call}: {w}" for w in decision.warnings]
+            if decision.error is not None:
+                # v0.5.47's metrics failure: the timers changed so far are kept, then it fails.
+                answers[call] = {"error": str(decision.error)}
+                errors[call] = decision.error
+                continue
             answers[call] = _plain(decision.reply)
             pool = getattr(decision.reply, "pool", "")
             if pool:
                 pools[call] = pool
-            warnings += [f"{call}: {w}" for w in decision.warnings]
         result = TickResult(tick.time, answers, tuple(warnings), tuple(events), pools, errors)
         results.append(result)
     return tuple(results), history
@@ -299,6 +329,11 @@ def _decide(
     if call == "top_eviction_pods":
         top = TopInputs(tick.pool_map, tick.active_pods, tick.top_n)
         return top_eviction_pods(history, top, settings, now)
+    if tick.reclaim_parts is not None:
+        by_numa = NUMASuppressionInputs(
+            tick.reclaim_pool_size, tick.reclaim_parts, tick.active_pods
+        )
+        return evict_pods_by_numa(history, by_numa, settings, now, qos)
     suppression = SuppressionInputs(tick.reclaim_pool_size, tick.active_pods)
     return evict_pods(history, suppression, settings, now, qos)
 

@@ -9,6 +9,11 @@ only the section). Given the ``cpu_pressure`` section just before the record (th
 replayed up to it), :func:`rerun_cause` takes the decision again; equal events show the record
 is explained by the code and the inputs it names.
 
+A ``GetEvictPods`` cause that records the reference level v0.5.47 (``reference``,
+``policy.cpu.reference.reference_cause``) holds ``NUMASuppressionInputs`` and is re-decided by
+the v0.5.47 rule (``policy.cpu.pressure.suppression_numa``); one without it was decided at
+v0.5.3.
+
 Only the QoS configuration (how a pod's level is resolved) is the node's, not the cause's: the
 caller passes it, as for the Allocator's re-runs.
 """
@@ -22,7 +27,9 @@ from policy.cpu.pressure.inputs import InputError, LoadInputs, SuppressionInputs
 from policy.cpu.pressure.load import collect_load, threshold_met, top_eviction_pods
 from policy.cpu.pressure.settings import PressureSettings, PressureSettingsError
 from policy.cpu.pressure.suppression import evict_pods
+from policy.cpu.pressure.suppression_numa import NUMASuppressionInputs, evict_pods_by_numa
 from policy.cpu.qos import QoSConfig
+from policy.cpu.reference import is_v0_5_47, reference_of_cause
 from policy.decision import Decision
 from policy.state.pressure import PressureHistory
 from policy.state.pressure.events import LoadHistoryCleared
@@ -60,6 +67,13 @@ def rerun_cause(
     if command == "GetTopEvictionPods":
         top = TopInputs.from_json(inputs, "cause.inputs")
         return top_eviction_pods(history, top, settings, now)
+    try:
+        version, _ = reference_of_cause(cause)
+    except ValueError as err:
+        raise InputError(f"cause.reference: {err}") from None
+    if is_v0_5_47(version):
+        by_numa = NUMASuppressionInputs.from_json(inputs, "cause.inputs")
+        return evict_pods_by_numa(history, by_numa, settings, now, qos)
     return evict_pods(
         history, SuppressionInputs.from_json(inputs, "cause.inputs"), settings, now, qos
     )

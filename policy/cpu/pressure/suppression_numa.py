@@ -38,8 +38,8 @@ The decision, in the reference's order:
    them in place.
 4. Timers of pods no longer reclaimed are stopped.
 
-Not reproduced here: the deletion grace period v0.5.47 puts on each offer when
-``eviction-cpu-grace-period`` is positive (``EvictPodsAnswer`` carries none).
+Each offer carries the deletion grace period when ``eviction-cpu-grace-period`` is positive
+(``EvictPodsAnswer.grace_period_seconds``; v0.5.3 never sets it).
 """
 
 from __future__ import annotations
@@ -358,7 +358,7 @@ def evict_pods_by_numa(
     # 4. Timers of pods that are no longer reclaimed.
     keys = {c.pod.uniq_key for c in ordered}
     since = {key: t for key, t in since.items() if key in keys}
-    return _decide(history, since, offers, warnings, None)
+    return _decide(history, since, offers, warnings, None, grace_period_s=settings.grace_period_s)
 
 
 def _order(candidates: list[_Candidate]) -> list[_Candidate]:
@@ -407,11 +407,14 @@ def _decide(
     offers: list[tuple[str, EvictOffer]],
     warnings: list[str],
     error: SuppressionError | None,
+    *,
+    grace_period_s: int = -1,
 ) -> Decision[EvictPodsAnswer]:
     """The answer, and one event when the timers changed or a pod was offered."""
     events: tuple[SuppressionTimersSet, ...] = ()
     if offers or since != dict(history.tolerance_since):
         evicted = tuple((key, offer.reason) for key, offer in offers)
         events = (SuppressionTimersSet(since=tuple(sorted(since.items())), evicted=evicted),)
-    answer = EvictPodsAnswer(tuple(offer for _, offer in offers))
+    grace = grace_period_s if grace_period_s > 0 else None
+    answer = EvictPodsAnswer(tuple(offer for _, offer in offers), grace)
     return Decision(events=events, reply=answer, error=error, warnings=tuple(warnings))

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from policy.cpu.reference import V0_5_47
 from qrmd.sim.demo.advisor_phase import AdvisorOptions
 
 __all__ = [
@@ -166,6 +167,14 @@ class DaemonOptions:
             *(
                 ("--reference-version", self.reference_version)
                 if self.reference_version is not None
+                else ()
+            ),
+            # At v0.5.47 the suppression plugin measures the reclaim pool's supply: the demo's
+            # all-idle figures make it the pool's size, as v0.5.3 divides by, whatever this
+            # machine is doing.
+            *(
+                ("--reclaim-metrics-source", "simulated")
+                if self.cpu_pressure is not None and self.reference_version == V0_5_47
                 else ()
             ),
         ]

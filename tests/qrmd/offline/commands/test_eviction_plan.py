@@ -240,3 +240,49 @@ def test_rerun_of_no_journal_is_one_error_line_not_a_traceback(
     assert (code, out) == (2, "")
     (line,) = err.strip().splitlines()
     assert line.startswith("qrmd eviction rerun: error: no journal at ") and message in line
+
+
+def _v0547_tick(time: float, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tick whose reclaim pool of 10 CPUs is judged by its parts (the v0.5.47 rule)."""
+    reclaimed = {
+        "katalyst.kubewharf.io/qos_level": "reclaimed_cores",
+        "katalyst.kubewharf.io/cpu_enhancement": '{"suppression_tolerance_rate": "1.2"}',
+    }
+    pods = [{"uid": f"uid-{n}", "namespace": n, "name": n, "annotations": reclaimed,
+             "containers": [{"name": n, "requests": {"cpu": cpu}}]}
+            for n, cpu in (("pod-1", "15"), ("pod-2", "4"))]  # fmt: skip
+    return {"time": time, "pools": {"reclaim": 10}, "pods": pods, "calls": ["evict_pods"],
+            "reclaim_parts": parts}  # fmt: skip
+
+
+def test_a_tick_with_reclaim_parts_is_judged_by_the_v0_5_47_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The reference's quota-limited case (pressure_suppression_test.go "over tolerance rate,
+    # because quota limited"): 10 CPUs at 0.5, cgroup usage 55, quota 5000 / 1000: supply 5.
+    part = {
+        "numa": -1,
+        "cpus": 10,
+        "missing": "",
+        "sample": {"pool_usage": 5, "cgroup_usage": 55, "cfs_quota": 5000, "cfs_period": 1000},
+    }
+    settings = {"enable_suppression_eviction": True, "min_suppression_tolerance_duration_s": 0.01,
+                "grace_period_s": 30}  # fmt: skip
+    missing = {"numa": -1, "cpus": 10, "sample": None, "missing": "/kubepods/besteffort: gone"}
+    ticks = [_v0547_tick(0, [part]), _v0547_tick(0.020, [part]), _v0547_tick(1, [missing])]
+    code, out, _ = plan(capsys, "--json", write(tmp_path, {"settings": settings, "ticks": ticks}))
+    assert code == 0
+    first, second, third = (json.loads(line) for line in out.splitlines())
+    assert first["evict_pods"]["evict_pods"] == []
+    (offer,) = second["evict_pods"]["evict_pods"]
+    assert offer["pod_uid"] == "uid-pod-1"
+    assert offer["reason"] == ("current pool suppression rate 3.80 is over than the pod "
+                               "suppression tolerance rate 1.20")  # fmt: skip
+    assert offer["deletion_options"] == {"grace_period_seconds": 30}
+    assert third["evict_pods"] == {
+        "code": "FAILED_PRECONDITION",
+        "error": "GetEvictPods: get reclaim metrics failed: /kubepods/besteffort: gone",
+    }
+    bad = [_v0547_tick(0, [{"numa": -1, "cpus": "ten"}])]
+    code, _, err = plan(capsys, write(tmp_path, {"settings": settings, "ticks": bad}))
+    assert code != 0 and "ticks[0].reclaim_parts[0].cpus" in err

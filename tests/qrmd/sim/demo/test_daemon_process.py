@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from qrmd.sim.demo.daemon_process import (
+    CPUPressureOptions,
     DaemonError,
     DaemonExitedError,
     DaemonOptions,
@@ -59,6 +60,25 @@ def test_a_reference_version_is_passed_to_qrmd_run_only_when_given(work_dir: Pat
     assert "--reference-version" not in default.argv()
     argv = dataclasses.replace(default, reference_version="v0.5.47").argv()
     assert argv[-2:] == ["--reference-version", "v0.5.47"]
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        pytest.param(None, [], id="at v0.5.3 the flag is not given (it is refused there)"),
+        pytest.param("v0.5.47", ["--reclaim-metrics-source", "simulated"],
+                     id="at v0.5.47 the suppression plugin reads the all-idle figures"),
+    ],
+)  # fmt: skip
+def test_the_reclaim_metrics_source_follows_the_level_with_cpu_pressure_on(
+    work_dir: Path, version: str | None, want: list[str]
+) -> None:
+    pressure = CPUPressureOptions("1s", work_dir / "ev")
+    default = options(work_dir, "synthetic:cpus=16,sockets=2,numas=4")
+    argv = dataclasses.replace(default, cpu_pressure=pressure, reference_version=version).argv()
+    given = argv[argv.index("--reclaim-metrics-source") :][:2] if want else []
+    assert given == want
+    assert ("--reclaim-metrics-source" in argv) == bool(want)
 
 
 def test_a_daemon_that_exits_is_reported_with_its_status_and_last_words(work_dir: Path) -> None:
