@@ -31,6 +31,8 @@ nodes stay under a millisecond, bounded by ``max_hints`` × set size × nodes, n
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import timeit
 from collections.abc import Callable
 from functools import partial
@@ -43,6 +45,7 @@ from policy.cpu.commands import (
     GetResourcesAllocation,
     GetTopologyHints,
     PodPhase,
+    RemovePod,
 )
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
@@ -152,6 +155,16 @@ def cases(state: State) -> dict[str, tuple[Callable[[], object], int]]:
             ),
             300,
         ),
+        "remove a shared pod": (
+            partial(cpu_policy.remove_pod, state, RemovePod("pod-00000"), CTX, T0 + 40),
+            100,
+        ),
+        "hints shared": (
+            partial(
+                cpu_policy.get_topology_hints, state, GetTopologyHints(request("new", 2)), CTX, T0
+            ),
+            100,
+        ),
         "hints dedicated (8 NUMA, full)": (
             partial(
                 cpu_policy.get_topology_hints,
@@ -205,6 +218,16 @@ def large_machine_hints() -> None:
 
 
 def main() -> None:
+    global CTX  # noqa: PLW0603 - the one context every decision above is timed with
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--reference-version",
+        default=CTX.reference_version,
+        help="the Katalyst release the policy reproduces (v0.5.3 or v0.5.47)",
+    )
+    args = parser.parse_args()
+    CTX = dataclasses.replace(CTX, reference_version=args.reference_version)
+    print(f"reference version {CTX.reference_version}")
     sizes = (50, 500, 5000)
     states = {pods: build(pods) for pods in sizes}
     for pods, state in states.items():

@@ -22,7 +22,13 @@ proportional to the entry that changed (its CPUs, its NUMA nodes), never to the 
 * per owner pool, the exact sum of the requested quantities of its shared containers (in
   units of 2**-1074, of which every finite double is a whole multiple, so the sum is an
   integer, exact, independent of order, and cheap), and those with quantity 0 (their
-  requested cores come from the pod source at read time, §5.5).
+  requested cores come from the pod source at read time, §5.5);
+* the same exact sums (with the sum of magnitudes and the count, which bound how far the
+  reference's float sum in key order can stray from the exact one) per ``SharedGroup``: the
+  facts v0.5.47 sorts a shared container's request by (its pool demand and the non-binding
+  shared total, ``policy.cpu.snb``); and, per ``AffinityClass`` (the facts NUMA
+  anti-affinity reads), how many containers follow each placement (a pool, the ramp-up
+  cpuset) or hold their own CPUs on each set of NUMA nodes.
 
 They are derived data: rebuilt when a state is decoded, never encoded or journaled, and not
 part of state equality.
@@ -35,9 +41,29 @@ from typing import Any, NamedTuple, TypeVar
 
 import immutables
 
-from policy.state.entries import ContainerEntry, InPool, OwnCPUs, Ramping
+from policy.state.entries import (
+    ANNOTATION_CPUSET_POOL,
+    ANNOTATION_NUMA_BINDING,
+    ANNOTATION_NUMA_HINT,
+    ANNOTATION_NUMA_SHARE,
+    CONTAINER_TYPE_MAIN,
+    ContainerEntry,
+    InPool,
+    OwnCPUs,
+    Ramping,
+)
 
-__all__ = ["CPUIndexes", "ContainerKey", "ceil_units", "exact_units"]
+__all__ = [
+    "AffinityClass",
+    "CPUIndexes",
+    "ContainerKey",
+    "GroupSum",
+    "PlacementKey",
+    "SharedGroup",
+    "ceil_units",
+    "exact_units",
+    "shared_group_of",
+]
 
 ContainerKey = tuple[str, str]
 K = TypeVar("K")
@@ -58,6 +84,73 @@ def exact_units(quantity: float) -> int:
 def ceil_units(units: int) -> int:
     """``ceil(units × 2**-1074)``, exactly."""
     return -((-units) >> _UNIT_SHIFT)
+
+
+class SharedGroup(NamedTuple):
+    """What decides where v0.5.47 counts a shared container's request: its owner pool, its
+    ``cpuset_pool``, ``numa_binding`` and ``numa_hint`` annotations, and whether it is a
+    main container."""
+
+    owner: str
+    cpuset_pool: str
+    numa_binding: bool
+    numa_hint: str
+    main: bool
+
+
+class GroupSum(NamedTuple):
+    """Containers counted, the exact sum of their quantities and of their magnitudes (units
+    of 2**-1074)."""
+
+    terms: int = 0
+    units: int = 0
+    magnitude: int = 0
+
+
+class AffinityClass(NamedTuple):
+    """What NUMA anti-affinity reads of a stored container (``CheckNUMABindingAntiAffinity``):
+    its level, whether it asks ``numa_share: "false"``, its ``numa_binding`` and
+    ``cpuset_pool`` annotations."""
+
+    qos_level: str
+    numa_share_false: bool
+    numa_binding: bool
+    cpuset_pool: str
+
+
+#: Where a container's CPUs are: the placement it follows (a pool, the ramp-up cpuset), or
+#: the NUMA nodes its own CPUs (current or original) touch.
+PlacementKey = InPool | Ramping | tuple[int, ...]
+
+
+def shared_group_of(entry: ContainerEntry) -> SharedGroup | None:
+    """The group of a shared container; None for any other level."""
+    if not entry.is_shared():
+        return None
+    annotations = entry.annotations
+    if annotations is None:
+        return SharedGroup(
+            entry.owner_pool_name, "", False, "", entry.container_type == CONTAINER_TYPE_MAIN
+        )
+    return SharedGroup(
+        entry.owner_pool_name,
+        annotations.get(ANNOTATION_CPUSET_POOL, ""),
+        annotations.get(ANNOTATION_NUMA_BINDING) == "true",
+        annotations.get(ANNOTATION_NUMA_HINT, ""),
+        entry.container_type == CONTAINER_TYPE_MAIN,
+    )
+
+
+def _affinity_class(entry: ContainerEntry) -> AffinityClass:
+    annotations = entry.annotations
+    if annotations is None:
+        return AffinityClass(entry.qos_level, False, False, "")
+    return AffinityClass(
+        entry.qos_level,
+        annotations.get(ANNOTATION_NUMA_SHARE) == "false",
+        annotations.get(ANNOTATION_NUMA_BINDING) == "true",
+        annotations.get(ANNOTATION_CPUSET_POOL, ""),
+    )
 
 
 # One shared empty map for every index default: maps are immutable, so sharing is safe.
@@ -88,6 +181,9 @@ class _Facts(NamedTuple):
     nb_on_ramp: bool = False
     shared_owner: str = ""
     shared_quantity: float = 0.0
+    shared_group: SharedGroup | None = None
+    affinity: AffinityClass | None = None
+    placement_key: PlacementKey = ()
 
 
 _NOTHING = _Facts()
@@ -110,7 +206,8 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     # evaluated once, since this runs for both sides of every applied event.
     if isinstance(placement, OwnCPUs):
         result, original = placement.result.mask, placement.original.mask
-        touched = _numas_touched(result | original, numa_masks) if (dedicated or binding) else ()
+        touched = _numas_touched(result | original, numa_masks)
+        placement_key: PlacementKey = touched
         dnb = dedicated and binding
         in_pool = ""
         pooled = on_ramp = False
@@ -119,6 +216,7 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         dnb_numas = touched if dnb else ()
         nb_numas = touched if binding else ()
     else:
+        placement_key = placement
         pooled = isinstance(placement, InPool)
         in_pool = placement.pool_name if isinstance(placement, InPool) else ""
         on_ramp = isinstance(placement, Ramping)
@@ -127,6 +225,7 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     unpooled = not dedicated and not pooled
     settled = on_ramp and not owner and (shared or entry.is_reclaimed())
     shared_owner = owner if shared else ""
+    quantity = entry.request_quantity if shared else 0.0
     return _Facts(
         owner,
         in_pool,
@@ -144,7 +243,10 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         in_pool if binding else "",
         binding and on_ramp,
         shared_owner,
-        entry.request_quantity if shared_owner else 0.0,
+        quantity,
+        shared_group_of(entry) if shared else None,
+        _affinity_class(entry),
+        placement_key,
     )
 
 
@@ -249,6 +351,9 @@ class CPUIndexes(NamedTuple):
     nb_on_ramp: int = 0
     shared_sum: immutables.Map[str, tuple[int, int]] = _EMPTY
     shared_unknown: immutables.Map[str, immutables.Map[ContainerKey, None]] = _EMPTY
+    group_sums: immutables.Map[SharedGroup, GroupSum] = _EMPTY
+    group_unknown: immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]] = _EMPTY
+    affinity: immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]] = _EMPTY
 
     def replaced(
         self,
@@ -284,6 +389,9 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
+            group_sums,
+            group_unknown,
+            affinity,
         ) = self
         if a.owner != b.owner:
             if a.owner:
@@ -324,6 +432,13 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp += b.nb_on_ramp - a.nb_on_ramp
         if (a.shared_owner, a.shared_quantity) != (b.shared_owner, b.shared_quantity):
             shared_sum, shared_unknown = _shared_changes(shared_sum, shared_unknown, key, a, b)
+        if (a.shared_group, a.shared_quantity) != (b.shared_group, b.shared_quantity):
+            group_sums, group_unknown = _group_changes(group_sums, group_unknown, key, a, b)
+        if (a.affinity, a.placement_key) != (b.affinity, b.placement_key):
+            if a.affinity is not None:
+                affinity = _counted(affinity, a.affinity, a.placement_key, -1)
+            if b.affinity is not None:
+                affinity = _counted(affinity, b.affinity, b.placement_key, 1)
         # Positional, in field order (the order of the unpacking above): several times cheaper
         # than by keyword, and this runs for every applied event.
         return CPUIndexes(
@@ -346,6 +461,9 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
+            group_sums,
+            group_unknown,
+            affinity,
         )
 
     def with_entries(
@@ -365,6 +483,9 @@ class CPUIndexes(NamedTuple):
         dnb_numas = dict(self.dnb_numas)
         nb_numas = dict(self.nb_numas)
         sums = dict(self.shared_sum)
+        group_sums = dict(self.group_sums)
+        group_unknown = _GroupsBuilder(self.group_unknown)
+        affinity = {cls: dict(counts) for cls, counts in self.affinity.items()}
         ramp_flagged = self.ramp_flagged.mutate()
         dedicated = self.dedicated.mutate()
         isolated = self.isolated.mutate()
@@ -410,6 +531,15 @@ class CPUIndexes(NamedTuple):
                 sums[b.shared_owner] = (count + 1, total + exact_units(b.shared_quantity))
                 if b.shared_quantity == 0:
                     unknown.add(b.shared_owner, key)
+            if b.shared_group is not None:
+                group_sums[b.shared_group] = _plus(
+                    group_sums.get(b.shared_group, _NO_SUM), b.shared_quantity, 1
+                )
+                if b.shared_quantity == 0:
+                    group_unknown.add(b.shared_group, key)
+            if b.affinity is not None:
+                counts = affinity.setdefault(b.affinity, {})
+                counts[b.placement_key] = counts.get(b.placement_key, 0) + 1
         allocated_refs, allocated_mask = allocated.finish()
         dedicated_refs, dedicated_mask = dedicated_cpus.finish()
         return CPUIndexes(
@@ -432,23 +562,28 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp=nb_on_ramp,
             shared_sum=immutables.Map(sums),
             shared_unknown=unknown.finish(),
+            group_sums=immutables.Map(group_sums),
+            group_unknown=group_unknown.finish(),
+            affinity=immutables.Map(
+                {cls: immutables.Map(counts) for cls, counts in affinity.items()}
+            ),
         )
 
 
 class _GroupsBuilder:
     """Adds members to a map of groups (group -> map of keys) in place, for ``with_entries``."""
 
-    def __init__(self, groups: immutables.Map[str, immutables.Map[ContainerKey, None]]) -> None:
+    def __init__(self, groups: immutables.Map[Any, immutables.Map[ContainerKey, None]]) -> None:
         self._groups = groups
-        self._added: dict[str, Any] = {}
+        self._added: dict[Any, Any] = {}
 
-    def add(self, group: str, key: ContainerKey) -> None:
+    def add(self, group: Any, key: ContainerKey) -> None:
         members = self._added.get(group)
         if members is None:
             members = self._added[group] = self._groups.get(group, _NO_KEYS).mutate()
         members[key] = None
 
-    def finish(self) -> immutables.Map[str, immutables.Map[ContainerKey, None]]:
+    def finish(self) -> immutables.Map[Any, immutables.Map[ContainerKey, None]]:
         if not self._added:
             return self._groups
         groups = self._groups.mutate()
@@ -497,3 +632,44 @@ def _shared_changes(
         if facts.shared_quantity == 0:
             unknown = _member(unknown, pool, key, add=sign > 0)
     return sums, unknown
+
+
+_NO_SUM = GroupSum()
+
+
+def _plus(total: GroupSum, quantity: float, sign: int) -> GroupSum:
+    units = exact_units(quantity)
+    return GroupSum(
+        total.terms + sign, total.units + sign * units, total.magnitude + sign * abs(units)
+    )
+
+
+def _group_changes(
+    sums: immutables.Map[SharedGroup, GroupSum],
+    unknown: immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]],
+    key: ContainerKey,
+    a: _Facts,
+    b: _Facts,
+) -> tuple[
+    immutables.Map[SharedGroup, GroupSum],
+    immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]],
+]:
+    for facts, sign in ((a, -1), (b, 1)):
+        group = facts.shared_group
+        if group is None:
+            continue
+        total = _plus(sums.get(group, _NO_SUM), facts.shared_quantity, sign)
+        sums = sums.set(group, total) if total.terms else sums.delete(group)
+        if facts.shared_quantity == 0:
+            unknown = _member(unknown, group, key, add=sign > 0)
+    return sums, unknown
+
+
+def _counted(
+    classes: immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]],
+    cls: AffinityClass,
+    placement: PlacementKey,
+    delta: int,
+) -> immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]]:
+    counts = _bump(classes.get(cls, _EMPTY), placement, delta)
+    return classes.set(cls, counts) if counts else classes.delete(cls)
