@@ -1,15 +1,18 @@
 """In-process decision time of Allocate and GetTopologyHints as the pod count grows (DESIGN.md:
 the cost per request does not grow with the number of pods).
 
-Run: ``PYTHONPATH=. python bench/bench_policy.py``. For 50, 500 and 5,000 existing shared pods
-on the 256-CPU, 8-NUMA synthetic node (reserve 4 CPUs, a dedicated NUMA-binding pod on NUMA 7,
-every shared pod settled in pool ``share``), it builds the state through the façade, as the
-Allocator would, then times one decision (µs per call, best of 5 rounds):
+Run: ``PYTHONPATH=. python bench/bench_policy.py [--reference-version v0.5.47]``. For 50, 500
+and 5,000 existing shared pods on the 256-CPU, 8-NUMA synthetic node (reserve 4 CPUs, a
+dedicated NUMA-binding pod on NUMA 7, every shared pod settled in pool ``share``), it builds the
+state through the façade, as the Allocator would, then times one decision (µs per call, best of
+5 rounds):
 
 * Allocate of a new shared container whose pod is unknown (ramps up: one event);
 * Allocate of a new shared container of a running pod (joins ``share``: the pool engine runs);
 * Allocate of a dedicated exclusive container on NUMA 6 (the pool engine re-places the pools);
 * Allocate of a reclaimed container (one event);
+* RemovePod of a shared pod (the pool engine re-sizes ``share``);
+* GetTopologyHints of a shared container (at v0.5.47: the non-binding shared total);
 * GetTopologyHints of a dedicated exclusive container (full enumeration, 255 NUMA sets);
 
 next to the baseline of applying one ``ContainerAllocated`` event, with each figure's ratio to

@@ -16,8 +16,12 @@ cpu-policy-v0.5.47 (a); katalyst-core v0.5.47 ``commonstate/pool.go``, ``state/s
   truncating to milli-CPUs (``CPUPreciseCeil``); non-binding pools are ceiled the same way.
 
 Everything reads the state; nothing here emits events. Costs: the SNB pools and their owners
-come from the state's pool map and owner index (O(SNB pools + SNB containers)); the non-binding
-shared sum walks the shared containers (O(containers)), as the reference's does.
+come from the state's pool map and owner index (O(SNB pools + SNB containers)); pool demands,
+the non-binding shared total and NUMA anti-affinity from the state's per-class index
+(``policy.state.cpu_indexes.ContainerClass``: O(classes), never O(containers)). The reference
+sums floats in key order; the index holds exact sums, and its answer stands only when every
+float sum within the rounding error bound would ceil alike, else the key-order walk answers
+(``_Sum.settled_ceil``), so answers are the reference's to the bit.
 """
 
 from __future__ import annotations
@@ -31,15 +35,17 @@ from typing import Final
 from policy.cpu.context import PolicyContext
 from policy.cpu.reference import AGGREGATED_REQUESTS_KEY, INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.reserve import ReserveError, parse_cpu_quantity
-from policy.state.cpu_indexes import AffinityClass, GroupSum, SharedGroup, exact_units
+from policy.state.cpu_indexes import ClassTotals, ContainerClass, exact_units
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
     ANNOTATION_CPUSET_POOL,
     ANNOTATION_NUMA_BINDING,
     ANNOTATION_NUMA_SHARE,
+    RAMPING,
     SHARE_POOL,
     SHARED_CORES,
     ContainerEntry,
+    InPool,
     requested_cores,
     specified_pool_name,
 )
@@ -230,15 +236,15 @@ def non_binding_shared_requested(
     non-binding shared container, precisely ceiled; with ``new_pod = (uid, request)`` that
     pod's stored containers are replaced by its request (its aggregated one).
 
-    From the state's exact per-group sums (O(groups + that pod's containers)); the walk in key
+    From the state's exact per-class sums (O(classes + that pod's containers)); the walk in key
     order only when the reference's float sum could ceil differently (``_settled_ceil``).
     """
     idx = state.indexes
     total = _Sum()
-    for group, sums in idx.group_sums.items():
-        if not group.numa_binding:
-            total.add_sum(sums)
-            for key in idx.group_unknown.get(group, ()):
+    for cls, totals in idx.classes.items():
+        if cls.qos_level == SHARED_CORES and not cls.numa_binding:
+            total.add_sum(totals)
+            for key in idx.class_unknown.get(cls, ()):
                 entry = state.require_entry(*key)
                 total.add_value(requested_cores(entry, ctx.requested_millicpu))
     if new_pod is not None:
@@ -328,19 +334,21 @@ def anti_affine_numas(
         return frozenset()
     masks = ctx.topology.numa_masks()
     out: set[int] = set()
-    for cls, placements in state.indexes.affinity.items():
+    for cls, totals in state.indexes.classes.items():
         if not _class_anti_affine(cls, qos_level, annotations):
             continue
-        for placement in placements:
-            if isinstance(placement, tuple):  # own CPUs: the NUMA nodes they touch
-                out.update(placement)
+        for placement in totals.placements:
+            kind = placement[0]
+            if kind == "own":  # own CPUs: the NUMA nodes they touch
+                out.update(placement[1])
                 continue
-            result, original = state.placement_cpus(placement)
+            followed = InPool(placement[1], placement[2]) if kind == "pool" else RAMPING
+            result, original = state.placement_cpus(followed)
             out |= numas_of(masks, result.union(original))
     return frozenset(out)
 
 
-def _class_anti_affine(cls: AffinityClass, qos_level: str, annotations: Mapping[str, str]) -> bool:
+def _class_anti_affine(cls: ContainerClass, qos_level: str, annotations: Mapping[str, str]) -> bool:
     """``is_anti_affine`` for every stored container of class ``cls``."""
     if not cls.numa_share_false and annotations.get(NUMA_SHARE_KEY) != "false":
         return False
@@ -391,23 +399,23 @@ def pool_demands(
     of its shared *main* containers' demands (``demand_of``), ramping ones included (they
     count toward the pool they name), ``ignore`` left out.
 
-    From the state's exact per-group sums (O(groups + ignored containers)); the walk in key
+    From the state's exact per-class sums (O(classes + ignored containers)); the walk in key
     order only when the reference's float sum could ceil differently (``_settled_ceil``).
     """
     idx = state.indexes
     totals: dict[str, _Sum] = {}
-    for group, sums in idx.group_sums.items():
-        if not group.main:
+    for cls, class_totals in idx.classes.items():
+        if cls.qos_level != SHARED_CORES or not cls.main:
             continue
-        pool = _group_target_pool(group)
+        pool = _class_target_pool(cls)
         if not pool:
             continue
         total = totals.get(pool)
         if total is None:
             total = totals[pool] = _Sum()
-        ratio = 2 if group.numa_binding else 1  # SNB_INCR_RATIO: doubling a float is exact
-        total.add_sum(sums, ratio)
-        for key in idx.group_unknown.get(group, ()):
+        ratio = 2 if cls.numa_binding else 1  # SNB_INCR_RATIO: doubling a float is exact
+        total.add_sum(class_totals, ratio)
+        for key in idx.class_unknown.get(cls, ()):
             if key not in ignore:
                 total.add_value(demand_of(state.require_entry(*key), ctx))
     for key in set(ignore):
@@ -430,14 +438,14 @@ def pool_demands(
     return out
 
 
-def _group_target_pool(group: SharedGroup) -> str:
-    """``target_pool`` of every shared container of ``group``."""
-    if group.numa_binding:  # SNB: its NUMA pool, by its owner or else its numa_hint
-        if numa_of_pool(group.owner) is not None:
-            return group.owner
-        if group.numa_hint.isdigit():
-            return f"{group.cpuset_pool or SHARE_POOL}{NUMA_POOL_INFIX}{int(group.numa_hint)}"
-    return group.owner or specified_pool_name(SHARED_CORES, group.cpuset_pool)
+def _class_target_pool(cls: ContainerClass) -> str:
+    """``target_pool`` of every shared container of class ``cls``."""
+    if cls.numa_binding:  # SNB: its NUMA pool, by its owner or else its numa_hint
+        if numa_of_pool(cls.owner) is not None:
+            return cls.owner
+        if cls.numa_hint.isdigit():
+            return f"{cls.cpuset_pool or SHARE_POOL}{NUMA_POOL_INFIX}{int(cls.numa_hint)}"
+    return cls.owner or specified_pool_name(SHARED_CORES, cls.cpuset_pool)
 
 
 def _pool_demands_walk(
@@ -465,8 +473,8 @@ class _Sum:
         self.units = 0
         self.magnitude = 0
 
-    def add_sum(self, sums: GroupSum, ratio: int = 1) -> None:
-        """Add a group's terms, each multiplied by ``ratio`` (a power of two: exact)."""
+    def add_sum(self, sums: ClassTotals, ratio: int = 1) -> None:
+        """Add a class's terms, each multiplied by ``ratio`` (a power of two: exact)."""
         self.count += sums.terms
         self.units += sums.units * ratio
         self.magnitude += sums.magnitude * ratio

@@ -23,12 +23,12 @@ proportional to the entry that changed (its CPUs, its NUMA nodes), never to the 
   units of 2**-1074, of which every finite double is a whole multiple, so the sum is an
   integer, exact, independent of order, and cheap), and those with quantity 0 (their
   requested cores come from the pod source at read time, §5.5);
-* the same exact sums (with the sum of magnitudes and the count, which bound how far the
-  reference's float sum in key order can stray from the exact one) per ``SharedGroup``: the
-  facts v0.5.47 sorts a shared container's request by (its pool demand and the non-binding
-  shared total, ``policy.cpu.snb``); and, per ``AffinityClass`` (the facts NUMA
-  anti-affinity reads), how many containers follow each placement (a pool, the ramp-up
-  cpuset) or hold their own CPUs on each set of NUMA nodes.
+* per ``ContainerClass`` (what v0.5.47's pool demands, non-binding shared total and NUMA
+  anti-affinity read of a container, ``policy.cpu.snb``): how many containers, the exact sum
+  of their requested quantities and of their magnitudes (which bound how far the
+  reference's float sum in key order can stray from the exact one), how many follow each
+  placement (a pool, the ramp-up cpuset) or hold their own CPUs on each set of NUMA nodes;
+  and its shared containers with quantity 0.
 
 They are derived data: rebuilt when a state is decoded, never encoded or journaled, and not
 part of state equality.
@@ -43,10 +43,10 @@ import immutables
 
 from policy.state.entries import (
     ANNOTATION_CPUSET_POOL,
-    ANNOTATION_NUMA_BINDING,
     ANNOTATION_NUMA_HINT,
     ANNOTATION_NUMA_SHARE,
     CONTAINER_TYPE_MAIN,
+    SHARED_CORES,
     ContainerEntry,
     InPool,
     OwnCPUs,
@@ -54,15 +54,13 @@ from policy.state.entries import (
 )
 
 __all__ = [
-    "AffinityClass",
     "CPUIndexes",
+    "ClassTotals",
+    "ContainerClass",
     "ContainerKey",
-    "GroupSum",
     "PlacementKey",
-    "SharedGroup",
     "ceil_units",
     "exact_units",
-    "shared_group_of",
 ]
 
 ContainerKey = tuple[str, str]
@@ -86,71 +84,43 @@ def ceil_units(units: int) -> int:
     return -((-units) >> _UNIT_SHIFT)
 
 
-class SharedGroup(NamedTuple):
-    """What decides where v0.5.47 counts a shared container's request: its owner pool, its
-    ``cpuset_pool``, ``numa_binding`` and ``numa_hint`` annotations, and whether it is a
-    main container."""
-
-    owner: str
-    cpuset_pool: str
-    numa_binding: bool
-    numa_hint: str
-    main: bool
-
-
-class GroupSum(NamedTuple):
-    """Containers counted, the exact sum of their quantities and of their magnitudes (units
-    of 2**-1074)."""
-
-    terms: int = 0
-    units: int = 0
-    magnitude: int = 0
-
-
-class AffinityClass(NamedTuple):
-    """What NUMA anti-affinity reads of a stored container (``CheckNUMABindingAntiAffinity``):
-    its level, whether it asks ``numa_share: "false"``, its ``numa_binding`` and
-    ``cpuset_pool`` annotations."""
+class ContainerClass(NamedTuple):
+    """What v0.5.47 reads of a container to sum its request into a pool's demand or the
+    non-binding shared total (level, owner pool, main or not, ``numa_binding``,
+    ``cpuset_pool``, ``numa_hint``) and to tell NUMA anti-affinity
+    (``CheckNUMABindingAntiAffinity``: level, ``numa_share: "false"``, ``numa_binding``,
+    ``cpuset_pool``)."""
 
     qos_level: str
-    numa_share_false: bool
+    owner: str
+    main: bool
     numa_binding: bool
+    numa_share_false: bool
     cpuset_pool: str
+    numa_hint: str
 
 
-#: Where a container's CPUs are: the placement it follows (a pool, the ramp-up cpuset), or
-#: the NUMA nodes its own CPUs (current or original) touch.
-PlacementKey = InPool | Ramping | tuple[int, ...]
+#: Where a container's CPUs are: ``("pool", name, numas)`` for a pool it follows,
+#: ``("ramp",)`` for the ramp-up cpuset, ``("own", numas)`` for the NUMA nodes its own CPUs
+#: (current or original) touch. Plain tuples: hashed on every applied event, where the
+#: placement dataclasses hash several times slower.
+PlacementKey = tuple[Any, ...]
+
+_RAMP_KEY: PlacementKey = ("ramp",)
 
 
-def shared_group_of(entry: ContainerEntry) -> SharedGroup | None:
-    """The group of a shared container; None for any other level."""
-    if not entry.is_shared():
-        return None
-    annotations = entry.annotations
-    if annotations is None:
-        return SharedGroup(
-            entry.owner_pool_name, "", False, "", entry.container_type == CONTAINER_TYPE_MAIN
-        )
-    return SharedGroup(
-        entry.owner_pool_name,
-        annotations.get(ANNOTATION_CPUSET_POOL, ""),
-        annotations.get(ANNOTATION_NUMA_BINDING) == "true",
-        annotations.get(ANNOTATION_NUMA_HINT, ""),
-        entry.container_type == CONTAINER_TYPE_MAIN,
-    )
+class ClassTotals(NamedTuple):
+    """One class's containers: how many, the exact sum of their requested quantities and of
+    their magnitudes (units of 2**-1074), and how many follow each placement."""
+
+    terms: int
+    units: int
+    magnitude: int
+    placements: immutables.Map[PlacementKey, int]
 
 
-def _affinity_class(entry: ContainerEntry) -> AffinityClass:
-    annotations = entry.annotations
-    if annotations is None:
-        return AffinityClass(entry.qos_level, False, False, "")
-    return AffinityClass(
-        entry.qos_level,
-        annotations.get(ANNOTATION_NUMA_SHARE) == "false",
-        annotations.get(ANNOTATION_NUMA_BINDING) == "true",
-        annotations.get(ANNOTATION_CPUSET_POOL, ""),
-    )
+# NamedTuple's own constructor costs several times a plain tuple's; these run per event.
+_tuple_new = tuple.__new__
 
 
 # One shared empty map for every index default: maps are immutable, so sharing is safe.
@@ -181,8 +151,7 @@ class _Facts(NamedTuple):
     nb_on_ramp: bool = False
     shared_owner: str = ""
     shared_quantity: float = 0.0
-    shared_group: SharedGroup | None = None
-    affinity: AffinityClass | None = None
+    cls: ContainerClass | None = None
     placement_key: PlacementKey = ()
 
 
@@ -207,7 +176,7 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     if isinstance(placement, OwnCPUs):
         result, original = placement.result.mask, placement.original.mask
         touched = _numas_touched(result | original, numa_masks)
-        placement_key: PlacementKey = touched
+        placement_key: PlacementKey = ("own", touched)
         dnb = dedicated and binding
         in_pool = ""
         pooled = on_ramp = False
@@ -216,7 +185,10 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         dnb_numas = touched if dnb else ()
         nb_numas = touched if binding else ()
     else:
-        placement_key = placement
+        if isinstance(placement, InPool):
+            placement_key = ("pool", placement.pool_name, placement.numas)
+        else:
+            placement_key = _RAMP_KEY
         pooled = isinstance(placement, InPool)
         in_pool = placement.pool_name if isinstance(placement, InPool) else ""
         on_ramp = isinstance(placement, Ramping)
@@ -226,6 +198,23 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     settled = on_ramp and not owner and (shared or entry.is_reclaimed())
     shared_owner = owner if shared else ""
     quantity = entry.request_quantity if shared else 0.0
+    annotations = entry.annotations
+    main = entry.container_type == CONTAINER_TYPE_MAIN
+    if annotations is None:
+        cls = _tuple_new(ContainerClass, (entry.qos_level, owner, main, False, False, "", ""))
+    else:
+        cls = _tuple_new(
+            ContainerClass,
+            (
+                entry.qos_level,
+                owner,
+                main,
+                binding,
+                annotations.get(ANNOTATION_NUMA_SHARE) == "false",
+                annotations.get(ANNOTATION_CPUSET_POOL, ""),
+                annotations.get(ANNOTATION_NUMA_HINT, ""),
+            ),
+        )
     return _Facts(
         owner,
         in_pool,
@@ -244,8 +233,7 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         binding and on_ramp,
         shared_owner,
         quantity,
-        shared_group_of(entry) if shared else None,
-        _affinity_class(entry),
+        cls,
         placement_key,
     )
 
@@ -351,9 +339,8 @@ class CPUIndexes(NamedTuple):
     nb_on_ramp: int = 0
     shared_sum: immutables.Map[str, tuple[int, int]] = _EMPTY
     shared_unknown: immutables.Map[str, immutables.Map[ContainerKey, None]] = _EMPTY
-    group_sums: immutables.Map[SharedGroup, GroupSum] = _EMPTY
-    group_unknown: immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]] = _EMPTY
-    affinity: immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]] = _EMPTY
+    classes: immutables.Map[ContainerClass, ClassTotals] = _EMPTY
+    class_unknown: immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]] = _EMPTY
 
     def replaced(
         self,
@@ -389,9 +376,8 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
-            group_sums,
-            group_unknown,
-            affinity,
+            classes,
+            class_unknown,
         ) = self
         if a.owner != b.owner:
             if a.owner:
@@ -432,13 +418,12 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp += b.nb_on_ramp - a.nb_on_ramp
         if (a.shared_owner, a.shared_quantity) != (b.shared_owner, b.shared_quantity):
             shared_sum, shared_unknown = _shared_changes(shared_sum, shared_unknown, key, a, b)
-        if (a.shared_group, a.shared_quantity) != (b.shared_group, b.shared_quantity):
-            group_sums, group_unknown = _group_changes(group_sums, group_unknown, key, a, b)
-        if (a.affinity, a.placement_key) != (b.affinity, b.placement_key):
-            if a.affinity is not None:
-                affinity = _counted(affinity, a.affinity, a.placement_key, -1)
-            if b.affinity is not None:
-                affinity = _counted(affinity, b.affinity, b.placement_key, 1)
+        if (a.cls, a.placement_key, a.shared_quantity) != (
+            b.cls,
+            b.placement_key,
+            b.shared_quantity,
+        ):
+            classes, class_unknown = _class_changes(classes, class_unknown, key, a, b)
         # Positional, in field order (the order of the unpacking above): several times cheaper
         # than by keyword, and this runs for every applied event.
         return CPUIndexes(
@@ -461,9 +446,8 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
-            group_sums,
-            group_unknown,
-            affinity,
+            classes,
+            class_unknown,
         )
 
     def with_entries(
@@ -483,9 +467,11 @@ class CPUIndexes(NamedTuple):
         dnb_numas = dict(self.dnb_numas)
         nb_numas = dict(self.nb_numas)
         sums = dict(self.shared_sum)
-        group_sums = dict(self.group_sums)
-        group_unknown = _GroupsBuilder(self.group_unknown)
-        affinity = {cls: dict(counts) for cls, counts in self.affinity.items()}
+        classes: dict[ContainerClass, list[Any]] = {
+            cls: [t.terms, t.units, t.magnitude, dict(t.placements)]
+            for cls, t in self.classes.items()
+        }
+        class_unknown = _GroupsBuilder(self.class_unknown)
         ramp_flagged = self.ramp_flagged.mutate()
         dedicated = self.dedicated.mutate()
         isolated = self.isolated.mutate()
@@ -531,15 +517,19 @@ class CPUIndexes(NamedTuple):
                 sums[b.shared_owner] = (count + 1, total + exact_units(b.shared_quantity))
                 if b.shared_quantity == 0:
                     unknown.add(b.shared_owner, key)
-            if b.shared_group is not None:
-                group_sums[b.shared_group] = _plus(
-                    group_sums.get(b.shared_group, _NO_SUM), b.shared_quantity, 1
-                )
-                if b.shared_quantity == 0:
-                    group_unknown.add(b.shared_group, key)
-            if b.affinity is not None:
-                counts = affinity.setdefault(b.affinity, {})
-                counts[b.placement_key] = counts.get(b.placement_key, 0) + 1
+            cls = b.cls
+            if cls is not None:
+                totals = classes.get(cls)
+                if totals is None:
+                    totals = classes[cls] = [0, 0, 0, {}]
+                units = exact_units(b.shared_quantity) if b.shared_quantity else 0
+                totals[0] += 1
+                totals[1] += units
+                totals[2] += abs(units)
+                placements = totals[3]
+                placements[b.placement_key] = placements.get(b.placement_key, 0) + 1
+                if b.shared_quantity == 0 and cls.qos_level == SHARED_CORES:
+                    class_unknown.add(cls, key)
         allocated_refs, allocated_mask = allocated.finish()
         dedicated_refs, dedicated_mask = dedicated_cpus.finish()
         return CPUIndexes(
@@ -562,11 +552,13 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp=nb_on_ramp,
             shared_sum=immutables.Map(sums),
             shared_unknown=unknown.finish(),
-            group_sums=immutables.Map(group_sums),
-            group_unknown=group_unknown.finish(),
-            affinity=immutables.Map(
-                {cls: immutables.Map(counts) for cls, counts in affinity.items()}
+            classes=immutables.Map(
+                {
+                    cls: ClassTotals(terms, units, magnitude, immutables.Map(placements))
+                    for cls, (terms, units, magnitude, placements) in classes.items()
+                }
             ),
+            class_unknown=class_unknown.finish(),
         )
 
 
@@ -634,42 +626,37 @@ def _shared_changes(
     return sums, unknown
 
 
-_NO_SUM = GroupSum()
+_NO_TOTALS = ClassTotals(0, 0, 0, _EMPTY)
 
 
-def _plus(total: GroupSum, quantity: float, sign: int) -> GroupSum:
-    units = exact_units(quantity)
-    return GroupSum(
-        total.terms + sign, total.units + sign * units, total.magnitude + sign * abs(units)
-    )
-
-
-def _group_changes(
-    sums: immutables.Map[SharedGroup, GroupSum],
-    unknown: immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]],
+def _class_changes(
+    classes: immutables.Map[ContainerClass, ClassTotals],
+    unknown: immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]],
     key: ContainerKey,
     a: _Facts,
     b: _Facts,
 ) -> tuple[
-    immutables.Map[SharedGroup, GroupSum],
-    immutables.Map[SharedGroup, immutables.Map[ContainerKey, None]],
+    immutables.Map[ContainerClass, ClassTotals],
+    immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]],
 ]:
     for facts, sign in ((a, -1), (b, 1)):
-        group = facts.shared_group
-        if group is None:
+        cls = facts.cls
+        if cls is None:
             continue
-        total = _plus(sums.get(group, _NO_SUM), facts.shared_quantity, sign)
-        sums = sums.set(group, total) if total.terms else sums.delete(group)
-        if facts.shared_quantity == 0:
-            unknown = _member(unknown, group, key, add=sign > 0)
-    return sums, unknown
-
-
-def _counted(
-    classes: immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]],
-    cls: AffinityClass,
-    placement: PlacementKey,
-    delta: int,
-) -> immutables.Map[AffinityClass, immutables.Map[PlacementKey, int]]:
-    counts = _bump(classes.get(cls, _EMPTY), placement, delta)
-    return classes.set(cls, counts) if counts else classes.delete(cls)
+        found = classes.get(cls, _NO_TOTALS)
+        quantity = facts.shared_quantity
+        units = exact_units(quantity) if quantity else 0
+        terms = found.terms + sign
+        if terms:
+            totals = (
+                terms,
+                found.units + sign * units,
+                found.magnitude + sign * abs(units),
+                _bump(found.placements, facts.placement_key, sign),
+            )
+            classes = classes.set(cls, _tuple_new(ClassTotals, totals))
+        else:
+            classes = classes.delete(cls)
+        if quantity == 0 and cls.qos_level == SHARED_CORES:
+            unknown = _member(unknown, cls, key, add=sign > 0)
+    return classes, unknown
