@@ -1,15 +1,18 @@
 """In-process decision time of Allocate and GetTopologyHints as the pod count grows (DESIGN.md:
 the cost per request does not grow with the number of pods).
 
-Run: ``PYTHONPATH=. python bench/bench_policy.py``. For 50, 500 and 5,000 existing shared pods
-on the 256-CPU, 8-NUMA synthetic node (reserve 4 CPUs, a dedicated NUMA-binding pod on NUMA 7,
-every shared pod settled in pool ``share``), it builds the state through the façade, as the
-Allocator would, then times one decision (µs per call, best of 5 rounds):
+Run: ``PYTHONPATH=. python bench/bench_policy.py [--reference-version v0.5.47]``. For 50, 500
+and 5,000 existing shared pods on the 256-CPU, 8-NUMA synthetic node (reserve 4 CPUs, a
+dedicated NUMA-binding pod on NUMA 7, every shared pod settled in pool ``share``), it builds the
+state through the façade, as the Allocator would, then times one decision (µs per call, best of
+5 rounds):
 
 * Allocate of a new shared container whose pod is unknown (ramps up: one event);
 * Allocate of a new shared container of a running pod (joins ``share``: the pool engine runs);
 * Allocate of a dedicated exclusive container on NUMA 6 (the pool engine re-places the pools);
 * Allocate of a reclaimed container (one event);
+* RemovePod of a shared pod (the pool engine re-sizes ``share``);
+* GetTopologyHints of a shared container (at v0.5.47: the non-binding shared total);
 * GetTopologyHints of a dedicated exclusive container (full enumeration, 255 NUMA sets);
 
 next to the baseline of applying one ``ContainerAllocated`` event, with each figure's ratio to
@@ -31,6 +34,8 @@ nodes stay under a millisecond, bounded by ``max_hints`` × set size × nodes, n
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import timeit
 from collections.abc import Callable
 from functools import partial
@@ -43,6 +48,7 @@ from policy.cpu.commands import (
     GetResourcesAllocation,
     GetTopologyHints,
     PodPhase,
+    RemovePod,
 )
 from policy.cpu.context import PolicyContext
 from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
@@ -152,6 +158,16 @@ def cases(state: State) -> dict[str, tuple[Callable[[], object], int]]:
             ),
             300,
         ),
+        "remove a shared pod": (
+            partial(cpu_policy.remove_pod, state, RemovePod("pod-00000"), CTX, T0 + 40),
+            100,
+        ),
+        "hints shared": (
+            partial(
+                cpu_policy.get_topology_hints, state, GetTopologyHints(request("new", 2)), CTX, T0
+            ),
+            100,
+        ),
         "hints dedicated (8 NUMA, full)": (
             partial(
                 cpu_policy.get_topology_hints,
@@ -205,6 +221,16 @@ def large_machine_hints() -> None:
 
 
 def main() -> None:
+    global CTX  # noqa: PLW0603 - the one context every decision above is timed with
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--reference-version",
+        default=CTX.reference_version,
+        help="the Katalyst release the policy reproduces (v0.5.3 or v0.5.47)",
+    )
+    args = parser.parse_args()
+    CTX = dataclasses.replace(CTX, reference_version=args.reference_version)
+    print(f"reference version {CTX.reference_version}")
     sizes = (50, 500, 5000)
     states = {pods: build(pods) for pods in sizes}
     for pods, state in states.items():

@@ -1,6 +1,6 @@
 """What kubelet sees on the socket, each figure against a baseline measured in the same run.
 
-Run: ``PYTHONPATH=. python bench/bench_wire.py [--quick]``.
+Run: ``PYTHONPATH=. python bench/bench_wire.py [--quick] [--reference-version v0.5.47]``.
 
 One row per figure of the performance table (DESIGN.md: "its cost per request does not grow with
 the number of pods"), printed as a ratio to its baseline. Durability ``always`` throughout, on a
@@ -39,6 +39,7 @@ only ratios are meant to be compared between runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -62,6 +63,7 @@ import msgpack
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_grpc
 from bench_grpc import (
     DEDICATED_HINTS_REQUEST,
     SERVICE,
@@ -638,11 +640,23 @@ def main() -> None:
     )
     parser.add_argument("--skip-balance", action="store_true", help="no balance-round rows")
     parser.add_argument(
+        "--reference-version",
+        choices=("v0.5.3", "v0.5.47"),
+        help="the Katalyst release qrmd reproduces in every row (default: qrmd's own)",
+    )
+    parser.add_argument(
         "--only-kubelets",
         action="store_true",
         help="only the kubelet-like clients rows (16 clients in 4 processes, and 1)",
     )
     args = parser.parse_args()
+    if args.reference_version is not None:
+        # The daemons started below read it from their environment (qrmd run's
+        # QRMD_REFERENCE_VERSION); the nodes served in this process from bench_grpc's context.
+        os.environ["QRMD_REFERENCE_VERSION"] = args.reference_version
+        bench_grpc.CTX = dataclasses.replace(
+            bench_grpc.CTX, reference_version=args.reference_version
+        )
     if args.only_replay:
         bench_replay_only(5000)
         return

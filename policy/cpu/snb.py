@@ -16,8 +16,12 @@ cpu-policy-v0.5.47 (a); katalyst-core v0.5.47 ``commonstate/pool.go``, ``state/s
   truncating to milli-CPUs (``CPUPreciseCeil``); non-binding pools are ceiled the same way.
 
 Everything reads the state; nothing here emits events. Costs: the SNB pools and their owners
-come from the state's pool map and owner index (O(SNB pools + SNB containers)); the non-binding
-shared sum walks the shared containers (O(containers)), as the reference's does.
+come from the state's pool map and owner index (O(SNB pools + SNB containers)); pool demands,
+the non-binding shared total and NUMA anti-affinity from the state's per-class index
+(``policy.state.cpu_indexes.ContainerClass``: O(classes), never O(containers)). The reference
+sums floats in key order; the index holds exact sums, and its answer stands only when every
+float sum within the rounding error bound would ceil alike, else the key-order walk answers
+(``_Sum.settled_ceil``), so answers are the reference's to the bit.
 """
 
 from __future__ import annotations
@@ -31,14 +35,19 @@ from typing import Final
 from policy.cpu.context import PolicyContext
 from policy.cpu.reference import AGGREGATED_REQUESTS_KEY, INPLACE_UPDATE_RESIZING_KEY
 from policy.cpu.reserve import ReserveError, parse_cpu_quantity
+from policy.state.cpu_indexes import ClassTotals, ContainerClass, exact_units
 from policy.state.cpu_state import ContainerKey, CPUState
 from policy.state.entries import (
     ANNOTATION_CPUSET_POOL,
     ANNOTATION_NUMA_BINDING,
+    ANNOTATION_NUMA_SHARE,
+    RAMPING,
     SHARE_POOL,
     SHARED_CORES,
     ContainerEntry,
+    InPool,
     requested_cores,
+    specified_pool_name,
 )
 from policy.topology.cpuset import CPUSet
 
@@ -77,7 +86,7 @@ NUMA_HINT_KEY: Final = "numa_hint"
 #: ``commonstate.NUMAPoolInfix``.
 NUMA_POOL_INFIX: Final = "-NUMA"
 #: ``numa_share: "false"`` asks for NUMA anti-affinity.
-NUMA_SHARE_KEY: Final = "numa_share"
+NUMA_SHARE_KEY: Final = ANNOTATION_NUMA_SHARE
 #: ``CPUIncrRatioSharedCoresNUMABinding``: an SNB pool holds twice its requests, to burst.
 SNB_INCR_RATIO: Final = 2.0
 #: ``CPUIsSufficient``'s slack: the smallest CPU quantity is a milli-CPU.
@@ -225,7 +234,36 @@ def non_binding_shared_requested(
 ) -> int:
     """``GetNonBindingSharedRequestedQuantityFromPodEntries``: the requests of every
     non-binding shared container, precisely ceiled; with ``new_pod = (uid, request)`` that
-    pod's stored containers are replaced by its request (its aggregated one)."""
+    pod's stored containers are replaced by its request (its aggregated one).
+
+    From the state's exact per-class sums (O(classes + that pod's containers)); the walk in key
+    order only when the reference's float sum could ceil differently (``_settled_ceil``).
+    """
+    idx = state.indexes
+    total = _Sum()
+    for cls, totals in idx.classes.items():
+        if cls.qos_level == SHARED_CORES and not cls.numa_binding:
+            total.add_sum(totals)
+            for key in idx.class_unknown.get(cls, ()):
+                entry = state.require_entry(*key)
+                total.add_value(requested_cores(entry, ctx.requested_millicpu))
+    if new_pod is not None:
+        for entry in state.pod_containers(new_pod[0]).values():
+            if entry.is_shared() and not entry.is_numa_binding():
+                total.remove(requested_cores(entry, ctx.requested_millicpu))
+        if not math.isfinite(new_pod[1]):
+            return _non_binding_shared_requested_walk(state, ctx, new_pod)
+        total.add(new_pod[1])
+    settled = total.settled_ceil()
+    if settled is None:
+        return _non_binding_shared_requested_walk(state, ctx, new_pod)
+    return settled
+
+
+def _non_binding_shared_requested_walk(
+    state: CPUState, ctx: PolicyContext, new_pod: tuple[str, float] | None = None
+) -> int:
+    """``non_binding_shared_requested`` as the reference sums it: in key order, in floats."""
     total = 0.0
     for entry in state.entries():  # by key: the order of the sum
         if not entry.is_shared() or entry.is_numa_binding():
@@ -287,7 +325,45 @@ def anti_affine_numas(
     state: CPUState, ctx: PolicyContext, qos_level: str, annotations: Mapping[str, str]
 ) -> frozenset[int]:
     """The NUMA nodes where some stored container is anti-affine to the candidate (the
-    NUMAs its current or original CPUs touch)."""
+    NUMAs its current or original CPUs touch).
+
+    From the state's affinity index: per class of stored container, the placements its
+    members follow or the NUMA nodes their own CPUs touch (O(classes × placements)).
+    """
+    if not annotations:
+        return frozenset()
+    masks = ctx.topology.numa_masks()
+    out: set[int] = set()
+    for cls, totals in state.indexes.classes.items():
+        if not _class_anti_affine(cls, qos_level, annotations):
+            continue
+        for placement in totals.placements:
+            kind = placement[0]
+            if kind == "own":  # own CPUs: the NUMA nodes they touch
+                out.update(placement[1])
+                continue
+            followed = InPool(placement[1], placement[2]) if kind == "pool" else RAMPING
+            result, original = state.placement_cpus(followed)
+            out |= numas_of(masks, result.union(original))
+    return frozenset(out)
+
+
+def _class_anti_affine(cls: ContainerClass, qos_level: str, annotations: Mapping[str, str]) -> bool:
+    """``is_anti_affine`` for every stored container of class ``cls``."""
+    if not cls.numa_share_false and annotations.get(NUMA_SHARE_KEY) != "false":
+        return False
+    if cls.qos_level != qos_level:
+        return True
+    if cls.qos_level == SHARED_CORES and cls.numa_binding:
+        candidate = annotations.get(ANNOTATION_CPUSET_POOL, "") or SHARE_POOL
+        return specified_pool_name(cls.qos_level, cls.cpuset_pool) != candidate
+    return False
+
+
+def _anti_affine_numas_walk(
+    state: CPUState, ctx: PolicyContext, qos_level: str, annotations: Mapping[str, str]
+) -> frozenset[int]:
+    """``anti_affine_numas`` as the reference finds them: every stored container in turn."""
     masks = ctx.topology.numa_masks()
     out: set[int] = set()
     for entry in state.entries():
@@ -321,7 +397,61 @@ def pool_demands(
 ) -> dict[str, int]:
     """``GetSharedQuantityMapFromPodEntries`` at v0.5.47: per pool, the precisely ceiled sum
     of its shared *main* containers' demands (``demand_of``), ramping ones included (they
-    count toward the pool they name), ``ignore`` left out."""
+    count toward the pool they name), ``ignore`` left out.
+
+    From the state's exact per-class sums (O(classes + ignored containers)); the walk in key
+    order only when the reference's float sum could ceil differently (``_settled_ceil``).
+    """
+    idx = state.indexes
+    totals: dict[str, _Sum] = {}
+    for cls, class_totals in idx.classes.items():
+        if cls.qos_level != SHARED_CORES or not cls.main:
+            continue
+        pool = _class_target_pool(cls)
+        if not pool:
+            continue
+        total = totals.get(pool)
+        if total is None:
+            total = totals[pool] = _Sum()
+        ratio = 2 if cls.numa_binding else 1  # SNB_INCR_RATIO: doubling a float is exact
+        total.add_sum(class_totals, ratio)
+        for key in idx.class_unknown.get(cls, ()):
+            if key not in ignore:
+                total.add_value(demand_of(state.require_entry(*key), ctx))
+    for key in set(ignore):
+        entry = state.entry(*key)
+        if entry is None or not entry.is_shared() or not entry.is_main():
+            continue
+        total = totals.get(target_pool(entry))
+        if total is not None:
+            # A stored quantity of 0 was counted without a value (its looked-up one is added
+            # above only for containers not ignored).
+            total.remove(demand_of(entry, ctx) if entry.request_quantity else 0.0)
+    out: dict[str, int] = {}
+    for pool, total in totals.items():
+        if total.count <= 0:
+            continue
+        settled = total.settled_ceil()
+        if settled is None:
+            return _pool_demands_walk(state, ctx, ignore)
+        out[pool] = settled
+    return out
+
+
+def _class_target_pool(cls: ContainerClass) -> str:
+    """``target_pool`` of every shared container of class ``cls``."""
+    if cls.numa_binding:  # SNB: its NUMA pool, by its owner or else its numa_hint
+        if numa_of_pool(cls.owner) is not None:
+            return cls.owner
+        if cls.numa_hint.isdigit():
+            return f"{cls.cpuset_pool or SHARE_POOL}{NUMA_POOL_INFIX}{int(cls.numa_hint)}"
+    return cls.owner or specified_pool_name(SHARED_CORES, cls.cpuset_pool)
+
+
+def _pool_demands_walk(
+    state: CPUState, ctx: PolicyContext, ignore: Collection[ContainerKey] = ()
+) -> dict[str, int]:
+    """``pool_demands`` as the reference sums them: in key order, in floats."""
     precise: dict[str, float] = {}
     for entry in state.entries():  # by key: the order of the sum
         if not entry.is_shared() or not entry.is_main() or entry.key in ignore:
@@ -330,6 +460,63 @@ def pool_demands(
         if pool:
             precise[pool] = precise.get(pool, 0.0) + demand_of(entry, ctx)
     return {pool: precise_ceil(total) for pool, total in precise.items()}
+
+
+class _Sum:
+    """The exact sum of some float terms (units of 2**-1074), of their magnitudes, and how
+    many there are: enough to bound the float sum the reference computes in key order."""
+
+    __slots__ = ("count", "magnitude", "units")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.units = 0
+        self.magnitude = 0
+
+    def add_sum(self, sums: ClassTotals, ratio: int = 1) -> None:
+        """Add a class's terms, each multiplied by ``ratio`` (a power of two: exact)."""
+        self.count += sums.terms
+        self.units += sums.units * ratio
+        self.magnitude += sums.magnitude * ratio
+
+    def add_value(self, term: float) -> None:
+        """Add the value of a term already counted (a stored quantity of 0, looked up)."""
+        units = exact_units(term)
+        self.units += units
+        self.magnitude += abs(units)
+
+    def add(self, term: float) -> None:
+        self.count += 1
+        self.add_value(term)
+
+    def remove(self, term: float) -> None:
+        units = exact_units(term)
+        self.count -= 1
+        self.units -= units
+        self.magnitude -= abs(units)
+
+    def settled_ceil(self) -> int | None:
+        """``precise_ceil`` of the float sum of the terms in any order, when every such sum
+        ceils alike; None when it could depend on the order (the caller then walks).
+
+        Summing n doubles in any order strays from the exact sum by at most
+        ``(n-1)·u/(1-(n-1)·u)`` times the sum of magnitudes (u = 2**-53, Higham, *Accuracy
+        and Stability of Numerical Algorithms*, §4.2); ``n·2**-52`` bounds that for any
+        realistic n. ``precise_ceil`` is monotone, so when the floats just outside both ends
+        of that interval give the same answer, every sum inside does.
+        """
+        margin = ((self.count * self.magnitude) >> 52) + 1
+        try:
+            low = math.nextafter((self.units - margin) / _ONE_UNIT, -math.inf)
+            high = math.nextafter((self.units + margin) / _ONE_UNIT, math.inf)
+            answer = precise_ceil(low)
+            return answer if precise_ceil(high) == answer else None
+        except OverflowError:
+            return None
+
+
+#: One in units of 2**-1074 (``policy.state.cpu_indexes.exact_units``).
+_ONE_UNIT: Final = exact_units(1.0)
 
 
 def exclusive_binding_numas(state: CPUState) -> frozenset[int]:

@@ -22,7 +22,13 @@ proportional to the entry that changed (its CPUs, its NUMA nodes), never to the 
 * per owner pool, the exact sum of the requested quantities of its shared containers (in
   units of 2**-1074, of which every finite double is a whole multiple, so the sum is an
   integer, exact, independent of order, and cheap), and those with quantity 0 (their
-  requested cores come from the pod source at read time, §5.5).
+  requested cores come from the pod source at read time, §5.5);
+* per ``ContainerClass`` (what v0.5.47's pool demands, non-binding shared total and NUMA
+  anti-affinity read of a container, ``policy.cpu.snb``): how many containers, the exact sum
+  of their requested quantities and of their magnitudes (which bound how far the
+  reference's float sum in key order can stray from the exact one), how many follow each
+  placement (a pool, the ramp-up cpuset) or hold their own CPUs on each set of NUMA nodes;
+  and its shared containers with quantity 0.
 
 They are derived data: rebuilt when a state is decoded, never encoded or journaled, and not
 part of state equality.
@@ -35,9 +41,27 @@ from typing import Any, NamedTuple, TypeVar
 
 import immutables
 
-from policy.state.entries import ContainerEntry, InPool, OwnCPUs, Ramping
+from policy.state.entries import (
+    ANNOTATION_CPUSET_POOL,
+    ANNOTATION_NUMA_HINT,
+    ANNOTATION_NUMA_SHARE,
+    CONTAINER_TYPE_MAIN,
+    SHARED_CORES,
+    ContainerEntry,
+    InPool,
+    OwnCPUs,
+    Ramping,
+)
 
-__all__ = ["CPUIndexes", "ContainerKey", "ceil_units", "exact_units"]
+__all__ = [
+    "CPUIndexes",
+    "ClassTotals",
+    "ContainerClass",
+    "ContainerKey",
+    "PlacementKey",
+    "ceil_units",
+    "exact_units",
+]
 
 ContainerKey = tuple[str, str]
 K = TypeVar("K")
@@ -58,6 +82,45 @@ def exact_units(quantity: float) -> int:
 def ceil_units(units: int) -> int:
     """``ceil(units × 2**-1074)``, exactly."""
     return -((-units) >> _UNIT_SHIFT)
+
+
+class ContainerClass(NamedTuple):
+    """What v0.5.47 reads of a container to sum its request into a pool's demand or the
+    non-binding shared total (level, owner pool, main or not, ``numa_binding``,
+    ``cpuset_pool``, ``numa_hint``) and to tell NUMA anti-affinity
+    (``CheckNUMABindingAntiAffinity``: level, ``numa_share: "false"``, ``numa_binding``,
+    ``cpuset_pool``)."""
+
+    qos_level: str
+    owner: str
+    main: bool
+    numa_binding: bool
+    numa_share_false: bool
+    cpuset_pool: str
+    numa_hint: str
+
+
+#: Where a container's CPUs are: ``("pool", name, numas)`` for a pool it follows,
+#: ``("ramp",)`` for the ramp-up cpuset, ``("own", numas)`` for the NUMA nodes its own CPUs
+#: (current or original) touch. Plain tuples: hashed on every applied event, where the
+#: placement dataclasses hash several times slower.
+PlacementKey = tuple[Any, ...]
+
+_RAMP_KEY: PlacementKey = ("ramp",)
+
+
+class ClassTotals(NamedTuple):
+    """One class's containers: how many, the exact sum of their requested quantities and of
+    their magnitudes (units of 2**-1074), and how many follow each placement."""
+
+    terms: int
+    units: int
+    magnitude: int
+    placements: immutables.Map[PlacementKey, int]
+
+
+# NamedTuple's own constructor costs several times a plain tuple's; these run per event.
+_tuple_new = tuple.__new__
 
 
 # One shared empty map for every index default: maps are immutable, so sharing is safe.
@@ -88,6 +151,8 @@ class _Facts(NamedTuple):
     nb_on_ramp: bool = False
     shared_owner: str = ""
     shared_quantity: float = 0.0
+    cls: ContainerClass | None = None
+    placement_key: PlacementKey = ()
 
 
 _NOTHING = _Facts()
@@ -110,7 +175,8 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     # evaluated once, since this runs for both sides of every applied event.
     if isinstance(placement, OwnCPUs):
         result, original = placement.result.mask, placement.original.mask
-        touched = _numas_touched(result | original, numa_masks) if (dedicated or binding) else ()
+        touched = _numas_touched(result | original, numa_masks)
+        placement_key: PlacementKey = ("own", touched)
         dnb = dedicated and binding
         in_pool = ""
         pooled = on_ramp = False
@@ -119,6 +185,10 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         dnb_numas = touched if dnb else ()
         nb_numas = touched if binding else ()
     else:
+        if isinstance(placement, InPool):
+            placement_key = ("pool", placement.pool_name, placement.numas)
+        else:
+            placement_key = _RAMP_KEY
         pooled = isinstance(placement, InPool)
         in_pool = placement.pool_name if isinstance(placement, InPool) else ""
         on_ramp = isinstance(placement, Ramping)
@@ -127,6 +197,24 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
     unpooled = not dedicated and not pooled
     settled = on_ramp and not owner and (shared or entry.is_reclaimed())
     shared_owner = owner if shared else ""
+    quantity = entry.request_quantity if shared else 0.0
+    annotations = entry.annotations
+    main = entry.container_type == CONTAINER_TYPE_MAIN
+    if annotations is None:
+        cls = _tuple_new(ContainerClass, (entry.qos_level, owner, main, False, False, "", ""))
+    else:
+        cls = _tuple_new(
+            ContainerClass,
+            (
+                entry.qos_level,
+                owner,
+                main,
+                binding,
+                annotations.get(ANNOTATION_NUMA_SHARE) == "false",
+                annotations.get(ANNOTATION_CPUSET_POOL, ""),
+                annotations.get(ANNOTATION_NUMA_HINT, ""),
+            ),
+        )
     return _Facts(
         owner,
         in_pool,
@@ -144,7 +232,9 @@ def _facts(entry: ContainerEntry | None, numa_masks: Mapping[int, int]) -> _Fact
         in_pool if binding else "",
         binding and on_ramp,
         shared_owner,
-        entry.request_quantity if shared_owner else 0.0,
+        quantity,
+        cls,
+        placement_key,
     )
 
 
@@ -249,6 +339,8 @@ class CPUIndexes(NamedTuple):
     nb_on_ramp: int = 0
     shared_sum: immutables.Map[str, tuple[int, int]] = _EMPTY
     shared_unknown: immutables.Map[str, immutables.Map[ContainerKey, None]] = _EMPTY
+    classes: immutables.Map[ContainerClass, ClassTotals] = _EMPTY
+    class_unknown: immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]] = _EMPTY
 
     def replaced(
         self,
@@ -284,6 +376,8 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
+            classes,
+            class_unknown,
         ) = self
         if a.owner != b.owner:
             if a.owner:
@@ -324,6 +418,12 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp += b.nb_on_ramp - a.nb_on_ramp
         if (a.shared_owner, a.shared_quantity) != (b.shared_owner, b.shared_quantity):
             shared_sum, shared_unknown = _shared_changes(shared_sum, shared_unknown, key, a, b)
+        if (a.cls, a.placement_key, a.shared_quantity) != (
+            b.cls,
+            b.placement_key,
+            b.shared_quantity,
+        ):
+            classes, class_unknown = _class_changes(classes, class_unknown, key, a, b)
         # Positional, in field order (the order of the unpacking above): several times cheaper
         # than by keyword, and this runs for every applied event.
         return CPUIndexes(
@@ -346,6 +446,8 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp,
             shared_sum,
             shared_unknown,
+            classes,
+            class_unknown,
         )
 
     def with_entries(
@@ -365,6 +467,11 @@ class CPUIndexes(NamedTuple):
         dnb_numas = dict(self.dnb_numas)
         nb_numas = dict(self.nb_numas)
         sums = dict(self.shared_sum)
+        classes: dict[ContainerClass, list[Any]] = {
+            cls: [t.terms, t.units, t.magnitude, dict(t.placements)]
+            for cls, t in self.classes.items()
+        }
+        class_unknown = _GroupsBuilder(self.class_unknown)
         ramp_flagged = self.ramp_flagged.mutate()
         dedicated = self.dedicated.mutate()
         isolated = self.isolated.mutate()
@@ -410,6 +517,19 @@ class CPUIndexes(NamedTuple):
                 sums[b.shared_owner] = (count + 1, total + exact_units(b.shared_quantity))
                 if b.shared_quantity == 0:
                     unknown.add(b.shared_owner, key)
+            cls = b.cls
+            if cls is not None:
+                totals = classes.get(cls)
+                if totals is None:
+                    totals = classes[cls] = [0, 0, 0, {}]
+                units = exact_units(b.shared_quantity) if b.shared_quantity else 0
+                totals[0] += 1
+                totals[1] += units
+                totals[2] += abs(units)
+                placements = totals[3]
+                placements[b.placement_key] = placements.get(b.placement_key, 0) + 1
+                if b.shared_quantity == 0 and cls.qos_level == SHARED_CORES:
+                    class_unknown.add(cls, key)
         allocated_refs, allocated_mask = allocated.finish()
         dedicated_refs, dedicated_mask = dedicated_cpus.finish()
         return CPUIndexes(
@@ -432,23 +552,30 @@ class CPUIndexes(NamedTuple):
             nb_on_ramp=nb_on_ramp,
             shared_sum=immutables.Map(sums),
             shared_unknown=unknown.finish(),
+            classes=immutables.Map(
+                {
+                    cls: ClassTotals(terms, units, magnitude, immutables.Map(placements))
+                    for cls, (terms, units, magnitude, placements) in classes.items()
+                }
+            ),
+            class_unknown=class_unknown.finish(),
         )
 
 
 class _GroupsBuilder:
     """Adds members to a map of groups (group -> map of keys) in place, for ``with_entries``."""
 
-    def __init__(self, groups: immutables.Map[str, immutables.Map[ContainerKey, None]]) -> None:
+    def __init__(self, groups: immutables.Map[Any, immutables.Map[ContainerKey, None]]) -> None:
         self._groups = groups
-        self._added: dict[str, Any] = {}
+        self._added: dict[Any, Any] = {}
 
-    def add(self, group: str, key: ContainerKey) -> None:
+    def add(self, group: Any, key: ContainerKey) -> None:
         members = self._added.get(group)
         if members is None:
             members = self._added[group] = self._groups.get(group, _NO_KEYS).mutate()
         members[key] = None
 
-    def finish(self) -> immutables.Map[str, immutables.Map[ContainerKey, None]]:
+    def finish(self) -> immutables.Map[Any, immutables.Map[ContainerKey, None]]:
         if not self._added:
             return self._groups
         groups = self._groups.mutate()
@@ -497,3 +624,39 @@ def _shared_changes(
         if facts.shared_quantity == 0:
             unknown = _member(unknown, pool, key, add=sign > 0)
     return sums, unknown
+
+
+_NO_TOTALS = ClassTotals(0, 0, 0, _EMPTY)
+
+
+def _class_changes(
+    classes: immutables.Map[ContainerClass, ClassTotals],
+    unknown: immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]],
+    key: ContainerKey,
+    a: _Facts,
+    b: _Facts,
+) -> tuple[
+    immutables.Map[ContainerClass, ClassTotals],
+    immutables.Map[ContainerClass, immutables.Map[ContainerKey, None]],
+]:
+    for facts, sign in ((a, -1), (b, 1)):
+        cls = facts.cls
+        if cls is None:
+            continue
+        found = classes.get(cls, _NO_TOTALS)
+        quantity = facts.shared_quantity
+        units = exact_units(quantity) if quantity else 0
+        terms = found.terms + sign
+        if terms:
+            totals = (
+                terms,
+                found.units + sign * units,
+                found.magnitude + sign * abs(units),
+                _bump(found.placements, facts.placement_key, sign),
+            )
+            classes = classes.set(cls, _tuple_new(ClassTotals, totals))
+        else:
+            classes = classes.delete(cls)
+        if quantity == 0 and cls.qos_level == SHARED_CORES:
+            unknown = _member(unknown, cls, key, add=sign > 0)
+    return classes, unknown

@@ -85,6 +85,8 @@ ANNOTATION_CPUSET_POOL: Final = "cpuset_pool"
 #: The NUMA node a single-node binding container was placed on, at v0.5.47
 #: (``CPUStateAnnotationKeyNUMAHint``, cpu-policy-v0.5.47 (a) "State", (b) "Allocation").
 ANNOTATION_NUMA_HINT: Final = "numa_hint"
+#: ``numa_share: "false"`` asks for NUMA anti-affinity, at v0.5.47 (cpu-policy-v0.5.47 (c)).
+ANNOTATION_NUMA_SHARE: Final = "numa_share"
 
 # Container types as stored (enum names, §4.7).
 CONTAINER_TYPE_MAIN: Final = "MAIN"
