@@ -35,8 +35,11 @@ over its tolerance and which were offered, with their reasons.
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 from policy.cpu.pressure.answers import EvictOffer, EvictPodsAnswer
 from policy.cpu.pressure.inputs import SuppressionInputs
@@ -56,8 +59,10 @@ from policy.state.pressure.events import SuppressionTimersSet
 
 __all__ = [
     "POOL_NOT_FOUND",
+    "JudgedPod",
     "SuppressionError",
     "evict_pods",
+    "judge_part",
     "suppression_order",
     "suppression_reason",
 ]
@@ -77,12 +82,67 @@ class _Candidate:
     request: Fraction
 
 
+class JudgedPod(Protocol):
+    """A reclaimed pod as a part's judgement reads it (either level's candidate)."""
+
+    @property
+    def index(self) -> int:
+        """Its position in the request's active pods."""
+        ...
+
+    @property
+    def pod(self) -> ActivePod:
+        """The pod."""
+        ...
+
+    @property
+    def request(self) -> Fraction:
+        """Its CPU request."""
+        ...
+
+
 def suppression_reason(pool_rate: float, tolerance: float) -> str:
     """The reason text of an offered pod, as the reference formats it (``%.2f``)."""
     return (
         f"current pool suppression rate {_go_2f(pool_rate)} is over than the "
         f"pod suppression tolerance rate {_go_2f(tolerance)}"
     )
+
+
+def judge_part(
+    members: Sequence[JudgedPod],
+    supply: float,
+    *,
+    settings: PressureSettings,
+    qos: QoSConfig,
+    now: float,
+    since: dict[str, float],
+    offers: list[tuple[str, EvictOffer]],
+    warnings: list[str],
+) -> None:
+    """Each pod of a part of the reclaim pool, in eviction order, against the part's rate: the
+    pods' requests over what the part supplies, the total shrinking as pods are offered
+    (``evictPodsByReclaimMetrics``). v0.5.3 judges the whole pool against its size; v0.5.47
+    each part against a measured supply, which may be 0 (every pod then over any tolerance).
+    Updates ``since`` (tolerance timers), ``offers`` and ``warnings`` in place."""
+    total = sum((c.request for c in members), Fraction(0))
+    for c in members:
+        key = c.pod.uniq_key
+        rate = sys.float_info.max if supply == 0 else quantity_value(total) / supply
+        tolerance, problem = suppression_tolerance_rate(
+            qos, c.pod, settings.max_suppression_tolerance_rate
+        )
+        if problem:
+            maximum = settings.max_suppression_tolerance_rate
+            warnings.append(f"{problem}; using the maximum {maximum}")
+        if tolerance < rate:
+            started = since.setdefault(key, now)
+            if now - started > settings.min_suppression_tolerance_duration_s:
+                reason = suppression_reason(rate, tolerance)
+                offers.append((key, EvictOffer(c.pod.uid, c.index, reason, False, "")))
+                total -= c.request
+        else:
+            since.pop(key, None)
 
 
 def _go_2f(value: float) -> str:
@@ -153,26 +213,18 @@ def evict_pods(
         return Decision(events=(), reply=EvictPodsAnswer(), warnings=tuple(warnings))
     ordered = suppression_order(candidates)
     # 3. Each pod against the pool's rate, the total shrinking as pods are offered.
-    total = sum((c.request for c in ordered), Fraction(0))
     since = dict(history.tolerance_since)
     offers: list[tuple[str, EvictOffer]] = []
-    for c in ordered:
-        key = c.pod.uniq_key
-        pool_rate = quantity_value(total) / pool_size
-        tolerance, problem = suppression_tolerance_rate(
-            qos, c.pod, settings.max_suppression_tolerance_rate
-        )
-        if problem:
-            maximum = settings.max_suppression_tolerance_rate
-            warnings.append(f"{problem}; using the maximum {maximum}")
-        if tolerance < pool_rate:
-            started = since.setdefault(key, now)
-            if now - started > settings.min_suppression_tolerance_duration_s:
-                reason = suppression_reason(pool_rate, tolerance)
-                offers.append((key, EvictOffer(c.pod.uid, c.index, reason, False, "")))
-                total -= c.request
-        else:
-            since.pop(key, None)
+    judge_part(
+        ordered,
+        pool_size,
+        settings=settings,
+        qos=qos,
+        now=now,
+        since=since,
+        offers=offers,
+        warnings=warnings,
+    )
     # 4. Timers of pods that are no longer candidates.
     keys = {c.pod.uniq_key for c in ordered}
     since = {key: t for key, t in since.items() if key in keys}

@@ -44,8 +44,7 @@ Each offer carries the deletion grace period when ``eviction-cpu-grace-period`` 
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
@@ -59,14 +58,12 @@ from policy.cpu.pressure.pods import (
     enhancement_pairs,
     is_reclaimed,
     pod_cpu_request,
-    quantity_value,
-    suppression_tolerance_rate,
 )
 from policy.cpu.pressure.settings import PressureSettings
 from policy.cpu.pressure.suppression import (
     POOL_NOT_FOUND,
     SuppressionError,
-    suppression_reason,
+    judge_part,
 )
 from policy.cpu.qos import QoSConfig, QoSError
 from policy.cpu.reference import NUMA_BIND_RESULT_KEY
@@ -353,7 +350,7 @@ def evict_pods_by_numa(
             return _decide(history, since, [], warnings, error)
         members = [c for c in ordered if c.numa == part.numa]
         supply = part.sample.supply(part.cpus)
-        _judge(members, supply, settings=settings, qos=qos, now=now, since=since, offers=offers,
+        judge_part(members, supply, settings=settings, qos=qos, now=now, since=since, offers=offers,
                warnings=warnings)  # fmt: skip
     # 4. Timers of pods that are no longer reclaimed.
     keys = {c.pod.uniq_key for c in ordered}
@@ -367,38 +364,6 @@ def _order(candidates: list[_Candidate]) -> list[_Candidate]:
     by_key = sorted(candidates, key=lambda c: c.pod.uniq_key, reverse=True)
     by_priority = sorted(by_key, key=lambda c: c.pod.effective_priority)
     return sorted(by_priority, key=lambda c: c.request, reverse=True)
-
-
-def _judge(
-    members: Sequence[_Candidate],
-    supply: float,
-    *,
-    settings: PressureSettings,
-    qos: QoSConfig,
-    now: float,
-    since: dict[str, float],
-    offers: list[tuple[str, EvictOffer]],
-    warnings: list[str],
-) -> None:
-    """``evictPodsByReclaimMetrics``: one part's pods against its supply."""
-    total = sum((c.request for c in members), Fraction(0))
-    for c in members:
-        key = c.pod.uniq_key
-        rate = sys.float_info.max if supply == 0 else quantity_value(total) / supply
-        tolerance, problem = suppression_tolerance_rate(
-            qos, c.pod, settings.max_suppression_tolerance_rate
-        )
-        if problem:
-            maximum = settings.max_suppression_tolerance_rate
-            warnings.append(f"{problem}; using the maximum {maximum}")
-        if tolerance < rate:
-            started = since.setdefault(key, now)
-            if now - started > settings.min_suppression_tolerance_duration_s:
-                reason = suppression_reason(rate, tolerance)
-                offers.append((key, EvictOffer(c.pod.uid, c.index, reason, False, "")))
-                total -= c.request
-        else:
-            since.pop(key, None)
 
 
 def _decide(
