@@ -29,6 +29,9 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
   actor dead noticed it (and tried to restart it), and with no disk fault in the way of a
   restart every supervised actor is alive again after the poll.
 
+The v0.5.47 node's own (SNB pools, non-binding pools, RNB containers) are in
+``qrmd.sim.dst.v0547_invariants``.
+
 To add one: write a function here taking the ``World`` and returning messages, and add it to
 ``INVARIANTS``; docs/simulation.md says more.
 """
@@ -60,6 +63,7 @@ from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
+from qrmd.sim.dst.v0547_invariants import V0547_INVARIANTS
 
 __all__ = ["INVARIANTS", "World", "recovered_view"]
 
@@ -333,4 +337,5 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("advice-in-stream-order", advice_in_stream_order),
     ("advice-applied-as-said", advice_applied_as_said),
     *BALANCER_INVARIANTS,
+    *V0547_INVARIANTS,
 )
