@@ -233,10 +233,27 @@ def kubelet_answer_agrees(world: World) -> list[str]:
             out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state has no entry")
             continue
         held, _ = cpu.placement_cpus(entry.placement)
-        if held != CPUSet.parse(answer.cpus):
+        told = CPUSet.parse(answer.cpus)
+        if held != told and not _pooled_before(answer, entry, told):
             out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state holds {held}")
     kubelet.fresh.clear()
     return out
+
+
+def _pooled_before(answer: Any, entry: Any, told: CPUSet) -> bool:
+    """Whether ``told`` is the CPUs a shared container already in its pool held before the
+    Allocate that answered it: the pool then grows by the request and the reply carries the
+    CPUs from before (spec cpu-policy §15.2; katalyst-core drops ``doAndCheckPutAllocationInfo``'s
+    adjusted result). At v0.5.3 the regeneration rarely moves such a pool; at v0.5.47 it does
+    once an SNB pool's NUMA node is freed."""
+    before = answer.before
+    if before is None or not entry.is_shared() or entry.ramp_up:
+        return False
+    earlier = before.cpu.entry(entry.pod_uid, entry.container_name)
+    if earlier is None or earlier.ramp_up or earlier.owner_pool_name != entry.owner_pool_name:
+        return False
+    held, _ = before.cpu.placement_cpus(earlier.placement)
+    return bool(held == told)
 
 
 def sidecar_mirrors_main(world: World) -> list[str]:

@@ -189,12 +189,16 @@ class Answer:
         rpc: the call that told it.
         seq: the StateStore's seq when the answer was given.
         state: the durable state then (the witness), or None when the node was down.
+        before: for an Allocate, the state the Allocator began serving it from (None: not
+            known).
     """
 
     cpus: str
     rpc: str
     seq: int
     state: Any
+    #: For an Allocate: the durable state the Allocator held as it began serving it.
+    before: Any = None
 
 
 @dataclass(slots=True)
@@ -383,7 +387,7 @@ class KubeletPeer:
             info = (answer or {}).get(CPU)
             if info is not None:
                 key = (pod.uid, call.container)
-                self._told(key, info.allocation_result, call.rpc, seq, state)
+                self._told(key, info.allocation_result, call.rpc, seq, state, before=future.before)
             self._admitted(pod, call.container)
         elif call.rpc == "RemovePod":
             assert pod is not None
@@ -408,8 +412,17 @@ class KubeletPeer:
         pod.cursor += 1
         pod.phase = "running" if pod.cursor == len(pod.containers) else "hints"
 
-    def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
-        answer = Answer(cpus, rpc, seq, state)
+    def _told(
+        self,
+        key: tuple[str, str],
+        cpus: str,
+        rpc: str,
+        seq: int,
+        state: Any,
+        *,
+        before: Any = None,
+    ) -> None:
+        answer = Answer(cpus, rpc, seq, state, before)
         self.answers[key] = answer
         self.fresh.append((key, answer))
 

@@ -37,7 +37,7 @@ import pykka
 
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.allocator import AllocatorActor, AllocatorCore
-from actors.allocator_messages import CommandGroup
+from actors.allocator_messages import GROUPED_CALLS, CommandGroup
 from actors.cpu_pressure import CPUPressureActor, CPUPressureCore
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.ports.advisor import AdvisorClient
@@ -349,6 +349,9 @@ class SimNode:
         #: group's ``id``, with the group itself (kept, so that its ``id`` is not reused while
         #: the entry lasts; the plugin socket takes them as its callers' witnesses).
         self.group_witnesses: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
+        #: The state the Allocator held as it began each kubelet call (of a group, or alone),
+        #: by the message's ``id``, with the message (kept as ``group_witnesses`` are).
+        self.befores: dict[int, tuple[Any, list[Any]]] = {}
         #: Told the seqs of the records each in-turn commit (or group sync) made durable.
         self.on_committed: Callable[[list[int]], None] | None = None
         self.supervisor: Supervisor | None = None
@@ -436,6 +439,7 @@ class SimNode:
         self.scheduler.kill_all()
         self.runtime.tickers.clear()
         self.group_witnesses.clear()
+        self.befores.clear()
         self.supervisor = self.store = self.allocator = None
         self.subsystems = []
         self.shared = None
@@ -671,13 +675,19 @@ class _ObservedAllocator(AllocatorActor):
         self._node = node
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, GROUPED_CALLS):
+            self._node.befores[id(message)] = (message, [self.core.snapshot.state])
+            return super().on_receive(message)
         if not isinstance(message, CommandGroup):
             return super().on_receive(message)
         core = self.core
         served = core._outcome
         witnesses: list[tuple[int, Any]] = []
+        befores: list[Any] = []
+        self._node.befores[id(message)] = (message, befores)
 
         def outcome(command: Any) -> Any:
+            befores.append(core.snapshot.state)
             result = served(command)
             witnesses.append((core.snapshot.seq, core.snapshot.state))
             return result
@@ -713,7 +723,12 @@ class _ObservedPressure(CPUPressureActor):
             answered = True
             return reply
         finally:
-            after = dict(self.core.history.tolerance_since)
+            # The durable timers again: an early return commits nothing, so a core still
+            # holding a snapshot older than the durable one (its earlier commit went
+            # unanswered and landed later) changes nothing by answering from it.
+            durable = self._node.latest
+            held = self.core.history if durable is None else durable.state.cpu_pressure
+            after = dict(held.tolerance_since)
             size = None if reclaim is None else reclaim.size()
             call = SuppressionCall(message, size, before, after, answered)
             self._node.suppression_calls.append(call)

@@ -435,6 +435,7 @@ class Simulation:
             self.scheduler,
             self.kubelet.deadline_s,
             self.node.group_witnesses,
+            self.node.befores,
         )
         self.kubelet.restarted(self.plugin)
         return f"booted at seq {core.snapshot.seq}"

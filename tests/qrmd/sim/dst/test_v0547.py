@@ -111,3 +111,25 @@ def test_ten_seeds_run_clean_at_each_level(level: str) -> None:
     outcomes = [run(seed, STEPS, reference_version=level) for seed in range(10)]
     assert [(o.seed, f) for o in outcomes for f in o.failures] == []
     assert sum(o.kubelet_calls.get("Allocate:OK", 0) for o in outcomes) > 40
+
+
+@pytest.mark.parametrize(
+    ("seed", "steps"),
+    [
+        pytest.param(
+            1679,
+            210,
+            id="a re-Allocate of a pooled shared container answers its CPUs from before the "
+            "pool regenerated (cpu-policy §15.2), which kubelet-answer-agrees accepts",
+        ),
+        pytest.param(
+            1458,
+            157,
+            id="an early GetEvictPods of a pressure actor holding an older snapshot changes no "
+            "durable timer, which suppression-timers-kept accepts",
+        ),
+    ],
+)
+def test_seeds_the_v0_5_47_node_first_met_run_clean(seed: int, steps: int) -> None:
+    outcome = run(seed, steps, fault_rate=0.06, reference_version=V0_5_47)
+    assert outcome.failures == []
