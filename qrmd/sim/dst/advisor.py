@@ -234,7 +234,8 @@ class SimAdvisor:
         phrase for the trace."""
         stream = self.stream
         if stream is None or stream.cancelled:
-            return "advisor: no stream open"
+            # A v0.5.47 link polls GetAdvice instead (its timers are the link's own).
+            return "advisor: polled, no stream" if self.at_v0_5_47 else "advisor: no stream open"
         if self.mode == "stalled":
             return "advisor: stream silent"
         if self.mode == "disconnecting":

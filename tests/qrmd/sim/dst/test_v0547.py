@@ -8,8 +8,11 @@ from random import Random
 
 import pytest
 
+from actors.ports.advisor import AdvisorRefused, AdvisorSick
 from actors.ports.reclaim_metrics import MissingMetric
+from policy.cpu.advisor.advice import AdviceRequest
 from policy.cpu.reference import V0_5_3, V0_5_47
+from qrmd.sim.dst.advisor import SimAdvisor
 from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.metrics import SimLoadSource, SimReclaimMetrics
@@ -133,3 +136,69 @@ def test_ten_seeds_run_clean_at_each_level(level: str) -> None:
 def test_seeds_the_v0_5_47_node_first_met_run_clean(seed: int, steps: int) -> None:
     outcome = run(seed, steps, fault_rate=0.06, reference_version=V0_5_47)
     assert outcome.failures == []
+
+
+def _advisor(*, at_v0_5_47: bool, mode: str) -> tuple[SimAdvisor, VirtualClock]:
+    clock = VirtualClock()
+    advisor = SimAdvisor(
+        Random(3), clock, {n: 4 for n in range(4)}, lambda: None, at_v0_5_47=at_v0_5_47
+    )
+    advisor.connect(2.0)  # dialled while healthy: the mode meets GetAdvice
+    advisor.mode = mode
+    return advisor, clock
+
+
+@pytest.mark.parametrize(
+    ("at_v0_5_47", "mode", "raised", "code"),
+    [
+        pytest.param(True, "healthy", None, "", id="a healthy v0.5.47 advisor answers GetAdvice"),
+        pytest.param(True, "slow", None, "", id="a slow one answers within the timeout"),
+        pytest.param(
+            True, "stalled", AdvisorSick, "DEADLINE_EXCEEDED", id="a stalled one times out"
+        ),
+        pytest.param(
+            True,
+            "disconnecting",
+            AdvisorSick,
+            "UNAVAILABLE",
+            id="a disconnecting one is unavailable",
+        ),
+        pytest.param(
+            True, "refused", AdvisorRefused, "INVALID_ARGUMENT", id="a refusing one refuses"
+        ),
+        pytest.param(
+            False,
+            "healthy",
+            AdvisorRefused,
+            "UNIMPLEMENTED",
+            id="a v0.5.3 advisor has no GetAdvice",
+        ),
+    ],
+)
+def test_the_simulated_advisor_answers_get_advice_as_its_mode_says(
+    at_v0_5_47: bool, mode: str, raised: type[Exception] | None, code: str
+) -> None:
+    advisor, clock = _advisor(at_v0_5_47=at_v0_5_47, mode=mode)
+    request = AdviceRequest({})
+    if raised is None:
+        reply = advisor.get_advice(request, 2.0)
+        assert reply.response.numa_headroom_sent
+        assert clock.monotonic() < 2.0
+        assert [s.invalid for s in advisor.sent.values()] == [False]
+        return
+    with pytest.raises(raised) as caught:
+        advisor.get_advice(request, 2.0)
+    assert caught.value.code == code  # type: ignore[attr-defined]
+    assert advisor.sent == {}
+
+
+def test_a_garbage_advisor_sends_replies_made_invalid_or_refuses_unreadable_ones() -> None:
+    advisor, _ = _advisor(at_v0_5_47=True, mode="garbage")
+    refused = 0
+    for _ in range(20):
+        try:
+            advisor.get_advice(AdviceRequest({}), 2.0)
+        except AdvisorRefused as err:
+            assert err.code == "INTERNAL"
+            refused += 1
+    assert refused > 0 and any(s.invalid for s in advisor.sent.values())
