@@ -1,7 +1,8 @@
 """Simulated steps per second of the deterministic simulation (``qrmd sim``): how many seeds an
 hour buys.
 
-Run: ``PYTHONPATH=. python bench/bench_sim.py [--seeds N] [--steps K] [--faults KINDS]``.
+Run: ``PYTHONPATH=. python bench/bench_sim.py [--seeds N] [--steps K] [--faults KINDS]
+[--reference-version v0.5.3|v0.5.47]`` (default: each seed picks its level, as ``qrmd sim``).
 
 Each seed runs the real StateStore and Allocator on the one-thread scheduler, the journal on the
 simulated disk, the simulated kubelet and every fault kind, with every invariant checked after
@@ -25,6 +26,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--faults", default="all")
+    parser.add_argument("--reference-version", default=None)
     args = parser.parse_args()
     kinds = parse_kinds(args.faults)
     started = time.perf_counter()
@@ -33,7 +35,7 @@ def main() -> int:
     injected: Counter[str] = Counter()
     digests = set()
     for seed in range(args.seeds):
-        outcome = run(seed, args.steps, kinds)
+        outcome = run(seed, args.steps, kinds, reference_version=args.reference_version)
         steps += outcome.steps
         failures += bool(outcome.failures)
         injected.update(outcome.faults_injected)

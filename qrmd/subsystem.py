@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from actors.ports.cpu_load import ContainerLoadSource
     from actors.ports.migration import AdviceExecutor
     from actors.ports.pod_source import PodListSnapshot, PodSource
+    from actors.ports.reclaim_metrics import ReclaimMetricsSource
     from actors.store_messages import Snapshot
     from actors.store_status import StoreStatus
     from actors.supervisor import ChildSpec, Supervisor
@@ -185,6 +186,8 @@ class Host:
         cpusets: the containers' cgroup cpusets (None: ``--cpuset-cgroup-root``'s).
         cpu_idle: cgroup ``cpu.idle`` (None: the cgroup file system's, when enabled).
         cpu_loads: the CPU load source (None: ``--cpu-load-metrics-source``'s).
+        reclaim_metrics: the reclaim pool's metrics the v0.5.47 suppression reads (None:
+            ``--reclaim-metrics-source``'s).
         cpu_vendor: the CPUID vendor string (None: read from ``/proc/cpuinfo``).
         numa_metrics: the NUMA metric source (None: ``--numa-metrics-source``'s).
         container_memory: the containers' anonymous memory by NUMA node (None: cgroup
@@ -200,6 +203,7 @@ class Host:
     cpusets: CpusetReader | None = None
     cpu_idle: CpuIdleSetter | None = None
     cpu_loads: ContainerLoadSource | None = None
+    reclaim_metrics: ReclaimMetricsSource | None = None
     cpu_vendor: str | None = None
     numa_metrics: NumaMetricSource | None = None
     container_memory: ContainerMemoryReader | None = None

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from policy.cpu.reference import REFERENCE_VERSIONS
 from qrmd.commands import CommandError
 from qrmd.sim.dst.defects import DEFECTS
 from qrmd.sim.dst.faults import FAULT_KINDS, parse_kinds
@@ -78,6 +79,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "(ack-before-fsync, stale-snapshot, no-rollback, skip-dedicated-disjointness, "
             "forget-unanswered-commit, count-empty-listing)",
         )
+        action.add_argument(
+            "--reference-version",
+            default=None,
+            metavar="VERSION",
+            help="the Katalyst release the simulated node reproduces, v0.5.3 or v0.5.47 "
+            "(default: the seed picks; printed in --json and in the replay command)",
+        )
         action.add_argument("--json", action="store_true", help="print one JSON object")
         action.set_defaults(error_prefix=action.prog)
     run_p.add_argument("--trace", default=None, metavar="FILE", help="write the trace to FILE")
@@ -107,6 +115,8 @@ class SimArgs:
     plant: str | None
     as_json: bool
     fault_rate: float = FAULT_RATE
+    #: ``--reference-version`` (None: the seed picks).
+    reference_version: str | None = None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,7 +136,12 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--fault-rate must be a number, got {args.fault_rate!r}") from None
     if not 0 <= rate <= MAX_FAULT_RATE:
         raise CommandError(f"--fault-rate must lie between 0 and {MAX_FAULT_RATE}, got {rate}")
-    checked = SimArgs(seed, steps, kinds, budget, args.plant, args.json, rate)
+    level = args.reference_version
+    if level is not None and level not in REFERENCE_VERSIONS:
+        raise CommandError(
+            f"--reference-version must be one of {', '.join(REFERENCE_VERSIONS)}, got {level!r}"
+        )
+    checked = SimArgs(seed, steps, kinds, budget, args.plant, args.json, rate, level)
     if args.action == "shrink":
         return _shrink(checked)
     return _run(checked, args.trace)
@@ -140,14 +155,17 @@ def replay_command(
     plant: str | None,
     *,
     fault_rate: float = FAULT_RATE,
+    reference_version: str | None = None,
 ) -> str:
-    """The command line that replays a run."""
+    """The command line that replays a run (with the level it ran at, when given)."""
     faults = "all" if tuple(kinds) == FAULT_KINDS else (",".join(kinds) or "none")
     out = f"qrmd sim run --seed {seed} --steps {steps} --faults {faults}"
     if budget is not None:
         out += f" --fault-budget {budget}"
     if fault_rate != FAULT_RATE:
         out += f" --fault-rate {fault_rate:g}"
+    if reference_version is not None:
+        out += f" --reference-version {reference_version}"
     if plant is not None:
         out += f" --plant {plant}"
     return out
@@ -162,11 +180,27 @@ def _run(args: SimArgs, trace: str | None) -> int:
         args.plant,
         args.as_json,
     )
-    outcome = simulate(seed, steps, kinds, budget, plant, fault_rate=args.fault_rate)
+    outcome = simulate(
+        seed,
+        steps,
+        kinds,
+        budget,
+        plant,
+        fault_rate=args.fault_rate,
+        reference_version=args.reference_version,
+    )
     if trace is not None:
         with open(trace, "w", encoding="utf-8") as handle:
             handle.write("\n".join(outcome.trace) + "\n")
-    replay = replay_command(seed, outcome.steps, kinds, budget, plant, fault_rate=args.fault_rate)
+    replay = replay_command(
+        seed,
+        outcome.steps,
+        kinds,
+        budget,
+        plant,
+        fault_rate=args.fault_rate,
+        reference_version=outcome.reference_version,
+    )
     if as_json:
         doc = outcome.as_json()
         doc["replay"] = replay
@@ -199,12 +233,26 @@ def _shrink(args: SimArgs) -> int:
         args.plant,
         args.as_json,
     )
-    found = shrink(seed, steps, kinds, budget, plant, fault_rate=args.fault_rate)
+    found = shrink(
+        seed,
+        steps,
+        kinds,
+        budget,
+        plant,
+        fault_rate=args.fault_rate,
+        reference_version=args.reference_version,
+    )
     if found is None:
         print(f"seed {seed} does not fail in {steps} steps: nothing to shrink")
         return 0
     replay = replay_command(
-        seed, found.steps, found.kinds, found.budget, plant, fault_rate=args.fault_rate
+        seed,
+        found.steps,
+        found.kinds,
+        found.budget,
+        plant,
+        fault_rate=args.fault_rate,
+        reference_version=found.reference_version,
     )
     failure = found.failure
     if as_json:
@@ -215,6 +263,7 @@ def _shrink(args: SimArgs) -> int:
                     "steps": found.steps,
                     "faults": list(found.kinds),
                     "fault_budget": found.budget,
+                    "reference_version": found.reference_version,
                     "faults_injected": found.faults_injected,
                     "failure": {
                         "step": failure.step,

@@ -117,6 +117,7 @@ def build(settings: CPUPressureSettings, shared: Shared) -> CPUPressureWiring:
         loads=shared.host.cpu_loads,
         runtime=shared.runtime,
         machine=shared.machine,
+        reclaim=shared.host.reclaim_metrics,
     )
 
 

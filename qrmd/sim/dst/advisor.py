@@ -28,6 +28,16 @@ How it behaves is the seed's (``mode``):
   broke and a newer one has spoken: the production reader of a replaced stream can still tell
   the link what it had read, under the old stream's attempt (the link must drop it).
 
+On a Katalyst v0.5.47 node (``at_v0_5_47``) it is a v0.5.47 sys-advisor: it answers
+``GetAdvice`` (the link polls it instead of opening the stream) with the demo simulator's
+v0.5.47 plan (``plan_response(at_v0_5_47=True)``: blocks by NUMA node, and the per-NUMA
+reclaim headroom ``cpu_numa_headroom`` that hints reclaimed pods bound to a NUMA node),
+planned from the request's containers and allocations, through both halves of the reply's
+wire conversion. The modes apply to the call as to the others; ``garbage`` replies are the
+stream's garbage (bytes that are no reply are refused ``INTERNAL``, as the gRPC client
+refuses them), and ``lagging`` has no stream to lag on (a poll is one call). Each dial opens a
+new session, numbered as the streams are, so the invariants read the order of the replies.
+
 What the advisor sent is kept for the invariants (``sent``: fingerprint → ``Sent``): what it
 said and whether it was made invalid on purpose. Every block id carries the stream's number
 (``s<N>.``), so the response a journal record holds names the stream it came on (the
@@ -38,12 +48,13 @@ coalesces).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from random import Random
 from typing import Any
 
 from actors.advisor_messages import StreamEnded, StreamReceived
 from actors.ports.advisor import AdvisorRefused, AdvisorSick
+from policy.cpu.advisor.advice import AdviceReply, AdviceRequest
 from policy.cpu.advisor.checkpoint import checkpoint_entries
 from policy.cpu.advisor.push import ContainerMetadata
 from policy.cpu.advisor.response import AdvisorResponse, Block, CalculationInfo
@@ -52,7 +63,13 @@ from qrmd.sim.advisor.faults import INVALID_KINDS, corrupt
 from qrmd.sim.advisor.model import LoadModel, plan_response
 from qrmd.sim.advisor.model import SimNode as AdvisorView
 from qrmd.sim.dst.clock import VirtualClock
-from wire.advisor_convert import AdvisorWireError, response_from_bytes, response_to_bytes
+from wire.advisor_convert import (
+    AdvisorWireError,
+    advice_reply_from_bytes,
+    advice_reply_to_bytes,
+    response_from_bytes,
+    response_to_bytes,
+)
 
 __all__ = ["ADVISOR_MODES", "Sent", "SimAdvisor", "SimStream"]
 
@@ -99,6 +116,7 @@ class SimAdvisor:
         clock: the virtual clock (slow and stalled calls move it).
         numa_cpus: CPUs per NUMA node, for the plans.
         latest: the latest durable state (qrmd's GetCheckpoint), None while qrmd is down.
+        at_v0_5_47: a Katalyst v0.5.47 sys-advisor (module docstring).
     """
 
     def __init__(
@@ -107,7 +125,10 @@ class SimAdvisor:
         clock: VirtualClock,
         numa_cpus: dict[int, int],
         latest: Callable[[], State | None],
+        *,
+        at_v0_5_47: bool = False,
     ) -> None:
+        self.at_v0_5_47 = at_v0_5_47
         self._rng = rng
         self._clock = clock
         self._view = AdvisorView(numa_cpus)
@@ -127,6 +148,50 @@ class SimAdvisor:
 
     def connect(self, timeout_s: float) -> None:
         self._call("dial", timeout_s, refusable=False)
+        if self.at_v0_5_47:
+            self.streams += 1  # a new session: its replies are numbered after it
+
+    def get_advice(self, request: AdviceRequest, timeout_s: float) -> AdviceReply:
+        """Katalyst v0.5.47's GetAdvice (module docstring)."""
+        if not self.at_v0_5_47:
+            raise AdvisorRefused("GetAdvice", "UNIMPLEMENTED", "unknown method GetAdvice")
+        self._call("GetAdvice", timeout_s)
+        checkpoint = {
+            name: {sub: item.allocation for sub, item in subs.items()}
+            for name, subs in request.entries.items()
+        }
+        self.containers = {
+            (name, sub): item.metadata
+            for name, subs in request.entries.items()
+            for sub, item in subs.items()
+            if sub
+        }
+        plan = plan_response(
+            self._view, checkpoint, self.containers, LoadModel(load=1.5), at_v0_5_47=True
+        )
+        bad = self._garbage(plan) if self.mode == "garbage" else plan
+        if bad is None:
+            raise AdvisorRefused("GetAdvice", "INTERNAL", "the reply does not decode")
+        try:
+            reply = advice_reply_from_bytes(
+                advice_reply_to_bytes(AdviceReply(_numbered(bad, self.streams)))
+            )
+        except AdvisorWireError as err:
+            raise AdvisorRefused("GetAdvice", "INTERNAL", str(err)) from err
+        response = reply.response
+        self.sent[response.fingerprint()] = Sent(response, self.streams, bad != plan)
+        return reply
+
+    def _garbage(self, plan: AdvisorResponse) -> AdvisorResponse | None:
+        """What a ``garbage`` advisor sends instead of ``plan``: None for bytes that are no
+        response; else a plan the validator refuses or one applying refuses, as many of
+        each (a corruption that finds nothing to corrupt leaves the plan as it was)."""
+        roll = self._rng.random()
+        if roll < 0.2:
+            return None
+        if roll < 0.6:
+            return _pool_owner_mismatch(plan)
+        return corrupt(plan, self._rng.choice(sorted(INVALID_KINDS)), self._view)
 
     def add_container(self, metadata: ContainerMetadata, timeout_s: float) -> None:
         self._call("AddContainer", timeout_s)
@@ -169,7 +234,8 @@ class SimAdvisor:
         phrase for the trace."""
         stream = self.stream
         if stream is None or stream.cancelled:
-            return "advisor: no stream open"
+            # A v0.5.47 link polls GetAdvice instead (its timers are the link's own).
+            return "advisor: polled, no stream" if self.at_v0_5_47 else "advisor: no stream open"
         if self.mode == "stalled":
             return "advisor: stream silent"
         if self.mode == "disconnecting":
@@ -185,17 +251,10 @@ class SimAdvisor:
         )
         invalid = self.mode == "garbage"
         if invalid:
-            roll = self._rng.random()
-            if roll < 0.2:
+            bad = self._garbage(plan)
+            if bad is None:
                 raw = NOT_A_RESPONSE
             else:
-                # As much garbage that passes validation as garbage that does not.
-                if roll < 0.6:
-                    bad = _pool_owner_mismatch(plan)
-                else:
-                    bad = corrupt(plan, self._rng.choice(sorted(INVALID_KINDS)), self._view)
-                # A corruption that finds nothing to corrupt (no dedicated container to
-                # drop, say) leaves the plan valid.
                 invalid = bad != plan
                 raw = response_to_bytes(_numbered(bad, stream.number))
         else:
@@ -235,7 +294,7 @@ def _pool_owner_mismatch(plan: AdvisorResponse) -> AdvisorResponse:
     mismatch", §11.8 step 1)."""
     entries = {name: subs for name, subs in plan.entries.items()}
     entries["stray"] = {"": CalculationInfo("share", {})}
-    return AdvisorResponse(entries, plan.allow_shared_cores_overlap_reclaimed_cores)
+    return replace(plan, entries=entries)
 
 
 def _numbered(response: AdvisorResponse, stream: int) -> AdvisorResponse:
@@ -257,7 +316,7 @@ def _numbered(response: AdvisorResponse, stream: int) -> AdvisorResponse:
         name: None if subs is None else {sub: info(i) for sub, i in subs.items()}
         for name, subs in response.entries.items()
     }
-    return AdvisorResponse(entries, response.allow_shared_cores_overlap_reclaimed_cores)
+    return replace(response, entries=entries)
 
 
 def _reader_error(code: str, details: str) -> str:

@@ -42,6 +42,15 @@ code carries no switch) and undone afterwards:
   but does not take them out of the available ones, so the next block (say ``reclaim`` after
   ``share``) gets the same CPUs.
 
+The v0.5.47 node's own (``qrmd sim run --reference-version v0.5.47``):
+
+* ``snb-pool-on-next-numa``: the pool sizing reads an SNB pool's NUMA off by one (0↔1, 2↔3),
+  so ``share-NUMA0`` gets NUMA 1's CPUs: its containers run off the node they were hinted.
+* ``ramp-on-snb-numa``: the ramp-up cpuset is no longer cut off the SNB pools' NUMA nodes
+  (spec cpu-policy-v0.5.47 (c) 8), so a ramping shared pod runs beside the bound ones.
+* ``rnb-whole-reclaim-pool``: a pool regeneration places a reclaimed container with a
+  ``numa_hint`` on the whole reclaim pool, not its NUMA node's part.
+
 ``qrmd sim run --plant NAME`` and the tests switch one on; the CLI's help says it is for
 checking the simulation itself.
 """
@@ -58,7 +67,11 @@ import actors.cpu_pressure
 import policy.cpu.advisor.blocks
 import policy.cpu.allocate
 import policy.cpu.decide
+import policy.cpu.numa_pools
+import policy.cpu.pool_apply
 import policy.cpu.remove
+import policy.cpu.rnb_allocate
+import policy.cpu.snb
 from actors.advisor_link import AdvisorLinkCore
 from actors.memory_balancer import MemoryBalancerCore
 from actors.ports.commit import AdoptedSnapshot
@@ -77,7 +90,7 @@ from policy.cpu.residual_check import Listing, ResidualEvidence, observe_listing
 from policy.decision import Decision
 from policy.state.advisor_section import AdvisorSizingResumed
 from policy.state.cpu_state import CPUState
-from policy.state.entries import OwnCPUs
+from policy.state.entries import ANNOTATION_NUMA_HINT, RECLAIM_POOL, InPool, OwnCPUs
 from policy.state.events import ContainerAllocated
 from policy.state.pressure import PressureHistory
 from policy.state.pressure.events import SuppressionTimersSet
@@ -284,6 +297,36 @@ def _skip_missing_numa_sample() -> tuple[Any, str, Any]:
     return RoundInputs, "numa_ids", numa_ids
 
 
+def _snb_pool_on_next_numa() -> tuple[Any, str, Any]:
+    original = policy.cpu.snb.numa_of_pool  # the function policy.cpu.numa_pools calls
+
+    def numa_of_pool(name: str) -> int | None:
+        numa = original(name)
+        return None if numa is None else numa ^ 1
+
+    return policy.cpu.numa_pools, "numa_of_pool", numa_of_pool
+
+
+def _ramp_on_snb_numa() -> tuple[Any, str, Any]:
+    def snb_numa_cpus(ctx: Any, pools_cs: Any) -> CPUSet:
+        del ctx, pools_cs
+        return CPUSet()
+
+    return policy.cpu.pool_apply, "_snb_numa_cpus", snb_numa_cpus
+
+
+def _rnb_whole_reclaim_pool() -> tuple[Any, str, Any]:
+    original = policy.cpu.rnb_allocate.reclaimed_placement  # what policy.cpu.pool_apply calls
+
+    def reclaimed_placement(entry: Any, reclaim: CPUSet, non_actual: Any, state: Any) -> Any:
+        placement = original(entry, reclaim, non_actual, state)
+        if (entry.annotations or {}).get(ANNOTATION_NUMA_HINT):
+            return InPool(RECLAIM_POOL)
+        return placement
+
+    return policy.cpu.pool_apply, "reclaimed_placement", reclaimed_placement
+
+
 DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "ack-before-fsync": _ack_before_fsync,
     "stale-snapshot": _stale_snapshot,
@@ -299,6 +342,9 @@ DEFECTS: dict[str, Callable[[], tuple[Any, str, Any]]] = {
     "blocks-share-cpus": _blocks_share_cpus,
     "migrate-before-journal": _migrate_before_journal,
     "skip-missing-numa-sample": _skip_missing_numa_sample,
+    "snb-pool-on-next-numa": _snb_pool_on_next_numa,
+    "ramp-on-snb-numa": _ramp_on_snb_numa,
+    "rnb-whole-reclaim-pool": _rnb_whole_reclaim_pool,
 }
 
 

@@ -29,6 +29,9 @@ it holds). The names are what ``qrmd sim run`` prints and ``--json`` lists:
   actor dead noticed it (and tried to restart it), and with no disk fault in the way of a
   restart every supervised actor is alive again after the poll.
 
+The v0.5.47 node's own (SNB pools, non-binding pools, RNB containers) are in
+``qrmd.sim.dst.v0547_invariants``.
+
 To add one: write a function here taking the ``World`` and returning messages, and add it to
 ``INVARIANTS``; docs/simulation.md says more.
 """
@@ -60,6 +63,7 @@ from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.kubelet import KubeletPeer
 from qrmd.sim.dst.node import SimNode
 from qrmd.sim.dst.storage import SimDisk, SimFileOps
+from qrmd.sim.dst.v0547_invariants import V0547_INVARIANTS
 
 __all__ = ["INVARIANTS", "World", "recovered_view"]
 
@@ -229,10 +233,27 @@ def kubelet_answer_agrees(world: World) -> list[str]:
             out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state has no entry")
             continue
         held, _ = cpu.placement_cpus(entry.placement)
-        if held != CPUSet.parse(answer.cpus):
+        told = CPUSet.parse(answer.cpus)
+        if held != told and not _pooled_before(answer, entry, told):
             out.append(f"Allocate told {uid}/{container} {answer.cpus}; the state holds {held}")
     kubelet.fresh.clear()
     return out
+
+
+def _pooled_before(answer: Any, entry: Any, told: CPUSet) -> bool:
+    """Whether ``told`` is the CPUs a shared container already in its pool held before the
+    Allocate that answered it: the pool then grows by the request and the reply carries the
+    CPUs from before (spec cpu-policy §15.2; katalyst-core drops ``doAndCheckPutAllocationInfo``'s
+    adjusted result). At v0.5.3 the regeneration rarely moves such a pool; at v0.5.47 it does
+    once an SNB pool's NUMA node is freed."""
+    before = answer.before
+    if before is None or not entry.is_shared() or entry.ramp_up:
+        return False
+    earlier = before.cpu.entry(entry.pod_uid, entry.container_name)
+    if earlier is None or earlier.ramp_up or earlier.owner_pool_name != entry.owner_pool_name:
+        return False
+    held, _ = before.cpu.placement_cpus(earlier.placement)
+    return bool(held == told)
 
 
 def sidecar_mirrors_main(world: World) -> list[str]:
@@ -333,4 +354,5 @@ INVARIANTS: tuple[tuple[str, Callable[[World], list[str]]], ...] = (
     ("advice-in-stream-order", advice_in_stream_order),
     ("advice-applied-as-said", advice_applied_as_said),
     *BALANCER_INVARIANTS,
+    *V0547_INVARIANTS,
 )

@@ -23,6 +23,14 @@ step 5 and §7.5.2 step 1) records nothing; the reconcile then finds an app cont
 does not name and Allocates it again (``reconcileState``'s re-allocation). Init containers are
 never reconciled.
 
+At Katalyst v0.5.47 (``at_v0_5_47``) the pods also come in that release's shapes, with the
+annotations its tests use (tests/wire/test_v0547_*.py): a shared pod bound to one NUMA node
+(SNB: ``memory_enhancement`` ``numa_binding``), a dedicated pod with allocation options in its
+``cpu_enhancement`` (``numa_ids``, ``numa_number`` with ``distribute_evenly_across_numa``,
+``full_pcpus_pairing``, ``align_by_socket``), and, with ``--enable-reclaim-numa-binding``, a
+reclaimed pod bound to one NUMA node (RNB). The draws are made only at v0.5.47, so a v0.5.3
+seed makes the choices it always made.
+
 What kubelet was told is kept for the invariants: the last answer per container, the pods
 whose removal was acknowledged, and every pod a removal was ever sent for.
 """
@@ -37,7 +45,7 @@ from typing import Any
 
 import grpc
 
-from policy.cpu.qos import MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
+from policy.cpu.qos import CPU_ENHANCEMENT_KEY, MEMORY_ENHANCEMENT_KEY, QOS_LEVEL_KEY
 from policy.cpu.request import ContainerType, ResourceRequest, TopologyHint
 from policy.topology.cpuset import CPUSet
 from qrmd.sim.dst.clock import VirtualClock
@@ -51,6 +59,15 @@ CPU = "cpu"
 RECLAIMED_MILLICPU = "resource.katalyst.kubewharf.io/reclaimed_millicpu"
 #: QoS levels and their share of new pods.
 KINDS = ("shared", "shared", "shared", "dedicated", "dedicated_exclusive", "reclaimed")
+#: A v0.5.47 dedicated pod's allocation options (``cpu_enhancement``), one drawn per pod that
+#: has any (docs/reference-levels-dedicated.md; the reference's TestGetTopologyHints cases).
+DEDICATED_OPTIONS: tuple[dict[str, str], ...] = (
+    {"katalyst.kubewharf.io/numa_ids": "1"},
+    {"katalyst.kubewharf.io/numa_ids": "2-3"},
+    {"distribute_evenly_across_numa": "true", "katalyst.kubewharf.io/numa_number": "2"},
+    {"full_pcpus_pairing": "true"},
+    {"align_by_socket": "true"},
+)
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 #: The RPCs kubelet makes; ``policy.cpu.commands``' class names are the RPCs' names.
 RPCS = frozenset(
@@ -102,6 +119,22 @@ class SimPod:
     hints: dict[str, TopologyHint | None] = field(default_factory=dict)
     realloc: list[str] = field(default_factory=list)
     admitted: dict[str, int] = field(default_factory=dict)
+    #: v0.5.47 shapes: NUMA binding of a shared (SNB) or reclaimed (RNB) pod, and a dedicated
+    #: pod's allocation options (``cpu_enhancement``; empty: none).
+    numa_binding: bool = False
+    options: dict[str, str] = field(default_factory=dict)
+
+    def annotations(self) -> dict[str, str]:
+        """The pod's annotations (the fork copies them onto every container's request)."""
+        annotations = {QOS_LEVEL_KEY: _qos(self.kind)}
+        if self.kind.startswith("dedicated") or self.numa_binding:
+            enhancement = {"numa_binding": "true"}
+            if self.kind == "dedicated_exclusive":
+                enhancement["numa_exclusive"] = "true"
+            annotations[MEMORY_ENHANCEMENT_KEY] = json.dumps(enhancement, separators=(",", ":"))
+        if self.options:
+            annotations[CPU_ENHANCEMENT_KEY] = json.dumps(self.options, separators=(",", ":"))
+        return annotations
 
     @property
     def current(self) -> SimContainer:
@@ -121,12 +154,7 @@ class SimPod:
         """The ``ResourceRequest`` of GetTopologyHints (no hint) or Allocate (the chosen one)
         for ``container``; the pod's annotations go with every container's (the fork copies
         the pod's)."""
-        annotations = {QOS_LEVEL_KEY: _qos(self.kind)}
-        if self.kind.startswith("dedicated"):
-            enhancement = {"numa_binding": "true"}
-            if self.kind == "dedicated_exclusive":
-                enhancement["numa_exclusive"] = "true"
-            annotations[MEMORY_ENHANCEMENT_KEY] = json.dumps(enhancement, separators=(",", ":"))
+        annotations = self.annotations()
         requested = RECLAIMED_MILLICPU if self.kind == "reclaimed" else CPU
         return ResourceRequest(
             pod_uid=self.uid,
@@ -161,12 +189,16 @@ class Answer:
         rpc: the call that told it.
         seq: the StateStore's seq when the answer was given.
         state: the durable state then (the witness), or None when the node was down.
+        before: for an Allocate, the state the Allocator began serving it from (None: not
+            known).
     """
 
     cpus: str
     rpc: str
     seq: int
     state: Any
+    #: For an Allocate: the durable state the Allocator held as it began serving it.
+    before: Any = None
 
 
 @dataclass(slots=True)
@@ -213,6 +245,10 @@ class KubeletPeer:
     #: Answers told since the invariants last looked.
     fresh: list[tuple[tuple[str, str], Answer]] = field(default_factory=list)
     plugin: LoopbackPlugin = field(default_factory=LoopbackPlugin.new)
+    #: Draw pods in Katalyst v0.5.47's shapes too (module docstring).
+    at_v0_5_47: bool = False
+    #: With ``--enable-reclaim-numa-binding``: reclaimed pods bound to one NUMA node too.
+    reclaim_numa_binding: bool = False
     #: The durable seq now (-1 while qrmd is down): a listing answered with no commit since
     #: it was sent must agree with the state exactly.
     seq_now: Callable[[], int] = lambda: -1
@@ -351,7 +387,7 @@ class KubeletPeer:
             info = (answer or {}).get(CPU)
             if info is not None:
                 key = (pod.uid, call.container)
-                self._told(key, info.allocation_result, call.rpc, seq, state)
+                self._told(key, info.allocation_result, call.rpc, seq, state, before=future.before)
             self._admitted(pod, call.container)
         elif call.rpc == "RemovePod":
             assert pod is not None
@@ -376,8 +412,17 @@ class KubeletPeer:
         pod.cursor += 1
         pod.phase = "running" if pod.cursor == len(pod.containers) else "hints"
 
-    def _told(self, key: tuple[str, str], cpus: str, rpc: str, seq: int, state: Any) -> None:
-        answer = Answer(cpus, rpc, seq, state)
+    def _told(
+        self,
+        key: tuple[str, str],
+        cpus: str,
+        rpc: str,
+        seq: int,
+        state: Any,
+        *,
+        before: Any = None,
+    ) -> None:
+        answer = Answer(cpus, rpc, seq, state, before)
         self.answers[key] = answer
         self.fresh.append((key, answer))
 
@@ -459,8 +504,21 @@ class KubeletPeer:
             apps = [sidecars[0], main, *sidecars[1:]]
         apps = [replace(c, index=i) for i, c in enumerate(apps)]
         pod = SimPod(f"p{self._next_uid:04d}", kind, (*inits, *apps))
+        if self.at_v0_5_47:
+            self._v0_5_47_shape(pod)
         self.pods[pod.uid] = pod
         return pod
+
+    def _v0_5_47_shape(self, pod: SimPod) -> None:
+        """Half of the shared pods SNB, half of the reclaimed ones RNB (with the option on),
+        half of the dedicated ones with allocation options (module docstring)."""
+        roll = self.rng.random()
+        if pod.kind == "shared":
+            pod.numa_binding = roll < 0.5
+        elif pod.kind == "reclaimed":
+            pod.numa_binding = self.reclaim_numa_binding and roll < 0.5
+        elif roll < 0.5:
+            pod.options = dict(self.rng.choice(DEDICATED_OPTIONS))
 
     def _quantity(self, kind: str) -> float:
         if kind == "reclaimed":

@@ -37,7 +37,7 @@ import pykka
 
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.allocator import AllocatorActor, AllocatorCore
-from actors.allocator_messages import CommandGroup
+from actors.allocator_messages import GROUPED_CALLS, CommandGroup
 from actors.cpu_pressure import CPUPressureActor, CPUPressureCore
 from actors.cpu_pressure_messages import SuppressionEvictPods
 from actors.ports.advisor import AdvisorClient
@@ -45,6 +45,7 @@ from actors.ports.balancer import ContainerMemoryReader, NumaMetricSource
 from actors.ports.cgroups import CpusetReader
 from actors.ports.cpu_load import ContainerLoadSource
 from actors.ports.pod_source import PodListSnapshot
+from actors.ports.reclaim_metrics import ReclaimMetricsSource
 from actors.state_store import InTurnCommitter, StateStoreActor, StateStoreCore, StoreConfig
 from actors.store_messages import CommitInTurn, CommitRefused
 from actors.supervisor import SupervisedRef, Supervisor
@@ -53,6 +54,7 @@ from journal import Retention
 from journal.records import pack
 from policy.cpu.context import PolicyContext
 from policy.cpu.pressure import PressureSettings
+from policy.cpu.reference import V0_5_3, V0_5_47, is_v0_5_47
 from qrmd.advisor.subsystem import AdvisorWiring
 from qrmd.config import DaemonConfig, load_config
 from qrmd.daemon import assemble, watch_health
@@ -68,6 +70,7 @@ __all__ = [
     "JOURNAL_DIR",
     "PRESSURE_SETTINGS",
     "SIM_FLAGS",
+    "V0_5_47_FLAGS",
     "Poison",
     "SimLinkActor",
     "SimNode",
@@ -116,6 +119,12 @@ SIM_FLAGS: dict[str, object] = {
     "cpu-advisor-call-timeout": "2s",
     "cpu-advisor-unhealthy-after": "30s",
 }
+#: What a v0.5.47 node adds to ``SIM_FLAGS``: the level, and the suppression's reclaim metrics
+#: from the host port (``Host.reclaim_metrics``; the flag's value is never built).
+V0_5_47_FLAGS: dict[str, object] = {
+    "reference-version": V0_5_47,
+    "reclaim-metrics-source": "simulated",
+}
 #: Back-off waits the Supervisor may make within one step (see ``SimNode._wait``).
 WAITS_PER_STEP = 3
 #: How often the Supervisor's monitor would poll (the simulation checks when time passes).
@@ -125,11 +134,23 @@ CRASHABLE = ("store", "allocator", "cpu_pressure", "memory_balancer")
 
 
 @functools.cache
-def sim_config(*, cpu_advisor: bool) -> DaemonConfig:
-    """The simulated node's configuration: ``SIM_FLAGS``, and ``--enable-cpu-advisor`` as the
-    seed says. Validated by ``qrmd run``'s own loader (nothing of the host is read: the
-    katalyst checkpoint is ignored, the node name given)."""
-    return load_config({**SIM_FLAGS, "enable-cpu-advisor": cpu_advisor})
+def sim_config(
+    *,
+    cpu_advisor: bool,
+    reference_version: str = V0_5_3,
+    reclaim_numa_binding: bool = False,
+) -> DaemonConfig:
+    """The simulated node's configuration: ``SIM_FLAGS``, and ``--enable-cpu-advisor``,
+    ``--reference-version`` and (at v0.5.47) ``--enable-reclaim-numa-binding`` as the seed
+    says. Validated by ``qrmd run``'s own loader (nothing of the host is read: the katalyst
+    checkpoint is ignored, the node name given)."""
+    flags: dict[str, object] = {**SIM_FLAGS, "enable-cpu-advisor": cpu_advisor}
+    if is_v0_5_47(reference_version):
+        flags.update(V0_5_47_FLAGS)
+        flags["enable-reclaim-numa-binding"] = reclaim_numa_binding
+    elif reclaim_numa_binding:
+        raise ValueError("reclaimed NUMA binding exists at --reference-version v0.5.47 only")
+    return load_config(flags)
 
 
 #: The CPU pressure settings the flags make (the simulated eviction manager's period).
@@ -274,6 +295,7 @@ class SimNode:
         pod_list: the pod list fetch of the pod source subsystem.
         cgroups: the cgroups port checkCPUSet reads.
         loads: the CPU load port of the CPU pressure actor.
+        reclaim_metrics: its reclaim metrics port (read at v0.5.47).
         advisor: sys-advisor (with ``ctx.advisor_enabled``).
         numa_metrics, memory, page_mover: the memory balancer's host (its NUMA metric source,
             the containers' memory, the page mover).
@@ -289,6 +311,7 @@ class SimNode:
         pod_list: Callable[[], PodListSnapshot],
         cgroups: CpusetReader,
         loads: ContainerLoadSource,
+        reclaim_metrics: ReclaimMetricsSource | None = None,
         advisor: AdvisorClient | None = None,
         numa_metrics: NumaMetricSource | None = None,
         memory: ContainerMemoryReader | None = None,
@@ -298,11 +321,16 @@ class SimNode:
         self.disk = disk
         self.clock = clock
         self.ctx = ctx
-        self.settings = sim_config(cpu_advisor=ctx.advisor_enabled)
+        self.settings = sim_config(
+            cpu_advisor=ctx.advisor_enabled,
+            reference_version=ctx.reference_version,
+            reclaim_numa_binding=ctx.reference.enable_reclaim_numa_binding,
+        )
         self.config = store_config()
         self._pod_list = pod_list
         self._cgroups = cgroups
         self._loads = loads
+        self._reclaim_metrics = reclaim_metrics
         self._advisor = advisor
         self._numa_metrics = numa_metrics
         self._memory = memory
@@ -321,6 +349,9 @@ class SimNode:
         #: group's ``id``, with the group itself (kept, so that its ``id`` is not reused while
         #: the entry lasts; the plugin socket takes them as its callers' witnesses).
         self.group_witnesses: dict[int, tuple[Any, list[tuple[int, Any]]]] = {}
+        #: The state the Allocator held as it began each kubelet call (of a group, or alone),
+        #: by the message's ``id``, with the message (kept as ``group_witnesses`` are).
+        self.befores: dict[int, tuple[Any, list[Any]]] = {}
         #: Told the seqs of the records each in-turn commit (or group sync) made durable.
         self.on_committed: Callable[[list[int]], None] | None = None
         self.supervisor: Supervisor | None = None
@@ -364,6 +395,7 @@ class SimNode:
             pod_list=self._pod_list,
             cpusets=self._cgroups,
             cpu_loads=self._loads,
+            reclaim_metrics=self._reclaim_metrics,
             cpu_vendor="GenuineIntel",
             numa_metrics=self._numa_metrics,
             container_memory=self._memory,
@@ -407,6 +439,7 @@ class SimNode:
         self.scheduler.kill_all()
         self.runtime.tickers.clear()
         self.group_witnesses.clear()
+        self.befores.clear()
         self.supervisor = self.store = self.allocator = None
         self.subsystems = []
         self.shared = None
@@ -642,13 +675,19 @@ class _ObservedAllocator(AllocatorActor):
         self._node = node
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, GROUPED_CALLS):
+            self._node.befores[id(message)] = (message, [self.core.snapshot.state])
+            return super().on_receive(message)
         if not isinstance(message, CommandGroup):
             return super().on_receive(message)
         core = self.core
         served = core._outcome
         witnesses: list[tuple[int, Any]] = []
+        befores: list[Any] = []
+        self._node.befores[id(message)] = (message, befores)
 
         def outcome(command: Any) -> Any:
+            befores.append(core.snapshot.state)
             result = served(command)
             witnesses.append((core.snapshot.seq, core.snapshot.state))
             return result
@@ -684,7 +723,12 @@ class _ObservedPressure(CPUPressureActor):
             answered = True
             return reply
         finally:
-            after = dict(self.core.history.tolerance_since)
+            # The durable timers again: an early return commits nothing, so a core still
+            # holding a snapshot older than the durable one (its earlier commit went
+            # unanswered and landed later) changes nothing by answering from it.
+            durable = self._node.latest
+            held = self.core.history if durable is None else durable.state.cpu_pressure
+            after = dict(held.tolerance_since)
             size = None if reclaim is None else reclaim.size()
             call = SuppressionCall(message, size, before, after, answered)
             self._node.suppression_calls.append(call)

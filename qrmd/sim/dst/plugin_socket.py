@@ -58,6 +58,8 @@ class SimPluginSocket:
         timeout_s: each call's deadline (kubelet's).
         witnesses: the state each command of a served group was answered from, by the
             group's ``id`` (the simulated node's record): a caller's future gets its own.
+        befores: the state the Allocator held as it began each call, by the message's ``id``
+            (a group's: one per call): a caller's future gets its own as ``before``.
     """
 
     def __init__(
@@ -66,9 +68,11 @@ class SimPluginSocket:
         scheduler: Scheduler,
         timeout_s: float,
         witnesses: dict[int, tuple[Any, list[tuple[int, Any]]]],
+        befores: dict[int, tuple[Any, list[Any]]] | None = None,
     ) -> None:
         self._allocator = allocator
         self._witnesses = witnesses
+        self._befores: dict[int, tuple[Any, list[Any]]] = {} if befores is None else befores
         self._scheduler = scheduler
         self._timeout_s = timeout_s
         self._waiting: list[_Waiting] = []
@@ -87,7 +91,7 @@ class SimPluginSocket:
             answer = self._allocator.ask(message, block=False)
             mine = SimFuture(self._scheduler)
             waiting = _Waiting(message, mine, now + self._timeout_s)
-            self._send(_Group(answer, [waiting], waiting.deadline))
+            self._send(_Group(answer, [waiting], waiting.deadline, message))
             return mine
         mine = SimFuture(self._scheduler)
         self._waiting.append(_Waiting(message, mine, now + self._timeout_s))
@@ -118,7 +122,12 @@ class SimPluginSocket:
         message, witnesses = self._witnesses.pop(id(group.message), (None, []))
         if message is not group.message:
             witnesses = []
+        message, befores = self._befores.pop(id(group.message), (None, []))
+        if message is not group.message:
+            befores = []
         for waiting, outcome in zip(group.members, outcomes, strict=True):
+            if befores:
+                waiting.future.before = befores.pop(0)
             _resolve(waiting.future, outcome)
             if witnesses:
                 waiting.future.witness = witnesses.pop(0)

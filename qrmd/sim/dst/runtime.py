@@ -84,6 +84,8 @@ class SimFuture(pykka.Future[Any]):
         self._exc_info: ExcInfo | None = None
         #: What the simulation saw when it resolved: (store seq, durable state).
         self.witness: Any = None
+        #: For a kubelet call: the durable state the Allocator held when it began serving it.
+        self.before: Any = None
         #: Called with the future once it resolves (after the simulation's witness).
         self.callbacks: list[Callable[[SimFuture], None]] = []
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policy.cpu.reference import V0_5_3
 from qrmd.sim.dst.simulation import FAULT_RATE, Failure, Outcome, run
 
 __all__ = ["Shrunk", "shrink"]
@@ -30,6 +31,8 @@ class Shrunk:
     failure: Failure
     faults_injected: dict[str, int]
     runs: int
+    #: The Katalyst release the node reproduced (the seed's pick, or the one asked for).
+    reference_version: str = V0_5_3
 
 
 def shrink(
@@ -40,18 +43,31 @@ def shrink(
     defect: str | None = None,
     *,
     fault_rate: float = FAULT_RATE,
+    reference_version: str | None = None,
 ) -> Shrunk | None:
     """Shrink ``seed``'s failure (module rules); None when it does not fail in ``steps``."""
     runs = 1
-    best = run(seed, steps, kinds, budget, defect, fault_rate=fault_rate)
+    best = run(
+        seed,
+        steps,
+        kinds,
+        budget,
+        defect,
+        fault_rate=fault_rate,
+        reference_version=reference_version,
+    )
     if not best.failures:
         return None
     steps = best.steps
+    # Every candidate at the level the failing run had (the seed's pick stays the same).
+    level = best.reference_version
 
     def attempt(kinds: tuple[str, ...], budget: int | None) -> Outcome | None:
         nonlocal runs
         runs += 1
-        outcome = run(seed, steps, kinds, budget, defect, fault_rate=fault_rate)
+        outcome = run(
+            seed, steps, kinds, budget, defect, fault_rate=fault_rate, reference_version=level
+        )
         return outcome if outcome.failures else None
 
     # 1. Drop fault kinds one at a time.
@@ -69,4 +85,6 @@ def shrink(
         if found is not None:
             budget, best = smaller, found
             break
-    return Shrunk(best.steps, kinds, budget, best.failures[0], dict(best.faults_injected), runs)
+    return Shrunk(
+        best.steps, kinds, budget, best.failures[0], dict(best.faults_injected), runs, level
+    )

@@ -39,6 +39,7 @@ from actors.store_messages import Commit, CommitRefused, Snapshot
 from journal.records import pack
 from policy.balance.section import BalancerState
 from policy.cpu.context import PolicyContext
+from policy.cpu.reference import REFERENCE_VERSIONS, V0_5_3, V0_5_47, ReferenceOptions, is_v0_5_47
 from policy.state.sections import State
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
@@ -49,7 +50,7 @@ from qrmd.sim.dst.clock import VirtualClock
 from qrmd.sim.dst.defects import planted
 from qrmd.sim.dst.invariants import INVARIANTS, World
 from qrmd.sim.dst.kubelet import KubeletPeer
-from qrmd.sim.dst.metrics import SimLoadSource, active_pods
+from qrmd.sim.dst.metrics import SimLoadSource, SimReclaimMetrics, active_pods
 from qrmd.sim.dst.node import PRESSURE_SETTINGS, SimNode
 from qrmd.sim.dst.numa_host import SimHostMemory, SimNumaMetrics
 from qrmd.sim.dst.plugin_socket import SimPluginSocket
@@ -92,6 +93,10 @@ class Outcome:
     cpu_advisor: bool = False
     #: Groups of kubelet calls served with one fsync (the plugin socket's group commit).
     group_commits: int = 0
+    #: The Katalyst release the node reproduced (``--reference-version``).
+    reference_version: str = V0_5_3
+    #: ``--enable-reclaim-numa-binding`` (v0.5.47 only).
+    reclaim_numa_binding: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +114,8 @@ class Outcome:
             "boots": self.boots,
             "cpu_advisor": self.cpu_advisor,
             "group_commits": self.group_commits,
+            "reference_version": self.reference_version,
+            "reclaim_numa_binding": self.reclaim_numa_binding,
         }
 
 
@@ -123,6 +130,10 @@ class Simulation:
         fault_rate: the chance that a step (of a running process) is a fault.
         cpu_advisor: run the node with ``--enable-cpu-advisor`` and a simulated sys-advisor
             (None: the seed picks, half the seeds each way, as a fleet runs both).
+        reference_version: the Katalyst release the node reproduces, ``v0.5.3`` or ``v0.5.47``
+            (None: the seed picks, half the seeds each way; at v0.5.47 the seed also switches
+            reclaimed NUMA binding on for half of them). Picked from a generator of its own,
+            so a v0.5.3 seed makes the same choices it made before the level could vary.
     """
 
     def __init__(
@@ -134,6 +145,7 @@ class Simulation:
         fault_rate: float = FAULT_RATE,
         *,
         cpu_advisor: bool | None = None,
+        reference_version: str | None = None,
     ) -> None:
         if not 0 <= fault_rate <= MAX_FAULT_RATE:
             raise ValueError(f"the fault rate must lie in [0, {MAX_FAULT_RATE}], got {fault_rate}")
@@ -143,6 +155,17 @@ class Simulation:
         self.rng = Random(seed)
         picked = self.rng.random() < 0.5
         self.cpu_advisor = picked if cpu_advisor is None else cpu_advisor
+        level = Random(f"reference-version {seed}")
+        at_v0_5_47 = level.random() < 0.5
+        if reference_version is not None:
+            if reference_version not in REFERENCE_VERSIONS:
+                raise ValueError(
+                    f"the reference version must be one of {', '.join(REFERENCE_VERSIONS)}, "
+                    f"got {reference_version!r}"
+                )
+            at_v0_5_47 = is_v0_5_47(reference_version)
+        self.reference_version = V0_5_47 if at_v0_5_47 else V0_5_3
+        self.reclaim_numa_binding = at_v0_5_47 and level.random() < 0.5
         self.clock = VirtualClock()
         self.scheduler = Scheduler(self.rng, self.clock)
         self.disk = SimDisk(self.rng, self.clock)
@@ -153,14 +176,26 @@ class Simulation:
             reserved=CPUSet.parse("0,2"),
             residual_sightings=3,
             advisor_enabled=self.cpu_advisor,
+            reference_version=self.reference_version,
+            reference=ReferenceOptions(enable_reclaim_numa_binding=self.reclaim_numa_binding),
         )
-        self.kubelet = KubeletPeer(self.rng, self.clock)
+        self.kubelet = KubeletPeer(
+            self.rng,
+            self.clock,
+            at_v0_5_47=at_v0_5_47,
+            reclaim_numa_binding=self.reclaim_numa_binding,
+        )
         self.kubelet.seq_now = self._seq
         self.pod_source = SimPodSource(self.kubelet, self.clock)
         self.cgroups = SimCgroups(self.kubelet, topology.cpu_details.cpus())
         self.loads = SimLoadSource(self.rng)
+        self.reclaim_metrics = SimReclaimMetrics(
+            self.rng, self.loads, sorted(topology.cpu_details.cpus())
+        )
         numa_cpus = {n: topology.cpus_in_numa(n).size() for n in range(topology.num_numa_nodes)}
-        self.advisor = SimAdvisor(self.rng, self.clock, numa_cpus, self._latest_state)
+        self.advisor = SimAdvisor(
+            self.rng, self.clock, numa_cpus, self._latest_state, at_v0_5_47=at_v0_5_47
+        )
         self.numa_metrics = SimNumaMetrics(self.rng)
         self.host_memory = SimHostMemory(
             seed,
@@ -177,6 +212,7 @@ class Simulation:
             pod_list=self.pod_source.fetch,
             cgroups=self.cgroups,
             loads=self.loads,
+            reclaim_metrics=self.reclaim_metrics if at_v0_5_47 else None,
             advisor=self.advisor if self.cpu_advisor else None,
             numa_metrics=self.numa_metrics,
             memory=self.host_memory,
@@ -232,6 +268,8 @@ class Simulation:
             self.trace,
             self.cpu_advisor,
             self.group_commits,
+            self.reference_version,
+            self.reclaim_numa_binding,
         )
 
     def _do(self, action: Any) -> None:
@@ -397,6 +435,7 @@ class Simulation:
             self.scheduler,
             self.kubelet.deadline_s,
             self.node.group_witnesses,
+            self.node.befores,
         )
         self.kubelet.restarted(self.plugin)
         return f"booted at seq {core.snapshot.seq}"
@@ -487,8 +526,15 @@ def run(
     *,
     fault_rate: float = FAULT_RATE,
     cpu_advisor: bool | None = None,
+    reference_version: str | None = None,
 ) -> Outcome:
     """Run one seed; see ``Simulation``."""
-    return Simulation(seed, faults, fault_budget, defect, fault_rate, cpu_advisor=cpu_advisor).run(
-        steps
-    )
+    return Simulation(
+        seed,
+        faults,
+        fault_budget,
+        defect,
+        fault_rate,
+        cpu_advisor=cpu_advisor,
+        reference_version=reference_version,
+    ).run(steps)

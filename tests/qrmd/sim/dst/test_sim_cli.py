@@ -40,6 +40,11 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
             id="a fault rate past the limit",
         ),
         pytest.param(
+            ["run", "--seed", "1", "--reference-version", "v0.6"],
+            "--reference-version must be one of v0.5.3, v0.5.47, got 'v0.6'",
+            id="an unknown reference version",
+        ),
+        pytest.param(
             ["shrink", "--seed", "1", "--plant", "typo"],
             "unknown defect 'typo'",
             id="an unknown defect",
@@ -105,6 +110,27 @@ def test_shrink_prints_a_smaller_reproduction(capsys: pytest.CaptureFixture[str]
 def test_shrinking_a_seed_that_does_not_fail_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "shrink", "--seed", "1", "--steps", "30")
     assert code == 0 and "does not fail" in out
+
+
+@pytest.mark.parametrize("level", ["v0.5.3", "v0.5.47"])
+def test_the_level_is_in_the_json_and_the_replay_and_replays_the_same_run(
+    capsys: pytest.CaptureFixture[str], level: str
+) -> None:
+    args = ("run", "--seed", "5", "--steps", "40", "--json")
+    _, out, _ = run_cli(capsys, *args, "--reference-version", level)
+    doc = json.loads(out)
+    assert doc["reference_version"] == level
+    assert doc["replay"].endswith(f"--reference-version {level}")
+    _, again, _ = run_cli(capsys, *doc["replay"].split()[2:], "--json")
+    assert json.loads(again)["trace_digest"] == doc["trace_digest"]
+
+
+def test_without_the_flag_the_seed_picks_the_level_and_the_replay_names_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = run_cli(capsys, "run", "--seed", "5", "--steps", "10", "--json")
+    doc = json.loads(out)
+    assert doc["replay"].endswith(f"--reference-version {doc['reference_version']}")
 
 
 def test_a_higher_fault_rate_injects_more_and_replays_with_its_rate(

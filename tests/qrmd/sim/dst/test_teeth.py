@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from actors.ports.commit import AdoptedSnapshot
+from policy.cpu.reference import V0_5_3
 from qrmd.sim.dst.defects import DEFECTS, planted
 from qrmd.sim.dst.shrink import shrink
 from qrmd.sim.dst.simulation import run
@@ -26,7 +27,14 @@ STEPS = 400
 #: The advisor's defects are met where sys-advisor misbehaves: with the advisor's faults only,
 #: more often (as ``qrmd sim run --faults advisor --fault-rate 0.15`` replays them). Half the
 #: seeds run without sys-advisor, as always.
-ADVISOR_FAULTS: dict[str, Any] = {"faults": ("advisor",), "fault_rate": 0.15}
+ADVISOR_FAULTS: dict[str, Any] = {
+    "faults": ("advisor",),
+    "fault_rate": 0.15,
+    "reference_version": V0_5_3,
+}
+#: These defects are v0.5.3's paths, and their seeds were found at that level: the node runs
+#: at v0.5.3 for them (the v0.5.47 invariants' teeth are in test_teeth_v0547.py).
+AT_V0_5_3: dict[str, Any] = {"reference_version": V0_5_3}
 CONFIG = {
     "resume-on-refusal": ADVISOR_FAULTS,
     "accept-stale-stream": ADVISOR_FAULTS,
@@ -36,7 +44,7 @@ CONFIG = {
 
 def first_failing_seed(defect: str) -> int | None:
     for seed in range(BOUND):
-        if run(seed, STEPS, defect=defect, **CONFIG.get(defect, {})).failures:
+        if run(seed, STEPS, defect=defect, **CONFIG.get(defect, AT_V0_5_3)).failures:
             return seed
     return None
 
@@ -120,7 +128,7 @@ def first_failing_seed(defect: str) -> int | None:
 def test_a_planted_defect_is_found_and_its_seed_replays(defect: str, invariants: set[str]) -> None:
     seed = first_failing_seed(defect)
     assert seed is not None, f"{defect} not found in {BOUND} seeds"
-    config = CONFIG.get(defect, {})
+    config = CONFIG.get(defect, AT_V0_5_3)
     first = run(seed, STEPS, defect=defect, **config)
     again = run(seed, first.steps, defect=defect, **config)
     assert first.failures[0].invariant in invariants
@@ -143,14 +151,17 @@ def test_a_defect_is_switched_off_after_its_run() -> None:
 def test_shrinking_keeps_a_failure_with_no_more_faults_and_it_replays() -> None:
     seed = first_failing_seed("ack-before-fsync")
     assert seed is not None
-    original = run(seed, STEPS, defect="ack-before-fsync")
+    original = run(seed, STEPS, defect="ack-before-fsync", reference_version=V0_5_3)
     kinds = tuple(sorted(original.faults_injected))
-    found = shrink(seed, STEPS, kinds, None, "ack-before-fsync")
+    found = shrink(seed, STEPS, kinds, None, "ack-before-fsync", reference_version=V0_5_3)
     assert found is not None and found.steps <= original.steps
     assert set(found.kinds) <= set(kinds)
     assert sum(found.faults_injected.values()) <= sum(original.faults_injected.values())
     assert "power_loss" in found.kinds  # what loses an unsynced answer
-    replayed = run(seed, found.steps, found.kinds, found.budget, "ack-before-fsync")
+    assert found.reference_version == V0_5_3
+    replayed = run(
+        seed, found.steps, found.kinds, found.budget, "ack-before-fsync", reference_version=V0_5_3
+    )
     assert replayed.failures[0] == found.failure
 
 
@@ -170,4 +181,8 @@ def test_every_defect_has_a_case() -> None:
         "blocks-share-cpus",
         "migrate-before-journal",
         "skip-missing-numa-sample",
+        # test_teeth_v0547.py's
+        "snb-pool-on-next-numa",
+        "ramp-on-snb-numa",
+        "rnb-whole-reclaim-pool",
     }
