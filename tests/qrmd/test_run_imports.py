@@ -61,6 +61,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param(
             "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
         ),
+        pytest.param(
+            "policy.balance.round", id="no balance round planner while the balancer is off"
+        ),
+        pytest.param("policy.balance.numas", id="no balance NUMA selection while it is off"),
+        pytest.param("policy.balance.pods", id="no balance pod selection while it is off"),
+        pytest.param("policy.balance.decide", id="no balance decisions while it is off"),
         pytest.param("qrmd.offline", id="no offline tool"),
         pytest.param("qrmd.sim", id="no simulator"),
     ],
@@ -70,6 +76,10 @@ def test_the_start_does_not_load(loaded: list[str], prefix: str) -> None:
 
 
 def test_the_start_loads_what_serving_needs(loaded: list[str]) -> None:
-    assert {"qrmd.store.subsystem", "qrmd.cpu_plugin.subsystem", "actors.state_store"} <= set(
-        loaded
-    )
+    assert {
+        "qrmd.store.subsystem",
+        "qrmd.cpu_plugin.subsystem",
+        "actors.state_store",
+        "policy.state.codec",
+        "policy.balance.section",
+    } <= set(loaded)
