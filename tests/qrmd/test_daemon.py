@@ -32,9 +32,9 @@ from qrmd.config_values import settings_of
 from qrmd.cpu_plugin import subsystem as cpu_plugin
 from qrmd.cpu_plugin.settings import CpuPluginSettings
 from qrmd.daemon import Builder, Daemon, DaemonError
-from qrmd.status.metrics import DaemonMetrics
 from qrmd.store.subsystem import StoreWiring
 from tests.integration.daemon_process import PluginClient
+from wire.rpc import RpcObserver
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
 
@@ -48,7 +48,7 @@ class FakeServer:
         socket_dir: str,
         allocator: SupervisedRef,
         ready: Callable[[], bool],
-        observer: DaemonMetrics,
+        observer: RpcObserver | None,
     ) -> None:
         self.events, self.socket_dir, self.allocator = events, socket_dir, allocator
         self.ready, self.observer = ready, observer
