@@ -13,7 +13,7 @@ Modules, one job each:
 * ``record``: the balance record and its JSON form (§5);
 * ``numas``: source and destination NUMA selection (§7.1–§7.9);
 * ``pods``: the pod to evict and the pods to migrate (§7.8, §7.10);
-* ``round``: the whole round (§6.2, §7);
+* ``round``: the whole round (§6.2, §7), and ``run_round``, a round against the state;
 * ``advice``: the memory advice (§5.6, §8); ``eviction``: the eviction answers (§9);
 * ``section``: ``current``/``last`` and the taken-once transitions (§6); ``events``, ``codec``:
   the balance state section's events and their msgpack form;
