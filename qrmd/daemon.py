@@ -20,9 +20,9 @@ Start, in order:
    (``qrmd.store.katalyst_takeover``);
 3. the Supervisor of every subsystem's children, in list order: the StateStore, the
    Allocator, the MemoryBalancer, the CPU pressure actor, the checkers, the AdvisorLink (the
-   link last, so rest-for-one restarts it with the Allocator); the health sources and the
-   metrics collectors of each;
-4. the metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
+   link last, so rest-for-one restarts it with the Allocator); the health sources of each;
+4. with ``--metrics-address``, the metrics registry with each subsystem's collectors and the
+   metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
 5. the Supervisor starts the actors: the StateStore recovers, then the Allocator starts from
    its snapshot (cpu-policy §6.2 steps 4–6), then the others;
 6. the endpoint answers; then, in list order, each subsystem's ``start`` and ``serve``: the
@@ -55,7 +55,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pykka
 
@@ -76,12 +76,14 @@ from qrmd.cpu_plugin.connection_cap import (
 from qrmd.cpu_plugin.settings import CpuPluginSettings
 from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.pods.settings import PodsSettings
-from qrmd.status.endpoint import StatusEndpoint
 from qrmd.status.health import HealthRegistry
-from qrmd.status.metrics import DaemonMetrics, MetricSources
 from qrmd.store.settings import StoreSettings
 from qrmd.subsystem import DaemonError, Running, Shared, Subsystem
 from qrmd.version import VERSION
+
+if TYPE_CHECKING:
+    from qrmd.status.endpoint import StatusEndpoint
+    from qrmd.status.metrics import DaemonMetrics
 
 __all__ = [
     "SUBSYSTEMS",
@@ -235,19 +237,27 @@ class Daemon:
         )
         self.supervisor = supervisor
         watch_health(self.health, supervisor, parts)
-        self.metrics = DaemonMetrics(
-            MetricSources(
-                store=shared.ports.store_status,
-                snapshot=shared.ports.latest,
-                supervisor=supervisor.status,
-                health=self.health,
-            )
-        )
-        for part in parts:
-            for collector in part.collectors():
-                self.metrics.registry.register(collector)
-        # 4. The endpoint's socket, before recovery: a taken port fails fast.
+        # 4. Metrics and the endpoint's socket, before recovery: a taken port fails fast.
+        # Without an address nothing would read them: no registry, no collectors, no
+        # prometheus_client (a restart pays for every module it imports).
         if config.metrics_address is not None:
+            from qrmd.status.endpoint import StatusEndpoint  # noqa: PLC0415 (only with metrics)
+            from qrmd.status.metrics import (  # noqa: PLC0415 (only with metrics)
+                DaemonMetrics,
+                MetricSources,
+            )
+
+            self.metrics = DaemonMetrics(
+                MetricSources(
+                    store=shared.ports.store_status,
+                    snapshot=shared.ports.latest,
+                    supervisor=supervisor.status,
+                    health=self.health,
+                )
+            )
+            for part in parts:
+                for collector in part.collectors():
+                    self.metrics.registry.register(collector)
             readiness = [source for part in parts for source in part.readiness_sources()]
             host, port = config.metrics_address
             self.endpoint = StatusEndpoint(

@@ -263,11 +263,12 @@ class Running:
 
     Attributes:
         supervisor: the running supervision tree (``ref`` a child by name).
-        metrics: the metrics registry, also the gRPC servers' observer.
+        metrics: the metrics registry, also the gRPC servers' observer; None without
+            ``--metrics-address`` (nothing would read it).
     """
 
     supervisor: Supervisor
-    metrics: DaemonMetrics
+    metrics: DaemonMetrics | None
 
 
 class Subsystem(Protocol):

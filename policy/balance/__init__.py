@@ -13,7 +13,7 @@ Modules, one job each:
 * ``record``: the balance record and its JSON form (§5);
 * ``numas``: source and destination NUMA selection (§7.1–§7.9);
 * ``pods``: the pod to evict and the pods to migrate (§7.8, §7.10);
-* ``round``: the whole round (§6.2, §7);
+* ``round``: the whole round (§6.2, §7), and ``run_round``, a round against the state;
 * ``advice``: the memory advice (§5.6, §8); ``eviction``: the eviction answers (§9);
 * ``section``: ``current``/``last`` and the taken-once transitions (§6); ``events``, ``codec``:
   the balance state section's events and their msgpack form;
@@ -27,41 +27,114 @@ Modules, one job each:
 Imports ``machines`` (the round machine), ``policy.topology`` (the codec checks a section
 against the node) and ``policy``'s shared root (``errors``, ``decision``); never
 ``policy.state`` or ``policy.cpu``, which build on it.
+
+Every name below loads its module on first use (``__getattr__``), so importing one part — the
+settings' ``BalancerConfig``, the state section and its codec, a host metric's ``NumaMetrics`` —
+does not load the round planner (``round``, ``numas``, ``pods``): ``qrmd run`` imports the
+state codec whether or not the balancer is enabled, and a node's restart pays for every module
+it imports.
 """
 
-from policy.balance.advice import ExtraMemoryAdvice, MemoryAdvice, MigrateContainer, advice_for
-from policy.balance.config import BalancerConfig, ResolvedConfig, VendorAware, vendor_key
-from policy.balance.errors import BalanceError
-from policy.balance.eviction import (
-    EvictOffer,
-    ThresholdMetAnswer,
-    evict_offers,
-    threshold_met,
-    token,
-    top_eviction_pods,
-)
-from policy.balance.inputs import (
-    Container,
-    MissingSample,
-    NumaDistance,
-    NumaMetrics,
-    Pod,
-    RoundInputs,
-    UnresolvedPod,
-    distance_lists_from_rows,
-)
-from policy.balance.record import (
-    BalanceInfo,
-    BalanceLevel,
-    BalancePod,
-    BalanceStatus,
-    BandwidthLevel,
-    EvictPod,
-    NumaInfo,
-    NumaLatencyInfo,
-)
-from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round
-from policy.balance.section import BalancerState, run_round, take_advice, take_eviction
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policy.balance.advice import ExtraMemoryAdvice, MemoryAdvice, MigrateContainer, advice_for
+    from policy.balance.config import BalancerConfig, ResolvedConfig, VendorAware, vendor_key
+    from policy.balance.errors import BalanceError
+    from policy.balance.eviction import (
+        EvictOffer,
+        ThresholdMetAnswer,
+        evict_offers,
+        threshold_met,
+        token,
+        top_eviction_pods,
+    )
+    from policy.balance.inputs import (
+        Container,
+        MissingSample,
+        NumaDistance,
+        NumaMetrics,
+        Pod,
+        RoundInputs,
+        UnresolvedPod,
+        distance_lists_from_rows,
+    )
+    from policy.balance.record import (
+        BalanceInfo,
+        BalanceLevel,
+        BalancePod,
+        BalanceStatus,
+        BandwidthLevel,
+        EvictPod,
+        NumaInfo,
+        NumaLatencyInfo,
+    )
+    from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, plan_round, run_round
+    from policy.balance.section import BalancerState, take_advice, take_eviction
+
+_ON_FIRST_USE = {
+    **dict.fromkeys(
+        ("ExtraMemoryAdvice", "MemoryAdvice", "MigrateContainer", "advice_for"),
+        "policy.balance.advice",
+    ),
+    **dict.fromkeys(
+        ("BalancerConfig", "ResolvedConfig", "VendorAware", "vendor_key"), "policy.balance.config"
+    ),
+    **dict.fromkeys(("BalanceError",), "policy.balance.errors"),
+    **dict.fromkeys(
+        (
+            "EvictOffer",
+            "ThresholdMetAnswer",
+            "evict_offers",
+            "threshold_met",
+            "token",
+            "top_eviction_pods",
+        ),
+        "policy.balance.eviction",
+    ),
+    **dict.fromkeys(
+        (
+            "Container",
+            "MissingSample",
+            "NumaDistance",
+            "NumaMetrics",
+            "Pod",
+            "RoundInputs",
+            "UnresolvedPod",
+            "distance_lists_from_rows",
+        ),
+        "policy.balance.inputs",
+    ),
+    **dict.fromkeys(
+        (
+            "BalanceInfo",
+            "BalanceLevel",
+            "BalancePod",
+            "BalanceStatus",
+            "BandwidthLevel",
+            "EvictPod",
+            "NumaInfo",
+            "NumaLatencyInfo",
+        ),
+        "policy.balance.record",
+    ),
+    **dict.fromkeys(
+        ("RoundOutcome", "RoundResult", "in_cool_down", "plan_round", "run_round"),
+        "policy.balance.round",
+    ),
+    **dict.fromkeys(("BalancerState", "take_advice", "take_eviction"), "policy.balance.section"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'policy.balance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
 
 __all__ = [
     "BalanceError",

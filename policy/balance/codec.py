@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from itertools import chain
 from typing import Any, Final
 
-from policy.balance import BalanceError, BalanceInfo, BalancerState
+from policy.balance.errors import BalanceError
 from policy.balance.events import (
     BalanceAdviceTaken,
     BalanceEvent,
@@ -35,6 +35,8 @@ from policy.balance.events import (
 )
 from policy.balance.gojson import check_time
 from policy.balance.inputs import PlainInputs
+from policy.balance.record import BalanceInfo
+from policy.balance.section import BalancerState
 from policy.decision import Event
 from policy.errors import CodecError
 from policy.topology.model import CPUTopology

@@ -54,8 +54,8 @@ from policy.balance.eviction import EvictOffer
 from policy.balance.inputs import RoundInputs
 from policy.balance.lifecycle import balancer_window, has_pods_to_move, record_machine_state
 from policy.balance.record import BalanceInfo, BalanceStatus
-from policy.balance.round import RoundOutcome, RoundResult, in_cool_down
-from policy.balance.section import BalancerState, run_round, take_eviction
+from policy.balance.round import RoundOutcome, RoundResult, in_cool_down, run_round
+from policy.balance.section import BalancerState, take_eviction
 from policy.decision import Decision, Effect
 
 __all__ = [

@@ -34,9 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Final
 
-from policy.balance import BalanceError, BalanceInfo, BalancerState, advice_for
+from policy.balance.advice import advice_for
+from policy.balance.errors import BalanceError
 from policy.balance.gojson import format_time
-from policy.balance.section import mark_advice_taken, mark_eviction_taken
+from policy.balance.record import BalanceInfo
+from policy.balance.section import BalancerState, mark_advice_taken, mark_eviction_taken
 from policy.decision import Event
 from policy.errors import StateError
 

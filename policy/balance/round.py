@@ -20,18 +20,23 @@ The steps, each in ``numas`` or ``pods``:
 9. Final status (§7.11): pressure with nothing to balance or evict is ``prepareFailed`` with its
    reason, and is stored (fix O1; the reference reports ``prepareSuccess``).
 
+``run_round`` runs a round against the balancer's state: a stored outcome replaces
+``current``, a skipped or failed one leaves the state as it was (O8). It lives here, not with
+the state's other transitions in ``section``, so that the state section (what the journal codec
+and replay need) loads without the planner.
+
 No clock, no I/O: the time is ``inputs.now``. Given equal inputs the outcome is equal.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from policy.balance.advice import MemoryAdvice, advice_for
 from policy.balance.config import ResolvedConfig
 from policy.balance.constants import BALANCE_INTERVAL_NS, NO_DEST_NUMA, NOTHING_TO_DO
-from policy.balance.errors import RoundFailed
+from policy.balance.errors import BalanceError, RoundFailed
 from policy.balance.gojson import to_nanos
 from policy.balance.inputs import RoundInputs
 from policy.balance.numas import (
@@ -56,8 +61,16 @@ from policy.balance.record import (
     NumaInfo,
     NumaLatencyInfo,
 )
+from policy.balance.section import BalancerState
 
-__all__ = ["NOTHING_TO_DO", "RoundOutcome", "RoundResult", "in_cool_down", "plan_round"]
+__all__ = [
+    "NOTHING_TO_DO",
+    "RoundOutcome",
+    "RoundResult",
+    "in_cool_down",
+    "plan_round",
+    "run_round",
+]
 
 #: Failed reason of a round with pressure but nothing to balance or evict (§7.11).
 
@@ -239,3 +252,27 @@ def _run_steps(inputs: RoundInputs, cfg: ResolvedConfig, d: _Draft) -> None:
         d.failed_reason = NOTHING_TO_DO
     else:
         d.status = BalanceStatus.PREPARE_SUCCESS
+
+
+def run_round(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState, RoundOutcome]:
+    """Run one round against the state (§6.2).
+
+    Args:
+        state: the balancer's state.
+        inputs: the round's inputs; ``inputs.last`` must be ``state.last``, so that the round a
+            journal records is the round that ran.
+
+    Returns:
+        The new state (``current`` replaced only by a stored outcome) and the outcome.
+
+    Raises:
+        BalanceError: ``inputs.last`` is not the state's last emitted round.
+    """
+    if inputs.last != state.last:
+        raise BalanceError(
+            "round inputs carry a last emitted round that differs from the balancer state's"
+        )
+    outcome = plan_round(inputs)
+    if outcome.result is RoundResult.STORED:
+        return replace(state, current=outcome.record), outcome
+    return state, outcome

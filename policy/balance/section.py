@@ -6,8 +6,6 @@ what the caller hands out; a later integration (the round machine, the MemoryBal
 drives them, commits each new state to the journal and serialises the calls, which fixes the
 reference's unsynchronised reads of ``last`` (O16).
 
-* ``run_round``: run a round; a stored outcome replaces ``current``, a skipped or failed one
-  leaves the state as it was (O8).
 * ``take_advice``: emit the current record's advice at most once; marks it executed and makes
   it ``last``, which starts the cool-down and the ping-pong window (``mark_advice_taken``).
 * ``take_eviction``: offer the current record's eviction at most once, even when nothing
@@ -31,15 +29,12 @@ from policy.balance.advice import MemoryAdvice, advice_for
 from policy.balance.decode import as_object, reject_unknown
 from policy.balance.errors import BalanceError
 from policy.balance.eviction import EvictOffer, evict_offers
-from policy.balance.inputs import RoundInputs
 from policy.balance.record import BalanceInfo
-from policy.balance.round import RoundOutcome, RoundResult, plan_round
 
 __all__ = [
     "BalancerState",
     "mark_advice_taken",
     "mark_eviction_taken",
-    "run_round",
     "take_advice",
     "take_eviction",
 ]
@@ -73,30 +68,6 @@ class BalancerState:
             current=None if current is None else BalanceInfo.from_json(current, f"{where}.current"),
             last=None if last is None else BalanceInfo.from_json(last, f"{where}.last"),
         )
-
-
-def run_round(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState, RoundOutcome]:
-    """Run one round against the state (§6.2).
-
-    Args:
-        state: the balancer's state.
-        inputs: the round's inputs; ``inputs.last`` must be ``state.last``, so that the round a
-            journal records is the round that ran.
-
-    Returns:
-        The new state (``current`` replaced only by a stored outcome) and the outcome.
-
-    Raises:
-        BalanceError: ``inputs.last`` is not the state's last emitted round.
-    """
-    if inputs.last != state.last:
-        raise BalanceError(
-            "round inputs carry a last emitted round that differs from the balancer state's"
-        )
-    outcome = plan_round(inputs)
-    if outcome.result is RoundResult.STORED:
-        return replace(state, current=outcome.record), outcome
-    return state, outcome
 
 
 def take_advice(state: BalancerState) -> tuple[BalancerState, MemoryAdvice | None]:

@@ -42,7 +42,6 @@ from qrmd.cpu_plugin.settings import (
     reserve_error,
 )
 from qrmd.status.health import ProblemSource
-from qrmd.status.metrics import DaemonMetrics
 from qrmd.subsystem import (
     ALLOCATOR_CHILD,
     RECOVERY_TIMEOUT_S,
@@ -52,6 +51,7 @@ from qrmd.subsystem import (
     SubsystemParts,
 )
 from wire.plugin_server import PluginServer, distinct_socket_dirs
+from wire.rpc import RpcObserver
 
 __all__ = [
     "ALLOCATOR_CHILD",
@@ -84,14 +84,16 @@ class PluginServing(Protocol):
 
 
 #: Builds the server of one socket directory: (dir, allocator, ready, observer) → server.
-ServerFactory = Callable[[str, SupervisedRef, Callable[[], bool], DaemonMetrics], PluginServing]
+ServerFactory = Callable[
+    [str, SupervisedRef, Callable[[], bool], RpcObserver | None], PluginServing
+]
 
 
 def wire_plugin_server(
     socket_dir: str,
     allocator: SupervisedRef,
     ready: Callable[[], bool],
-    observer: DaemonMetrics,
+    observer: RpcObserver | None,
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> PluginServing:

@@ -32,9 +32,9 @@ from qrmd.config_values import settings_of
 from qrmd.cpu_plugin import subsystem as cpu_plugin
 from qrmd.cpu_plugin.settings import CpuPluginSettings
 from qrmd.daemon import Builder, Daemon, DaemonError
-from qrmd.status.metrics import DaemonMetrics
 from qrmd.store.subsystem import StoreWiring
 from tests.integration.daemon_process import PluginClient
+from wire.rpc import RpcObserver
 
 SYNTH = "synthetic:cpus=16,sockets=2,numas=4"
 
@@ -48,7 +48,7 @@ class FakeServer:
         socket_dir: str,
         allocator: SupervisedRef,
         ready: Callable[[], bool],
-        observer: DaemonMetrics,
+        observer: RpcObserver | None,
     ) -> None:
         self.events, self.socket_dir, self.allocator = events, socket_dir, allocator
         self.ready, self.observer = ready, observer
@@ -258,11 +258,23 @@ def test_a_journal_of_another_machine_is_one_clear_error_and_nothing_left_runnin
     assert harness.events == ["serve k1", "stop k1"]  # the second daemon never served
 
 
-def test_metrics_off_opens_no_port(harness: Harness) -> None:
+def test_metrics_off_opens_no_port_and_keeps_no_registry(harness: Harness) -> None:
     daemon = harness.daemon(**{"metrics-address": "off"})
     daemon.start()
     try:
         assert daemon.endpoint is None
+        assert daemon.metrics is None, "nothing would read a registry without an address"
+        assert harness.servers[0].observer is None
+    finally:
+        daemon.stop()
+
+
+def test_metrics_on_the_registry_observes_the_kubelet_servers(harness: Harness) -> None:
+    daemon = harness.daemon()
+    daemon.start()
+    try:
+        assert daemon.metrics is not None
+        assert harness.servers[0].observer is daemon.metrics
     finally:
         daemon.stop()
 

@@ -2,7 +2,9 @@
 bench/bench_wire.py): the modules of every enabled subsystem and of the CPU plugin's serving
 path, and none of the tools it does not use on the way — katalyst-agent's checkpoint import
 where no such file is, ``importlib.metadata`` for its version, the config file parsers
-without ``--config``, the offline tools or the simulators.
+without ``--config``, the metrics registry and prometheus_client without
+``--metrics-address``, the balance round planner while the balancer is off, the offline tools
+or the simulators.
 
 The imports are checked in a fresh interpreter: this test process has long loaded everything.
 """
@@ -61,6 +63,15 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param(
             "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
         ),
+        pytest.param(
+            "policy.balance.round", id="no balance round planner while the balancer is off"
+        ),
+        pytest.param("policy.balance.numas", id="no balance NUMA selection while it is off"),
+        pytest.param("policy.balance.pods", id="no balance pod selection while it is off"),
+        pytest.param("policy.balance.decide", id="no balance decisions while it is off"),
+        pytest.param("prometheus_client", id="no prometheus client while metrics are off"),
+        pytest.param("qrmd.status.metrics", id="no metrics registry while metrics are off"),
+        pytest.param("qrmd.status.endpoint", id="no metrics endpoint while metrics are off"),
         pytest.param("qrmd.offline", id="no offline tool"),
         pytest.param("qrmd.sim", id="no simulator"),
     ],
@@ -70,6 +81,10 @@ def test_the_start_does_not_load(loaded: list[str], prefix: str) -> None:
 
 
 def test_the_start_loads_what_serving_needs(loaded: list[str]) -> None:
-    assert {"qrmd.store.subsystem", "qrmd.cpu_plugin.subsystem", "actors.state_store"} <= set(
-        loaded
-    )
+    assert {
+        "qrmd.store.subsystem",
+        "qrmd.cpu_plugin.subsystem",
+        "actors.state_store",
+        "policy.state.codec",
+        "policy.balance.section",
+    } <= set(loaded)
