@@ -76,8 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             default=None,
             metavar="DEFECT",
             help="switch on a planted defect, to check that the simulation finds it "
-            "(ack-before-fsync, stale-snapshot, no-rollback, skip-dedicated-disjointness, "
-            "forget-unanswered-commit, count-empty-listing)",
+            f"(one of: {', '.join(sorted(DEFECTS))})",
         )
         action.add_argument(
             "--reference-version",
