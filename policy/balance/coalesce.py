@@ -100,18 +100,46 @@ class QuietStretch:
 
     def with_round(self, now: float, inputs: Mapping[str, Any]) -> QuietStretch:
         """The stretch with one more coalesced round at ``now`` that read ``inputs``."""
-        merged = {numa: dict(ranges) for numa, ranges in self.metrics.items()}
-        for numa, name, value in _samples(inputs):
-            low, high = merged.setdefault(numa, {}).get(name, (value, value))
-            merged[numa][name] = (min(low, value), max(high, value))
+        samples = _samples(inputs)
         return QuietStretch(
             outcome=self.outcome,
             since=self.since,
             rounds=self.rounds + 1,
             first_time=now if self.first_time is None else self.first_time,
             last_time=now,
-            metrics=MappingProxyType({n: MappingProxyType(r) for n, r in sorted(merged.items())}),
+            metrics=(
+                self.metrics if _within(self.metrics, samples) else _widened(self.metrics, samples)
+            ),
         )
+
+
+def _within(metrics: MetricRanges, samples: list[tuple[int, str, float]]) -> bool:
+    """Whether every sample lies in its metric's range already: the ranges stay as they are
+    (on a steady node, once the first rounds of a stretch have set them, nearly every round)."""
+    for numa, name, value in samples:
+        ranges = metrics.get(numa)
+        seen = None if ranges is None else ranges.get(name)
+        if seen is None or not seen[0] <= value <= seen[1]:
+            return False
+    return True
+
+
+def _widened(metrics: MetricRanges, samples: list[tuple[int, str, float]]) -> MetricRanges:
+    """The ranges widened to hold ``samples``, read-only, by NUMA node."""
+    # Only the nodes sampled get new ranges; the others keep their read-only ones.
+    merged: dict[int, Mapping[str, tuple[float, float]]] = dict(metrics)
+    touched: dict[int, dict[str, tuple[float, float]]] = {}
+    for numa, name, value in samples:
+        ranges = touched.get(numa)
+        if ranges is None:
+            ranges = touched[numa] = dict(merged.get(numa, {}))
+        seen = ranges.get(name)
+        ranges[name] = (
+            (value, value) if seen is None else (min(seen[0], value), max(seen[1], value))
+        )
+    for numa, ranges in touched.items():
+        merged[numa] = MappingProxyType(ranges)
+    return MappingProxyType(dict(sorted(merged.items())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +223,16 @@ def _samples(inputs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
     if not isinstance(listed, list):
         return found
     for entry in listed:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("numa"), int):
+        # The exact-type tests first: a live round's form holds dicts and floats only.
+        if not (type(entry) is dict or isinstance(entry, Mapping)):
+            continue
+        numa = entry.get("numa")
+        if not isinstance(numa, int):
             continue
         for name in METRIC_NAMES:
             value = entry.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                found.append((entry["numa"], name, float(value)))
+            if type(value) is float:
+                found.append((numa, name, value))
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((numa, name, float(value)))
     return found
