@@ -30,6 +30,7 @@ container order is pod-spec order and is kept, since it is part of the output (Â
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -90,11 +91,18 @@ class NumaMetrics:
     read_write_bandwidth: Sample
 
     def __post_init__(self) -> None:
-        if not isinstance(self.read_latency, MissingSample):
-            object.__setattr__(self, "read_latency", as_float(self.read_latency, "readLatency"))
-        if not isinstance(self.read_write_bandwidth, MissingSample):
-            bandwidth = as_float(self.read_write_bandwidth, "readWriteBandwidth")
-            object.__setattr__(self, "read_write_bandwidth", bandwidth)
+        # Made for every NUMA node every round: a sample that is already a float within
+        # ``as_float``'s bounds (NaN fails the comparison) is kept as it is, as it would be.
+        latency, bandwidth = self.read_latency, self.read_write_bandwidth
+        if not (type(latency) is float and 0.0 <= latency < math.inf) and not isinstance(
+            latency, MissingSample
+        ):
+            object.__setattr__(self, "read_latency", as_float(latency, "readLatency"))
+        if not (type(bandwidth) is float and 0.0 <= bandwidth < math.inf) and not isinstance(
+            bandwidth, MissingSample
+        ):
+            checked = as_float(bandwidth, "readWriteBandwidth")
+            object.__setattr__(self, "read_write_bandwidth", checked)
 
 
 def _bounded(value: str, where: str, limit: int) -> None:
