@@ -45,6 +45,7 @@ from policy.balance.events import (
     BalanceRoundRecorded,
     BalanceRoundsCoalesced,
 )
+from policy.balance.inputs import MissingSample, NumaMetrics, PlainInputs
 from policy.balance.lifecycle import has_pods_to_move
 from policy.decision import Decision, Event
 
@@ -218,6 +219,9 @@ def coalesce_round(
 def _samples(inputs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
     """The numeric samples of a round's ``RoundInputs.to_json()`` form: (NUMA, metric, value).
     A missing sample (null or ``{"error"}``) has no value, and is left out."""
+    if type(inputs) is PlainInputs:
+        # A live round's: its samples are read from the inputs the form would be made of.
+        return _samples_of(inputs.inputs.numa_metrics)
     found: list[tuple[int, str, float]] = []
     listed = inputs.get("numaMetrics")
     if not isinstance(listed, list):
@@ -235,4 +239,18 @@ def _samples(inputs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
                 found.append((numa, name, value))
             elif isinstance(value, int | float) and not isinstance(value, bool):
                 found.append((numa, name, float(value)))
+    return found
+
+
+def _samples_of(metrics: Mapping[int, NumaMetrics]) -> list[tuple[int, str, float]]:
+    """``_samples`` of the form of ``metrics``: the same samples in the same order, without
+    making the form. A checked sample is a float (``NumaMetrics``), a missing one has none."""
+    found: list[tuple[int, str, float]] = []
+    for numa, sampled in metrics.items():
+        for name, value in (
+            (METRIC_NAMES[0], sampled.read_latency),
+            (METRIC_NAMES[1], sampled.read_write_bandwidth),
+        ):
+            if not isinstance(value, MissingSample):
+                found.append((numa, name, value))
     return found

@@ -374,6 +374,11 @@ class PlainInputs(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"PlainInputs({self.packable()!r})"
 
+    @property
+    def inputs(self) -> RoundInputs:
+        """The inputs this form is made from."""
+        return self._inputs
+
     def packable(self) -> dict[str, Any]:
         """The form itself, for an encoder to pack at once: not a copy, never to be changed."""
         if self._form is None:

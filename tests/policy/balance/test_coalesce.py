@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy.balance import BalancerState, MissingSample, NumaMetrics
+from policy.balance import BalancerState, MissingSample, NumaMetrics, RoundInputs
 from policy.balance.coalesce import QuietStretch, coalesce_round, round_outcome
 from policy.balance.decide import RoundReply, balance_round, unreadable_round
 from policy.balance.events import (
@@ -20,6 +20,7 @@ from policy.balance.events import (
 )
 from policy.decision import Decision
 from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, make_inputs
+from tests.policy.balance.test_properties import round_inputs
 
 HOUR = 3600.0
 QUIET = ((20, 21, 22, 23), (100, 100, 100, 100))
@@ -189,3 +190,13 @@ def test_a_stretch_holds_each_metrics_range_over_every_coalesced_round(
         for numa, by_name in sorted(seen.items())
     }
     assert (summary.metrics if summary is not None else {}) == (expected if rounds else {})
+
+
+@given(round_inputs())
+def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(inputs: RoundInputs) -> None:
+    # A live round's inputs are read without making their form; the stretch must be the one
+    # the form (what a journal holds) gives.
+    stretch = QuietStretch(("stored",), since=NOW)
+    assert stretch.with_round(NOW + 5, inputs.plain()) == stretch.with_round(
+        NOW + 5, inputs.to_json()
+    )
