@@ -45,6 +45,7 @@ from policy.balance.events import (
     BalanceRoundRecorded,
     BalanceRoundsCoalesced,
 )
+from policy.balance.inputs import MissingSample, NumaMetrics, PlainInputs
 from policy.balance.lifecycle import has_pods_to_move
 from policy.decision import Decision, Event
 
@@ -100,18 +101,46 @@ class QuietStretch:
 
     def with_round(self, now: float, inputs: Mapping[str, Any]) -> QuietStretch:
         """The stretch with one more coalesced round at ``now`` that read ``inputs``."""
-        merged = {numa: dict(ranges) for numa, ranges in self.metrics.items()}
-        for numa, name, value in _samples(inputs):
-            low, high = merged.setdefault(numa, {}).get(name, (value, value))
-            merged[numa][name] = (min(low, value), max(high, value))
+        samples = _samples(inputs)
         return QuietStretch(
             outcome=self.outcome,
             since=self.since,
             rounds=self.rounds + 1,
             first_time=now if self.first_time is None else self.first_time,
             last_time=now,
-            metrics=MappingProxyType({n: MappingProxyType(r) for n, r in sorted(merged.items())}),
+            metrics=(
+                self.metrics if _within(self.metrics, samples) else _widened(self.metrics, samples)
+            ),
         )
+
+
+def _within(metrics: MetricRanges, samples: list[tuple[int, str, float]]) -> bool:
+    """Whether every sample lies in its metric's range already: the ranges stay as they are
+    (on a steady node, once the first rounds of a stretch have set them, nearly every round)."""
+    for numa, name, value in samples:
+        ranges = metrics.get(numa)
+        seen = None if ranges is None else ranges.get(name)
+        if seen is None or not seen[0] <= value <= seen[1]:
+            return False
+    return True
+
+
+def _widened(metrics: MetricRanges, samples: list[tuple[int, str, float]]) -> MetricRanges:
+    """The ranges widened to hold ``samples``, read-only, by NUMA node."""
+    # Only the nodes sampled get new ranges; the others keep their read-only ones.
+    merged: dict[int, Mapping[str, tuple[float, float]]] = dict(metrics)
+    touched: dict[int, dict[str, tuple[float, float]]] = {}
+    for numa, name, value in samples:
+        ranges = touched.get(numa)
+        if ranges is None:
+            ranges = touched[numa] = dict(merged.get(numa, {}))
+        seen = ranges.get(name)
+        ranges[name] = (
+            (value, value) if seen is None else (min(seen[0], value), max(seen[1], value))
+        )
+    for numa, ranges in touched.items():
+        merged[numa] = MappingProxyType(ranges)
+    return MappingProxyType(dict(sorted(merged.items())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +219,38 @@ def coalesce_round(
 def _samples(inputs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
     """The numeric samples of a round's ``RoundInputs.to_json()`` form: (NUMA, metric, value).
     A missing sample (null or ``{"error"}``) has no value, and is left out."""
+    if type(inputs) is PlainInputs:
+        # A live round's: its samples are read from the inputs the form would be made of.
+        return _samples_of(inputs.inputs.numa_metrics)
     found: list[tuple[int, str, float]] = []
     listed = inputs.get("numaMetrics")
     if not isinstance(listed, list):
         return found
     for entry in listed:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("numa"), int):
+        # The exact-type tests first: a live round's form holds dicts and floats only.
+        if not (type(entry) is dict or isinstance(entry, Mapping)):
+            continue
+        numa = entry.get("numa")
+        if not isinstance(numa, int):
             continue
         for name in METRIC_NAMES:
             value = entry.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                found.append((entry["numa"], name, float(value)))
+            if type(value) is float:
+                found.append((numa, name, value))
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((numa, name, float(value)))
+    return found
+
+
+def _samples_of(metrics: Mapping[int, NumaMetrics]) -> list[tuple[int, str, float]]:
+    """``_samples`` of the form of ``metrics``: the same samples in the same order, without
+    making the form. A checked sample is a float (``NumaMetrics``), a missing one has none."""
+    found: list[tuple[int, str, float]] = []
+    for numa, sampled in metrics.items():
+        for name, value in (
+            (METRIC_NAMES[0], sampled.read_latency),
+            (METRIC_NAMES[1], sampled.read_write_bandwidth),
+        ):
+            if not isinstance(value, MissingSample):
+                found.append((numa, name, value))
     return found

@@ -30,6 +30,7 @@ container order is pod-spec order and is kept, since it is part of the output (Â
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -90,11 +91,18 @@ class NumaMetrics:
     read_write_bandwidth: Sample
 
     def __post_init__(self) -> None:
-        if not isinstance(self.read_latency, MissingSample):
-            object.__setattr__(self, "read_latency", as_float(self.read_latency, "readLatency"))
-        if not isinstance(self.read_write_bandwidth, MissingSample):
-            bandwidth = as_float(self.read_write_bandwidth, "readWriteBandwidth")
-            object.__setattr__(self, "read_write_bandwidth", bandwidth)
+        # Made for every NUMA node every round: a sample that is already a float within
+        # ``as_float``'s bounds (NaN fails the comparison) is kept as it is, as it would be.
+        latency, bandwidth = self.read_latency, self.read_write_bandwidth
+        if not (type(latency) is float and 0.0 <= latency < math.inf) and not isinstance(
+            latency, MissingSample
+        ):
+            object.__setattr__(self, "read_latency", as_float(latency, "readLatency"))
+        if not (type(bandwidth) is float and 0.0 <= bandwidth < math.inf) and not isinstance(
+            bandwidth, MissingSample
+        ):
+            checked = as_float(bandwidth, "readWriteBandwidth")
+            object.__setattr__(self, "read_write_bandwidth", checked)
 
 
 def _bounded(value: str, where: str, limit: int) -> None:
@@ -293,14 +301,7 @@ class RoundInputs:
         return {
             "now": self.now,
             "cpuVendor": self.cpu_vendor,
-            "numaMetrics": [
-                {
-                    "numa": numa,
-                    "readLatency": _sample_to_json(m.read_latency),
-                    "readWriteBandwidth": _sample_to_json(m.read_write_bandwidth),
-                }
-                for numa, m in self.numa_metrics.items()
-            ],
+            "numaMetrics": self._metrics_to_json(),
             "distances": {
                 str(numa): [[e.numa_id, e.distance] for e in entries]
                 for numa, entries in self.distances.items()
@@ -323,6 +324,17 @@ class RoundInputs:
             "last": None if self.last is None else self.last.to_json(),
         }
 
+    def _metrics_to_json(self) -> list[dict[str, object]]:
+        """The ``numaMetrics`` entry of ``to_json``: all a coalesced round reads of its form."""
+        return [
+            {
+                "numa": numa,
+                "readLatency": _sample_to_json(m.read_latency),
+                "readWriteBandwidth": _sample_to_json(m.read_write_bandwidth),
+            }
+            for numa, m in self.numa_metrics.items()
+        ]
+
 
 class PlainInputs(Mapping[str, Any]):
     """A round's inputs in their plain-dict form (``RoundInputs.to_json``), read-only.
@@ -332,27 +344,45 @@ class PlainInputs(Mapping[str, Any]):
     as it is (``policy.balance.codec``) instead of walking its value per container and NUMA
     node to prove it plain (tens of thousands on a large node, once per pressured round);
     no one can change it after it was made. Reads, and compares equal, like the dict.
+
+    The form is built on first use, not when the round's event is made: a quiet round that
+    coalescing leaves out of the journal (``policy.balance.coalesce``) reads only its
+    ``numaMetrics``, and building the rest (the distance lists: one per NUMA pair) cost a
+    quiet round more than its planning. ``numaMetrics`` alone is built apart for that read.
     """
 
-    __slots__ = ("_form",)
+    __slots__ = ("_form", "_inputs", "_metrics")
 
     def __init__(self, inputs: RoundInputs) -> None:
-        self._form = inputs.to_json()
+        self._inputs = inputs
+        self._form: dict[str, Any] | None = None
+        self._metrics: list[dict[str, object]] | None = None
 
     def __getitem__(self, key: str) -> Any:
-        return self._form[key]
+        if self._form is None and key == "numaMetrics":
+            if self._metrics is None:
+                self._metrics = self._inputs._metrics_to_json()
+            return self._metrics
+        return self.packable()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._form)
+        return iter(self.packable())
 
     def __len__(self) -> int:
-        return len(self._form)
+        return len(self.packable())
 
     def __repr__(self) -> str:
-        return f"PlainInputs({self._form!r})"
+        return f"PlainInputs({self.packable()!r})"
+
+    @property
+    def inputs(self) -> RoundInputs:
+        """The inputs this form is made from."""
+        return self._inputs
 
     def packable(self) -> dict[str, Any]:
         """The form itself, for an encoder to pack at once: not a copy, never to be changed."""
+        if self._form is None:
+            self._form = self._inputs.to_json()
         return self._form
 
 

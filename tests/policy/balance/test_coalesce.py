@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from policy.balance import BalancerState, MissingSample, NumaMetrics
+from policy.balance import BalancerState, MissingSample, NumaMetrics, RoundInputs
 from policy.balance.coalesce import QuietStretch, coalesce_round, round_outcome
 from policy.balance.decide import RoundReply, balance_round, unreadable_round
 from policy.balance.events import (
@@ -18,6 +20,7 @@ from policy.balance.events import (
 )
 from policy.decision import Decision
 from tests.policy.balance.examples import EX2_B, EX2_L, EX2_PODS, NOW, make_inputs
+from tests.policy.balance.test_properties import round_inputs
 
 HOUR = 3600.0
 QUIET = ((20, 21, 22, 23), (100, 100, 100, 100))
@@ -157,3 +160,43 @@ def test_outcomes_are_the_metric_tags_of_a_round_that_hands_nothing_out() -> Non
 def test_a_negative_period_is_refused() -> None:
     with pytest.raises(ValueError, match="summary period"):
         coalesce_round(None, quiet(0), NOW, -1.0)
+
+
+_SAMPLE = st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False), st.integers(0, 10**6))
+
+
+@given(st.lists(st.lists(st.tuples(_SAMPLE, _SAMPLE), min_size=1, max_size=4), max_size=8))
+def test_a_stretch_holds_each_metrics_range_over_every_coalesced_round(
+    rounds: list[list[tuple[float | None, float | None]]],
+) -> None:
+    # Rounds read one to four NUMA nodes, a sample missing now and then; the ranges kept as
+    # they were when a round lies inside them must still be every sample's min and max.
+    stretch = QuietStretch(("stored",), since=NOW)
+    seen: dict[str, dict[str, list[float]]] = {}
+    for t, numas in enumerate(rounds):
+        entries = [
+            {"numa": numa, "readLatency": latency, "readWriteBandwidth": bandwidth}
+            for numa, (latency, bandwidth) in enumerate(numas)
+        ]
+        stretch = stretch.with_round(NOW + t, {"numaMetrics": entries})
+        for entry in entries:
+            for name in ("readLatency", "readWriteBandwidth"):
+                value = entry[name]
+                if value is not None:
+                    seen.setdefault(str(entry["numa"]), {}).setdefault(name, []).append(value)
+    summary = stretch.summary()
+    expected = {
+        numa: {name: [float(min(v)), float(max(v))] for name, v in by_name.items()}
+        for numa, by_name in sorted(seen.items())
+    }
+    assert (summary.metrics if summary is not None else {}) == (expected if rounds else {})
+
+
+@given(round_inputs())
+def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(inputs: RoundInputs) -> None:
+    # A live round's inputs are read without making their form; the stretch must be the one
+    # the form (what a journal holds) gives.
+    stretch = QuietStretch(("stored",), since=NOW)
+    assert stretch.with_round(NOW + 5, inputs.plain()) == stretch.with_round(
+        NOW + 5, inputs.to_json()
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from policy.balance import (
     BalanceInfo,
     MemoryAdvice,
     MissingSample,
+    NumaMetrics,
     RoundInputs,
     RoundResult,
     distance_lists_from_rows,
@@ -285,3 +287,27 @@ def test_advice_text_reads_back() -> None:
     assert [c.container_name for c in advice.migrate_containers] == ["r2", "r1", "a", "b", "s1"]
     with pytest.raises(BalanceError, match=r"advice.migrateContainers\[0\].podUID"):
         MemoryAdvice.from_json({**json.loads(EX2_ADVICE), "migrateContainers": [{"podUID": 1}]})
+
+
+@pytest.mark.parametrize(
+    ("sample", "refusal"),
+    [
+        pytest.param(math.nan, "expected a finite number", id="a NaN float is refused"),
+        pytest.param(math.inf, "expected a finite number", id="an infinite float is refused"),
+        pytest.param(-0.5, "is outside", id="a negative float is refused"),
+        pytest.param(True, "expected a number", id="a boolean is refused"),
+    ],
+)
+def test_a_numa_sample_out_of_bounds_is_refused_whatever_its_type(
+    sample: object, refusal: str
+) -> None:
+    with pytest.raises(BalanceError, match=f"readLatency: .*{refusal}"):
+        NumaMetrics(sample, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(BalanceError, match=f"readWriteBandwidth: .*{refusal}"):
+        NumaMetrics(1.0, sample)  # type: ignore[arg-type]
+
+
+def test_a_numa_sample_is_kept_as_a_float() -> None:
+    metrics = NumaMetrics(0.0, 7)
+    assert (metrics.read_latency, metrics.read_write_bandwidth) == (0.0, 7.0)
+    assert type(metrics.read_write_bandwidth) is float
