@@ -72,7 +72,6 @@ from policy.cpu.rnb_allocate import resize_reclaimed, settle_reclaimed
 from policy.cpu.snb import is_inplace_resizing, non_binding_pooled_cpus, pod_aggregated_request
 from policy.cpu.snb_allocate import allocate_snb
 from policy.cpu.system_cores import SYSTEM_CORES, allocate_system
-from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_apply import apply_cpu_event
@@ -84,7 +83,6 @@ from policy.state.entries import (
     ContainerEntry,
     InPool,
     OwnCPUs,
-    Placement,
     specified_pool_name,
 )
 from policy.state.events import ContainerAllocated, ContainerRemoved
@@ -192,25 +190,6 @@ def _pack(prepared: PreparedRequest, cpus: CPUSet) -> AllocationReply:
     return _reply(prepared, _cpu_allocation(cpus, (prepared.request.hint,)))
 
 
-def _new_entry(
-    prepared: PreparedRequest, now: float, placement: Placement, *, ramp_up: bool, owner: str
-) -> ContainerEntry:
-    request = prepared.request
-    return ContainerEntry(
-        **request.identity.stored(),
-        ramp_up=ramp_up,
-        owner_pool_name=owner,
-        pod_role=request.pod_role,
-        pod_type=request.pod_type,
-        placement=placement,
-        init_timestamp=format_qrm_time(now),
-        labels=dict(prepared.labels),
-        annotations=dict(prepared.annotations),
-        qos_level=prepared.qos_level,
-        request_quantity=prepared.req_float,
-    )
-
-
 def _updated(entry: ContainerEntry, prepared: PreparedRequest) -> ContainerEntry:
     """An existing entry updated from the request (§7.3 step 2): level and annotations."""
     return replace(entry, qos_level=prepared.qos_level, annotations=dict(prepared.annotations))
@@ -247,10 +226,10 @@ def _allocate_shared(
             },
         )
         if step.dest == lifecycle.RAMPING:
-            entry = _new_entry(prepared, now, state.ramp_placement(pooled), ramp_up=True, owner="")
+            entry = prepared.new_entry(now, state.ramp_placement(pooled), ramp_up=True, owner="")
             emit_step(txn, step, ContainerAllocated(entry))
         else:
-            entry = _new_entry(prepared, now, OwnCPUs.of(pooled), ramp_up=False, owner="")
+            entry = prepared.new_entry(now, OwnCPUs.of(pooled), ramp_up=False, owner="")
             emit_step(txn, step, ContainerAllocated(entry))
             _put_into_pool(txn, ctx, entry, incr_by_req=False)
         # §15.1: the reply says "all pooled CPUs" even when the container joined its pool.
@@ -333,7 +312,7 @@ def _allocate_reclaimed(
     # 3–4. New or updated, the container follows the reclaim pool.
     if existing is None:
         phase = lifecycle.NEW
-        entry = _new_entry(prepared, now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
+        entry = prepared.new_entry(now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
     else:
         phase = container_phase(existing)
         entry = replace(
@@ -369,7 +348,7 @@ def _allocate_reclaimed_sidecar(txn: Txn, prepared: PreparedRequest, now: float)
     phase = lifecycle.NEW if existing is None else container_phase(existing)
     step = _fire(phase, "allocate_reclaimed", {})
     entry = replace(
-        _new_entry(prepared, now, placement, ramp_up=False, owner=main.owner_pool_name),
+        prepared.new_entry(now, placement, ramp_up=False, owner=main.owner_pool_name),
         annotations={**(main.annotations or {}), **prepared.annotations},
     )
     emit_step(txn, step, ContainerAllocated(entry))
@@ -387,7 +366,7 @@ def _allocate_reclaimed_v0547(
         return _pack(prepared, state.placement_cpus(resized.placement)[0])
     if existing is None:
         phase = lifecycle.NEW
-        entry = _new_entry(prepared, now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
+        entry = prepared.new_entry(now, InPool(RECLAIM_POOL), ramp_up=False, owner=RECLAIM_POOL)
     else:
         phase = container_phase(existing)
         entry = _updated(existing, prepared)
@@ -480,7 +459,7 @@ def _allocate_dedicated(
             source, ctx, prepared.req_int, request.hint, prepared.numa_exclusive
         )
     # 3–4. Stored with the ramp-up flag (replacing the old entry), then the pools move away.
-    entry = _new_entry(prepared, now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
+    entry = prepared.new_entry(now, OwnCPUs.of(result), ramp_up=True, owner=DEDICATED_OWNER)
     if ctx.at_v0_5_47:
         entry = _with_numa_hint(entry, ctx, prepared)
     emit_step(txn, step, ContainerAllocated(entry))
@@ -550,7 +529,7 @@ def _allocate_sidecar(txn: Txn, prepared: PreparedRequest, now: float) -> Alloca
     existing = state.entry(request.pod_uid, request.container_name)
     phase = lifecycle.NEW if existing is None else container_phase(existing)
     step = _fire(phase, "allocate_dedicated_sidecar", {})
-    entry = _new_entry(prepared, now, OwnCPUs(result, original), ramp_up=False, owner="")
+    entry = prepared.new_entry(now, OwnCPUs(result, original), ramp_up=False, owner="")
     # 3. Stored; no pool adjustment.
     emit_step(txn, step, ContainerAllocated(entry))
     return _pack(prepared, result)

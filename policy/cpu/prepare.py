@@ -32,6 +32,8 @@ from policy.cpu.request import (
     parse_quantity,
     validate_request,
 )
+from policy.cpu.timestamps import format_qrm_time
+from policy.state.entries import ContainerEntry, Placement
 
 __all__ = ["PreparedRequest", "prepare_request"]
 
@@ -68,6 +70,33 @@ class PreparedRequest:
     def req_float(self) -> float:
         """The exact request, stored as ``request_quantity``."""
         return self.quantity.req_float
+
+    def new_entry(
+        self,
+        now: float,
+        placement: Placement,
+        *,
+        ramp_up: bool,
+        owner: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> ContainerEntry:
+        """The entry a handler stores for this request (§7.3): its identity, labels and
+        annotations (``annotations`` when a handler adds its own, as SNB's ``numa_hint``),
+        level and exact request, created ``now``."""
+        request = self.request
+        return ContainerEntry(
+            **request.identity.stored(),
+            ramp_up=ramp_up,
+            owner_pool_name=owner,
+            pod_role=request.pod_role,
+            pod_type=request.pod_type,
+            placement=placement,
+            init_timestamp=format_qrm_time(now),
+            labels=dict(self.labels),
+            annotations=dict(self.annotations if annotations is None else annotations),
+            qos_level=self.qos_level,
+            request_quantity=self.req_float,
+        )
 
     @property
     def is_init(self) -> bool:

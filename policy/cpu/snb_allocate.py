@@ -27,7 +27,6 @@ from policy.cpu.prepare import PreparedRequest
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.request import ContainerType
 from policy.cpu.snb import NUMA_HINT_KEY, is_inplace_resizing, is_snb, numa_pool_name
-from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.entries import ContainerEntry, InPool, OwnCPUs
@@ -74,7 +73,9 @@ def allocate_snb(
         placement = (
             main.placement if isinstance(main.placement, InPool) else OwnCPUs(result, original)
         )
-        entry = _entry(prepared, now, annotations, main.owner_pool_name, placement)
+        entry = prepared.new_entry(
+            now, placement, ramp_up=False, owner=main.owner_pool_name, annotations=annotations
+        )
         _store(txn, entry)
         return result, True
     # 2. One NUMA.
@@ -98,7 +99,9 @@ def allocate_snb(
     # 4. Stored on its NUMA's pool, which is re-sized with it.
     annotations = {**prepared.annotations, NUMA_HINT_KEY: str(numa)}
     pool = numa_pool_name(annotations, numa)
-    entry = _entry(prepared, now, annotations, pool, OwnCPUs.of(CPUSet()))
+    entry = prepared.new_entry(
+        now, OwnCPUs.of(CPUSet()), ramp_up=False, owner=pool, annotations=annotations
+    )
     _store(txn, entry)
     resized_from = existing if is_inplace_resizing(prepared.annotations) else None
     put_allocations_and_adjust(txn, ctx, [entry], incr_by_req=True, resized_from=resized_from)
@@ -107,29 +110,6 @@ def allocate_snb(
     if cpus is None:  # the engine sizes every pool with a positive demand
         raise SNBAllocationError(f"pool {pool} was not created", kind=ErrorKind.INTERNAL)
     return cpus, True
-
-
-def _entry(
-    prepared: PreparedRequest,
-    now: float,
-    annotations: dict[str, str],
-    owner: str,
-    placement: InPool | OwnCPUs,
-) -> ContainerEntry:
-    request = prepared.request
-    return ContainerEntry(
-        **request.identity.stored(),
-        ramp_up=False,
-        owner_pool_name=owner,
-        pod_role=request.pod_role,
-        pod_type=request.pod_type,
-        placement=placement,
-        init_timestamp=format_qrm_time(now),
-        labels=dict(prepared.labels),
-        annotations=annotations,
-        qos_level=prepared.qos_level,
-        request_quantity=prepared.req_float,
-    )
 
 
 def _store(txn: Txn, entry: ContainerEntry) -> None:

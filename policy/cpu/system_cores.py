@@ -21,14 +21,12 @@ from policy.cpu.context import PolicyContext
 from policy.cpu.prepare import PreparedRequest
 from policy.cpu.ramp_steps import container_phase, emit_step, fire
 from policy.cpu.request import ContainerType
-from policy.cpu.timestamps import format_qrm_time
 from policy.cpu.txn import Txn
 from policy.errors import ErrorKind, PolicyError
 from policy.state.cpu_state import CPUState
 from policy.state.entries import (
     ANNOTATION_CPUSET_POOL,
     ANNOTATION_NUMA_BINDING,
-    ContainerEntry,
     OwnCPUs,
 )
 from policy.state.events import ContainerAllocated
@@ -94,19 +92,7 @@ def allocate_system(
     else:
         result = system_pool_cpus(state, ctx, prepared.annotations)
         owner, placement = system_owner(prepared.annotations), OwnCPUs.of(result)
-    entry = ContainerEntry(
-        **request.identity.stored(),
-        ramp_up=False,
-        owner_pool_name=owner,
-        pod_role=request.pod_role,
-        pod_type=request.pod_type,
-        placement=placement,
-        init_timestamp=format_qrm_time(now),
-        labels=dict(prepared.labels),
-        annotations=dict(prepared.annotations),
-        qos_level=prepared.qos_level,
-        request_quantity=prepared.req_float,
-    )
+    entry = prepared.new_entry(now, placement, ramp_up=False, owner=owner)
     # The lifecycle of a container that keeps CPUs of its own and never ramps.
     existing = state.entry(*entry.key)
     phase = lifecycle.NEW if existing is None else container_phase(existing, system_cores=True)
