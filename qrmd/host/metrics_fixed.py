@@ -31,6 +31,7 @@ __all__ = [
     "QUIET_LATENCY",
     "FixedNumaMetrics",
     "NumaProfile",
+    "quiet_profiles",
 ]
 
 QUIET_LATENCY = 40.0
@@ -55,6 +56,15 @@ class NumaProfile:
                 raise ValueError(f"simulated {what} {value!r} must be a non-negative number")
 
 
+def quiet_profiles(
+    numa_ids: Iterable[int],
+    read_latency: float = QUIET_LATENCY,
+    read_write_bandwidth: float = QUIET_BANDWIDTH,
+) -> dict[int, NumaProfile]:
+    """Every node at the same quiet profile (no pressure with the default thresholds)."""
+    return {n: NumaProfile(read_latency, read_write_bandwidth) for n in numa_ids}
+
+
 class FixedNumaMetrics:
     """The ``NumaMetricSource`` port on per-node profiles that stay as built.
 
@@ -77,7 +87,7 @@ class FixedNumaMetrics:
         read_write_bandwidth: float = QUIET_BANDWIDTH,
     ) -> FixedNumaMetrics:
         """Every node at the same quiet profile (no pressure with the default thresholds)."""
-        return cls({n: NumaProfile(read_latency, read_write_bandwidth) for n in numa_ids})
+        return cls(quiet_profiles(numa_ids, read_latency, read_write_bandwidth))
 
     def under_pressure(
         self,

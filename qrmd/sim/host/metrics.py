@@ -31,6 +31,7 @@ from qrmd.host.metrics_fixed import (
     QUIET_LATENCY,
     FixedNumaMetrics,
     NumaProfile,
+    quiet_profiles,
 )
 
 __all__ = [
@@ -67,7 +68,7 @@ class SimulatedNumaMetrics:
         read_write_bandwidth: float = QUIET_BANDWIDTH,
     ) -> SimulatedNumaMetrics:
         """Every node at the same quiet profile (no pressure with the default thresholds)."""
-        return cls({n: NumaProfile(read_latency, read_write_bandwidth) for n in numa_ids})
+        return cls(quiet_profiles(numa_ids, read_latency, read_write_bandwidth))
 
     def set_profile(self, numa_id: int, profile: NumaProfile) -> None:
         """Report ``profile`` for the node from now on (its quiet profile is unchanged)."""
