@@ -195,9 +195,7 @@ def _sidecar_before_main_pooled() -> tuple[Any, str, Any]:
             return original(txn, prepared, now)
         # The planted defect: no main container yet, so the sidecar takes the pooled CPUs.
         pooled = state.pooled_cpus(state.pools.get("reserve", CPUSet()))
-        entry = policy.cpu.allocate._new_entry(
-            prepared, now, OwnCPUs(pooled, pooled), ramp_up=False, owner=""
-        )
+        entry = prepared.new_entry(now, OwnCPUs(pooled, pooled), ramp_up=False, owner="")
         txn.emit(ContainerAllocated(entry))
         return policy.cpu.allocate._pack(prepared, pooled)
 
