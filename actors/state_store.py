@@ -58,8 +58,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pykka
-
 from actors.log_text import utc
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.store_messages import (
@@ -77,6 +75,7 @@ from actors.store_refusals import CommitRefusals, probe_write
 from actors.store_report import RecoveryReport
 from actors.store_status import JournalFigures, StoreHealth, StoreStatus
 from actors.store_subscribers import Subscribers
+from actors.threads import MailboxActor
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -692,7 +691,7 @@ class InTurnCommitter:
         return self._core.snapshot
 
 
-class StateStoreActor(pykka.ThreadingActor):
+class StateStoreActor(MailboxActor):
     """The pykka shell around ``StateStoreCore``: opens it on start, closes it on stop.
 
     Messages (``actors.store_messages``), to be ``ask``-ed:
