@@ -338,8 +338,11 @@ class StateStoreCore:
         snapshot = Snapshot(candidate, seq)
         self._snapshot = snapshot
         elapsed = self._clock.monotonic() - started
-        status = self._status.with_commit(seq, len(encoded), elapsed)
-        self._set_status(self._written(status, f"record {seq}"))
+        figures = JournalFigures.of(self._journal.stats)
+        status = self._status.with_commit(seq, len(encoded), elapsed, figures)
+        if self._refusals.refusing:
+            status = self._written(status, f"record {seq}")
+        self._publish_status(status)
         self._snapshot_subscribers.tell(snapshot)
         self.checkpoint_if_due()
         return snapshot
@@ -456,10 +459,14 @@ class StateStoreCore:
         self._snapshot = pending
         elapsed = self._clock.monotonic() - self._pending_started
         status = self._status
+        figures = JournalFigures.of(self._journal.stats)
         # One commit counted per record, as alone; the group's time once.
         for seq, events in self._pending_records:
-            status = status.with_commit(seq, events, elapsed if seq == pending.seq else 0.0)
-        self._set_status(self._written(status, f"records up to {pending.seq}"))
+            seconds = elapsed if seq == pending.seq else 0.0
+            status = status.with_commit(seq, events, seconds, figures)
+        if self._refusals.refusing:
+            status = self._written(status, f"records up to {pending.seq}")
+        self._publish_status(status)
         self._snapshot_subscribers.tell(pending)
         self.checkpoint_if_due()
         return pending
@@ -612,7 +619,11 @@ class StateStoreCore:
     def _set_status(self, status: StoreStatus) -> None:
         """Make ``status`` current, the journal's figures copied in as they are now, and
         tell the status subscribers (module rules: a new value for every change)."""
-        status = status.with_journal(JournalFigures.of(self._journal.stats))
+        self._publish_status(status.with_journal(JournalFigures.of(self._journal.stats)))
+
+    def _publish_status(self, status: StoreStatus) -> None:
+        """Make ``status``, whose journal figures are the journal's now, current and tell the
+        status subscribers (a commit builds it with them in one value, ``with_commit``)."""
         self._status = status
         self._status_subscribers.tell(status)
 

@@ -164,8 +164,12 @@ class StoreStatus:
         refused = self.commits_refused_total + self.commit_failures_total
         return refused + self.commits_unavailable_total
 
-    def with_commit(self, seq: int, events: int, seconds: float) -> StoreStatus:
-        """After an acknowledged commit of ``events`` events as record ``seq``."""
+    def with_commit(
+        self, seq: int, events: int, seconds: float, journal: JournalFigures | None = None
+    ) -> StoreStatus:
+        """After an acknowledged commit of ``events`` events as record ``seq``, with the
+        journal's figures after it when given (one new value where ``with_journal`` would
+        make a second)."""
         # Built field by field, as ``with_journal``: these two run for every commit, and
         # ``dataclasses.replace`` walks the fields' metadata each time (3.9 µs vs 1.3 µs).
         return StoreStatus(
@@ -182,7 +186,7 @@ class StoreStatus:
             checkpoints_total=self.checkpoints_total,
             checkpoint_failures_total=self.checkpoint_failures_total,
             checkpoint_seq=self.checkpoint_seq,
-            journal=self.journal,
+            journal=self.journal if journal is None else journal,
         )
 
     def with_refusal(self) -> StoreStatus:
