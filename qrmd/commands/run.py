@@ -57,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Once it serves, the methods compiled for this start's dataclasses are kept for the
         # next start (qrmd.commands.run_dataclasses; installed by qrmd.cli).
-        return run_daemon(config, serving=run_dataclasses.save)
+        return run_daemon(config, serving=run_dataclasses.finish)
     except DaemonError as err:
         raise CommandError(str(err)) from err

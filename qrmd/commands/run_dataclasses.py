@@ -9,12 +9,13 @@ Python process that imports grpc and serves an empty servicer in 70 ms. The text
 on a class's fields and options, so it compiles to the same code at every start: ``install``
 gives the ``dataclasses`` module an ``exec`` that runs the code compiled at an earlier start
 for a text it has seen, and compiles a new text exactly as ``exec`` does (``"<string>"``,
-mode ``exec``, no ``__future__`` flags of the caller: ``dataclasses`` has none); ``save``
-writes what was compiled anew. The classes and their methods are the same either way; only
-the compiling is skipped.
+mode ``exec``, no ``__future__`` flags of the caller: ``dataclasses`` has none); once the
+daemon serves, ``finish`` writes what was compiled anew and puts the built-in ``exec`` back
+(``qrmd.cli`` installs it for ``qrmd run`` only). The classes and their methods are the same
+either way; only the compiling is skipped.
 
 The file follows the rules of the interpreter's own bytecode, so it is trusted exactly as
-much: it lives in ``qrmd``'s ``__pycache__`` (or under ``sys.pycache_prefix``), is named
+much: it lives in ``qrmd/commands/__pycache__`` (or under ``sys.pycache_prefix``), is named
 by the interpreter's cache tag and starts with its magic number, is written only when the
 interpreter writes bytecode (not under ``PYTHONDONTWRITEBYTECODE`` or ``-B``), atomically,
 and a missing, foreign or unreadable file is the same as none (every text is compiled, as
@@ -34,7 +35,7 @@ import threading
 from types import CodeType
 from typing import Any
 
-__all__ = ["DataclassCode", "cache_path", "install", "main", "save", "uninstall"]
+__all__ = ["DataclassCode", "cache_path", "finish", "install", "main", "save", "uninstall"]
 
 #: The file's first bytes: the running interpreter's bytecode magic number, so a file written
 #: by another Python is never loaded.
@@ -143,6 +144,15 @@ def install(path: str | None = None) -> DataclassCode:
 def save() -> bool:
     """Save the installed code (``DataclassCode.save``); False when none is installed."""
     return _installed.save() if _installed is not None else False
+
+
+def finish() -> bool:
+    """The start is over (``qrmd run`` serves): save what it compiled and give ``dataclasses``
+    the built-in ``exec`` again, releasing the code read (some 4 MiB) for the heap to reuse;
+    whether the file was written."""
+    saved = save()
+    uninstall()
+    return saved
 
 
 def uninstall() -> None:

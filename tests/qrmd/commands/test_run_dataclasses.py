@@ -214,7 +214,18 @@ def test_qrmd_run_saves_the_code_once_the_daemon_serves(monkeypatch: pytest.Monk
 
     assert main(["run", "--metrics-address", "off"]) == 0
 
-    assert given == [run_dataclasses.save]
+    assert given == [run_dataclasses.finish]
+
+
+def test_finishing_the_start_saves_and_gives_the_builtin_exec_back(tmp_path: Path) -> None:
+    path = tmp_path / "methods"
+    run_dataclasses.install(str(path))
+    _define({})
+
+    assert run_dataclasses.finish()
+
+    assert path.exists()
+    assert "exec" not in vars(dataclasses)
 
 
 #: What ``qrmd run`` imports for its default subsystems, with the code installed, in a fresh
