@@ -129,7 +129,8 @@ _installed: DataclassCode | None = None
 
 
 def install(path: str | None = None) -> DataclassCode:
-    """Let ``dataclasses`` take generated methods' code from ``path`` (``cache_path()``).
+    """Let ``dataclasses`` take generated methods' code from ``path`` (``cache_path()``); the
+    one installed already, if any, stays.
 
     ``dataclasses`` calls the built-in ``exec`` by its name; a module global of that name
     is found first, and ``uninstall`` removes it again.
@@ -175,6 +176,13 @@ def main() -> int:
     ``qrmd run`` may define before it serves, as ``pip install`` compiles the modules'
     bytecode: for an installation the daemon cannot write (a read-only image), where it
     would otherwise compile them at every start. Exit status 1 when nothing could be saved."""
+    if sys.dont_write_bytecode:
+        print(
+            "not saved: this Python writes no bytecode (PYTHONDONTWRITEBYTECODE or -B); "
+            "run it as pip compiles, without them",
+            file=sys.stderr,
+        )
+        return 1
     installed = install()
     for name in _RUN_MODULES:
         importlib.import_module(name)
@@ -182,7 +190,10 @@ def main() -> int:
     for module in [entry.module for entry in subsystems] + list(_METRICS_MODULES):
         importlib.import_module(module)
     if installed.compiled and not installed.save():
-        print(f"could not write {installed.path}", file=sys.stderr)
+        print(
+            f"could not write {installed.path}: run it as the user that installed qrmd",
+            file=sys.stderr,
+        )
         return 1
     print(f"{installed.path}: the code of {installed.kept} generated methods")
     return 0

@@ -297,6 +297,7 @@ def test_the_install_step_compiles_every_subsystem_s_methods(
         text=True,
     )
     assert step.returncode == status, step.stderr
+    assert ("PYTHONDONTWRITEBYTECODE" in step.stderr) == (not writes)
     after = subprocess.run(
         [sys.executable, *prefix, "-c", _EVERY_SUBSYSTEM],
         cwd=ROOT,
