@@ -1,6 +1,7 @@
 """Balance rounds inside the daemon, each against a baseline measured in the same run.
 
-Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]``
+Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]
+[--rows quiet|pressured]``
 (``bench/bench_wire.py`` prints the same rows after its own). ``--stages`` also times the
 pressured round's steps one by one (gather, decide, encode, msgpack) on the balancer's core.
 
@@ -416,17 +417,24 @@ def pressured_stages(samples: int) -> None:
 
 
 def bench_balance_rounds(
-    *, quick: bool, row: RowPrinter = print_row, profile: str | None = None
+    *,
+    quick: bool,
+    row: RowPrinter = print_row,
+    profile: str | None = None,
+    rows: str = "all",
 ) -> None:
-    """Print the quiet and pressured round rows (module docstring); with ``profile``, also
-    write each actor's cProfile of the timed ticks to ``<profile>-<scenario>-<actor>.prof``."""
+    """Print the quiet and pressured round rows (module docstring), or those of ``rows``
+    alone; with ``profile``, also write each actor's cProfile of the timed ticks to
+    ``<profile>-<scenario>-<actor>.prof``."""
     blocks, samples = (2, 5) if quick else (5, 10)
     print(
         f"balance rounds inside the daemon ({NUMAS} NUMA, {PODS:,} pods, MemoryBalancer + "
         "StateStore), durability always:"
     )
-    quiet_rounds(blocks, samples, row, profile)
-    pressured_rounds(blocks, max(2, samples // 2), row, profile)
+    if rows in ("all", "quiet"):
+        quiet_rounds(blocks, samples, row, profile)
+    if rows in ("all", "pressured"):
+        pressured_rounds(blocks, max(2, samples // 2), row, profile)
 
 
 def main() -> None:
@@ -438,8 +446,14 @@ def main() -> None:
     parser.add_argument(
         "--stages", action="store_true", help="also time the pressured round's steps one by one"
     )
+    parser.add_argument(
+        "--rows",
+        choices=("all", "quiet", "pressured"),
+        default="all",
+        help="the quiet rows or the pressured row alone (default: all)",
+    )
     args = parser.parse_args()
-    bench_balance_rounds(quick=args.quick, profile=args.profile)
+    bench_balance_rounds(quick=args.quick, profile=args.profile, rows=args.rows)
     if args.stages:
         pressured_stages(5 if args.quick else 15)
 
