@@ -25,9 +25,10 @@ timed from the caller.
   on the very inputs the journal holds for that round.
 * **Pressured round** (NUMA 0 at a force-balance latency with high bandwidth): every pod's
   memory is read, a plan with an eviction offer and migrations is made, the round and its
-  full inputs are journaled and fsynced, then the advice is taken (a second record, the
-  migration plan in its cause). Ticks are 31 s apart, past the cool-down. Baseline:
-  ``msgpack.packb`` of the round's journaled inputs, once.
+  full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
+  then the advice is taken (a second record, the migration plan in its cause). Ticks are
+  31 s apart, past the cool-down. Baseline: ``msgpack.packb`` of the round's inputs in their
+  plain-dict form (``RoundInputs.to_json``, as the journal held them before the columns), once.
 
 The machine is shared and noisy: figure and baseline are measured in interleaved blocks, and
 the p50 of each is compared; only the ratios are meant to be compared between runs.
@@ -345,6 +346,7 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
             base.extend(timed(lambda: msgpack.packb(plain)) for _ in range(samples))
             planner.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
         size = len(msgpack.packb(plain))
+        journaled = len(msgpack.packb(inputs.to_journal()))
         if profile is not None:
             PROFILES.dump(profile, "pressured")
     finally:
@@ -352,7 +354,8 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
     row("pressured round, inputs journaled vs msgpack of the inputs", p50_ms(figure), p50_ms(base),
         "<= 3x")  # fmt: skip
     print(
-        f"    (inputs {size / 1e6:.2f} MB as msgpack; planner alone {p50_ms(planner):.3f} ms; "
+        f"    (inputs {size / 1e6:.2f} MB as msgpack, {journaled / 1e6:.2f} MB as journaled "
+        f"(pods as columns); planner alone {p50_ms(planner):.3f} ms; "
         f"{len(outcome.record.balance_pods)} pods to migrate)"
     )
 
@@ -405,7 +408,7 @@ def pressured_stages(samples: int) -> None:
                 "memory read, pods made (with_pods)", with_pods, inputs, listed, node.memory
             )
             decision = steps.run("decided (balance_round)", balance_round, state, full)
-            steps.run("  of which: inputs to JSON (to_json)", full.to_json)
+            steps.run("  of which: inputs as columns (to_journal)", full.to_journal)
             recorded = next(e for e in decision.events if isinstance(e, BalanceRoundRecorded))
             encoded = steps.run("encoded for the journal (encode_event)", encode_event, recorded)
             steps.run("msgpack of the encoded event", msgpack.packb, encoded)
