@@ -356,11 +356,12 @@ class RoundInputs:
 class PlainInputs(Mapping[str, Any]):
     """A round's inputs in their plain-dict form (``RoundInputs.to_json``), read-only.
 
-    Made only from a ``RoundInputs``, whose ``to_json`` builds nothing but str-keyed dicts,
-    lists and scalars from values checked on construction. So the journal packs this form
-    as it is (``policy.balance.codec``) instead of walking its value per container and NUMA
-    node to prove it plain (tens of thousands on a large node, once per pressured round);
-    no one can change it after it was made. Reads, and compares equal, like the dict.
+    Made only from a ``RoundInputs``, whose ``to_json`` and ``to_journal`` build nothing but
+    str-keyed dicts, lists and scalars from values checked on construction. So the journal
+    packs its journal form (``journal_form``: the pods as columns) as it is
+    (``policy.balance.codec``) instead of walking it to prove it plain; no one can change it
+    after it was made. Reads, and compares equal, like the dict form (``to_json``), which a
+    live round builds only when something reads it.
 
     The form is built on first use, not when the round's event is made: a quiet round that
     coalescing leaves out of the journal (``policy.balance.coalesce``) reads only its
