@@ -347,7 +347,10 @@ def _step(source: str, trigger: str, guards: tuple[tuple[str, bool], ...]) -> St
     return machine.round_lifecycle().step(source, trigger, dict(guards) or None)
 
 
+@cache
 def _may(trigger: str, source: str) -> bool:
+    """Whether the table lets ``trigger`` fire from ``source``; once per pair, the table being
+    fixed (every tick asks it of the current record, for ``take_advice``)."""
     return trigger in machine.ROUND.triggers_from(source)
 
 
