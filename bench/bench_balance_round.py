@@ -1,7 +1,7 @@
 """Balance rounds inside the daemon, each against a baseline measured in the same run.
 
 Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]
-[--only quiet|pressured]``
+[--rows quiet|pressured]``
 (``bench/bench_wire.py`` prints the same rows after its own). ``--stages`` also times the
 pressured round's steps one by one (gather, decide, encode, msgpack) on the balancer's core.
 
@@ -27,9 +27,10 @@ timed from the caller.
   as many bytes as one round adds to the journal, on the same disk, in the same blocks.
 * **Pressured round** (NUMA 0 at a force-balance latency with high bandwidth): every pod's
   memory is read, a plan with an eviction offer and migrations is made, the round and its
-  full inputs are journaled and fsynced, then the advice is taken (a second record, the
-  migration plan in its cause). Ticks are 31 s apart, past the cool-down. Baseline:
-  ``msgpack.packb`` of the round's journaled inputs, once.
+  full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
+  then the advice is taken (a second record, the migration plan in its cause). Ticks are
+  31 s apart, past the cool-down. Baseline: ``msgpack.packb`` of the round's inputs in their
+  plain-dict form (``RoundInputs.to_json``, as the journal held them before the columns), once.
 
 The machine is shared and noisy: figure and baseline are measured in interleaved blocks, and
 the p50 of each is compared; only the ratios are meant to be compared between runs.
@@ -384,6 +385,7 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
             base.extend(timed(lambda: msgpack.packb(plain)) for _ in range(samples))
             planner.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
         size = len(msgpack.packb(plain))
+        journaled = len(msgpack.packb(inputs.to_journal()))
         if profile is not None:
             PROFILES.dump(profile, "pressured")
     finally:
@@ -391,7 +393,8 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
     row("pressured round, inputs journaled vs msgpack of the inputs", p50_ms(figure), p50_ms(base),
         "<= 3x")  # fmt: skip
     print(
-        f"    (inputs {size / 1e6:.2f} MB as msgpack; planner alone {p50_ms(planner):.3f} ms; "
+        f"    (inputs {size / 1e6:.2f} MB as msgpack, {journaled / 1e6:.2f} MB as journaled "
+        f"(pods as columns); planner alone {p50_ms(planner):.3f} ms; "
         f"{len(outcome.record.balance_pods)} pods to migrate)"
     )
 
@@ -444,7 +447,7 @@ def pressured_stages(samples: int) -> None:
                 "memory read, pods made (with_pods)", with_pods, inputs, listed, node.memory
             )
             decision = steps.run("decided (balance_round)", balance_round, state, full)
-            steps.run("  of which: inputs to JSON (to_json)", full.to_json)
+            steps.run("  of which: inputs as columns (to_journal)", full.to_journal)
             recorded = next(e for e in decision.events if isinstance(e, BalanceRoundRecorded))
             encoded = steps.run("encoded for the journal (encode_event)", encode_event, recorded)
             steps.run("msgpack of the encoded event", msgpack.packb, encoded)
@@ -460,19 +463,19 @@ def bench_balance_rounds(
     quick: bool,
     row: RowPrinter = print_row,
     profile: str | None = None,
-    only: str | None = None,
+    rows: str = "all",
 ) -> None:
-    """Print the quiet and pressured round rows (module docstring), or only one kind
-    (``only``); with ``profile``, also write each actor's cProfile of the timed ticks to
+    """Print the quiet and pressured round rows (module docstring), or those of ``rows``
+    alone; with ``profile``, also write each actor's cProfile of the timed ticks to
     ``<profile>-<scenario>-<actor>.prof``."""
     blocks, samples = (2, 5) if quick else (5, 10)
     print(
         f"balance rounds inside the daemon ({NUMAS} NUMA, {PODS:,} pods, MemoryBalancer + "
         "StateStore), durability always:"
     )
-    if only in (None, "quiet"):
+    if rows in ("all", "quiet"):
         quiet_rounds(blocks, samples, row, profile)
-    if only in (None, "pressured"):
+    if rows in ("all", "pressured"):
         pressured_rounds(blocks, max(2, samples // 2), row, profile)
 
 
@@ -486,10 +489,13 @@ def main() -> None:
         "--stages", action="store_true", help="also time the pressured round's steps one by one"
     )
     parser.add_argument(
-        "--only", choices=("quiet", "pressured"), help="only the quiet or the pressured rows"
+        "--rows",
+        choices=("all", "quiet", "pressured"),
+        default="all",
+        help="the quiet rows or the pressured row alone (default: all)",
     )
     args = parser.parse_args()
-    bench_balance_rounds(quick=args.quick, profile=args.profile, only=args.only)
+    bench_balance_rounds(quick=args.quick, profile=args.profile, rows=args.rows)
     if args.stages:
         pressured_stages(5 if args.quick else 15)
 
