@@ -22,7 +22,9 @@ timed from the caller.
   pressure, so no pod is read (``round_reads_pods``). Journaled every round (``0 s`` summary
   period) and as the daemon does by default (coalesced: ``--balance-round-summary-every``
   3600 s, only a changed outcome is committed). Baseline: the planner alone (``plan_round``)
-  on the very inputs the journal holds for that round.
+  on the very inputs the journal holds for that round. A committed round cannot go under the
+  planner plus one fsync: that floor is printed too, the fsync timed as a raw append+fsync of
+  as many bytes as one round adds to the journal, on the same disk, in the same blocks.
 * **Pressured round** (NUMA 0 at a force-balance latency with high bandwidth): every pod's
   memory is read, a plan with an eviction offer and migrations is made, the round and its
   full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import os
 import random
 import shutil
 import sys
@@ -257,6 +260,10 @@ class BalancedNode:
         report = self.balancer.ask(Tick(self.now), timeout=TIMEOUT_S)
         return time.perf_counter() - started, report
 
+    def journal_bytes(self) -> int:
+        """The bytes of the journal's segment files."""
+        return sum(path.stat().st_size for path in Path(self.directory).glob("*.seg"))
+
     def last_round_inputs(self) -> dict[str, Any]:
         """The journaled inputs of the newest round record."""
         found: dict[str, Any] | None = None
@@ -289,14 +296,35 @@ def timed(fn: Callable[[], object]) -> float:
 
 def quiet_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | None) -> None:
     for summary_every_s, label in ((0.0, "every round committed"), (3600.0, "coalesced, default")):
-        figure, base = quiet_round(summary_every_s, blocks, samples, profile)
-        row(f"quiet round ({label}) vs planner alone", p50_ms(figure), p50_ms(base), "<= 2x")
+        quiet = quiet_round(summary_every_s, blocks, samples, profile)
+        row(f"quiet round ({label}) vs planner alone", p50_ms(quiet.figure),
+            p50_ms(quiet.planner), "<= 2x")  # fmt: skip
+        if quiet.synced:
+            floor = p50_ms(quiet.planner) + p50_ms(quiet.synced)
+            print(
+                f"    (floor: planner + append+fsync of the round's {quiet.record_bytes:,} B "
+                f"record {p50_ms(quiet.synced):.3f} ms = {floor:.3f} ms; the round is "
+                f"{p50_ms(quiet.figure) / floor:.2f}x the floor)"
+            )
+
+
+@dataclass
+class QuietTimes:
+    """Seconds of quiet ticks and of their baselines (``quiet_round``)."""
+
+    figure: list[float]
+    planner: list[float]
+    #: A raw write+fsync of one round's record, on the journal's disk (committed rounds only).
+    synced: list[float]
+    record_bytes: int = 0
 
 
 def quiet_round(
     summary_every_s: float, blocks: int, samples: int, profile: str | None
-) -> tuple[list[float], list[float]]:
-    """Seconds of quiet ticks, and of the planner alone on their journaled inputs."""
+) -> QuietTimes:
+    """Seconds of quiet ticks, and of the planner alone on their journaled inputs; with every
+    round committed, also of appending and fsyncing as many bytes as a round's record adds to
+    the journal, to a file beside it (the floor a committed round cannot go under)."""
     node = BalancedNode(summary_every_s=summary_every_s, pressured=False)
     try:
         for _ in range(3):  # warm: the first round after start is always journaled
@@ -304,23 +332,34 @@ def quiet_round(
             assert report.result is RoundResult.STORED and not report.error, report
         inputs = RoundInputs.from_json(node.last_round_inputs())
         assert not inputs.pods, "a quiet round reads no pod"
+        before = node.journal_bytes()
+        node.tick(5.0)
+        record_bytes = node.journal_bytes() - before
         PROFILES.active = profile is not None
-        figure: list[float] = []
-        base: list[float] = []
+        times = QuietTimes([], [], [], record_bytes if not summary_every_s else 0)
         coalesced = 0
-        for _ in range(blocks):
-            for _ in range(samples):
-                seconds, report = node.tick(5.0)
-                assert report.result is RoundResult.STORED and not report.error, report
-                coalesced += report.coalesced
-                figure.append(seconds)
-            base.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
+        payload = bytes(times.record_bytes)
+        # Beside the journal's directory, on the same disk, as the journal's own file is.
+        with open(f"{node.directory}-floor", "ab", buffering=0) as floor:
+            for _ in range(blocks):
+                for _ in range(samples):
+                    seconds, report = node.tick(5.0)
+                    assert report.result is RoundResult.STORED and not report.error, report
+                    coalesced += report.coalesced
+                    times.figure.append(seconds)
+                times.planner.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
+                if payload:
+                    times.synced.extend(
+                        timed(lambda: (floor.write(payload), os.fsync(floor.fileno())))
+                        for _ in range(samples)
+                    )
         if profile is not None:
             PROFILES.dump(profile, f"quiet-{'coalesced' if summary_every_s else 'journaled'}")
     finally:
         node.close()
+        Path(f"{node.directory}-floor").unlink(missing_ok=True)
     assert (coalesced > 0) == (summary_every_s > 0)
-    return figure, base
+    return times
 
 
 def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | None) -> None:

@@ -328,10 +328,7 @@ class RoundInputs:
             "now": self.now,
             "cpuVendor": self.cpu_vendor,
             "numaMetrics": self._metrics_to_json(),
-            "distances": {
-                str(numa): [[e.numa_id, e.distance] for e in entries]
-                for numa, entries in self.distances.items()
-            },
+            "distances": _distances_to_json(self.distances),
             "pools": {name: list(numas) for name, numas in self.pools.items()},
             pods_key: pods,
             "unresolvedPods": [
@@ -503,6 +500,16 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
             as_int(n, f"{at}[{name!r}][{i}]") for i, n in enumerate(as_list(raw, f"{at}[{name!r}]"))
         )
         for name, raw in as_object(value, at).items()
+    }
+
+
+def _distances_to_json(
+    distances: Mapping[int, tuple[NumaDistance, ...]],
+) -> dict[str, list[list[int]]]:
+    if isinstance(distances, DistanceLists):  # always, once constructed: its form is kept
+        return distances.to_json()
+    return {
+        str(numa): [[e.numa_id, e.distance] for e in entries] for numa, entries in distances.items()
     }
 
 
