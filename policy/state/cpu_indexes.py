@@ -481,8 +481,31 @@ class CPUIndexes(NamedTuple):
         allocated = _CPURefsBuilder(self.allocated_refs, self.allocated_mask)
         dedicated_cpus = _CPURefsBuilder(self.dedicated_refs, self.dedicated_mask)
         on_ramp, nb_on_ramp = self.on_ramp, self.nb_on_ramp
+        # What an entry contributes depends on a few of its fields only, and a node's entries
+        # share a handful of placements and annotation maps (the decoders share equal ones),
+        # so the facts are worked out once per distinct combination: _facts was most of the
+        # cost of indexing a checkpoint or a replayed journal. The placement and annotations
+        # are keyed by identity (cheap to hash) and kept alive in the cache's value, so no id
+        # is reused for another object during the pass; equal objects that are not the same
+        # one only miss the cache.
+        known: dict[tuple[Any, ...], tuple[_Facts, object, object]] = {}
         for entry in entries:
-            b = _facts(entry, numa_masks)
+            placement, annotations = entry.placement, entry.annotations
+            facts_key = (
+                id(placement),
+                id(annotations),
+                entry.qos_level,
+                entry.owner_pool_name,
+                entry.ramp_up,
+                entry.container_type,
+                entry.request_quantity,
+            )
+            cached = known.get(facts_key)
+            if cached is None:
+                b = _facts(entry, numa_masks)
+                known[facts_key] = (b, placement, annotations)
+            else:
+                b = cached[0]
             if b is _NOTHING or b == _NOTHING:
                 continue
             key = entry.key
