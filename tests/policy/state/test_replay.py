@@ -4,12 +4,15 @@ naming its seq), however the replay groups the records it applies."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import Record
-from policy.errors import StateError
+from policy.errors import CodecError, StateError
+from policy.state import codec
 from policy.state.codec import SECTION_CODECS, encode_event, encode_state
 from policy.state.entries import DEDICATED_CORES, RAMPING, InPool, OwnCPUs
 from policy.state.events import (
@@ -30,6 +33,7 @@ from policy.state.replay import (
     section_from_checkpoint,
 )
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State, apply_all, empty_state
+from tests.policy.state.test_codec import PRIMITIVES, replace_one_field
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 
 TOPO = SYNTH_16_2_4
@@ -148,6 +152,48 @@ def test_an_undecodable_record_after_a_refused_one_is_not_what_is_reported() -> 
     with pytest.raises(ReplayError) as refused:
         replay_records(START, records)
     assert refused.value.seq == 1
+
+
+@st.composite
+def allocations_then_one_mutated(draw: st.DrawFn) -> list[Record]:
+    """Lone allocations (the records replay decodes straight into entries), one of them with
+    one field of its event replaced by garbage."""
+    run = [[draw(allocations)] for _ in range(draw(st.integers(1, 6)))]
+    records = records_of(run)
+    mutated = draw(st.integers(0, len(records) - 1))
+    event = copy.deepcopy(records[mutated].events[0])
+    replace_one_field(draw, event, PRIMITIVES | st.floats(allow_nan=False))
+    records[mutated] = Record(mutated + 1, 0.0, 0.0, {}, [event])
+    return records
+
+
+def replay_checked(state: State, records: list[Record]) -> State | tuple[int, str]:
+    """Each record decoded by the checked decoder and applied in turn: what replay must give."""
+    for record in records:
+        try:
+            events = [codec._decode_event_checked(raw) for raw in record.events]
+            state = apply_all(state, events)
+        except (StateError, CodecError) as err:
+            return record.seq, str(err)
+    return state
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([START, empty_state(TOPO)]), allocations_then_one_mutated())
+def test_a_lone_allocation_decoded_straight_or_checked_gives_the_same_state_or_refusal(
+    start: State, records: list[Record]
+) -> None:
+    want = replay_checked(start, records)
+    if isinstance(want, State):
+        state, count, _ = replay_records(start, records)
+        assert state == want and state.cpu.indexes == want.cpu.indexes
+        assert count == len(records)
+    else:
+        seq, message = want
+        with pytest.raises(ReplayError) as refused:
+            replay_records(start, records)
+        assert refused.value.seq == seq
+        assert message in str(refused.value)
 
 
 # -- one owner's section alone (the offline re-runs' replayer) -----------------------------------
