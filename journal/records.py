@@ -11,6 +11,7 @@ what the journal wrote (a bug, a foreign file) is an error naming the field, nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "RECORD_SCHEMA_VERSION",
     "SEGMENT_KIND",
     "CheckpointHeader",
+    "EventsReader",
     "Record",
     "SegmentHeader",
     "decode_checkpoint_header",
@@ -205,7 +207,15 @@ def record_seq(payload: bytes) -> int | None:
 _MAP_TAGS = frozenset((*range(0x80, 0x90), 0xDE, 0xDF))
 
 
-def decode_record_events(payload: bytes) -> Record:
+#: A reader's own decoding of a record's events, applied as the record is read: given the
+#: events list exactly as msgpack built it, it returns the list to keep in the record (the
+#: same one, or a list of whatever the reader decoded it into). It must not raise, and what
+#: it keeps must carry everything the reader needs of the events: the journal drops the
+#: msgpack at once instead of holding every record's until the reader walks them.
+EventsReader = Callable[[list[Any]], list[Any]]
+
+
+def decode_record_events(payload: bytes, events: EventsReader | None = None) -> Record:
     """Read a record payload for a caller that replays its events only: the record
     ``decode_record`` gives, with an empty ``cause``.
 
@@ -216,6 +226,9 @@ def decode_record_events(payload: bytes) -> Record:
     not decoded, so one that is not UTF-8 is not refused here. ``encode_record`` never writes
     such a string and the frame's checksum rules out its bytes changing on disk; ``qrmd
     journal verify`` decodes every cause.
+
+    ``events``, if given, is applied to the events of a record read this way (its layout is
+    ``encode_record``'s); a record that needs ``decode_record``'s checks keeps its own.
 
     Raises:
         PayloadError: as ``decode_record``.
@@ -234,10 +247,10 @@ def decode_record_events(payload: bytes) -> Record:
         whole = unpacker.tell() == len(payload)
     except (ValueError, TypeError, IndexError, msgpack.UnpackException):
         whole = False
-    events = fields.get("events")
-    if whole and fields.get("cause") is _SKIPPED and type(events) is list:
+    found = fields.get("events")
+    if whole and fields.get("cause") is _SKIPPED and type(found) is list:
         fields["cause"] = {}
-        record = _well_formed(fields)
+        record = _well_formed(fields, events)
         if record is not None:
             return record
     full = decode_record(payload)
@@ -249,8 +262,9 @@ def decode_record_events(payload: bytes) -> Record:
 _SKIPPED = object()
 
 
-def _well_formed(fields: dict[Any, Any]) -> Record | None:
-    """The record of a map exactly as ``encode_record`` writes it, or None."""
+def _well_formed(fields: dict[Any, Any], read: EventsReader | None = None) -> Record | None:
+    """The record of a map exactly as ``encode_record`` writes it (its events passed through
+    ``read``), or None."""
     schema = fields.get("schema")
     seq = fields.get("seq")
     wall = fields.get("wall_time")
@@ -266,7 +280,7 @@ def _well_formed(fields: dict[Any, Any]) -> Record | None:
         and type(cause) is dict
         and type(events) is list
     ):
-        return Record(seq, wall, mono, cause, events, schema)
+        return Record(seq, wall, mono, cause, events if read is None else read(events), schema)
     return None
 
 

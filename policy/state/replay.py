@@ -49,11 +49,13 @@ from policy.topology.model import CPUTopology
 
 __all__ = [
     "JournaledEvents",
+    "LoneAllocation",
     "ReplayError",
     "SectionReplayer",
     "StateReplayer",
     "apply_section_events",
     "decode_events",
+    "read_events",
     "replay_records",
     "section_from_checkpoint",
     "state_from_checkpoint",
@@ -86,12 +88,37 @@ class ReplayError(PolicyError):
         self.seq = seq
 
 
+class LoneAllocation(list[ContainerEntry]):
+    """A record's events as :func:`read_events` keeps them when they are one well-formed
+    ``ContainerAllocated``: its entry alone, already decoded."""
+
+    __slots__ = ()
+
+
+def read_events(events: list[Any]) -> list[Any]:
+    """A record's events as the StateStore's recovery keeps them while reading the journal
+    (``journal.records.EventsReader``): one allocation the codec's fast path decodes becomes
+    a :class:`LoneAllocation` of its entry, and anything else stays the msgpack it was.
+
+    Decoding as each record is read drops the record's msgpack (maps of a dozen strings)
+    at once, instead of holding every record's until the replay; what the replay gets from a
+    ``LoneAllocation`` is the very event :func:`decode_events` would decode. Never raises.
+    """
+    if len(events) == 1:
+        entry = fast_allocated_entry(events[0])
+        if entry is not None:
+            return LoneAllocation((entry,))
+    return events
+
+
 def decode_events(record: JournaledEvents) -> list[Event]:
     """The events of one record, decoded.
 
     Raises:
         ReplayError: an event is malformed; names the record's seq and the event's position.
     """
+    if type(record.events) is LoneAllocation:
+        return [ContainerAllocated(record.events[0])]
     events = []
     for position, raw in enumerate(record.events):
         try:
@@ -165,12 +192,16 @@ def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[St
             # (the event decode_events gives holds this very entry). Anything else takes the
             # checked path below, in the same order.
             raw = record.events
-            if type(raw) is list and len(raw) == 1:
+            entry = None
+            if type(raw) is LoneAllocation:  # decoded as it was read (read_events)
+                entry = raw[0]
+            elif type(raw) is list and len(raw) == 1:
                 entry = fast_allocated_entry(raw[0])
-                if entry is not None and batch.took_entry(record, entry, sections.get(CPU_SECTION)):
-                    count += 1
-                    events_applied += 1
-                    continue
+            cpu = sections.get(CPU_SECTION)
+            if entry is not None and batch.took_entry(record, entry, cpu):
+                count += 1
+                events_applied += 1
+                continue
             events = decode_events(record)
         except Exception:
             # Without batches, the batched records were applied before this failure, and
