@@ -108,6 +108,15 @@ def read_events(events: list[Any]) -> list[Any]:
         entry = fast_allocated_entry(events[0])
         if entry is not None:
             return LoneAllocation((entry,))
+        # A cpuset text seen for the first time (or anything unusual): the checked decoder,
+        # which also makes the text known to the fast path for the records that follow. What
+        # it refuses stays msgpack, refused by the replay in its turn, in journal order.
+        try:
+            event = decode_event(events[0])
+        except Exception:  # judged again, and reported, by the replay in its turn
+            return events
+        if type(event) is ContainerAllocated:
+            return LoneAllocation((event.entry,))
     return events
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from journal import Record
 from policy.errors import CodecError, StateError
-from policy.state import codec
+from policy.state import codec, codec_fast
 from policy.state.codec import SECTION_CODECS, encode_event, encode_state
 from policy.state.entries import DEDICATED_CORES, RAMPING, InPool, OwnCPUs
 from policy.state.events import (
@@ -26,6 +26,7 @@ from policy.state.events import (
 )
 from policy.state.pressure import PRESSURE_SECTION, PressureHistory
 from policy.state.replay import (
+    LoneAllocation,
     ReplayError,
     SectionReplayer,
     StateReplayer,
@@ -220,6 +221,39 @@ def test_records_whose_events_were_decoded_as_read_replay_as_their_msgpack(
     assert got == want
     if isinstance(want, tuple) and isinstance(want[0], State):
         assert got[0].cpu.indexes == want[0].cpu.indexes  # type: ignore[index]
+
+
+ALLOCATION = ContainerAllocated(container("p1", "app", OwnCPUs.of(cpus("2-3")), quantity=1.0))
+
+
+@pytest.mark.parametrize(
+    ("events", "decoded"),
+    [
+        ([encode_event(ALLOCATION)], True),
+        ([encode_event(ALLOCATION), encode_event(ALLOCATION)], False),
+        ([encode_event(PoolSet("share", cpus("1,3-6")))], False),
+        ([{"kind": "ContainerAllocated", "entry": {"pod_uid": "p1"}}], False),
+        ([{"kind": "NoSuchEvent"}], False),
+        ([], False),
+    ],
+    ids=[
+        "one allocation is kept as its entry, even with cpusets never decoded before",
+        "two allocations stay msgpack",
+        "another event stays msgpack",
+        "an ill-shaped allocation stays msgpack, for the replay to refuse",
+        "an unknown event stays msgpack, for the replay to refuse",
+        "no event stays as it is",
+    ],
+)
+def test_read_events_keeps_a_lone_allocation_as_its_entry_and_anything_else_as_read(
+    events: list[object], decoded: bool
+) -> None:
+    codec_fast.forget_cpusets()
+    kept = read_events(events)
+    if decoded:
+        assert type(kept) is LoneAllocation and list(kept) == [ALLOCATION.entry]
+    else:
+        assert kept is events
 
 
 # -- one owner's section alone (the offline re-runs' replayer) -----------------------------------
