@@ -23,9 +23,9 @@ from journal.framing import decode_frame, encode_frame, find_next_frame
 from journal.records import (
     EventsReader,
     Record,
+    RecordEventsDecoder,
     SegmentHeader,
     decode_record,
-    decode_record_events,
     decode_segment_header,
     encode_segment_header,
     record_seq,
@@ -175,7 +175,6 @@ class SegmentReader:
     """
 
     __slots__ = (
-        "_causes",
         "_data",
         "_events",
         "_from_seq",
@@ -232,8 +231,7 @@ class SegmentReader:
         self._data = data
         self._resync = resync
         self._from_seq = from_seq
-        self._causes = causes
-        self._events = events
+        self._events = RecordEventsDecoder(events) if not causes else None
 
     def records(self) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, offset of its frame)`` in file order; call it once.
@@ -269,7 +267,6 @@ class SegmentReader:
                 payload,
                 expected,
                 after_damage=skipped_damage,
-                causes=self._causes,
                 events=self._events,
             )
             skipped_damage = False
@@ -335,10 +332,10 @@ def scan_segment(
 
 
 def _record_problem(
-    payload: bytes, expected: int, *, after_damage: bool, causes: bool, events: EventsReader | None
+    payload: bytes, expected: int, *, after_damage: bool, events: RecordEventsDecoder | None
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(payload) if causes else decode_record_events(payload, events)
+        record = decode_record(payload) if events is None else events.decode(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:
