@@ -112,7 +112,8 @@ class Recovery:
         checkpoint_state: the chosen checkpoint's state payload, or None.
         checkpoint_path: the chosen checkpoint file, or None.
         records: the records after the checkpoint, in order: apply them to its state (their
-            causes empty when recovered with ``causes=False``).
+            causes empty when recovered with ``causes=False``, their events as an ``events``
+            reader kept them when one was given).
         last_seq: the newest record's seq (0 for an empty journal); the next append gets +1.
         truncated_bytes: bytes cut from a torn tail (or that would be cut, when read-only).
         broken_path: where the cut bytes were kept, or None.
