@@ -104,20 +104,24 @@ def read_events(events: list[Any]) -> list[Any]:
     at once, instead of holding every record's until the replay; what the replay gets from a
     ``LoneAllocation`` is the very event :func:`decode_events` would decode. Never raises.
     """
-    if len(events) == 1:
-        entry = fast_allocated_entry(events[0])
-        if entry is not None:
-            return LoneAllocation((entry,))
-        # A cpuset text seen for the first time (or anything unusual): the checked decoder,
-        # which also makes the text known to the fast path for the records that follow. What
-        # it refuses stays msgpack, refused by the replay in its turn, in journal order.
-        try:
-            event = decode_event(events[0])
-        except Exception:  # judged again, and reported, by the replay in its turn
-            return events
-        if type(event) is ContainerAllocated:
-            return LoneAllocation((event.entry,))
-    return events
+    if len(events) != 1:
+        return events
+    raw = events[0]
+    try:
+        entry = fast_allocated_entry(raw)
+        if entry is None:
+            if type(raw) is not dict or raw.get("kind") != ContainerAllocated.__name__:
+                return events  # another event: decoded once, by the replay
+            # A cpuset text seen for the first time (or anything unusual): the checked
+            # decoder, which also makes the text known to the fast path for the records that
+            # follow.
+            event = decode_event(raw)
+            if type(event) is not ContainerAllocated:
+                return events
+            entry = event.entry
+    except Exception:  # refused again, and reported, by the replay in its turn
+        return events
+    return LoneAllocation((entry,))
 
 
 def decode_events(record: JournaledEvents) -> list[Event]:
