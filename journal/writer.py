@@ -50,7 +50,14 @@ from journal.errors import (
 from journal.fileops import FileOps, OsFileOps, close_quietly, write_all
 from journal.framing import encode_frame
 from journal.lock import lock_directory
-from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
+from journal.records import (
+    CheckpointHeader,
+    EventsReader,
+    Record,
+    SegmentHeader,
+    encode_record,
+    pack,
+)
 from journal.recovery import Recovery, recover
 from journal.retention import Retention, apply_retention
 from journal.segments import SegmentLeftBehind, create_segment, segment_name
@@ -151,6 +158,7 @@ class Journal:
         slow_fsync_s: float = 1.0,
         read_only: bool = False,
         causes: bool = True,
+        events: EventsReader | None = None,
     ) -> tuple[Journal, Recovery]:
         """Open (or create) the journal in ``directory`` and recover what it holds.
 
@@ -171,6 +179,8 @@ class Journal:
                 (forensics); ``append`` and ``write_checkpoint`` then raise ``JournalError``.
             causes: False recovers records with empty causes, not decoded (``recover``): for
                 an opener that replays the events only.
+            events: with ``causes`` False, applied to each recovered record's events as it is
+                read (``recover``).
 
         Returns:
             ``(journal, recovery)``: the open journal and what recovery found and did.
@@ -216,6 +226,7 @@ class Journal:
                 topology_fingerprint=topology_fingerprint,
                 read_only=read_only,
                 causes=causes,
+                events=events,
             )
             for damage in recovery.damaged_history:
                 # Start proceeds (recovery needs only the checkpoint and what follows it), but
