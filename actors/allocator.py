@@ -35,8 +35,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import pykka
-
 from actors.advisor_messages import AdvisorLinkChanged, ApplyAdvice, CheckAdvisorSilence
 from actors.allocator_messages import (
     Allocate,
@@ -63,6 +61,7 @@ from actors.ports.commit import (
 )
 from actors.ports.pod_source import NoPodSource, PodSource
 from actors.store_messages import CommitRefused, Snapshot
+from actors.threads import MailboxActor
 from policy.cpu import facade as cpu_policy
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.cause import DecisionInputs, ResidualPods, cause_of, reply_of
@@ -373,7 +372,7 @@ class AllocatorCore:
         return ResidualRemoval(outcome.removed, decision.warnings, outcome.kept)
 
 
-class AllocatorActor(pykka.ThreadingActor):
+class AllocatorActor(MailboxActor):
     """The pykka shell: one mailbox in front of an ``AllocatorCore``.
 
     gRPC threads ``ask`` it with the RPC's remaining deadline (``wire.resource_plugin``'s

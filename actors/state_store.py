@@ -58,8 +58,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pykka
-
 from actors.log_text import utc
 from actors.ports.clock import SYSTEM_CLOCK, Clock
 from actors.store_messages import (
@@ -77,6 +75,7 @@ from actors.store_refusals import CommitRefusals, probe_write
 from actors.store_report import RecoveryReport
 from actors.store_status import JournalFigures, StoreHealth, StoreStatus
 from actors.store_subscribers import Subscribers
+from actors.threads import MailboxActor
 from journal import (
     DEFAULT_CHECKPOINT_EVERY_RECORDS,
     DEFAULT_CHECKPOINT_EVERY_S,
@@ -340,8 +339,11 @@ class StateStoreCore:
         snapshot = Snapshot(candidate, seq)
         self._snapshot = snapshot
         elapsed = self._clock.monotonic() - started
-        status = self._status.with_commit(seq, len(encoded), elapsed)
-        self._set_status(self._written(status, f"record {seq}"))
+        figures = JournalFigures.of(self._journal.stats)
+        status = self._status.with_commit(seq, len(encoded), elapsed, figures)
+        if self._refusals.refusing:
+            status = self._written(status, f"record {seq}")
+        self._publish_status(status)
         self._snapshot_subscribers.tell(snapshot)
         self.checkpoint_if_due()
         return snapshot
@@ -458,10 +460,14 @@ class StateStoreCore:
         self._snapshot = pending
         elapsed = self._clock.monotonic() - self._pending_started
         status = self._status
+        figures = JournalFigures.of(self._journal.stats)
         # One commit counted per record, as alone; the group's time once.
         for seq, events in self._pending_records:
-            status = status.with_commit(seq, events, elapsed if seq == pending.seq else 0.0)
-        self._set_status(self._written(status, f"records up to {pending.seq}"))
+            seconds = elapsed if seq == pending.seq else 0.0
+            status = status.with_commit(seq, events, seconds, figures)
+        if self._refusals.refusing:
+            status = self._written(status, f"records up to {pending.seq}")
+        self._publish_status(status)
         self._snapshot_subscribers.tell(pending)
         self.checkpoint_if_due()
         return pending
@@ -614,7 +620,11 @@ class StateStoreCore:
     def _set_status(self, status: StoreStatus) -> None:
         """Make ``status`` current, the journal's figures copied in as they are now, and
         tell the status subscribers (module rules: a new value for every change)."""
-        status = status.with_journal(JournalFigures.of(self._journal.stats))
+        self._publish_status(status.with_journal(JournalFigures.of(self._journal.stats)))
+
+    def _publish_status(self, status: StoreStatus) -> None:
+        """Make ``status``, whose journal figures are the journal's now, current and tell the
+        status subscribers (a commit builds it with them in one value, ``with_commit``)."""
         self._status = status
         self._status_subscribers.tell(status)
 
@@ -693,7 +703,7 @@ class InTurnCommitter:
         return self._core.snapshot
 
 
-class StateStoreActor(pykka.ThreadingActor):
+class StateStoreActor(MailboxActor):
     """The pykka shell around ``StateStoreCore``: opens it on start, closes it on stop.
 
     Messages (``actors.store_messages``), to be ``ask``-ed:

@@ -164,14 +164,29 @@ class StoreStatus:
         refused = self.commits_refused_total + self.commit_failures_total
         return refused + self.commits_unavailable_total
 
-    def with_commit(self, seq: int, events: int, seconds: float) -> StoreStatus:
-        """After an acknowledged commit of ``events`` events as record ``seq``."""
-        return replace(
-            self,
+    def with_commit(
+        self, seq: int, events: int, seconds: float, journal: JournalFigures | None = None
+    ) -> StoreStatus:
+        """After an acknowledged commit of ``events`` events as record ``seq``, with the
+        journal's figures after it when given (one new value where ``with_journal`` would
+        make a second)."""
+        # Built field by field, as ``with_journal``: these two run for every commit, and
+        # ``dataclasses.replace`` walks the fields' metadata each time (3.9 µs vs 1.3 µs).
+        return StoreStatus(
+            recovery=self.recovery,
+            health=self.health,
             last_seq=seq,
             commits_total=self.commits_total + 1,
             events_committed_total=self.events_committed_total + events,
+            commits_refused_total=self.commits_refused_total,
+            commit_failures_total=self.commit_failures_total,
+            commits_unavailable_total=self.commits_unavailable_total,
+            commits_outcome_unknown_total=self.commits_outcome_unknown_total,
             commit_seconds_total=self.commit_seconds_total + seconds,
+            checkpoints_total=self.checkpoints_total,
+            checkpoint_failures_total=self.checkpoint_failures_total,
+            checkpoint_seq=self.checkpoint_seq,
+            journal=self.journal if journal is None else journal,
         )
 
     def with_refusal(self) -> StoreStatus:
@@ -206,4 +221,19 @@ class StoreStatus:
 
     def with_journal(self, figures: JournalFigures) -> StoreStatus:
         """With the journal's figures as they are now."""
-        return replace(self, journal=figures)
+        return StoreStatus(
+            recovery=self.recovery,
+            health=self.health,
+            last_seq=self.last_seq,
+            commits_total=self.commits_total,
+            events_committed_total=self.events_committed_total,
+            commits_refused_total=self.commits_refused_total,
+            commit_failures_total=self.commit_failures_total,
+            commits_unavailable_total=self.commits_unavailable_total,
+            commits_outcome_unknown_total=self.commits_outcome_unknown_total,
+            commit_seconds_total=self.commit_seconds_total,
+            checkpoints_total=self.checkpoints_total,
+            checkpoint_failures_total=self.checkpoint_failures_total,
+            checkpoint_seq=self.checkpoint_seq,
+            journal=figures,
+        )

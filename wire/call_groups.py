@@ -20,6 +20,7 @@ and every kubelet call is idempotent).
 
 from __future__ import annotations
 
+import _thread
 import threading
 from typing import Any
 
@@ -39,7 +40,12 @@ Grouped = Allocate | RemovePod | GetTopologyHints
 
 
 class _Waiting:
-    """One caller's call, its outcome once served, and whether it was handed the lead."""
+    """One caller's call, its outcome once served, and whether it was handed the lead.
+
+    A caller that does not lead waits on ``woken``, a lock held until it is woken (its
+    outcome set, or the lead handed to it), which happens once: one lock, acquired in C with
+    the GIL released, where an ``Event`` would build a ``Condition`` and a waiter lock.
+    """
 
     __slots__ = ("call", "lead", "outcome", "woken")
 
@@ -47,7 +53,18 @@ class _Waiting:
         self.call = call
         self.outcome: GroupOutcome | None = None
         self.lead = False
-        self.woken = threading.Event()
+        self.woken = _thread.allocate_lock()
+        self.woken.acquire()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait to be woken, at most ``timeout`` seconds (None: for ever); whether it was."""
+        return self.woken.acquire(True, -1 if timeout is None else max(timeout, 0.0))
+
+    def wake(self) -> None:
+        """Wake the caller: its outcome, or the lead, is set. Each happens once per caller
+        (a caller handed the lead took its wake-up in ``wait``), so the lock is never
+        released twice; the leader's own wake-up is simply never waited for."""
+        self.woken.release()
 
 
 class CallGrouper:
@@ -80,7 +97,7 @@ class CallGrouper:
             self._waiting.append(me)
             lead = not self._leading
             self._leading = True
-        if not lead and not me.woken.wait(timeout):
+        if not lead and not me.wait(timeout):
             with self._lock:
                 if me.outcome is None and not me.lead:
                     if me in self._waiting:
@@ -110,12 +127,12 @@ class CallGrouper:
             outcomes = tuple(GroupOutcome(error=err) for _ in group)
         for waiting, outcome in zip(group, outcomes, strict=True):
             waiting.outcome = outcome
-            waiting.woken.set()
+            waiting.wake()
         with self._lock:
             if self._waiting:
                 successor = self._waiting[0]
                 successor.lead = True
-                successor.woken.set()
+                successor.wake()
             else:
                 self._leading = False
 

@@ -81,6 +81,15 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+#: What ``json.loads(text, **hooks)`` builds on every call, built once: numbers are never kept,
+#: so they are not built (a 5000-digit int is legal JSON), and Go's refusals of NaN and
+#: Infinity are kept. Decoding through it is ``json.loads`` less its per-call decoder and
+#: scanner (2.7 -> 1.3 µs for a one-pair annotation); it holds no state between calls.
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_int=lambda _: 0, parse_float=lambda _: 0
+)
+
+
 def _go_string(text: str) -> str:
     # Go decodes an unpaired \\uD800-style escape as U+FFFD; Python keeps the lone surrogate,
     # which could not even be encoded for the wire.
@@ -97,10 +106,10 @@ def _decode(source: str, text: str, strict: bool, warnings: list[str]) -> dict[s
         warnings.append(f"{message}; ignored")
 
     try:
-        # Numbers are never kept, so do not build them (a 5000-digit int is legal JSON).
-        decoded = json.loads(
-            text, parse_constant=_reject_constant, parse_int=lambda _: 0, parse_float=lambda _: 0
-        )
+        if text.startswith("\ufeff"):
+            # json.loads's own refusal, word for word (the decoder below is what it calls).
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        decoded = _DECODER.decode(text)
     except (ValueError, RecursionError) as err:
         problem(f"{text[:80]!r} is not valid JSON ({err})")
         return {}

@@ -252,6 +252,60 @@ def test_the_with_methods_leave_the_status_they_start_from_alone() -> None:
     assert after.health.reason == "state store refuses commits: disk gone"
 
 
+#: A status with every field set to a value of its own, so a field a method forgets to copy shows.
+_BUSY = StoreStatus(
+    recovery=RECOVERY,
+    health=StoreHealth("state store refuses commits: disk gone"),
+    last_seq=7,
+    commits_total=11,
+    events_committed_total=13,
+    commits_refused_total=17,
+    commit_failures_total=19,
+    commits_unavailable_total=23,
+    commits_outcome_unknown_total=29,
+    commit_seconds_total=3.5,
+    checkpoints_total=31,
+    checkpoint_failures_total=37,
+    checkpoint_seq=5,
+    journal=JournalFigures(records_appended=41, fsync=FsyncSummary(count=43)),
+)
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        (
+            _BUSY.with_commit(seq=8, events=2, seconds=0.25),
+            dataclasses.replace(
+                _BUSY,
+                last_seq=8,
+                commits_total=12,
+                events_committed_total=15,
+                commit_seconds_total=3.75,
+            ),
+        ),
+        (
+            _BUSY.with_journal(JournalFigures(records_appended=42)),
+            dataclasses.replace(_BUSY, journal=JournalFigures(records_appended=42)),
+        ),
+    ],
+    ids=["a commit changes its four figures and copies the rest", "new journal figures only"],
+)
+def test_the_per_commit_methods_change_only_their_fields(
+    changed: StoreStatus, expected: StoreStatus
+) -> None:
+    assert changed == expected
+
+
+def test_the_per_commit_methods_know_every_field() -> None:
+    # with_commit and with_journal name every field (they run per commit, without
+    # dataclasses.replace): a new field must be added to them, and to _BUSY above.
+    names = {field.name for field in dataclasses.fields(StoreStatus)}
+    assert names == {
+        name for name in names if getattr(_BUSY, name) != getattr(StoreStatus(RECOVERY), name)
+    } | {"recovery"}
+
+
 def test_the_actor_publishes_its_status_and_answers_get_status(tmp_path: Path) -> None:
     config = StoreConfig(str(tmp_path / "j"), NODE, durability="none")
     published = Published()

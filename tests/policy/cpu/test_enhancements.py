@@ -12,6 +12,7 @@ from policy.cpu.enhancements import (
     ENHANCEMENT_KEYS,
     MEMORY_ENHANCEMENT_KEY,
     NETWORK_ENHANCEMENT_KEY,
+    _decode,
     cpuset_pool,
     flatten_enhancements,
     is_numa_binding,
@@ -217,3 +218,79 @@ def test_garbage_raises_only_request_error(annotations: dict[str, str], strict: 
         return
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in flattened.items())
     assert strict is False or warnings == () or all("overrides" in w for w in warnings)
+
+
+def _decode_with_loads(source: str, text: str, strict: bool) -> tuple[object, list[str]]:
+    """``enhancements._decode`` as it was before its decoder was built once: ``json.loads``
+    with the same hooks on every call; its pairs (or the refusal's message) and warnings."""
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    warnings: list[str] = []
+    try:
+        loads = json.loads  # the reference's call, kept as it was
+        decoded = loads(text, parse_constant=refuse, parse_int=lambda _: 0, parse_float=lambda _: 0)
+    except (ValueError, RecursionError) as err:
+        message = f"annotation {source}: {text[:80]!r} is not valid JSON ({err})"
+        if strict:
+            return ("refused", message), warnings
+        return {}, [f"{message}; ignored"]
+    return ("decoded", decoded), warnings
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"numa_binding":"true"}',
+        "\ufeff{}",
+        '{"a": NaN}',
+        '{"a": -Infinity}',
+        '{"a": 1e400, "b": 123456789012345678901234567890}',
+        '{"a": {"b": ["c", 1.5, null, true]}}',
+        "[1, 2]",
+        '{"a": "b"',
+        " \n\t{} ",
+        "[" * 5000,
+    ],
+    ids=[
+        "one pair",
+        "a byte-order mark is refused with json.loads's words",
+        "NaN is refused",
+        "-Infinity is refused",
+        "huge numbers are not built",
+        "nested values",
+        "an array",
+        "a truncated object",
+        "surrounding whitespace",
+        "deep nesting",
+    ],
+)
+def test_the_shared_decoder_refuses_what_json_loads_refused_in_its_words(text: str) -> None:
+    reference, _ = _decode_with_loads("m", text, strict=True)
+    if reference[0] == "refused":
+        with pytest.raises(RequestError) as refused:
+            _decode("m", text, True, [])
+        assert str(refused.value) == reference[1]
+    else:
+        warnings: list[str] = []
+        _decode("m", text, False, warnings)
+        assert not [w for w in warnings if "is not valid JSON" in w]
+
+
+@settings(max_examples=200)
+@given(
+    st.text(max_size=40)
+    | st.recursive(
+        st.none() | st.booleans() | st.floats() | st.text(max_size=5),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(max_size=5), inner),
+    ).map(json.dumps)
+)
+def test_the_shared_decoder_agrees_with_json_loads_on_any_text(text: str) -> None:
+    reference, reference_warnings = _decode_with_loads("m", text, strict=False)
+    warnings: list[str] = []
+    pairs = _decode("m", text, False, warnings)
+    if reference == {}:  # json.loads refused it: the same warning, nothing kept
+        assert (pairs, warnings) == ({}, reference_warnings)
+    else:
+        assert not [w for w in warnings if "is not valid JSON" in w]
