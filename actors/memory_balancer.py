@@ -46,8 +46,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import pykka
-
 from actors.balancer_inputs import (
     ContainerIdsMemo,
     checked_distances,
@@ -75,6 +73,7 @@ from actors.log_text import utc
 from actors.ports.commit import AdoptedSnapshot, CommitOutcomeUnknown, Committer
 from actors.ports.migration import MigrationMode, MigrationPlan
 from actors.store_messages import CommitRefused, Snapshot
+from actors.threads import MailboxActor
 from policy.balance import (
     BalanceError,
     BalancerConfig,
@@ -449,7 +448,7 @@ def _join(first: str, second: str) -> str:
     return "; ".join(part for part in (first, second) if part)
 
 
-class MemoryBalancerActor(pykka.ThreadingActor):
+class MemoryBalancerActor(MailboxActor):
     """The pykka shell: one mailbox in front of a ``MemoryBalancerCore``.
 
     The ticker ``tell``s ``Tick``; the eviction-plugin gRPC threads ``ask`` with the RPC's

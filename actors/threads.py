@@ -3,7 +3,8 @@ thread per ``Ticker`` and per piece of one-off background work (``qrmd.subsystem
 the deterministic simulation gives its own, ``qrmd.sim.dst.node.SimRuntime``).
 
 ``MailboxActor`` is pykka's ``ThreadingActor`` with a lighter mailbox and reply channel, for
-the actors every kubelet call asks (the Allocator, the StateStore). pykka builds both through
+the actors every kubelet call asks (the Allocator, the StateStore) and the MemoryBalancer, which a
+tick asks every balance interval. pykka builds both through
 two hooks its runtimes override (``_create_actor_inbox``, ``_create_future``; the simulation
 replaces them the same way), so the actor, its thread and its loop stay pykka's:
 
@@ -99,7 +100,7 @@ class ReplyFuture(pykka.Future[Any]):
 
 class MailboxActor(pykka.ThreadingActor):
     """pykka's ``ThreadingActor`` with a ``SimpleQueue`` mailbox and ``ReplyFuture`` answers
-    (module docstring): the base of the actors kubelet's calls ask."""
+    (module docstring): the base of the actors kubelet's calls ask, and of the MemoryBalancer."""
 
     _create_actor_inbox: ClassVar[Callable[[], Any]] = staticmethod(queue.SimpleQueue)
     _create_future: ClassVar[Callable[[], pykka.Future[Any]]] = staticmethod(ReplyFuture)
