@@ -86,9 +86,10 @@ class SimulatedContainerMemory:
 
 
 def _checked(figures: dict[int, int]) -> Mapping[int, float]:
-    """A container's figures as a round reads them: a ``NumaAmounts`` made once, when they
-    are set, rather than a copy per read (``PodAnonMemory``); as set when a round's checks
-    refuse them (a value beyond int64), so that the round refuses them as it reads them."""
+    """A container's or a pod's figures as a round reads them: a ``NumaAmounts`` made once,
+    when they are set, rather than a copy per read (``PodAnonMemory``); as set when a round's
+    checks refuse them (a value beyond int64), so that the round refuses them as it reads
+    them."""
     bulk = amounts_in_bulk(figures)
     return figures if bulk is None else NumaAmounts(numa_index(bulk[0]), bulk[1])
 
@@ -98,16 +99,15 @@ class _PodFigures:
     """One pod's figures as a read sees them: its containers' and their per-node sum.
 
     Replaced whole on every change and never changed in place, so a read takes it under the
-    lock and builds its answer outside it (``PodAnonMemory`` copies the pod's figure, as a
-    read of the cgroup files gives new values each time, and keeps each container's as
-    ``read`` holds it: read-only values made when they were set). The pod's sum is kept up
-    to date on each change, as the kernel keeps a pod cgroup's hierarchical counter, rather
-    than summed on every read.
+    lock and builds its answer outside it (``PodAnonMemory`` keeps the pod's figure and each
+    container's in ``read`` as they are: read-only values made when they were set). The
+    pod's sum is kept up to date on each change, as the kernel keeps a pod cgroup's
+    hierarchical counter, rather than summed on every read.
     """
 
     containers: dict[str, dict[int, int]]
     read: dict[str, Mapping[int, float]]
-    pod: dict[int, int]
+    pod: Mapping[int, float]
 
     @classmethod
     def of(
@@ -119,4 +119,4 @@ class _PodFigures:
         for anon in containers.values():
             for numa, amount in anon.items():
                 pod[numa] = pod.get(numa, 0) + amount
-        return cls(containers, read, dict(sorted(pod.items())))
+        return cls(containers, read, _checked(dict(sorted(pod.items()))))
