@@ -43,6 +43,7 @@ from policy.balance import (
     Pod,
     RoundInputs,
 )
+from policy.balance.amounts import NumaAmounts
 from policy.balance.config import POOL_RECLAIM
 from policy.balance.distances import DistanceLists
 from policy.state.cpu_state import CPUState
@@ -230,9 +231,13 @@ def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Cont
             for name, cid in zip(pod.containers, pod.container_ids, strict=True)
         ), True
     first, *others = pod.containers
-    zeros = dict.fromkeys(read.pod, 0.0)
+    figure = read.pod
+    if type(figure) is NumaAmounts:  # checked when it was made (``PodAnonMemory``)
+        zero = NumaAmounts(figure.index, (0.0,) * len(figure))
+        return (Container(first, figure), *(Container(name, zero) for name in others)), True
+    zeros = dict.fromkeys(figure, 0.0)
     return (
-        Container(first, {n: float(v) for n, v in read.pod.items()}),
+        Container(first, {n: float(v) for n, v in figure.items()}),
         *(Container(name, zeros) for name in others),
     ), True
 

@@ -29,7 +29,10 @@ timed from the caller.
   memory is read, a plan with an eviction offer and migrations is made, the round and its
   full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
   then the advice is taken (a second record, the migration plan in its cause). Ticks are
-  31 s apart, past the cool-down. Baseline: ``msgpack.packb`` of the round's inputs in their
+  31 s apart, past the cool-down. The simulated memory source hands each figure over as
+  checked when it was set (``PodAnonMemory`` keeps a ``NumaAmounts`` as it is); on a host,
+  the cgroup reader opens, parses and checks some 6,000 ``memory.numa_stat`` files per
+  round, which this row does not count. Baseline: ``msgpack.packb`` of the round's inputs in their
   plain-dict form (``RoundInputs.to_json``, as the journal held them before the columns), once.
 
 The machine is shared and noisy: figure and baseline are measured in interleaved blocks, and

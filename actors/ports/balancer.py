@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 from actors.errors import ActorError
 from policy.balance import MissingSample, NumaDistance, NumaMetrics
+from policy.balance.amounts import NumaAmounts
 from policy.balance.decode import in_numa_order
 from policy.errors import ErrorKind
 
@@ -91,23 +92,34 @@ class PodAnonMemory:
     """A pod's anonymous memory per NUMA node, in bytes (§4.2).
 
     Attributes:
-        pod: the pod cgroup's own hierarchical figure (every process under the pod, including
-            the sandbox and containers not listed), for reports; the round uses ``containers``.
-        containers: container ID → NUMA id → bytes. Keyed by the IDs the caller asked for,
+        pod: the pod cgroup's own hierarchical figure in bytes (every process under the pod,
+            including the sandbox and containers not listed): a round uses it only when it
+            has no container IDs, else ``containers``.
+        containers: container ID → NUMA id → bytes (ints as read, or a ``NumaAmounts``'s
+            floats, below). Keyed by the IDs the caller asked for,
             verbatim; when it asked for none, by the ID found in each container cgroup's name.
+
+    Every map is copied in NUMA order, except a figure (the pod's or a container's) given
+    as a ``NumaAmounts`` (``policy.balance.amounts``): read-only and in NUMA order already, its
+    amounts the floats a round's checks make of the bytes read, it is kept as it is, and the
+    round takes it as checked (``Container``). A source whose figures change only when it
+    is told (the simulator) makes them once, not on each of a round's thousands of reads.
     """
 
-    pod: Mapping[int, int]
-    containers: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    pod: Mapping[int, float]
+    containers: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pod", MappingProxyType(in_numa_order(self.pod)))
+        if type(self.pod) is not NumaAmounts:
+            object.__setattr__(self, "pod", MappingProxyType(in_numa_order(self.pod)))
         object.__setattr__(
             self,
             "containers",
             MappingProxyType(
                 {
-                    cid: MappingProxyType(in_numa_order(anon))
+                    cid: anon
+                    if type(anon) is NumaAmounts
+                    else MappingProxyType(in_numa_order(anon))
                     for cid, anon in sorted(self.containers.items())
                 }
             ),

@@ -23,6 +23,7 @@ from policy.state.events import ContainerAllocated, PoolSet
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 from policy.state.sections import empty_state
 from policy.topology.cpuset import CPUSet
+from qrmd.sim.host.memory import SimulatedContainerMemory
 from tests.actors.balancer_fakes import FakeDistances, FakeMemory, FakeMetrics, container_id
 from tests.actors.fakes import ApplyingCommitter
 from tests.policy.balance.examples import EX2_B, EX2_L, NOW, T4, GiB, pod
@@ -62,6 +63,33 @@ def test_without_container_ids_the_pod_figure_goes_to_the_first_container() -> N
     (got,) = inputs.pods
     assert [(c.name, dict(c.anon)) for c in got.containers] == [("a", {0: 3 * GiB}), ("b", {0: 0})]
     assert got.anon_on(0) == 3 * GiB, "the pod sum, all a round uses, is exact"
+
+
+@pytest.mark.parametrize(
+    "container_ids",
+    [
+        pytest.param(True, id="figures read per container are the same checked or copied"),
+        pytest.param(False, id="a pod figure is given to its first container the same way"),
+    ],
+)
+def test_figures_handed_over_checked_make_the_same_pods_as_plain_maps(
+    container_ids: bool,
+) -> None:
+    ids = (container_id("s4", "a"), container_id("s4", "b"))
+    listed = PoolPod("s4", "default", "s4", "share", ("a", "b"), ids if container_ids else None)
+    pods = PodsInPools({"share": (0, 1)}, (listed,))
+    checked = SimulatedContainerMemory()
+    checked.set_container("s4", ids[0], {1: GiB, 0: 2 * GiB})
+    checked.set_container("s4", ids[1], {0: GiB})
+    plain = FakeMemory(
+        [pod("s4", "share", containers=[("a", {0: 2 * GiB, 1: GiB}), ("b", {0: GiB})])]
+    )
+    (got,) = _gather(pods, checked)[0].pods  # type: ignore[arg-type]
+    (want,) = _gather(pods, plain)[0].pods
+    assert got == want
+    assert [list(c.anon.items()) for c in got.containers] == [
+        list(c.anon.items()) for c in want.containers
+    ]
 
 
 def test_unreadable_pods_have_no_samples_and_unused_pools_are_not_read() -> None:

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from actors.ports.balancer import AnonMemoryUnavailable, PodAnonMemory
+from policy.balance.amounts import NumaAmounts, numa_index
+from policy.balance.decode import amounts_in_bulk
 
 __all__ = ["SimulatedContainerMemory"]
 
@@ -47,11 +49,14 @@ class SimulatedContainerMemory:
                 )
         # In NUMA order, as memory.numa_stat lists its nodes (N0=... N1=...).
         figures = dict(sorted(anon.items()))
+        checked = _checked(figures)
         with self._lock:
             known = self._pods.get(pod_uid)
             containers = {} if known is None else dict(known.containers)
             containers[container_id] = figures
-            self._pods[pod_uid] = _PodFigures.of(containers)
+            read = {} if known is None else dict(known.read)
+            read[container_id] = checked
+            self._pods[pod_uid] = _PodFigures.of(containers, read)
 
     def remove_pod(self, pod_uid: str) -> None:
         """Forget a pod (it was deleted); unknown pods are ignored."""
@@ -68,7 +73,7 @@ class SimulatedContainerMemory:
             figures = self._pods.get(pod_uid)
         if figures is None:
             raise AnonMemoryUnavailable(f"pod {pod_uid}: not simulated")
-        every = figures.containers
+        every = figures.read
         if container_ids is None:
             return PodAnonMemory(pod=figures.pod, containers=every)
         unknown = [cid for cid in container_ids if cid not in every]
@@ -80,24 +85,38 @@ class SimulatedContainerMemory:
         return PodAnonMemory(pod=figures.pod, containers={cid: every[cid] for cid in container_ids})
 
 
+def _checked(figures: dict[int, int]) -> Mapping[int, float]:
+    """A container's or a pod's figures as a round reads them: a ``NumaAmounts`` made once,
+    when they are set, rather than a copy per read (``PodAnonMemory``); as set when a round's
+    checks refuse them (a value beyond int64), so that the round refuses them as it reads
+    them."""
+    bulk = amounts_in_bulk(figures)
+    return figures if bulk is None else NumaAmounts(numa_index(bulk[0]), bulk[1])
+
+
 @dataclass(frozen=True, slots=True)
 class _PodFigures:
     """One pod's figures as a read sees them: its containers' and their per-node sum.
 
     Replaced whole on every change and never changed in place, so a read takes it under the
-    lock and builds its answer outside it (``PodAnonMemory`` copies what it is given, as a
-    read of the cgroup files gives new values each time). The pod's sum is kept up to date
-    on each change, as the kernel keeps a pod cgroup's hierarchical counter, rather than
-    summed on every read.
+    lock and builds its answer outside it (``PodAnonMemory`` keeps the pod's figure and each
+    container's in ``read`` as they are: read-only values made when they were set). The
+    pod's sum is kept up to date on each change, as the kernel keeps a pod cgroup's
+    hierarchical counter, rather than summed on every read.
     """
 
     containers: dict[str, dict[int, int]]
-    pod: dict[int, int]
+    read: dict[str, Mapping[int, float]]
+    pod: Mapping[int, float]
 
     @classmethod
-    def of(cls, containers: dict[str, dict[int, int]]) -> _PodFigures:
+    def of(
+        cls,
+        containers: dict[str, dict[int, int]],
+        read: dict[str, Mapping[int, float]],
+    ) -> _PodFigures:
         pod: dict[int, int] = {}
         for anon in containers.values():
             for numa, amount in anon.items():
                 pod[numa] = pod.get(numa, 0) + amount
-        return cls(containers, dict(sorted(pod.items())))
+        return cls(containers, read, _checked(dict(sorted(pod.items()))))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, PodAnonMemory
+from policy.balance.amounts import NumaAmounts, numa_index
 from qrmd.sim.host.memory import SimulatedContainerMemory
 
 GiB = 1 << 30
@@ -58,3 +59,33 @@ def test_figures_given_out_of_numa_order_are_put_in_order() -> None:
     anon = PodAnonMemory(pod={3: 1, 0: 2}, containers={"b": {2: 1, 1: 1}, "a": {0: 2, 3: 0}})
     assert list(anon.pod) == [0, 3]
     assert list(anon.containers) == ["a", "b"] and list(anon.containers["b"]) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("figures", "given_checked"),
+    [
+        pytest.param({1: GiB, 0: 2 * GiB}, True, id="byte counts are given as checked amounts"),
+        pytest.param({}, True, id="a container without figures is given as checked too"),
+        pytest.param({0: 2**64}, False, id="a count beyond int64 is given as set, to be refused"),
+    ],
+)
+def test_a_containers_figures_are_checked_once_when_set(
+    figures: dict[int, int], given_checked: bool
+) -> None:
+    memory = SimulatedContainerMemory()
+    memory.set_container("p", "a", figures)
+    first = memory.anon_by_numa("p", ["a"]).containers["a"]
+    assert (type(first) is NumaAmounts) is given_checked
+    assert first == figures and list(first) == sorted(figures)
+    again = memory.anon_by_numa("p", None).containers["a"]
+    assert (again is first) is given_checked, "checked figures are handed over, not copied"
+
+
+def test_the_port_keeps_checked_amounts_and_copies_any_other_map() -> None:
+    checked = NumaAmounts(numa_index((0, 1)), (2.0, 1.0))
+    plain = {1: 1, 0: 2}
+    anon = PodAnonMemory(pod={0: 2, 1: 1}, containers={"a": checked, "b": plain})
+    assert anon.containers["a"] is checked
+    assert anon.containers["b"] == plain and list(anon.containers["b"]) == [0, 1]
+    plain[0] = 7
+    assert anon.containers["b"][0] == 2, "a plain map is copied"
