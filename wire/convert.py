@@ -97,18 +97,35 @@ _CONTAINER_TYPES = {member.value: member for member in ContainerType}
 # -- requests ---------------------------------------------------------------------------------
 
 
-def _string_map(field: str, message_map: Mapping[str, str], who: str) -> Mapping[str, str] | None:
+def _string_map(
+    field: str, message_map: Mapping[str, str], message: pb.ResourceRequest
+) -> Mapping[str, str] | None:
     """A request's label or annotation map as a dict, ``None`` when empty; refuse giant maps."""
     if not message_map:
         return None
-    copied = dict(message_map)
+    copied = dict(message_map.items())
+    # A character is at most 4 bytes in UTF-8: a map whose characters are few enough cannot
+    # be past the limit, and needs no encoding to prove it (every pod's map, in practice).
+    chars = sum(map(len, copied)) + sum(map(len, copied.values()))
+    if chars * 4 <= MAX_MAP_BYTES:
+        return copied
     size = sum(len(key.encode()) + len(value.encode()) for key, value in copied.items())
     if size > MAX_MAP_BYTES:
         raise RequestError(
             f"{field} hold {size} bytes, more than Kubernetes allows ({MAX_MAP_BYTES})",
-            subject=who,
+            subject=_who(message),
         )
     return copied
+
+
+def _who(message: pb.ResourceRequest) -> str:
+    """The pod and container a request names, for its error message."""
+    return describe_container(
+        message.pod_uid,
+        message.container_name,
+        pod_namespace=message.pod_namespace,
+        pod_name=message.pod_name,
+    )
 
 
 def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
@@ -124,33 +141,30 @@ def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
         RequestError: ``container_type`` is not an enum value, or labels/annotations exceed
             :data:`MAX_MAP_BYTES`; the message names pod and container.
     """
-    who = describe_container(
-        message.pod_uid,
-        message.container_name,
-        pod_namespace=message.pod_namespace,
-        pod_name=message.pod_name,
-    )
     container_type = _CONTAINER_TYPES.get(message.container_type)
     if container_type is None:
-        raise RequestError(f"unknown container_type {message.container_type}", subject=who)
+        raise RequestError(
+            f"unknown container_type {message.container_type}", subject=_who(message)
+        )
     hint = None
     if message.HasField("hint"):
         hint = TopologyHint(tuple(message.hint.nodes), message.hint.preferred)
+    # Positional, in ResourceRequest's field order: every kubelet call converts one.
     return ResourceRequest(
-        pod_uid=message.pod_uid,
-        pod_namespace=message.pod_namespace,
-        pod_name=message.pod_name,
-        container_name=message.container_name,
-        container_type=container_type,
-        container_index=message.container_index,
-        resource_name=message.resource_name,
-        resource_requests=dict(message.resource_requests),
-        pod_role=message.pod_role,
-        pod_type=message.pod_type,
-        hint=hint,
-        labels=_string_map("labels", message.labels, who),
-        annotations=_string_map("annotations", message.annotations, who),
-        native_qos_class=message.native_qos_class,
+        message.pod_uid,
+        message.pod_namespace,
+        message.pod_name,
+        message.container_name,
+        container_type,
+        message.container_index,
+        message.resource_name,
+        dict(message.resource_requests.items()),
+        message.pod_role,
+        message.pod_type,
+        hint,
+        _string_map("labels", message.labels, message),
+        _string_map("annotations", message.annotations, message),
+        message.native_qos_class,
     )
 
 

@@ -98,9 +98,29 @@ def test_maps_beyond_kubernetes_limit_are_a_request_error(field: str) -> None:
         convert.resource_request(message)
 
 
-def test_maps_at_the_limit_pass() -> None:
-    message = resource_request("pod-big", annotations={"k": "x" * (convert.MAX_MAP_BYTES - 1)})
-    assert convert.resource_request(message).annotations is not None
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        pytest.param("x" * (convert.MAX_MAP_BYTES - 1), False, id="ascii at the limit passes"),
+        pytest.param("x" * convert.MAX_MAP_BYTES, True, id="ascii one byte past it is refused"),
+        pytest.param(
+            "é" * (convert.MAX_MAP_BYTES // 2),
+            True,
+            id="two-byte characters count as two bytes, though few enough as characters",
+        ),
+        pytest.param(
+            "é" * (convert.MAX_MAP_BYTES // 2 - 1), False, id="two-byte characters within it pass"
+        ),
+        pytest.param("😀" * 1000, False, id="a small map of four-byte characters passes"),
+    ],
+)
+def test_a_maps_limit_counts_utf8_bytes(value: str, refused: bool) -> None:
+    message = resource_request("pod-big", annotations={"k": value})
+    if refused:
+        with pytest.raises(RequestError, match="annotations hold"):
+            convert.resource_request(message)
+    else:
+        assert convert.resource_request(message).annotations == {"k": value}
 
 
 def test_commands() -> None:
