@@ -31,8 +31,8 @@ The rules enforced here, because only the wire sees them:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
@@ -56,7 +56,6 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.request import (
-    ContainerIdentity,
     ContainerType,
     RequestError,
     ResourceRequest,
@@ -222,17 +221,34 @@ def pre_start_command(message: pb.PreStartContainerRequest) -> PreStartContainer
 # -- replies ----------------------------------------------------------------------------------
 
 
-def _hint(hint: TopologyHint | None) -> pb.TopologyHint:
-    if hint is None:  # Go's nil element; see the module docstring
-        return pb.TopologyHint()
-    return pb.TopologyHint(nodes=hint.nodes, preferred=hint.preferred)
+def _hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
+    """The hints as a message; a ``None`` element is an empty hint (Go's nil element, see the
+    module docstring). Kept by value: the same container asks again with the same free NUMA
+    nodes, and every shared container echoes the same hint (``_kept``)."""
+    return _kept(_HINT_LISTS, hints, _build_hint_list)
 
 
-def _hint_list(hints: Iterable[TopologyHint | None]) -> pb.ListOfTopologyHints:
-    return pb.ListOfTopologyHints(hints=[_hint(hint) for hint in hints])
+def _build_hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
+    message = pb.ListOfTopologyHints()
+    add = message.hints.add
+    for hint in hints:
+        if hint is None:
+            add()
+        else:
+            add(nodes=hint.nodes, preferred=hint.preferred)
+    return message
 
 
-def _allocation_info(allocation: CPUAllocation) -> pb.ResourceAllocationInfo:
+def _resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
+    """``{"cpu": info}`` as a message, kept by value: the containers of one pool are all
+    answered the same allocation. A quantity of zero is not kept, as ``-0.0`` equals ``0.0``
+    but is written to the wire and ``0.0`` is not."""
+    if allocation.allocated_quantity == 0:
+        return _build_resource_allocation(allocation)
+    return _kept(_ALLOCATIONS, allocation, _build_resource_allocation)
+
+
+def _build_resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
     info = pb.ResourceAllocationInfo(
         oci_property_name=allocation.oci_property_name,
         is_node_resource=allocation.is_node_resource,
@@ -242,7 +258,36 @@ def _allocation_info(allocation: CPUAllocation) -> pb.ResourceAllocationInfo:
     )
     if allocation.resource_hints is not None:
         info.resource_hints.CopyFrom(_hint_list(allocation.resource_hints))
-    return info
+    return pb.ResourceAllocation(resource_allocation={RESOURCE_NAME: info})
+
+
+K = TypeVar("K")
+V = TypeVar("V", pb.ListOfTopologyHints, pb.ResourceAllocation)
+
+#: The most messages kept per kind; past it the memo starts afresh (a node has a few pools
+#: and a few NUMA layouts, so a handful of values repeat).
+MAX_KEPT_MESSAGES = 256
+_HINT_LISTS: dict[Any, pb.ListOfTopologyHints] = {}
+_ALLOCATIONS: dict[Any, pb.ResourceAllocation] = {}
+
+
+def _kept(memo: dict[Any, V], value: K, build: Callable[[K], V]) -> V:
+    """``build(value)``, kept in ``memo`` by value (a reply value is immutable, so is its
+    message: every caller copies it into its response, none changes it).
+
+    gRPC's threads share the memo: a lookup, an insertion and a clearing are each atomic, so
+    a thread sees a message or none, and at worst builds one twice.
+    """
+    try:
+        message = memo.get(value)
+    except TypeError:  # an unhashable value (a list where a tuple is declared): not kept
+        return build(value)
+    if message is None:
+        message = build(value)
+        if len(memo) >= MAX_KEPT_MESSAGES:
+            memo.clear()
+        memo[value] = message
+    return message
 
 
 def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationResponse:
@@ -257,13 +302,23 @@ def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationR
     """
     if reply is None:
         return pb.ResourceAllocationResponse()
-    response = pb.ResourceAllocationResponse(**_request_echo(reply))
+    identity = reply.identity
+    response = pb.ResourceAllocationResponse(
+        pod_uid=identity.pod_uid,
+        pod_namespace=identity.pod_namespace,
+        pod_name=identity.pod_name,
+        container_name=identity.container_name,
+        container_type=_wire_type(identity.container_type),
+        container_index=identity.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
     if reply.allocation is not None:
-        response.allocation_result.CopyFrom(
-            pb.ResourceAllocation(
-                resource_allocation={RESOURCE_NAME: _allocation_info(reply.allocation)}
-            )
-        )
+        response.allocation_result.CopyFrom(_resource_allocation(reply.allocation))
     return response
 
 
@@ -281,32 +336,36 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
     resource_hints: dict[str, pb.ListOfTopologyHints] = {}
     if reply.hints is not None:
         resource_hints[RESOURCE_NAME] = _hint_list(reply.hints)
-    return pb.ResourceHintsResponse(**_request_echo(reply), resource_hints=resource_hints)
+    identity = reply.identity
+    return pb.ResourceHintsResponse(
+        pod_uid=identity.pod_uid,
+        pod_namespace=identity.pod_namespace,
+        pod_name=identity.pod_name,
+        container_name=identity.container_name,
+        container_type=_wire_type(identity.container_type),
+        container_index=identity.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        resource_hints=resource_hints,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
 
 
-def _identity_fields(identity: ContainerIdentity) -> dict[str, Any]:
-    """A container's identity as the response fields of the same names (wire.md §4.3)."""
-    return {
-        "pod_uid": identity.pod_uid,
-        "pod_namespace": identity.pod_namespace,
-        "pod_name": identity.pod_name,
-        "container_name": identity.container_name,
-        "container_type": identity.container_type.name,
-        "container_index": identity.container_index,
-    }
+#: The wire enum's number of each container type (the same names, wire.md §4.3).
+_WIRE_TYPES: dict[ContainerType, pb.ContainerType] = {
+    member: getattr(pb, member.name) for member in ContainerType
+}
 
 
-def _request_echo(reply: AllocationReply | HintsReply) -> dict[str, Any]:
-    """The request fields both Allocate's and GetTopologyHints' responses echo back."""
-    return {
-        **_identity_fields(reply.identity),
-        "pod_role": reply.pod_role,
-        "pod_type": reply.pod_type,
-        "resource_name": reply.resource_name,
-        "labels": reply.labels or {},
-        "annotations": reply.annotations or {},
-        "native_qos_class": reply.native_qos_class,
-    }
+def _wire_type(container_type: ContainerType) -> pb.ContainerType | str:
+    """A container type as the response's enum: its number, or its name for a value that is
+    not a ``ContainerType`` (which protobuf then judges, as it always did)."""
+    if type(container_type) is ContainerType:
+        return _WIRE_TYPES[container_type]
+    return container_type.name
 
 
 def remove_pod_response(reply: None) -> pb.RemovePodResponse:
