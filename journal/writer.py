@@ -50,7 +50,14 @@ from journal.errors import (
 from journal.fileops import FileOps, OsFileOps, close_quietly, write_all
 from journal.framing import encode_frame
 from journal.lock import lock_directory
-from journal.records import CheckpointHeader, Record, SegmentHeader, encode_record, pack
+from journal.records import (
+    CheckpointHeader,
+    Record,
+    SegmentHeader,
+    encode_record,
+    new_packer,
+    pack,
+)
 from journal.recovery import Recovery, recover
 from journal.retention import Retention, apply_retention
 from journal.segments import SegmentLeftBehind, create_segment, segment_name
@@ -133,6 +140,9 @@ class Journal:
         self._failure: str | None = None
         self._closed = False
         self.stats = JournalStats(fsync=syncer.stats)
+        # One packer for every record appended, not one per record (the journal has one
+        # writer: the StateStore's core, under its lock).
+        self._packer = new_packer()
 
     @classmethod
     def open(
@@ -324,7 +334,7 @@ class Journal:
         seq = self._next_seq
         clock = self._clock
         record = Record(seq, clock.time(), clock.monotonic(), cause, events)
-        frame = encode_frame(encode_record(record))
+        frame = encode_frame(encode_record(record, self._packer))
         if (
             self._end > self._header_end
             and self._end + len(frame) > self._settings.segment_max_bytes
