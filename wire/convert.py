@@ -31,6 +31,7 @@ The rules enforced here, because only the wire sees them:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -225,7 +226,16 @@ def _hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints
     """The hints as a message; a ``None`` element is an empty hint (Go's nil element, see the
     module docstring). Kept by value: the same container asks again with the same free NUMA
     nodes, and every shared container echoes the same hint (``_kept``)."""
-    return _kept(_HINT_LISTS, hints, _build_hint_list)
+    try:
+        # Each hint's fields as a plain tuple: hashed and compared in C, where a tuple of
+        # hints would call each hint's generated __hash__ and __eq__.
+        key: tuple[Any, ...] = tuple(map(_hint_fields, hints))
+    except AttributeError:  # a None element (Allocate's echo of a nil hint): kept by value
+        key = hints
+    return _kept(_HINT_LISTS, key, hints, _build_hint_list)
+
+
+_hint_fields = operator.attrgetter("nodes", "preferred")
 
 
 def _build_hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
@@ -245,7 +255,7 @@ def _resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
     but is written to the wire and ``0.0`` is not."""
     if allocation.allocated_quantity == 0:
         return _build_resource_allocation(allocation)
-    return _kept(_ALLOCATIONS, allocation, _build_resource_allocation)
+    return _kept(_ALLOCATIONS, allocation, allocation, _build_resource_allocation)
 
 
 def _build_resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
@@ -271,22 +281,23 @@ _HINT_LISTS: dict[Any, pb.ListOfTopologyHints] = {}
 _ALLOCATIONS: dict[Any, pb.ResourceAllocation] = {}
 
 
-def _kept(memo: dict[Any, V], value: K, build: Callable[[K], V]) -> V:
-    """``build(value)``, kept in ``memo`` by value (a reply value is immutable, so is its
-    message: every caller copies it into its response, none changes it).
+def _kept(memo: dict[Any, V], key: Any, value: K, build: Callable[[K], V]) -> V:
+    """``build(value)``, kept in ``memo`` under ``key``; two values' keys are equal only if
+    the values build the same message (a reply value is immutable, so is its message: every
+    caller copies it into its response, none changes it).
 
     gRPC's threads share the memo: a lookup, an insertion and a clearing are each atomic, so
     a thread sees a message or none, and at worst builds one twice.
     """
     try:
-        message = memo.get(value)
+        message = memo.get(key)
     except TypeError:  # an unhashable value (a list where a tuple is declared): not kept
         return build(value)
     if message is None:
         message = build(value)
         if len(memo) >= MAX_KEPT_MESSAGES:
             memo.clear()
-        memo[value] = message
+        memo[key] = message
     return message
 
 
