@@ -373,12 +373,20 @@ def test_a_negative_zero_quantity_is_answered_apart_from_zero() -> None:
 
 
 def test_an_answer_its_caller_changed_does_not_change_the_next_one() -> None:
-    allocation = CPUAllocation(allocated_quantity=2.0, allocation_result="0-1")
+    allocation = CPUAllocation(
+        allocated_quantity=2.0,
+        allocation_result="0-1",
+        resource_hints=(TopologyHint((0,), True),),
+    )
     reply = AllocationReply.echo(DOMAIN, None, None, allocation)
     first = convert.allocation_response(reply)
     first.allocation_result.resource_allocation["cpu"].allocation_result = "changed"
+    first.allocation_result.resource_allocation["cpu"].resource_hints.hints[0].preferred = False
     again = convert.allocation_response(reply).allocation_result.resource_allocation["cpu"]
-    assert again.allocation_result == "0-1"
+    assert again.allocation_result == "0-1" and again.resource_hints.hints[0].preferred
+    hints = hints_reply((TopologyHint((1,), True),))
+    convert.hints_response(hints).resource_hints["cpu"].hints[0].preferred = False
+    assert convert.hints_response(hints).resource_hints["cpu"].hints[0].preferred
 
 
 def test_hints_given_as_a_list_convert_too() -> None:
