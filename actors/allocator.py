@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
 from actors.advisor_messages import AdvisorLinkChanged, ApplyAdvice, CheckAdvisorSilence
-from actors.allocator_advisor import AdvisorCalls, AdvisorMessage
 from actors.allocator_messages import (
     Allocate,
     AllocatorCommand,
@@ -74,6 +73,10 @@ from policy.cpu.reference import REFERENCE_CAUSE_KEY, reference_cause
 from policy.cpu.residual_check import ResidualEvidence
 from policy.cpu.residual_removal import residual_candidates
 from policy.decision import Decision
+
+if TYPE_CHECKING:
+    # Only with sys-advisor (qrmd.advisor builds them): a node without it never loads them.
+    from actors.allocator_advisor import AdvisorCalls, AdvisorMessage
 
 __all__ = ["AllocatorActor", "AllocatorCore", "pod_phase"]
 

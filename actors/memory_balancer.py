@@ -231,6 +231,8 @@ class MemoryBalancerCore:
             # Same reason: an executor that breaks its "never raises" must not stop the actor.
             _log.exception("balance advice at %s failed unexpectedly", utc(now))
             return replace(report, error=_join(report.error, f"internal error: {err!r}"))
+        if advice is None and plan is None:
+            return report  # nothing taken (a quiet round): the report already says so
         return replace(report, advice=advice, execution=None if plan is None else plan.to_json())
 
     def _round(self, now: float) -> RoundReport:
@@ -252,7 +254,7 @@ class MemoryBalancerCore:
         if journaled.coalesced:
             self._stretch = journaled.stretch
             self.metrics.rounds_coalesced_total += 1
-            return replace(self._report(now, reply, ""), coalesced=True)
+            return self._report(now, reply, "", coalesced=True)
         error = self._commit(journaled.events, {"command": "Tick", "now": now})
         if not error:
             self._stretch = journaled.stretch
@@ -299,15 +301,24 @@ class MemoryBalancerCore:
             return unreadable_round(state, now, str(err))
         return decision
 
-    def _report(self, now: float, reply: RoundReply, commit_error: str) -> RoundReport:
+    def _report(
+        self, now: float, reply: RoundReply, commit_error: str, *, coalesced: bool = False
+    ) -> RoundReport:
         """The tick's report on a computed round, once its event is (or is not) committed."""
         if reply.result is RoundResult.FAILED or commit_error:
             error = _join(reply.error, commit_error)
             return RoundReport(
-                now, RoundResult.FAILED, reply.record, error=error, window=reply.window
+                now,
+                RoundResult.FAILED,
+                reply.record,
+                error=error,
+                window=reply.window,
+                coalesced=coalesced,
             )
         self.metrics.rounds_stored_total += 1
-        return RoundReport(now, RoundResult.STORED, reply.record, window=reply.window)
+        return RoundReport(
+            now, RoundResult.STORED, reply.record, window=reply.window, coalesced=coalesced
+        )
 
     def _with_pods(self, inputs: RoundInputs) -> RoundInputs:
         pods = self._ports.pods()

@@ -96,7 +96,7 @@ from journal.recovery import collector_paused
 from policy.errors import StateError
 from policy.state.codec import encode_event, encode_state
 from policy.state.events import Event
-from policy.state.replay import replay_records, state_from_checkpoint
+from policy.state.replay import read_events, replay_records, state_from_checkpoint
 from policy.state.sections import apply_all
 from policy.topology.model import CPUTopology
 
@@ -230,6 +230,7 @@ class StateStoreCore:
                 fs=fs,
                 clock=clock,
                 causes=False,  # replay needs the events only
+                events=read_events,  # decoded as read, not held as msgpack until the replay
             )
             try:
                 state = state_from_checkpoint(

@@ -1,6 +1,7 @@
 """Balance rounds inside the daemon, each against a baseline measured in the same run.
 
-Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]``
+Run: ``PYTHONPATH=. python bench/bench_balance_round.py [--quick] [--stages] [--profile P]
+[--rows quiet|pressured]``
 (``bench/bench_wire.py`` prints the same rows after its own). ``--stages`` also times the
 pressured round's steps one by one (gather, decide, encode, msgpack) on the balancer's core.
 
@@ -21,12 +22,15 @@ timed from the caller.
   pressure, so no pod is read (``round_reads_pods``). Journaled every round (``0 s`` summary
   period) and as the daemon does by default (coalesced: ``--balance-round-summary-every``
   3600 s, only a changed outcome is committed). Baseline: the planner alone (``plan_round``)
-  on the very inputs the journal holds for that round.
+  on the very inputs the journal holds for that round. A committed round cannot go under the
+  planner plus one fsync: that floor is printed too, the fsync timed as a raw append+fsync of
+  as many bytes as one round adds to the journal, on the same disk, in the same blocks.
 * **Pressured round** (NUMA 0 at a force-balance latency with high bandwidth): every pod's
   memory is read, a plan with an eviction offer and migrations is made, the round and its
-  full inputs are journaled and fsynced, then the advice is taken (a second record, the
-  migration plan in its cause). Ticks are 31 s apart, past the cool-down. Baseline:
-  ``msgpack.packb`` of the round's journaled inputs, once.
+  full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
+  then the advice is taken (a second record, the migration plan in its cause). Ticks are
+  31 s apart, past the cool-down. Baseline: ``msgpack.packb`` of the round's inputs in their
+  plain-dict form (``RoundInputs.to_json``, as the journal held them before the columns), once.
 
 The machine is shared and noisy: figure and baseline are measured in interleaved blocks, and
 the p50 of each is compared; only the ratios are meant to be compared between runs.
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import os
 import random
 import shutil
 import sys
@@ -255,6 +260,10 @@ class BalancedNode:
         report = self.balancer.ask(Tick(self.now), timeout=TIMEOUT_S)
         return time.perf_counter() - started, report
 
+    def journal_bytes(self) -> int:
+        """The bytes of the journal's segment files."""
+        return sum(path.stat().st_size for path in Path(self.directory).glob("*.seg"))
+
     def last_round_inputs(self) -> dict[str, Any]:
         """The journaled inputs of the newest round record."""
         found: dict[str, Any] | None = None
@@ -287,14 +296,35 @@ def timed(fn: Callable[[], object]) -> float:
 
 def quiet_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | None) -> None:
     for summary_every_s, label in ((0.0, "every round committed"), (3600.0, "coalesced, default")):
-        figure, base = quiet_round(summary_every_s, blocks, samples, profile)
-        row(f"quiet round ({label}) vs planner alone", p50_ms(figure), p50_ms(base), "<= 2x")
+        quiet = quiet_round(summary_every_s, blocks, samples, profile)
+        row(f"quiet round ({label}) vs planner alone", p50_ms(quiet.figure),
+            p50_ms(quiet.planner), "<= 2x")  # fmt: skip
+        if quiet.synced:
+            floor = p50_ms(quiet.planner) + p50_ms(quiet.synced)
+            print(
+                f"    (floor: planner + append+fsync of the round's {quiet.record_bytes:,} B "
+                f"record {p50_ms(quiet.synced):.3f} ms = {floor:.3f} ms; the round is "
+                f"{p50_ms(quiet.figure) / floor:.2f}x the floor)"
+            )
+
+
+@dataclass
+class QuietTimes:
+    """Seconds of quiet ticks and of their baselines (``quiet_round``)."""
+
+    figure: list[float]
+    planner: list[float]
+    #: A raw write+fsync of one round's record, on the journal's disk (committed rounds only).
+    synced: list[float]
+    record_bytes: int = 0
 
 
 def quiet_round(
     summary_every_s: float, blocks: int, samples: int, profile: str | None
-) -> tuple[list[float], list[float]]:
-    """Seconds of quiet ticks, and of the planner alone on their journaled inputs."""
+) -> QuietTimes:
+    """Seconds of quiet ticks, and of the planner alone on their journaled inputs; with every
+    round committed, also of appending and fsyncing as many bytes as a round's record adds to
+    the journal, to a file beside it (the floor a committed round cannot go under)."""
     node = BalancedNode(summary_every_s=summary_every_s, pressured=False)
     try:
         for _ in range(3):  # warm: the first round after start is always journaled
@@ -302,23 +332,34 @@ def quiet_round(
             assert report.result is RoundResult.STORED and not report.error, report
         inputs = RoundInputs.from_json(node.last_round_inputs())
         assert not inputs.pods, "a quiet round reads no pod"
+        before = node.journal_bytes()
+        node.tick(5.0)
+        record_bytes = node.journal_bytes() - before
         PROFILES.active = profile is not None
-        figure: list[float] = []
-        base: list[float] = []
+        times = QuietTimes([], [], [], record_bytes if not summary_every_s else 0)
         coalesced = 0
-        for _ in range(blocks):
-            for _ in range(samples):
-                seconds, report = node.tick(5.0)
-                assert report.result is RoundResult.STORED and not report.error, report
-                coalesced += report.coalesced
-                figure.append(seconds)
-            base.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
+        payload = bytes(times.record_bytes)
+        # Beside the journal's directory, on the same disk, as the journal's own file is.
+        with open(f"{node.directory}-floor", "ab", buffering=0) as floor:
+            for _ in range(blocks):
+                for _ in range(samples):
+                    seconds, report = node.tick(5.0)
+                    assert report.result is RoundResult.STORED and not report.error, report
+                    coalesced += report.coalesced
+                    times.figure.append(seconds)
+                times.planner.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
+                if payload:
+                    times.synced.extend(
+                        timed(lambda: (floor.write(payload), os.fsync(floor.fileno())))
+                        for _ in range(samples)
+                    )
         if profile is not None:
             PROFILES.dump(profile, f"quiet-{'coalesced' if summary_every_s else 'journaled'}")
     finally:
         node.close()
+        Path(f"{node.directory}-floor").unlink(missing_ok=True)
     assert (coalesced > 0) == (summary_every_s > 0)
-    return figure, base
+    return times
 
 
 def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | None) -> None:
@@ -344,6 +385,7 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
             base.extend(timed(lambda: msgpack.packb(plain)) for _ in range(samples))
             planner.extend(timed(lambda: plan_round(inputs)) for _ in range(samples))
         size = len(msgpack.packb(plain))
+        journaled = len(msgpack.packb(inputs.to_journal()))
         if profile is not None:
             PROFILES.dump(profile, "pressured")
     finally:
@@ -351,7 +393,8 @@ def pressured_rounds(blocks: int, samples: int, row: RowPrinter, profile: str | 
     row("pressured round, inputs journaled vs msgpack of the inputs", p50_ms(figure), p50_ms(base),
         "<= 3x")  # fmt: skip
     print(
-        f"    (inputs {size / 1e6:.2f} MB as msgpack; planner alone {p50_ms(planner):.3f} ms; "
+        f"    (inputs {size / 1e6:.2f} MB as msgpack, {journaled / 1e6:.2f} MB as journaled "
+        f"(pods as columns); planner alone {p50_ms(planner):.3f} ms; "
         f"{len(outcome.record.balance_pods)} pods to migrate)"
     )
 
@@ -404,7 +447,7 @@ def pressured_stages(samples: int) -> None:
                 "memory read, pods made (with_pods)", with_pods, inputs, listed, node.memory
             )
             decision = steps.run("decided (balance_round)", balance_round, state, full)
-            steps.run("  of which: inputs to JSON (to_json)", full.to_json)
+            steps.run("  of which: inputs as columns (to_journal)", full.to_journal)
             recorded = next(e for e in decision.events if isinstance(e, BalanceRoundRecorded))
             encoded = steps.run("encoded for the journal (encode_event)", encode_event, recorded)
             steps.run("msgpack of the encoded event", msgpack.packb, encoded)
@@ -416,17 +459,24 @@ def pressured_stages(samples: int) -> None:
 
 
 def bench_balance_rounds(
-    *, quick: bool, row: RowPrinter = print_row, profile: str | None = None
+    *,
+    quick: bool,
+    row: RowPrinter = print_row,
+    profile: str | None = None,
+    rows: str = "all",
 ) -> None:
-    """Print the quiet and pressured round rows (module docstring); with ``profile``, also
-    write each actor's cProfile of the timed ticks to ``<profile>-<scenario>-<actor>.prof``."""
+    """Print the quiet and pressured round rows (module docstring), or those of ``rows``
+    alone; with ``profile``, also write each actor's cProfile of the timed ticks to
+    ``<profile>-<scenario>-<actor>.prof``."""
     blocks, samples = (2, 5) if quick else (5, 10)
     print(
         f"balance rounds inside the daemon ({NUMAS} NUMA, {PODS:,} pods, MemoryBalancer + "
         "StateStore), durability always:"
     )
-    quiet_rounds(blocks, samples, row, profile)
-    pressured_rounds(blocks, max(2, samples // 2), row, profile)
+    if rows in ("all", "quiet"):
+        quiet_rounds(blocks, samples, row, profile)
+    if rows in ("all", "pressured"):
+        pressured_rounds(blocks, max(2, samples // 2), row, profile)
 
 
 def main() -> None:
@@ -438,8 +488,14 @@ def main() -> None:
     parser.add_argument(
         "--stages", action="store_true", help="also time the pressured round's steps one by one"
     )
+    parser.add_argument(
+        "--rows",
+        choices=("all", "quiet", "pressured"),
+        default="all",
+        help="the quiet rows or the pressured row alone (default: all)",
+    )
     args = parser.parse_args()
-    bench_balance_rounds(quick=args.quick, profile=args.profile)
+    bench_balance_rounds(quick=args.quick, profile=args.profile, rows=args.rows)
     if args.stages:
         pressured_stages(5 if args.quick else 15)
 

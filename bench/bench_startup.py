@@ -15,7 +15,9 @@ too, around each start-up step):
 * interpreter start (exec → this file's first line), imports (``qrmd.cli`` and ``qrmd run``'s
   modules), configuration, the policy context (topology, reserve, QoS), recovery
   (``StateStoreCore.open``), the Allocator's start (its snapshot and ``StartPolicy``), the start
-  record, the gRPC server's start, and the rest until the bench's call is answered;
+  record, the gRPC server's start, and the rest until the bench's call is answered: each step's
+  wall time and the CPU time the process used in it (every thread's; judge changes by the CPU
+  column on a shared machine), medians of ``--repeats`` probed starts;
 * with ``--bytecode``, every process reads compiled bytecode (``-X pycache_prefix``, filled by
   this run first) as an installed wheel does; without it, in an environment that sets
   ``PYTHONDONTWRITEBYTECODE`` and a checkout that has no ``__pycache__``, qrmd compiles its
@@ -69,26 +71,65 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def breakdown(marks: dict[str, Any], exec_at: float, answered_at: float) -> list[tuple[str, float]]:
-    """The probed start as consecutive steps (seconds); nested steps count in their parent."""
-    rows = [("interpreter start", marks["entry"] - exec_at)]
-    rows.append(("imports (to the configuration step)", marks["imported"] - marks["entry"]))
-    spans = {label: (begin, end) for label, begin, end in marks["spans"]}
-    last = marks["imported"]
+#: One row of a probed start: its label, wall seconds and CPU seconds (None: not one process's).
+Row = tuple[str, float, float | None]
+
+
+def breakdown(marks: dict[str, Any], exec_at: float, answered_at: float) -> list[Row]:
+    """The probed start as consecutive steps, wall and CPU seconds; nested steps count in their
+    parent. The CPU is every thread's of the process (the actors' and gRPC's too)."""
+    rows: list[Row] = [("interpreter start", marks["entry"] - exec_at, marks["entry_cpu"])]
+    rows.append(
+        (
+            "imports (to the configuration step)",
+            marks["imported"] - marks["entry"],
+            marks["imported_cpu"] - marks["entry_cpu"],
+        )
+    )
+    spans = {label: tuple(times) for label, *times in marks["spans"]}
+    last, last_cpu = marks["imported"], marks["imported_cpu"]
     for label, _, _ in STEPS:
         if label not in spans:
             continue
-        begin, end = spans[label]
+        begin, end, cpu_begin, cpu_end = spans[label]
         if label.startswith("supervisor"):
-            rows.append(("  (of which supervisor start, all actors)", end - begin))
+            rows.append(
+                ("  (of which supervisor start, all actors)", end - begin, cpu_end - cpu_begin)
+            )
             continue
         if begin > last:
-            rows.append(("  between steps", begin - last))
-        rows.append((label, end - begin))
-        last = max(last, end)
+            rows.append(("  between steps", begin - last, max(cpu_begin - last_cpu, 0.0)))
+        rows.append((label, end - begin, cpu_end - cpu_begin))
+        if end > last:
+            last, last_cpu = end, cpu_end
     # Negative when the bench's call was answered while the server still checked itself.
-    rows.append(("server start returned -> answer (<0: during its GetInfo)", answered_at - last))
+    rows.append(
+        ("server start returned -> answer (<0: during its GetInfo)", answered_at - last, None)
+    )
     return rows
+
+
+def median_rows(runs: list[list[Row]]) -> list[Row]:
+    """Each row's median over probed starts (a row is named by its label and its rank among the
+    rows of that label, as "between steps" repeats)."""
+    by_key: dict[tuple[str, int], list[Row]] = defaultdict(list)
+    order: list[tuple[str, int]] = []
+    for rows in runs:
+        seen: dict[str, int] = defaultdict(int)
+        for row in rows:
+            key = (row[0], seen[row[0]])
+            seen[row[0]] += 1
+            if key not in by_key:
+                order.append(key)
+            by_key[key].append(row)
+    medians: list[Row] = []
+    for key in order:
+        rows = by_key[key]
+        cpus = [cpu for _, _, cpu in rows if cpu is not None]
+        medians.append(
+            (key[0], median([wall for _, wall, _ in rows]), median(cpus) if cpus else None)
+        )
+    return medians
 
 
 def import_shares(python: list[str]) -> list[tuple[str, float]]:
@@ -203,15 +244,25 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
     probe = str(ROOT / "bench" / "startup_probe.py")
     probed = [*python, probe, marks_path, *qrmd_run, "--durability", "always"]
     for label, how in (("after SIGKILL", signal.SIGKILL), ("after SIGTERM", signal.SIGTERM)):
-        process, _, _ = start(daemon, socket)
-        stop(process, how)
-        process, exec_at, seconds = start(probed, socket)
-        stop(process, signal.SIGTERM)
-        with open(marks_path) as handle:
-            marks = json.load(handle)
-        print(f"where the time goes, one probed start {label} ({seconds:.3f} s in all):")
-        for step, step_s in breakdown(marks, exec_at, exec_at + seconds):
-            print(f"  {step:<56} {step_s * 1000:8.1f} ms")
+        runs: list[list[Row]] = []
+        total_s: list[float] = []
+        for _ in range(repeats):
+            process, _, _ = start(daemon, socket)
+            stop(process, how)
+            process, exec_at, seconds = start(probed, socket)
+            stop(process, signal.SIGTERM)
+            with open(marks_path) as handle:
+                marks = json.load(handle)
+            runs.append(breakdown(marks, exec_at, exec_at + seconds))
+            total_s.append(seconds)
+        print(
+            f"where the time goes, probed starts {label} (medians of {repeats}, "
+            f"{median(total_s):.3f} s in all):"
+        )
+        print(f"  {'step':<56} {'wall':>8}    {'CPU':>8}")
+        for step, wall_s, cpu_s_ in median_rows(runs):
+            cpu = f"{cpu_s_ * 1000:8.1f} ms" if cpu_s_ is not None else ""
+            print(f"  {step:<56} {wall_s * 1000:8.1f} ms {cpu}")
 
 
 def print_import_shares(python: list[str]) -> None:

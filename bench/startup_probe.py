@@ -1,6 +1,7 @@
 """The probe of ``bench/bench_startup.py``: runs ``qrmd ARGS`` in this interpreter and writes
-the monotonic clock (the parent's too) at this file's first line and around each start-up step
-of ``STEPS`` to a JSON file; the imports are what comes before the first step.
+the monotonic clock (the parent's too) and the process's CPU time at this file's first line and
+around each start-up step of ``STEPS`` to a JSON file; the imports are what comes before the
+first step.
 
 Run by ``bench_startup.py`` as ``python bench/startup_probe.py MARKS.json run ...``. Only the
 standard library is imported before the first mark, and the steps are wrapped as qrmd imports
@@ -13,6 +14,8 @@ from __future__ import annotations
 import time
 
 ENTRY = time.monotonic()
+#: The CPU the process used before this file's first line (the interpreter's own start).
+ENTRY_CPU = time.process_time()
 
 import importlib.abc  # noqa: E402  (after the first mark, on purpose)
 import importlib.util  # noqa: E402
@@ -43,7 +46,9 @@ class _TimeSteps(importlib.abc.MetaPathFinder):
     probe imports nothing of qrmd itself, so what runs (and when the collector runs) is what
     ``python -m qrmd.cli`` does."""
 
-    def __init__(self, note: Callable[[str, float, float], None]) -> None:
+    def __init__(
+        self, note: Callable[[str, tuple[float, float], tuple[float, float]], None]
+    ) -> None:
         self._note = note
         self._steps: dict[str, list[tuple[str, str]]] = {}
         for label, module_name, attribute in STEPS:
@@ -79,27 +84,28 @@ class _TimeSteps(importlib.abc.MetaPathFinder):
         note = self._note
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.monotonic()
+            started, cpu_started = time.monotonic(), time.process_time()
             try:
                 return function(*args, **kwargs)
             finally:
-                note(label, started, time.monotonic())
+                note(label, (started, time.monotonic()), (cpu_started, time.process_time()))
 
         setattr(owner, name, classmethod(timed) if is_classmethod else timed)
 
 
 def probe(out_path: str, argv: list[str]) -> int:
-    """Run ``qrmd <argv>`` here, writing each step's monotonic start and end to ``out_path``.
+    """Run ``qrmd <argv>`` here, writing each step's monotonic start and end, and the process's
+    CPU time (every thread's) at both, to ``out_path``.
 
     The imports are what happens before the first step (configuration) begins.
     """
-    spans: list[tuple[str, float, float]] = []
-    marks: dict[str, Any] = {"entry": ENTRY, "spans": spans}
+    spans: list[tuple[str, float, float, float, float]] = []
+    marks: dict[str, Any] = {"entry": ENTRY, "entry_cpu": ENTRY_CPU, "spans": spans}
 
-    def note(label: str, started: float, ended: float) -> None:
-        spans.append((label, started, ended))
+    def note(label: str, wall: tuple[float, float], cpu: tuple[float, float]) -> None:
+        spans.append((label, *wall, *cpu))
         if label == STEPS[0][0]:
-            marks["imported"] = started
+            marks["imported"], marks["imported_cpu"] = wall[0], cpu[0]
         with open(out_path, "w") as handle:
             json.dump(marks, handle)
 

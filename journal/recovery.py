@@ -44,7 +44,7 @@ from journal.checkpoints import Checkpoint, list_checkpoints, load_checkpoint
 from journal.clock import Clock
 from journal.errors import CorruptCheckpoint, CorruptRecord, JournalError, JournalMismatch, TornTail
 from journal.fileops import TEMP_SUFFIX, FileOps, remove_quietly, write_all
-from journal.records import Record
+from journal.records import EventsReader, Record
 from journal.segments import (
     SegmentHeaderError,
     SegmentScan,
@@ -112,7 +112,8 @@ class Recovery:
         checkpoint_state: the chosen checkpoint's state payload, or None.
         checkpoint_path: the chosen checkpoint file, or None.
         records: the records after the checkpoint, in order: apply them to its state (their
-            causes empty when recovered with ``causes=False``).
+            causes empty when recovered with ``causes=False``, their events as an ``events``
+            reader kept them when one was given).
         last_seq: the newest record's seq (0 for an empty journal); the next append gets +1.
         truncated_bytes: bytes cut from a torn tail (or that would be cut, when read-only).
         broken_path: where the cut bytes were kept, or None.
@@ -173,6 +174,7 @@ def recover(
     topology_fingerprint: str,
     read_only: bool,
     causes: bool = True,
+    events: EventsReader | None = None,
 ) -> tuple[Recovery, TailPosition | None]:
     """Read the journal in ``directory`` back (module docstring for the rules).
 
@@ -186,6 +188,10 @@ def recover(
         read_only: change nothing on disk, and accept another machine's journal.
         causes: False gives ``Recovery.records`` with empty causes, their bytes checked but
             not decoded (a caller that replays the events only: the StateStore).
+        events: with ``causes`` False, the caller's decoding of each record's events
+            (``journal.records.EventsReader``), applied as the record is read: the StateStore
+            decodes a record's events into its state's own values there, and the msgpack of
+            every record is not held until the replay.
 
     Returns:
         The recovery report and where appending resumes (None when there is no segment yet).
@@ -214,7 +220,7 @@ def recover(
     if checkpoint is not None and found is None:
         found = _Identity(checkpoint.header.node_name, checkpoint.header.topology_fingerprint)
     start_seq = checkpoint.seq + 1 if checkpoint is not None else 1
-    replay = _replay(fs, directory, segments, start_seq, newest, causes=causes)
+    replay = _replay(fs, directory, segments, start_seq, newest, causes=causes, events=events)
     last_seq = replay.tail.next_seq - 1 if replay.tail is not None else start_seq - 1
     if checkpoint is not None and checkpoint.seq > last_seq:
         # Checked before anything is cut or removed: a refused open changes nothing on disk.
@@ -271,6 +277,7 @@ def _replay(
     newest: bytes,
     *,
     causes: bool,
+    events: EventsReader | None,
 ) -> _Replayed:
     """Read every segment holding a record from ``start_seq`` on (rules 2-4); ``newest`` is
     the newest segment's content, already read."""
@@ -280,7 +287,15 @@ def _replay(
         for index, (named_first, path) in enumerate(needed):
             data = newest if index == len(needed) - 1 else fs.read_file(path)
             replay.bytes_read += len(data)
-            scan = _scan(data, path, named_first, directory, start_seq=start_seq, causes=causes)
+            scan = _scan(
+                data,
+                path,
+                named_first,
+                directory,
+                start_seq=start_seq,
+                causes=causes,
+                events=events,
+            )
             if scan.damage and scan.damage[0].expected_seq < start_seq:
                 scan = step_over_history(scan, data, start_seq, replay.history)
             _check_follows(replay.tail, scan, directory)
@@ -411,12 +426,19 @@ def _holds_from(segments: list[tuple[int, str]], index: int, seq: int) -> bool:
 
 
 def _scan(
-    data: bytes, path: str, named_first: int, directory: str, *, start_seq: int, causes: bool
+    data: bytes,
+    path: str,
+    named_first: int,
+    directory: str,
+    *,
+    start_seq: int,
+    causes: bool,
+    events: EventsReader | None,
 ) -> SegmentScan:
     try:
         # The records the checkpoint covers are checked by frame and seq only (rule 4: history
         # recovery does not need); damage among them is judged as before.
-        scan = scan_segment(data, path, from_seq=start_seq, causes=causes)
+        scan = scan_segment(data, path, from_seq=start_seq, causes=causes, events=events)
     except SegmentHeaderError as exc:
         # Segments are created by rename with their header already durable, so a damaged
         # header is never a torn write.

@@ -21,10 +21,11 @@ from journal.errors import FrameError, PayloadError
 from journal.fileops import TEMP_SUFFIX, FileOps, close_quietly, remove_quietly, write_all
 from journal.framing import decode_frame, encode_frame, find_next_frame
 from journal.records import (
+    EventsReader,
     Record,
+    RecordEventsDecoder,
     SegmentHeader,
     decode_record,
-    decode_record_events,
     decode_segment_header,
     encode_segment_header,
     record_seq,
@@ -174,8 +175,8 @@ class SegmentReader:
     """
 
     __slots__ = (
-        "_causes",
         "_data",
+        "_events",
         "_from_seq",
         "_resync",
         "damage",
@@ -195,6 +196,7 @@ class SegmentReader:
         resync: bool = False,
         from_seq: int = 0,
         causes: bool = True,
+        events: EventsReader | None = None,
     ) -> None:
         """Read the header frame.
 
@@ -214,6 +216,8 @@ class SegmentReader:
             causes: False gives each record with an empty ``cause``, stepped over unbuilt
                 (``journal.records.decode_record_events``), for a caller that replays the
                 events only; what is damage is the same.
+            events: with ``causes`` False, the caller's decoding of each record's events,
+                applied as it is read (``journal.records.decode_record_events``).
 
         Raises:
             SegmentHeaderError: the header frame is damaged.
@@ -227,7 +231,7 @@ class SegmentReader:
         self._data = data
         self._resync = resync
         self._from_seq = from_seq
-        self._causes = causes
+        self._events = RecordEventsDecoder(events) if not causes else None
 
     def records(self) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, offset of its frame)`` in file order; call it once.
@@ -260,7 +264,10 @@ class SegmentReader:
                 offset = frame_end
                 continue
             problem, record = _record_problem(
-                payload, expected, after_damage=skipped_damage, causes=self._causes
+                payload,
+                expected,
+                after_damage=skipped_damage,
+                events=self._events,
             )
             skipped_damage = False
             if problem:
@@ -282,7 +289,13 @@ class SegmentReader:
 
 
 def scan_segment(
-    data: bytes, path: str, *, resync: bool = False, from_seq: int = 0, causes: bool = True
+    data: bytes,
+    path: str,
+    *,
+    resync: bool = False,
+    from_seq: int = 0,
+    causes: bool = True,
+    events: EventsReader | None = None,
 ) -> SegmentScan:
     """Read every record of one segment (from ``from_seq`` on).
 
@@ -294,6 +307,7 @@ def scan_segment(
         from_seq: records before it are checked by frame and seq only and not kept
             (``SegmentReader``); ``passed_seq`` says up to where.
         causes: False reads each record's cause as an empty map (``SegmentReader``).
+        events: with ``causes`` False, applied to each record's events (``SegmentReader``).
 
     Returns:
         The scan; ``damage`` is empty when the segment reads cleanly to its last byte.
@@ -301,7 +315,9 @@ def scan_segment(
     Raises:
         SegmentHeaderError: the header frame is damaged.
     """
-    reader = SegmentReader(data, path, resync=resync, from_seq=from_seq, causes=causes)
+    reader = SegmentReader(
+        data, path, resync=resync, from_seq=from_seq, causes=causes, events=events
+    )
     scan = SegmentScan(
         path=path, header=reader.header, header_end=reader.header_end, size=reader.size
     )
@@ -316,10 +332,10 @@ def scan_segment(
 
 
 def _record_problem(
-    payload: bytes, expected: int, *, after_damage: bool, causes: bool
+    payload: bytes, expected: int, *, after_damage: bool, events: RecordEventsDecoder | None
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(payload) if causes else decode_record_events(payload)
+        record = decode_record(payload) if events is None else events.decode(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:

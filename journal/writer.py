@@ -52,6 +52,7 @@ from journal.framing import encode_frame
 from journal.lock import lock_directory
 from journal.records import (
     CheckpointHeader,
+    EventsReader,
     Record,
     SegmentHeader,
     encode_record,
@@ -161,6 +162,7 @@ class Journal:
         slow_fsync_s: float = 1.0,
         read_only: bool = False,
         causes: bool = True,
+        events: EventsReader | None = None,
     ) -> tuple[Journal, Recovery]:
         """Open (or create) the journal in ``directory`` and recover what it holds.
 
@@ -181,6 +183,8 @@ class Journal:
                 (forensics); ``append`` and ``write_checkpoint`` then raise ``JournalError``.
             causes: False recovers records with empty causes, not decoded (``recover``): for
                 an opener that replays the events only.
+            events: with ``causes`` False, applied to each recovered record's events as it is
+                read (``recover``).
 
         Returns:
             ``(journal, recovery)``: the open journal and what recovery found and did.
@@ -226,6 +230,7 @@ class Journal:
                 topology_fingerprint=topology_fingerprint,
                 read_only=read_only,
                 causes=causes,
+                events=events,
             )
             for damage in recovery.damaged_history:
                 # Start proceeds (recovery needs only the checkpoint and what follows it), but

@@ -306,9 +306,13 @@ def env_name(flag: str) -> str:
     return ENV_PREFIX + flag.upper().replace("-", "_")
 
 
+#: Each flag's section (an option row is in one section; its flag names it).
+_SECTION_OF = {opt.flag: name for name, options in SECTIONS for opt in options}
+
+
 def help_group(opt: Option) -> str:
     """The ``--help`` group of an option: its subsystem's (``SECTIONS``)."""
-    return next(name for name, options in SECTIONS if opt in options)
+    return _SECTION_OF[opt.flag]
 
 
 #: ``qrmd run --help`` names each flag and what it is for on one line; the whole text is

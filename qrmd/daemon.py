@@ -340,7 +340,12 @@ def _collect_from_now_on() -> None:
     gc.enable()
 
 
-def run_daemon(config: DaemonConfig, *, builders: Mapping[str, Builder] | None = None) -> int:
+def run_daemon(
+    config: DaemonConfig,
+    *,
+    builders: Mapping[str, Builder] | None = None,
+    serving: Callable[[], object] | None = None,
+) -> int:
     """Run until SIGTERM or SIGINT, then stop cleanly.
 
     The cyclic garbage collector runs from the end of the start on (``_collect_from_now_on``).
@@ -348,6 +353,7 @@ def run_daemon(config: DaemonConfig, *, builders: Mapping[str, Builder] | None =
     Args:
         config: the validated configuration.
         builders: see ``Daemon`` (tests inject some).
+        serving: called once the daemon serves (``qrmd run`` keeps its dataclasses' code then).
 
     Returns:
         The exit status, 0 after a clean stop.
@@ -379,6 +385,8 @@ def run_daemon(config: DaemonConfig, *, builders: Mapping[str, Builder] | None =
             daemon.start()
         finally:
             _collect_from_now_on()
+        if serving is not None:
+            serving()
         # Said once started: a refused setting above is one error line, not a log line first.
         log_open_file_limit(limit)
         # A bounded wait, so the signal handler runs promptly on every platform.

@@ -68,6 +68,13 @@ OutcomeKey = tuple[object, ...]
 MetricRanges = Mapping[int, Mapping[str, tuple[float, float]]]
 
 
+#: Per NUMA node, ``(latency low, latency high, bandwidth low, bandwidth high)``; a metric
+#: without a range yet is ``(inf, -inf)``, which no sample lies in.
+_Bounds = Mapping[int, tuple[float, float, float, float]]
+
+_NO_RANGE = (math.inf, -math.inf)
+
+
 @dataclass(frozen=True, slots=True)
 class QuietStretch:
     """The rounds since the last journaled one.
@@ -80,6 +87,8 @@ class QuietStretch:
         first_time: the first coalesced round's time (None without one).
         last_time: the last coalesced round's time (None without one).
         metrics: the range of each NUMA node's metrics over the coalesced rounds.
+        bounds: ``metrics`` as one flat tuple per NUMA node, for the check every coalesced
+            round makes (``_Bounds``); made from ``metrics`` when not given.
     """
 
     outcome: OutcomeKey | None
@@ -88,6 +97,11 @@ class QuietStretch:
     first_time: float | None = None
     last_time: float | None = None
     metrics: MetricRanges = field(default_factory=lambda: MappingProxyType({}))
+    bounds: _Bounds | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.bounds is None:
+            object.__setattr__(self, "bounds", _bounds_of(self.metrics))
 
     def summary(self) -> BalanceRoundsCoalesced | None:
         """The stretch as a journal event; None when no round was coalesced."""
@@ -101,17 +115,54 @@ class QuietStretch:
 
     def with_round(self, now: float, inputs: Mapping[str, Any]) -> QuietStretch:
         """The stretch with one more coalesced round at ``now`` that read ``inputs``."""
-        samples = _samples(inputs)
+        metrics, bounds = self.metrics, self.bounds
+        if type(inputs) is PlainInputs:
+            # A live round's: its samples are read from the inputs the form would be made
+            # of, checked against the flat bounds without listing them first.
+            sampled = inputs.inputs.numa_metrics
+            if bounds is None or not _live_within(bounds, sampled):
+                metrics, bounds = _widened(metrics, _samples_of(sampled)), None
+        else:
+            samples = _samples(inputs)
+            if not _within(metrics, samples):
+                metrics, bounds = _widened(metrics, samples), None
         return QuietStretch(
-            outcome=self.outcome,
-            since=self.since,
-            rounds=self.rounds + 1,
-            first_time=now if self.first_time is None else self.first_time,
-            last_time=now,
-            metrics=(
-                self.metrics if _within(self.metrics, samples) else _widened(self.metrics, samples)
-            ),
+            self.outcome,
+            self.since,
+            self.rounds + 1,
+            now if self.first_time is None else self.first_time,
+            now,
+            metrics,
+            bounds,
         )
+
+
+def _bounds_of(metrics: MetricRanges) -> _Bounds:
+    """``metrics`` as ``_Bounds``."""
+    bounds: dict[int, tuple[float, float, float, float]] = {}
+    for numa, ranges in metrics.items():
+        latency = ranges.get(METRIC_NAMES[0], _NO_RANGE)
+        bandwidth = ranges.get(METRIC_NAMES[1], _NO_RANGE)
+        bounds[numa] = (latency[0], latency[1], bandwidth[0], bandwidth[1])
+    return bounds
+
+
+def _live_within(bounds: _Bounds, sampled: Mapping[int, NumaMetrics]) -> bool:
+    """``_within`` for a live round's metrics: whether every sample lies in its range (a
+    ``NumaMetrics`` sample is a float or missing, and a missing one has no range to lie in)."""
+    for numa, metrics in sampled.items():
+        latency = metrics.read_latency
+        bandwidth = metrics.read_write_bandwidth
+        node = bounds.get(numa)
+        if node is None:
+            if type(latency) is float or type(bandwidth) is float:
+                return False
+            continue
+        if type(latency) is float and not node[0] <= latency <= node[1]:
+            return False
+        if type(bandwidth) is float and not node[2] <= bandwidth <= node[3]:
+            return False
+    return True
 
 
 def _within(metrics: MetricRanges, samples: list[tuple[int, str, float]]) -> bool:
@@ -200,9 +251,7 @@ def coalesce_round(
     """
     if not (math.isfinite(summary_every_s) and summary_every_s >= 0):
         raise ValueError(f"the round summary period must be 0 s or more, got {summary_every_s}")
-    rounds = [
-        e for e in decision.events if isinstance(e, BalanceRoundRecorded | BalanceRoundFailed)
-    ]
+    rounds = [e for e in decision.events if isinstance(e, _ROUND_EVENTS)]
     if not rounds:
         # Skipped in the cool-down: nothing computed, nothing to count (§6.2 step 2).
         return JournaledRound(decision.events, stretch)
@@ -216,11 +265,13 @@ def coalesce_round(
     return JournaledRound(events, QuietStretch(outcome, since=now))
 
 
+_ROUND_EVENTS = (BalanceRoundRecorded, BalanceRoundFailed)
+
+
 def _samples(inputs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
     """The numeric samples of a round's ``RoundInputs.to_json()`` form: (NUMA, metric, value).
     A missing sample (null or ``{"error"}``) has no value, and is left out."""
     if type(inputs) is PlainInputs:
-        # A live round's: its samples are read from the inputs the form would be made of.
         return _samples_of(inputs.inputs.numa_metrics)
     found: list[tuple[int, str, float]] = []
     listed = inputs.get("numaMetrics")

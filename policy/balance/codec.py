@@ -6,7 +6,12 @@ The format (part of ``policy.state.codec``'s schema):
   time in RFC 3339 with nanoseconds), so a journal dump reads like the reference's log;
 * ``BalanceRoundRecorded`` is ``{"record": RECORD, "inputs": INPUTS}`` and
   ``BalanceRoundFailed`` is ``{"inputs": INPUTS, "error": STR}``, INPUTS being the round's
-  ``RoundInputs.to_json()`` kept verbatim (a map of plain values, checked to be plain but not
+  ``RoundInputs.to_journal()``: ``to_json()`` with the pods as ``podColumns``, a few long
+  columns (``policy.balance.columns``) instead of a map per pod and container. A journal
+  written before the columns holds ``to_json()`` itself (``pods``), and reads as it always
+  did; a columnar one reads as that same map (``JournaledInputs``: its ``pods`` expanded
+  from the columns when read, the columns' shape checked when decoded, packed again as
+  read). INPUTS are kept verbatim (a map of plain values, checked to be plain but not
   re-validated as inputs: a round that ran must stay readable even if input rules tighten;
   a live round's ``PlainInputs`` is plain by construction and packed without the check);
 * ``BalanceAdviceTaken`` and ``BalanceEvictionTaken`` are ``{"detect_time": SECONDS}``;
@@ -24,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from itertools import chain
 from typing import Any, Final
 
+from policy.balance.columns import JournaledInputs
 from policy.balance.errors import BalanceError
 from policy.balance.events import (
     BalanceAdviceTaken,
@@ -106,7 +112,7 @@ def decode_balance_event(cls: type[Event], fields: Mapping[str, Any], where: str
             rounds=rounds,
             first_time=_time(fields["first_time"], f"{where}.first_time"),
             last_time=_time(fields["last_time"], f"{where}.last_time"),
-            metrics=_inputs(fields["metrics"], f"{where}.metrics"),
+            metrics=_plain_map(fields["metrics"], f"{where}.metrics"),
         )
     raise CodecError(f"{where}: {cls.__name__} is not a balance event")
 
@@ -147,12 +153,26 @@ def _time(value: object, where: str) -> float:
         raise CodecError(str(err)) from None
 
 
-def _inputs(value: object, where: str) -> dict[str, Any]:
+def _plain_map(value: object, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CodecError(f"{where}: expected a map, got {type(value).__name__}")
     plain = _plain(value, where, 0)
     assert isinstance(plain, dict)
     return plain
+
+
+def _inputs(value: object, where: str) -> Mapping[str, Any]:
+    """A round's journaled inputs: the map itself, or, when it holds ``podColumns``, the map
+    it reads as (``JournaledInputs``), the columns' shape checked."""
+    plain = _plain_map(value, where)
+    if "podColumns" not in plain:
+        return plain
+    if "pods" in plain:
+        raise CodecError(f"{where}: holds both 'pods' and 'podColumns'")
+    try:
+        return JournaledInputs(plain, where)
+    except BalanceError as err:
+        raise CodecError(str(err)) from None
 
 
 def _plain(value: object, where: str, depth: int) -> Any:
@@ -172,8 +192,11 @@ def _plain(value: object, where: str, depth: int) -> Any:
             ``MAX_DEPTH``.
     """
     if type(value) is PlainInputs:
-        # Plain by construction (``RoundInputs.to_json`` of checked values): packed as it is.
-        return value.packable()
+        # Plain by construction (``RoundInputs.to_journal`` of checked values): packed as is.
+        return value.journal_form()
+    if type(value) is JournaledInputs:
+        # Decoded from a record, checked then: packed again as it was read.
+        return value.raw
     if _is_plain(value, depth):
         return value
     try:

@@ -238,8 +238,7 @@ def _round_decision(
         failed = BalanceRoundFailed(inputs.plain(), outcome.error)
         reply = RoundReply(outcome.result, record, window, step.dest)
         return Decision(_events(step, failed), reply)
-    guards = {"needs_balance": record.need_balance, "has_pods_to_move": has_pods_to_move(record)}
-    step = _fire(machine.PREPARING, "conclude", guards)
+    step = _conclude(record.need_balance, has_pods_to_move(record))
     recorded = BalanceRoundRecorded(record, inputs.plain())
     return Decision(_events(step, recorded), RoundReply(outcome.result, record, window, step.dest))
 
@@ -321,9 +320,18 @@ def _skipped(section: BalancerState, now: float, start: Step) -> Decision[RoundR
     return Decision((), RoundReply(RoundResult.SKIPPED, None, window, start.dest))
 
 
+@cache
 def _start(cooling_down: bool) -> Step:
-    """``start``: skipped within the cool-down, else preparing (§6.2 step 2)."""
+    """``start``: skipped within the cool-down, else preparing (§6.2 step 2). Kept per
+    answer, as ``_step``: every tick fires it, twice when the round is computed."""
     return _fire(machine.SCHEDULED, "start", {"in_cool_down": cooling_down})
+
+
+@cache
+def _conclude(needs_balance: bool, has_pods_to_move: bool) -> Step:
+    """``conclude``: where a stored round's record leaves the machine (kept per answer)."""
+    guards = {"needs_balance": needs_balance, "has_pods_to_move": has_pods_to_move}
+    return _fire(machine.PREPARING, "conclude", guards)
 
 
 def _fire(source: str, trigger: str, guards: Mapping[str, bool] | None = None) -> Step:
@@ -347,7 +355,10 @@ def _step(source: str, trigger: str, guards: tuple[tuple[str, bool], ...]) -> St
     return machine.round_lifecycle().step(source, trigger, dict(guards) or None)
 
 
+@cache
 def _may(trigger: str, source: str) -> bool:
+    """Whether the table lets ``trigger`` fire from ``source``; once per pair, the table being
+    fixed (every tick asks it of the current record, for ``take_advice``)."""
     return trigger in machine.ROUND.triggers_from(source)
 
 

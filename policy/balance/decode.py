@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from policy.balance.errors import BalanceError
 
 __all__ = [
+    "amounts_checked_in_bulk",
     "amounts_in_bulk",
     "anon_by_numa",
     "anon_in_bulk",
@@ -224,6 +225,13 @@ def amounts_in_bulk(
         numas = tuple(sorted(by_numa))
         amounts = tuple(map(by_numa.__getitem__, numas))
     return numas, amounts
+
+
+def amounts_checked_in_bulk(raws: Collection[Any]) -> tuple[float, ...] | None:
+    """Byte counts as floats, checked in bulk as ``anon_by_numa`` checks its values; None
+    when one needs the per-value checks (which name it). For amounts held apart from their
+    NUMA ids (``policy.balance.columns``)."""
+    return _amounts_in_bulk(raws) if raws else ()
 
 
 def _amounts_in_bulk(raws: Collection[Any]) -> tuple[float, ...] | None:

@@ -5,7 +5,8 @@ Each NUMA node has a list of ``(NumaID, Distance)`` entries, read once when the 
 holds them, so the balancer checks them once into ``DistanceLists``, an immutable mapping, and
 each round takes that value as it is: the check of a value that cannot change is not repeated
 per round (32 nodes: a thousand entries, every 5 s). Any other mapping handed to
-``RoundInputs`` is checked there, as before.
+``RoundInputs`` is checked there, as before. Their plain form, which every journaled round
+holds, is likewise made once (``to_json``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class DistanceLists(Mapping[int, tuple[NumaDistance, ...]]):
             not a positive integer.
     """
 
-    __slots__ = ("_lists",)
+    __slots__ = ("_form", "_lists")
 
     def __init__(self, distances: Mapping[int, Sequence[NumaDistance]]) -> None:
         if not distances:
@@ -54,6 +55,7 @@ class DistanceLists(Mapping[int, tuple[NumaDistance, ...]]):
                 as_int(e.distance, f"distances[{numa}] distance to NUMA {e.numa_id}", minimum=1)
             lists[numa] = entries
         self._lists: Mapping[int, tuple[NumaDistance, ...]] = MappingProxyType(lists)
+        self._form: dict[str, list[list[int]]] | None = None
 
     def __getitem__(self, numa: int) -> tuple[NumaDistance, ...]:
         return self._lists[numa]
@@ -66,6 +68,23 @@ class DistanceLists(Mapping[int, tuple[NumaDistance, ...]]):
 
     def __repr__(self) -> str:
         return f"DistanceLists({dict(self._lists)!r})"
+
+    def to_json(self) -> dict[str, list[list[int]]]:
+        """``{"<numa>": [[numaId, distance], ...]}``, the ``distances`` of a round's plain
+        form (``RoundInputs.to_json``).
+
+        Made at the first call and the same object after: the lists cannot change, and every
+        journaled round's form holds them (32 nodes: a thousand pairs, as costly to build as
+        a quiet round's planning). Like that form (``PlainInputs``), it is only ever read
+        (packed, compared), never changed.
+        """
+        form = self._form
+        if form is None:
+            form = self._form = {
+                str(numa): [[e.numa_id, e.distance] for e in entries]
+                for numa, entries in self._lists.items()
+            }
+        return form
 
 
 def distance_lists_from_rows(

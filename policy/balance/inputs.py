@@ -3,8 +3,9 @@
 A round is a pure function of ``RoundInputs``: per-NUMA read latency and bandwidth (§4.1), the
 NUMA distance lists (§4.4, with or without self entries), the pools' NUMA lists and the pods in
 them with each container's anonymous memory per NUMA (§4.2, §4.5), the configuration and CPU
-vendor (§3), the last emitted round (§6.1) and the time. A journaled round records exactly this
-form, and ``qrmd balance plan FILE`` reads it::
+vendor (§3), the last emitted round (§6.1) and the time. ``qrmd balance plan FILE`` reads
+this form; a journaled round records it with its pods as columns (``to_journal``, the format in
+``policy.balance.columns``), and either form reads back as the same inputs::
 
     {"now": 1795994721.5, "cpuVendor": "GenuineIntel",
      "numaMetrics": [{"numa": 0, "readLatency": 75, "readWriteBandwidth": 900}, ...],
@@ -39,8 +40,10 @@ from typing import Any
 
 from policy import names as k8s_names
 from policy.balance.amounts import NumaAmounts, numa_index
+from policy.balance.columns import JournaledInputs, PodColumns, pod_columns
 from policy.balance.config import BalancerConfig
 from policy.balance.decode import (
+    amounts_checked_in_bulk,
     amounts_in_bulk,
     anon_by_numa,
     as_float,
@@ -259,11 +262,18 @@ class RoundInputs:
     def from_json(cls, value: object, where: str = "inputs") -> RoundInputs:
         """Decode the plain-dict form (module docstring).
 
+        ``pods`` may be given as the journal's ``podColumns`` instead
+        (``policy.balance.columns``), read column by column.
+
         Raises:
             BalanceError: a missing, unknown or mistyped field, named with its path.
         """
+        if type(value) is JournaledInputs:
+            value = value.raw  # its columns, read as they are rather than as pod maps
         obj = as_object(value, where)
         reject_unknown(obj, _INPUT_KEYS, where)
+        if "pods" in obj and "podColumns" in obj:
+            raise BalanceError(f"{where}: holds both 'pods' and 'podColumns'; give one")
         last_raw = obj.get("last")
         try:
             return cls._decoded(obj, last_raw, where)
@@ -278,10 +288,7 @@ class RoundInputs:
             numa_metrics=_metrics_from_json(required(obj, "numaMetrics", where), where),
             distances=_distances_from_json(required(obj, "distances", where), where),
             pools=_pools_from_json(required(obj, "pools", where), where),
-            pods=tuple(
-                _pod_from_json(p, f"{where}.pods[{i}]")
-                for i, p in enumerate(as_list(required(obj, "pods", where), f"{where}.pods"))
-            ),
+            pods=_pods_from_json(obj, where),
             unresolved_pods=tuple(
                 _unresolved_from_json(u, f"{where}.unresolvedPods[{i}]")
                 for i, u in enumerate(
@@ -296,27 +303,34 @@ class RoundInputs:
         """The plain-dict form, held read-only: what a round's event journals."""
         return PlainInputs(self)
 
+    def to_journal(self) -> dict[str, object]:
+        """The form a round's event journals: ``to_json`` with the pods as ``podColumns``
+        (``policy.balance.columns``); ``from_json(to_journal())`` equals the original."""
+        return self._form("podColumns", pod_columns(self.pods))
+
     def to_json(self) -> dict[str, object]:
         """The plain-dict form; ``from_json(to_json())`` equals the original."""
+        pods = [
+            {
+                "uid": p.uid,
+                "namespace": p.namespace,
+                "name": p.name,
+                "pool": p.pool,
+                "containers": [_container_to_json(c) for c in p.containers],
+            }
+            for p in self.pods
+        ]
+        return self._form("pods", pods)
+
+    def _form(self, pods_key: str, pods: object) -> dict[str, object]:
+        """The plain-dict form with the pods given, under their key."""
         return {
             "now": self.now,
             "cpuVendor": self.cpu_vendor,
             "numaMetrics": self._metrics_to_json(),
-            "distances": {
-                str(numa): [[e.numa_id, e.distance] for e in entries]
-                for numa, entries in self.distances.items()
-            },
+            "distances": _distances_to_json(self.distances),
             "pools": {name: list(numas) for name, numas in self.pools.items()},
-            "pods": [
-                {
-                    "uid": p.uid,
-                    "namespace": p.namespace,
-                    "name": p.name,
-                    "pool": p.pool,
-                    "containers": [_container_to_json(c) for c in p.containers],
-                }
-                for p in self.pods
-            ],
+            pods_key: pods,
             "unresolvedPods": [
                 {"uid": u.uid, "pool": u.pool, "reason": u.reason} for u in self.unresolved_pods
             ],
@@ -339,11 +353,12 @@ class RoundInputs:
 class PlainInputs(Mapping[str, Any]):
     """A round's inputs in their plain-dict form (``RoundInputs.to_json``), read-only.
 
-    Made only from a ``RoundInputs``, whose ``to_json`` builds nothing but str-keyed dicts,
-    lists and scalars from values checked on construction. So the journal packs this form
-    as it is (``policy.balance.codec``) instead of walking its value per container and NUMA
-    node to prove it plain (tens of thousands on a large node, once per pressured round);
-    no one can change it after it was made. Reads, and compares equal, like the dict.
+    Made only from a ``RoundInputs``, whose ``to_json`` and ``to_journal`` build nothing but
+    str-keyed dicts, lists and scalars from values checked on construction. So the journal
+    packs its journal form (``journal_form``: the pods as columns) as it is
+    (``policy.balance.codec``) instead of walking it to prove it plain; no one can change it
+    after it was made. Reads, and compares equal, like the dict form (``to_json``), which a
+    live round builds only when something reads it.
 
     The form is built on first use, not when the round's event is made: a quiet round that
     coalescing leaves out of the journal (``policy.balance.coalesce``) reads only its
@@ -351,11 +366,12 @@ class PlainInputs(Mapping[str, Any]):
     quiet round more than its planning. ``numaMetrics`` alone is built apart for that read.
     """
 
-    __slots__ = ("_form", "_inputs", "_metrics")
+    __slots__ = ("_form", "_inputs", "_journal", "_metrics")
 
     def __init__(self, inputs: RoundInputs) -> None:
         self._inputs = inputs
         self._form: dict[str, Any] | None = None
+        self._journal: dict[str, Any] | None = None
         self._metrics: list[dict[str, object]] | None = None
 
     def __getitem__(self, key: str) -> Any:
@@ -385,6 +401,13 @@ class PlainInputs(Mapping[str, Any]):
             self._form = self._inputs.to_json()
         return self._form
 
+    def journal_form(self) -> dict[str, Any]:
+        """The journal's form (``RoundInputs.to_journal``: the pods as columns), as
+        ``packable``: what the codec packs, built once."""
+        if self._journal is None:
+            self._journal = self._inputs.to_journal()
+        return self._journal
+
 
 _INPUT_KEYS = (
     "now",
@@ -393,10 +416,20 @@ _INPUT_KEYS = (
     "distances",
     "pools",
     "pods",
+    "podColumns",
     "unresolvedPods",
     "config",
     "last",
 )
+
+
+def _pods_from_json(obj: Mapping[str, object], where: str) -> tuple[Pod, ...]:
+    if "podColumns" in obj:
+        return _pods_from_columns(obj["podColumns"], f"{where}.podColumns")
+    return tuple(
+        _pod_from_json(p, f"{where}.pods[{i}]")
+        for i, p in enumerate(as_list(required(obj, "pods", where), f"{where}.pods"))
+    )
 
 
 def _now_from_json(value: object, where: str) -> float:
@@ -470,6 +503,16 @@ def _pools_from_json(value: object, where: str) -> dict[str, tuple[int, ...]]:
     }
 
 
+def _distances_to_json(
+    distances: Mapping[int, tuple[NumaDistance, ...]],
+) -> dict[str, list[list[int]]]:
+    if isinstance(distances, DistanceLists):  # always, once constructed: its form is kept
+        return distances.to_json()
+    return {
+        str(numa): [[e.numa_id, e.distance] for e in entries] for numa, entries in distances.items()
+    }
+
+
 def _container_to_json(c: Container) -> dict[str, object]:
     anon = c.anon
     plain: dict[str, object] = {
@@ -522,3 +565,35 @@ def _unresolved_from_json(value: object, where: str) -> UnresolvedPod:
         pool=as_str(required(obj, "pool", where), f"{where}.pool"),
         reason=as_str(required(obj, "reason", where), f"{where}.reason", non_empty=True),
     )
+
+
+def _pods_from_columns(value: object, where: str) -> tuple[Pod, ...]:
+    """The pods journaled as columns (``policy.balance.columns``), each checked as a pod map
+    is; a refusal names the column, and the pod by its place and UID."""
+    shape = PodColumns(value, where)
+    columns = shape.columns
+    uids, namespaces, names, pools = (columns[k] for k in ("uid", "namespace", "name", "pool"))
+    container_names, container_ids = columns["containerName"], columns["containerId"]
+    indexes = [numa_index(numas) for numas in shape.sets]
+    # Every amount checked at once, as a container's are; only when one is refused are they
+    # read container by container, to name it.
+    checked = amounts_checked_in_bulk(columns["anon"])
+    pods: list[Pod] = []
+    for i, containers in shape.pods():
+        listed: list[Container] = []
+        try:
+            for c in containers:
+                anon: Mapping[int, float]
+                if checked is None:
+                    numas, amounts = shape.amounts_of(c)
+                    at = f"{where}.anon: container {container_names[c]!r} anon"
+                    anon = anon_by_numa(dict(zip(numas, amounts, strict=True)), at)
+                else:
+                    end = shape.set_ends[c]
+                    index = indexes[shape.set_of[c]]
+                    anon = NumaAmounts(index, checked[end - len(index.numas) : end])
+                listed.append(Container(container_names[c], anon, container_ids[c]))
+            pods.append(Pod(uids[i], namespaces[i], names[i], pools[i], tuple(listed)))
+        except BalanceError as exc:
+            raise within(f"{where}: pod {i} ({uids[i]!r})", exc) from None
+    return tuple(pods)

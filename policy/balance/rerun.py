@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from policy.balance.columns import JournaledInputs
 from policy.balance.decide import (
     AdviceRequest,
     EvictionRequest,
@@ -50,7 +51,7 @@ from policy.balance.events import (
     BalanceRoundsCoalesced,
 )
 from policy.balance.gojson import format_time
-from policy.balance.inputs import RoundInputs
+from policy.balance.inputs import PlainInputs, RoundInputs
 from policy.balance.section import BalancerState
 from policy.decision import Decision, Event
 
@@ -123,11 +124,33 @@ def rerun_round(
     inputs = round_inputs_of(events, where)
     if inputs is None:
         return None
-    again = balance_round(section_before, inputs)
+    again = _in_the_journaled_form(balance_round(section_before, inputs), journaled_round(events))
     summaries = tuple(e for e in events if isinstance(e, BalanceRoundsCoalesced))
     if not summaries:
         return again
     return replace(again, events=(*summaries, *again.events))
+
+
+def _in_the_journaled_form(
+    again: Decision[RoundReply], journaled: RoundEvent | None
+) -> Decision[RoundReply]:
+    """The re-run's round event holding its inputs in the form the journaled one holds them.
+
+    A live round journals its pods as columns (``policy.balance.codec``); a journal written
+    before them holds the pod maps. Re-run from such a journal, the round's event carries its
+    inputs as those maps (``to_json``), so that it encodes as the record does and a re-run
+    compares like for like with what the journal holds.
+    """
+    if journaled is None or isinstance(journaled.inputs, JournaledInputs):
+        return again
+    events = tuple(
+        replace(e, inputs=e.inputs.packable())
+        if isinstance(e, BalanceRoundRecorded | BalanceRoundFailed)
+        and isinstance(e.inputs, PlainInputs)
+        else e
+        for e in again.events
+    )
+    return replace(again, events=events)
 
 
 def request_of(

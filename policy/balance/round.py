@@ -30,7 +30,7 @@ No clock, no I/O: the time is ``inputs.now``. Given equal inputs the outcome is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from policy.balance.advice import MemoryAdvice, advice_for
@@ -274,5 +274,6 @@ def run_round(state: BalancerState, inputs: RoundInputs) -> tuple[BalancerState,
         )
     outcome = plan_round(inputs)
     if outcome.result is RoundResult.STORED:
-        return replace(state, current=outcome.record), outcome
+        # The state's two fields, made directly: every computed quiet round comes here.
+        return BalancerState(current=outcome.record, last=state.last), outcome
     return state, outcome

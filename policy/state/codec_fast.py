@@ -32,6 +32,7 @@ from policy.topology.cpuset import CPUSet
 
 __all__ = [
     "decoded_cpuset",
+    "fast_allocated_entry",
     "fast_cpu_event",
     "fast_entry",
     "fast_placement",
@@ -63,8 +64,10 @@ def remember_cpuset(text: str, cpus: CPUSet) -> None:
 
 
 def forget_cpusets() -> None:
-    """Empty the cache (tests that watch it fill)."""
+    """Empty the caches (tests that watch them fill)."""
     _DECODED_CPUSETS.clear()
+    _OWN_PLACEMENTS.clear()
+    _FROZEN_MAPS.clear()
 
 
 def decoded_cpuset(value: object) -> CPUSet | None:
@@ -74,21 +77,47 @@ def decoded_cpuset(value: object) -> CPUSet | None:
     return _DECODED_CPUSETS.get(value)
 
 
+# The label and annotation maps of a node's containers are a handful of distinct values
+# repeated thousands of times; each decoded one is kept (by its items, in order) and the
+# frozen map shared, like the cpusets above: an immutables.Map is a value, safe to share.
+# Only maps of exact strs are kept, so a later hit is one whose items equal exact strs, which
+# only exact strs do (msgpack builds no str subclass).
+_FROZEN_MAPS: dict[tuple[tuple[str, str], ...], immutables.Map[str, str]] = {}
+_FROZEN_MAPS_MAX: Final = 4096
+
+
 def _str_map(value: object) -> tuple[bool, immutables.Map[str, str] | None]:
     """``(ok, map)``: a label/annotation map of exact strs, or None (the reference's null)."""
     if value is None:
         return True, None
     if type(value) is not dict:
         return False, None
-    for key, item in value.items():
+    items = tuple(value.items())
+    try:
+        frozen = _FROZEN_MAPS.get(items)
+    except TypeError:  # an unhashable item: not a map of strs
+        return False, None
+    if frozen is not None:
+        return True, frozen
+    for key, item in items:
         if type(key) is not str or type(item) is not str:
             return False, None
-    return True, immutables.Map(value)
+    frozen = immutables.Map(value)
+    if len(_FROZEN_MAPS) >= _FROZEN_MAPS_MAX:
+        _FROZEN_MAPS.clear()
+    _FROZEN_MAPS[items] = frozen
+    return True, frozen
 
 
 _OWN_KEYS: Final = frozenset(("kind", "result", "original"))
 _IN_POOL_KEYS: Final = frozenset(("kind", "pool"))
 _RAMPING_KEYS: Final = frozenset(("kind",))
+
+
+# Placements on their own CPUs by their two cpuset texts (both decoded before): a node's
+# containers hold a few distinct ones, and one shared value decodes faster and lets the
+# indexes work out each distinct placement's contribution once (CPUIndexes.with_entries).
+_OWN_PLACEMENTS: dict[tuple[object, object], OwnCPUs] = {}
 
 
 def fast_placement(value: object) -> Placement | None:
@@ -98,11 +127,21 @@ def fast_placement(value: object) -> Placement | None:
     kind = value.get("kind")
     keys = value.keys()
     if kind == "own" and keys == _OWN_KEYS:
-        result = decoded_cpuset(value["result"])
-        original = decoded_cpuset(value["original"])
+        texts = (value["result"], value["original"])
+        if type(texts[0]) is not str or type(texts[1]) is not str:
+            return None
+        shared = _OWN_PLACEMENTS.get(texts)
+        if shared is not None:
+            return shared
+        result = decoded_cpuset(texts[0])
+        original = decoded_cpuset(texts[1])
         if result is None or original is None:
             return None
-        return OwnCPUs(result, original)
+        placement = OwnCPUs(result, original)
+        if len(_OWN_PLACEMENTS) >= _DECODED_CPUSETS_MAX:
+            _OWN_PLACEMENTS.clear()
+        _OWN_PLACEMENTS[texts] = placement
+        return placement
     if kind == "in_pool" and keys == _IN_POOL_KEYS:
         pool = value["pool"]
         return InPool(pool) if type(pool) is str else None
@@ -221,3 +260,21 @@ def fast_cpu_event(data: object) -> Event | None:
             return None
         values[name] = value
     return cls(**values)
+
+
+_ALLOCATED_KEYS: Final = frozenset(("kind", "entry"))
+
+
+def fast_allocated_entry(data: object) -> ContainerEntry | None:
+    """The entry of a ``ContainerAllocated`` event map as the codec writes it, or None (any
+    other event, or anything unusual).
+
+    What ``fast_cpu_event(data).entry`` gives for such an event, without building the event:
+    replay applies most records' lone allocation straight to the state
+    (``policy.state.replay``).
+    """
+    if type(data) is not dict or data.get("kind") != "ContainerAllocated":
+        return None
+    if data.keys() != _ALLOCATED_KEYS:
+        return None
+    return fast_entry(data["entry"])

@@ -481,55 +481,80 @@ class CPUIndexes(NamedTuple):
         allocated = _CPURefsBuilder(self.allocated_refs, self.allocated_mask)
         dedicated_cpus = _CPURefsBuilder(self.dedicated_refs, self.dedicated_mask)
         on_ramp, nb_on_ramp = self.on_ramp, self.nb_on_ramp
+        # What an entry contributes depends on a few of its fields only, and a node's entries
+        # share a handful of placements and annotation maps (the decoders share equal ones),
+        # so the entries are grouped by those fields and each group's facts worked out and
+        # counted once, its keys added to the key sets together: _facts and the per-entry
+        # updates were most of the cost of indexing a checkpoint or a replayed journal. Every
+        # index is a set of keys or a sum of integers, so the order they are added in does not
+        # matter. The placement and annotations are keyed by identity (cheap to hash) and kept
+        # alive in the group, so no id is reused for another object during the pass; equal
+        # objects that are not the same one only make another group.
+        grouped: dict[tuple[Any, ...], tuple[ContainerEntry, list[ContainerKey]]] = {}
         for entry in entries:
-            b = _facts(entry, numa_masks)
+            facts_key = (
+                id(entry.placement),
+                id(entry.annotations),
+                entry.qos_level,
+                entry.owner_pool_name,
+                entry.ramp_up,
+                entry.container_type,
+                entry.request_quantity,
+            )
+            group = grouped.get(facts_key)
+            if group is None:
+                grouped[facts_key] = (entry, [(entry.pod_uid, entry.container_name)])
+            else:
+                group[1].append((entry.pod_uid, entry.container_name))
+        for first, keys in grouped.values():
+            b = _facts(first, numa_masks)
             if b is _NOTHING or b == _NOTHING:
                 continue
-            key = entry.key
+            n = len(keys)
             if b.owner:
-                groups.add(b.owner, key)
+                groups.add_all(b.owner, keys)
             if b.in_pool:
-                in_pool[b.in_pool] = in_pool.get(b.in_pool, 0) + 1
+                in_pool[b.in_pool] = in_pool.get(b.in_pool, 0) + n
             if b.ramp_flag:
-                ramp_flagged[key] = None
-            on_ramp += b.on_ramp
+                ramp_flagged.update(dict.fromkeys(keys))
+            on_ramp += b.on_ramp * n
             if b.dedicated:
-                dedicated[key] = None
+                dedicated.update(dict.fromkeys(keys))
             if b.isolated:
-                isolated[key] = None
+                isolated.update(dict.fromkeys(keys))
             if b.unpooled:
-                unpooled[key] = None
+                unpooled.update(dict.fromkeys(keys))
             if b.ramp_unsettled:
-                ramp_unsettled[key] = None
+                ramp_unsettled.update(dict.fromkeys(keys))
             if b.unpooled_unflagged:
-                unpooled_unflagged[key] = None
-            allocated.add(b.allocated_bits)
-            dedicated_cpus.add(b.dedicated_bits)
+                unpooled_unflagged.update(dict.fromkeys(keys))
+            allocated.add(b.allocated_bits, n)
+            dedicated_cpus.add(b.dedicated_bits, n)
             for numa in b.dnb_numas:
-                dnb_numas[numa] = dnb_numas.get(numa, 0) + 1
+                dnb_numas[numa] = dnb_numas.get(numa, 0) + n
             for numa in b.nb_numas:
-                nb_numas[numa] = nb_numas.get(numa, 0) + 1
+                nb_numas[numa] = nb_numas.get(numa, 0) + n
             if b.nb_pool:
-                nb_pools[b.nb_pool] = nb_pools.get(b.nb_pool, 0) + 1
-            nb_on_ramp += b.nb_on_ramp
+                nb_pools[b.nb_pool] = nb_pools.get(b.nb_pool, 0) + n
+            nb_on_ramp += b.nb_on_ramp * n
             if b.shared_owner:
                 count, total = sums.get(b.shared_owner, (0, 0))
-                sums[b.shared_owner] = (count + 1, total + exact_units(b.shared_quantity))
+                sums[b.shared_owner] = (count + n, total + n * exact_units(b.shared_quantity))
                 if b.shared_quantity == 0:
-                    unknown.add(b.shared_owner, key)
+                    unknown.add_all(b.shared_owner, keys)
             cls = b.cls
             if cls is not None:
                 totals = classes.get(cls)
                 if totals is None:
                     totals = classes[cls] = [0, 0, 0, {}]
                 units = exact_units(b.shared_quantity) if b.shared_quantity else 0
-                totals[0] += 1
-                totals[1] += units
-                totals[2] += abs(units)
+                totals[0] += n
+                totals[1] += n * units
+                totals[2] += n * abs(units)
                 placements = totals[3]
-                placements[b.placement_key] = placements.get(b.placement_key, 0) + 1
+                placements[b.placement_key] = placements.get(b.placement_key, 0) + n
                 if b.shared_quantity == 0 and cls.qos_level == SHARED_CORES:
-                    class_unknown.add(cls, key)
+                    class_unknown.add_all(cls, keys)
         allocated_refs, allocated_mask = allocated.finish()
         dedicated_refs, dedicated_mask = dedicated_cpus.finish()
         return CPUIndexes(
@@ -569,11 +594,11 @@ class _GroupsBuilder:
         self._groups = groups
         self._added: dict[Any, Any] = {}
 
-    def add(self, group: Any, key: ContainerKey) -> None:
+    def add_all(self, group: Any, keys: list[ContainerKey]) -> None:
         members = self._added.get(group)
         if members is None:
             members = self._added[group] = self._groups.get(group, _NO_KEYS).mutate()
-        members[key] = None
+        members.update(dict.fromkeys(keys))
 
     def finish(self) -> immutables.Map[Any, immutables.Map[ContainerKey, None]]:
         if not self._added:
@@ -592,12 +617,13 @@ class _CPURefsBuilder:
         self._refs = refs.mutate()
         self._mask = mask
 
-    def add(self, bits: int) -> None:
+    def add(self, bits: int, holders: int = 1) -> None:
+        """Add ``holders`` holders of every CPU in ``bits``."""
         if not bits:
             return
         refs = self._refs
         for cpu in _bits_ids(bits):
-            refs[cpu] = refs.get(cpu, 0) + 1
+            refs[cpu] = refs.get(cpu, 0) + holders
         self._mask |= bits
 
     def finish(self) -> tuple[immutables.Map[int, int], int]:

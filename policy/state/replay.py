@@ -32,6 +32,7 @@ import immutables
 from policy.balance import BalancerState
 from policy.errors import ErrorKind, PolicyError, StateError
 from policy.state.codec import SECTION_CODECS, decode_event, decode_state
+from policy.state.codec_fast import fast_allocated_entry
 from policy.state.cpu_apply import allocate_all
 from policy.state.cpu_state import CPUState
 from policy.state.entries import ContainerEntry
@@ -48,11 +49,13 @@ from policy.topology.model import CPUTopology
 
 __all__ = [
     "JournaledEvents",
+    "LoneAllocation",
     "ReplayError",
     "SectionReplayer",
     "StateReplayer",
     "apply_section_events",
     "decode_events",
+    "read_events",
     "replay_records",
     "section_from_checkpoint",
     "state_from_checkpoint",
@@ -85,12 +88,50 @@ class ReplayError(PolicyError):
         self.seq = seq
 
 
+class LoneAllocation(list[ContainerEntry]):
+    """A record's events as :func:`read_events` keeps them when they are one well-formed
+    ``ContainerAllocated``: its entry alone, already decoded."""
+
+    __slots__ = ()
+
+
+def read_events(events: list[Any]) -> list[Any]:
+    """A record's events as the StateStore's recovery keeps them while reading the journal
+    (``journal.records.EventsReader``): one allocation the codec's fast path decodes becomes
+    a :class:`LoneAllocation` of its entry, and anything else stays the msgpack it was.
+
+    Decoding as each record is read drops the record's msgpack (maps of a dozen strings)
+    at once, instead of holding every record's until the replay; what the replay gets from a
+    ``LoneAllocation`` is the very event :func:`decode_events` would decode. Never raises.
+    """
+    if len(events) != 1:
+        return events
+    raw = events[0]
+    try:
+        entry = fast_allocated_entry(raw)
+        if entry is None:
+            if type(raw) is not dict or raw.get("kind") != ContainerAllocated.__name__:
+                return events  # another event: decoded once, by the replay
+            # A cpuset text seen for the first time (or anything unusual): the checked
+            # decoder, which also makes the text known to the fast path for the records that
+            # follow.
+            event = decode_event(raw)
+            if type(event) is not ContainerAllocated:
+                return events
+            entry = event.entry
+    except Exception:  # refused again, and reported, by the replay in its turn
+        return events
+    return LoneAllocation((entry,))
+
+
 def decode_events(record: JournaledEvents) -> list[Event]:
     """The events of one record, decoded.
 
     Raises:
         ReplayError: an event is malformed; names the record's seq and the event's position.
     """
+    if type(record.events) is LoneAllocation:
+        return [ContainerAllocated(record.events[0])]
     events = []
     for position, raw in enumerate(record.events):
         try:
@@ -159,6 +200,21 @@ def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[St
             record = next(remaining, None)
             if record is None:
                 break
+            # Most records are one allocation of a new container: its entry is decoded
+            # straight from the record's msgpack and batched, without building the event
+            # (the event decode_events gives holds this very entry). Anything else takes the
+            # checked path below, in the same order.
+            raw = record.events
+            entry = None
+            if type(raw) is LoneAllocation:  # decoded as it was read (read_events)
+                entry = raw[0]
+            elif type(raw) is list and len(raw) == 1:
+                entry = fast_allocated_entry(raw[0])
+            cpu = sections.get(CPU_SECTION)
+            if entry is not None and batch.took_entry(record, entry, cpu):
+                count += 1
+                events_applied += 1
+                continue
             events = decode_events(record)
         except Exception:
             # Without batches, the batched records were applied before this failure, and
@@ -253,7 +309,20 @@ class _NewEntries:
     def __init__(self) -> None:
         self._entries: list[ContainerEntry] = []
         self._keys: set[tuple[str, str]] = set()
-        self._records: list[tuple[JournaledEvents, list[Event]]] = []
+        # Each record with its events, or None for one taken by took_entry (decoded again,
+        # the same way, only should the batch not fit).
+        self._records: list[tuple[JournaledEvents, list[Event] | None]] = []
+
+    def took_entry(self, record: JournaledEvents, entry: ContainerEntry, cpu: object) -> bool:
+        """Whether ``record``, whose one event allocates ``entry``, joined the batch: as
+        ``took(record, [ContainerAllocated(entry)], cpu)``."""
+        key = (entry.pod_uid, entry.container_name)
+        if key in self._keys or not isinstance(cpu, CPUState) or cpu.entry(*key) is not None:
+            return False
+        self._keys.add(key)
+        self._entries.append(entry)
+        self._records.append((record, None))
+        return True
 
     def took(self, record: JournaledEvents, events: list[Event], cpu: object) -> bool:
         """Whether ``record`` joined the batch: every event allocates a container that
@@ -288,7 +357,7 @@ class _NewEntries:
             sections[CPU_SECTION] = allocate_all(cpu, self._entries)
         except StateError as err:
             for record, events in self._records:
-                _apply_record(sections, record, events)
+                _apply_record(sections, record, decode_events(record) if events is None else events)
             # Unreachable: allocate_all refuses only what the events refuse.
             first = self._records[0][0].seq
             raise ReplayError(first, f"records from {first} do not fit: {err}") from err

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from qrmd.commands import CommandError
+from qrmd.commands import CommandError, run_dataclasses
 from qrmd.config import RUN_USAGE, SUMMARY_WIDTH, add_arguments, config_from_args
 from qrmd.daemon import DaemonError, run_daemon
 from qrmd.logs import configure_logging
@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     configure_logging(config.log_level, config.log_format)
     try:
-        return run_daemon(config)
+        # Once it serves, the methods compiled for this start's dataclasses are kept for the
+        # next start (qrmd.commands.run_dataclasses; installed by qrmd.cli).
+        return run_daemon(config, serving=run_dataclasses.finish)
     except DaemonError as err:
         raise CommandError(str(err)) from err

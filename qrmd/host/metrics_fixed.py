@@ -10,6 +10,8 @@ round force-balances from that node with the reference's default configuration (
 instead (vendor-aware, ``qrmd.balancer.subsystem``).
 
 The figures never change while the daemon runs: nothing outside the process can reach them.
+So each node's ``NumaMetrics`` is made at its first read and answered again at every round
+after (it is immutable), instead of one new value per node per round.
 The settable stand-in that tests, benchmarks and simulations drive from their own thread
 (``put_under_pressure``, ``relieve``, ``make_unreadable``) is
 ``qrmd.sim.host.metrics.SimulatedNumaMetrics``; it answers through this source, so both report
@@ -78,6 +80,8 @@ class FixedNumaMetrics:
     ) -> None:
         self._profiles = dict(profiles)
         self._unreadable = dict(unreadable or {})
+        # What each node read so far reports, kept: the figures never change (module docstring).
+        self._samples: dict[int, NumaMetrics] = {}
 
     @classmethod
     def quiet(
@@ -113,15 +117,22 @@ class FixedNumaMetrics:
 
     def sample(self, numa_ids: Sequence[int]) -> Mapping[int, NumaMetrics]:
         """Every requested node's profile (``NumaMetricSource``)."""
+        known = self._samples
         out: dict[int, NumaMetrics] = {}
         for numa in numa_ids:
-            if numa in self._unreadable:
-                missing = MissingSample(self._unreadable[numa])
-                out[numa] = NumaMetrics(missing, missing)
-            elif numa not in self._profiles:
-                missing = MissingSample(f"NUMA node {numa} is not simulated")
-                out[numa] = NumaMetrics(missing, missing)
-            else:
-                profile = self._profiles[numa]
-                out[numa] = NumaMetrics(profile.read_latency, profile.read_write_bandwidth)
+            sampled = known.get(numa)
+            if sampled is None:
+                sampled = known[numa] = self._sample_of(numa)
+            out[numa] = sampled
         return out
+
+    def _sample_of(self, numa: int) -> NumaMetrics:
+        """What the node reports: its profile, or why it has none."""
+        if numa in self._unreadable:
+            missing = MissingSample(self._unreadable[numa])
+            return NumaMetrics(missing, missing)
+        if numa not in self._profiles:
+            missing = MissingSample(f"NUMA node {numa} is not simulated")
+            return NumaMetrics(missing, missing)
+        profile = self._profiles[numa]
+        return NumaMetrics(profile.read_latency, profile.read_write_bandwidth)

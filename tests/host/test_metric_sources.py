@@ -20,6 +20,7 @@ import pytest
 
 from actors.ports.balancer import NumaDistanceSource, NumaMetricSource
 from policy.balance import (
+    BalanceError,
     BalanceLevel,
     MissingSample,
     NumaDistance,
@@ -734,6 +735,33 @@ def test_the_fixed_source_reports_unknown_and_unreadable_nodes_missing() -> None
         fixed.under_pressure([7])
     with pytest.raises(ValueError, match="simulated read latency -1 must be"):
         NumaProfile(-1, 0)
+
+
+@pytest.mark.parametrize(
+    ("profiles", "unreadable", "numa_ids"),
+    [
+        pytest.param({0: NumaProfile(60, 100)}, {}, [0, 0, 1],
+                     id="a node read again reports the same and an unknown one stays missing"),
+        pytest.param({0: NumaProfile(60, 100)}, {0: "lost"}, [0, 1, 0],
+                     id="an unreadable node stays missing with its reason"),
+        pytest.param({0: NumaProfile(1, 2), 1: NumaProfile(3, 4)}, {}, [1, 0, 1],
+                     id="nodes read in any order report their own profile"),
+    ],
+)  # fmt: skip
+def test_the_fixed_source_answers_every_read_as_its_first(
+    profiles: dict[int, NumaProfile], unreadable: dict[int, str], numa_ids: list[int]
+) -> None:
+    # Each node's sample is made once and kept; every later read must equal a fresh source's.
+    fixed = FixedNumaMetrics(profiles, unreadable)
+    for _ in range(3):
+        assert fixed.sample(numa_ids) == FixedNumaMetrics(profiles, unreadable).sample(numa_ids)
+
+
+def test_a_fixed_profile_the_inputs_refuse_fails_every_read_not_only_the_first() -> None:
+    fixed = FixedNumaMetrics({0: NumaProfile(True, 100)})  # type: ignore[arg-type]
+    for _ in range(2):
+        with pytest.raises(BalanceError, match="readLatency: expected a number"):
+            fixed.sample([0])
 
 
 def test_split_source_takes_latency_and_bandwidth_from_each(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from journal import PayloadError, Record, UnencodableRecord
 from journal.records import (
     CheckpointHeader,
+    RecordEventsDecoder,
     SegmentHeader,
     decode_checkpoint_header,
     decode_record,
@@ -191,3 +192,31 @@ def test_reading_the_events_only_reads_and_refuses_as_decode_record(payload: byt
 def test_reading_the_events_only_agrees_with_decode_record_on_any_payload(value: Any) -> None:
     payload = value if isinstance(value, bytes) else msgpack.packb({**GOOD, **value})
     assert _read(decode_record_events, payload) == _read(decode_record, payload)
+
+
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
+            lambda value: msgpack.packb({**GOOD, **value})
+        )
+        | st.binary(max_size=120)
+        | st.sampled_from([_with() + b"\x00", _with()[:-1], _with(), b"\x86"]),
+        max_size=6,
+    )
+)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_one_decoder_reads_a_run_of_payloads_as_each_read_alone(payloads: list[bytes]) -> None:
+    # A segment's records share one decoder (and its unpacker); whatever a payload leaves
+    # behind (trailing bytes, a record cut short) must not change how the next one reads.
+    decoder = RecordEventsDecoder()
+    for payload in payloads:
+        assert _read(decoder.decode, payload) == _read(decode_record, payload)
+
+
+def test_a_record_left_behind_in_a_payload_is_not_read_as_the_next_one() -> None:
+    # Two records in one payload (refused: bytes after the record), then a payload as long
+    # as the second of them: it must read as itself, not as what the first one left behind.
+    decoder = RecordEventsDecoder()
+    with pytest.raises(PayloadError):
+        decoder.decode(_with(seq=8) + _with(seq=9))
+    assert decoder.decode(_with(seq=10)).seq == 10

@@ -21,6 +21,7 @@ from actors.ports.clock import Clock
 from actors.supervisor import SupervisedRef
 from journal import read_records
 from policy.balance import BalanceStatus
+from policy.state.codec import decode_event
 from policy.topology.model import CPUTopology
 from qrmd.balancer.settings import BalancerSettings
 from qrmd.balancer.subsystem import BALANCER_CHILD, BalancerWiring
@@ -387,7 +388,8 @@ def test_with_the_kubelet_pod_source_each_container_is_read_by_its_listed_id(
     records = list(read_records(str(bh.root / "state")))
     rounds = [e for r in records for e in r.events if e.get("kind") == "BalanceRoundRecorded"]
     assert rounds, "the round is journaled"
-    pods = {p["uid"]: p for p in rounds[-1]["inputs"]["pods"]}
+    # Journaled as columns (policy.balance.columns); decoded, they read as the pod maps.
+    pods = {p["uid"]: p for p in decode_event(rounds[-1]).inputs["pods"]}
     assert pods["pod-a"]["containers"] == [
         {"name": "app", "anon": {"0": 2 * GIB, "1": 0, "2": 0, "3": 0},
          "containerId": listed_id("pod-a", "app")}

@@ -3,8 +3,8 @@ bench/bench_wire.py): the modules of every enabled subsystem and of the CPU plug
 path, and none of the tools it does not use on the way — katalyst-agent's checkpoint import
 where no such file is, ``importlib.metadata`` for its version, the config file parsers
 without ``--config``, the metrics registry and prometheus_client without
-``--metrics-address``, the balance round planner while the balancer is off, the offline tools
-or the simulators.
+``--metrics-address``, the balance round planner while the balancer is off, the Allocator's
+calls to sys-advisor while the link is off, the offline tools or the simulators.
 
 The imports are checked in a fresh interpreter: this test process has long loaded everything.
 """
@@ -69,6 +69,10 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param("policy.balance.numas", id="no balance NUMA selection while it is off"),
         pytest.param("policy.balance.pods", id="no balance pod selection while it is off"),
         pytest.param("policy.balance.decide", id="no balance decisions while it is off"),
+        pytest.param("actors.allocator_advisor", id="no advisor calls while sys-advisor is off"),
+        pytest.param("actors.ports.advisor", id="no advisor client while sys-advisor is off"),
+        pytest.param("machines.advisor_link", id="no advisor link machine while it is off"),
+        pytest.param("policy.cpu.advisor.push", id="no advisor push while sys-advisor is off"),
         pytest.param("prometheus_client", id="no prometheus client while metrics are off"),
         pytest.param("qrmd.status.metrics", id="no metrics registry while metrics are off"),
         pytest.param("qrmd.status.endpoint", id="no metrics endpoint while metrics are off"),

@@ -15,7 +15,9 @@ read answers through it, so the two report a node alike. ``make_unreadable`` sim
 collector that lost a node (its metrics are ``MissingSample``, so the round fails, §7.1).
 
 A caller changes profiles from its own thread while the balancer samples from another, so the
-profiles are guarded by a lock; every read returns a consistent snapshot.
+profiles are guarded by a lock; every read returns a consistent snapshot. Each change makes the
+fixed source the reads answer through, once: a read between changes (every round of a steady
+simulation) makes nothing new.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class SimulatedNumaMetrics:
         self._quiet = dict(profiles)
         self._current = dict(profiles)
         self._unreadable: dict[int, str] = {}
+        self._source = FixedNumaMetrics(self._current, self._unreadable)
 
     @classmethod
     def quiet(
@@ -74,6 +77,7 @@ class SimulatedNumaMetrics:
         """Report ``profile`` for the node from now on (its quiet profile is unchanged)."""
         with self._lock:
             self._current[numa_id] = profile
+            self._changed()
 
     def put_under_pressure(
         self,
@@ -96,11 +100,17 @@ class SimulatedNumaMetrics:
             self._unreadable.pop(numa_id, None)
             if numa_id in self._quiet:
                 self._current[numa_id] = self._quiet[numa_id]
+            self._changed()
 
     def make_unreadable(self, numa_id: int, reason: str = "simulated collector failure") -> None:
         """The node's metrics are missing, with ``reason``, until ``relieve``."""
         with self._lock:
             self._unreadable[numa_id] = reason
+            self._changed()
+
+    def _changed(self) -> None:
+        """Answer from the profiles as they are now (called holding the lock)."""
+        self._source = FixedNumaMetrics(self._current, self._unreadable)
 
     def profiles(self) -> dict[int, NumaProfile]:
         """What each node reports now."""
@@ -110,5 +120,5 @@ class SimulatedNumaMetrics:
     def sample(self, numa_ids: Sequence[int]) -> Mapping[int, NumaMetrics]:
         """Every requested node's current profile (``NumaMetricSource``)."""
         with self._lock:
-            now = FixedNumaMetrics(self._current, self._unreadable)
+            now = self._source
         return now.sample(numa_ids)

@@ -192,10 +192,32 @@ def test_a_stretch_holds_each_metrics_range_over_every_coalesced_round(
     assert (summary.metrics if summary is not None else {}) == (expected if rounds else {})
 
 
+# Four NUMA nodes, each sample missing or one of a few values: rounds inside the ranges, and
+# rounds that widen one metric of one node only.
+_FEW = st.sampled_from([MissingSample(), MissingSample("expired"), 1.0, 2.0, 3.0])
+_ROUND_METRICS = st.lists(st.builds(NumaMetrics, _FEW, _FEW), min_size=4, max_size=4).map(
+    lambda nodes: dict(enumerate(nodes))
+)
+
+
+@given(st.lists(_ROUND_METRICS, min_size=1, max_size=10))
+def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(
+    rounds: list[dict[int, NumaMetrics]],
+) -> None:
+    # A live round's inputs are checked against the stretch's flat bounds without making
+    # their form; round after round, the stretch must be the one the forms (what a journal
+    # holds) give, and its bounds those of its ranges.
+    live = plain = QuietStretch(("stored",), since=NOW)
+    for t, metrics in enumerate(rounds):
+        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
+        live = live.with_round(NOW + t, inputs.plain())
+        plain = plain.with_round(NOW + t, inputs.to_json())
+        assert live == plain
+        assert live.bounds == QuietStretch(("stored",), since=NOW, metrics=live.metrics).bounds
+
+
 @given(round_inputs())
-def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(inputs: RoundInputs) -> None:
-    # A live round's inputs are read without making their form; the stretch must be the one
-    # the form (what a journal holds) gives.
+def test_any_live_rounds_stretch_is_the_stretch_of_its_journaled_form(inputs: RoundInputs) -> None:
     stretch = QuietStretch(("stored",), since=NOW)
     assert stretch.with_round(NOW + 5, inputs.plain()) == stretch.with_round(
         NOW + 5, inputs.to_json()

@@ -138,20 +138,21 @@ def test_the_bulk_check_keeps_the_depth_limit() -> None:
 
 
 @given(round_inputs())
-def test_a_rounds_inputs_are_plain_by_construction_and_packed_as_their_json_form(
+def test_a_rounds_inputs_are_plain_by_construction_and_packed_in_their_journal_form(
     inputs: RoundInputs,
 ) -> None:
-    # The codec packs a live round's PlainInputs without walking it: to_json must build
-    # nothing but exact plain types, and the event must encode as the dict form would.
-    form = inputs.to_json()
-    assert _is_plain(form, 0)
+    # The codec packs a live round's PlainInputs without walking it: to_json and to_journal
+    # must build nothing but exact plain types; the event packs the journal form (the pods
+    # as columns), while the live value still reads as the dict form.
+    form, journal = inputs.to_json(), inputs.to_journal()
+    assert _is_plain(form, 0) and _is_plain(journal, 0)
     plain = inputs.plain()
     assert plain == form and form == plain
     record = plan_round(inputs).record or BalanceInfo(inputs.now)
-    assert encode_balance_event(BalanceRoundRecorded(record, plain)) == encode_balance_event(
-        BalanceRoundRecorded(record, form)
-    )
-    assert encode_balance_event(BalanceRoundFailed(plain, "x")) == {"inputs": form, "error": "x"}
+    assert encode_balance_event(BalanceRoundRecorded(record, plain))["inputs"] == journal
+    assert encode_balance_event(BalanceRoundFailed(plain, "x")) == {"inputs": journal, "error": "x"}
+    # A dict form (a round decoded from a journal written before the columns) is kept as is.
+    assert encode_balance_event(BalanceRoundFailed(form, "x")) == {"inputs": form, "error": "x"}
 
 
 def test_plain_inputs_cannot_be_changed() -> None:

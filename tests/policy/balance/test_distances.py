@@ -53,3 +53,27 @@ def test_checked_lists_cannot_be_changed() -> None:
         checked[1] = ()  # type: ignore[index]
     with pytest.raises(AttributeError):
         checked.extra = 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "lists",
+    [
+        pytest.param({0: (NumaDistance(0, 10), NumaDistance(1, 21)), 1: (NumaDistance(0, 21),)},
+                     id="a sysfs list with the node itself, and one without"),
+        pytest.param({3: (NumaDistance(2, 11),), 1: (NumaDistance(3, 31), NumaDistance(2, 11))},
+                     id="nodes given out of order, entries kept in the source's order"),
+    ],
+)  # fmt: skip
+def test_the_kept_plain_form_is_the_form_of_the_lists_every_time(
+    lists: dict[int, tuple[NumaDistance, ...]],
+) -> None:
+    # The form is made once and handed out again; it must be the one a fresh reading of the
+    # lists gives, in the inputs' form too, at every call.
+    checked = DistanceLists(lists)
+    expected = {str(n): [[e.numa_id, e.distance] for e in lists[n]] for n in sorted(lists)}
+    for _ in range(2):
+        assert checked.to_json() == expected
+        assert list(checked.to_json()) == list(expected)
+        form = replace(INPUTS, distances=checked).to_json()
+        assert form["distances"] == expected
+        assert RoundInputs.from_json(form).distances == checked

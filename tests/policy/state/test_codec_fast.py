@@ -106,3 +106,17 @@ def test_the_fast_entry_path_gives_the_checked_result_or_steps_aside(
         # The fast path sets the slots itself: every field is set, to a value of the same type.
         for field in dataclasses.fields(want):
             assert type(getattr(got, field.name)) is type(getattr(want, field.name))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(PRIMITIVES, mutated_event(), st.sampled_from(VALID_EVENTS)), st.booleans())
+def test_the_allocated_entry_path_gives_the_checked_events_entry_or_steps_aside(
+    data: object, cache_filled: bool
+) -> None:
+    if not cache_filled:
+        codec_fast.forget_cpusets()
+    want = checked_event(data)
+    got = codec_fast.fast_allocated_entry(data)
+    if got is not None:
+        assert type(want) is ContainerAllocated and got == want.entry
+        assert got.labels == want.entry.labels and got.annotations == want.entry.annotations

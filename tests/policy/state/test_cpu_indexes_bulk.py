@@ -4,6 +4,9 @@ Journal: replay is deterministic and equals the live state)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import immutables
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +22,7 @@ from policy.state.entries import (
     ContainerEntry,
     InPool,
     OwnCPUs,
+    Placement,
 )
 from policy.state.events import ContainerAllocated, PoolSet, RampCPUsSet
 from policy.topology.cpuset import CPUSet
@@ -94,6 +98,27 @@ def test_indexes_built_in_bulk_equal_those_built_entry_by_entry(
     added: list[ContainerEntry], split: int
 ) -> None:
     before = one_at_a_time(CPUIndexes(), added[:split])  # bulk on top of existing indexes too
+    assert before.with_entries(added[split:], MASKS) == one_at_a_time(before, added[split:])
+
+
+SHARED_ANNOTATIONS = [
+    None,
+    immutables.Map(),
+    immutables.Map({"numa_binding": "true"}),
+    immutables.Map({"numa_binding": "true", "cpuset_pool": "batch", "numa_share": "false"}),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries(), placements, st.sampled_from(SHARED_ANNOTATIONS), st.integers(0, 8))
+def test_entries_sharing_one_placement_and_annotation_map_index_as_entry_by_entry(
+    drawn: list[ContainerEntry], placement: Placement, annotations: object, split: int
+) -> None:
+    # The decoders share equal placements and maps between entries, and the bulk pass works
+    # out each shared combination's facts once: entries that share them but differ in level,
+    # owner, ramp-up or quantity must still each count as they are.
+    added = [replace(e, placement=placement, annotations=annotations) for e in drawn]
+    before = one_at_a_time(CPUIndexes(), added[:split])
     assert before.with_entries(added[split:], MASKS) == one_at_a_time(before, added[split:])
 
 

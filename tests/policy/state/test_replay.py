@@ -4,12 +4,15 @@ naming its seq), however the replay groups the records it applies."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import Record
-from policy.errors import StateError
+from policy.errors import CodecError, StateError
+from policy.state import codec, codec_fast
 from policy.state.codec import SECTION_CODECS, encode_event, encode_state
 from policy.state.entries import DEDICATED_CORES, RAMPING, InPool, OwnCPUs
 from policy.state.events import (
@@ -23,13 +26,16 @@ from policy.state.events import (
 )
 from policy.state.pressure import PRESSURE_SECTION, PressureHistory
 from policy.state.replay import (
+    LoneAllocation,
     ReplayError,
     SectionReplayer,
     StateReplayer,
+    read_events,
     replay_records,
     section_from_checkpoint,
 )
 from policy.state.sections import BALANCE_SECTION, CPU_SECTION, State, apply_all, empty_state
+from tests.policy.state.test_codec import PRIMITIVES, replace_one_field
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 
 TOPO = SYNTH_16_2_4
@@ -148,6 +154,106 @@ def test_an_undecodable_record_after_a_refused_one_is_not_what_is_reported() -> 
     with pytest.raises(ReplayError) as refused:
         replay_records(START, records)
     assert refused.value.seq == 1
+
+
+@st.composite
+def allocations_then_one_mutated(draw: st.DrawFn) -> list[Record]:
+    """Lone allocations (the records replay decodes straight into entries), one of them with
+    one field of its event replaced by garbage."""
+    run = [[draw(allocations)] for _ in range(draw(st.integers(1, 6)))]
+    records = records_of(run)
+    mutated = draw(st.integers(0, len(records) - 1))
+    event = copy.deepcopy(records[mutated].events[0])
+    replace_one_field(draw, event, PRIMITIVES | st.floats(allow_nan=False))
+    records[mutated] = Record(mutated + 1, 0.0, 0.0, {}, [event])
+    return records
+
+
+def replay_checked(state: State, records: list[Record]) -> State | tuple[int, str]:
+    """Each record decoded by the checked decoder and applied in turn: what replay must give."""
+    for record in records:
+        try:
+            events = [codec._decode_event_checked(raw) for raw in record.events]
+            state = apply_all(state, events)
+        except (StateError, CodecError) as err:
+            return record.seq, str(err)
+    return state
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([START, empty_state(TOPO)]), allocations_then_one_mutated())
+def test_a_lone_allocation_decoded_straight_or_checked_gives_the_same_state_or_refusal(
+    start: State, records: list[Record]
+) -> None:
+    want = replay_checked(start, records)
+    if isinstance(want, State):
+        state, count, _ = replay_records(start, records)
+        assert state == want and state.cpu.indexes == want.cpu.indexes
+        assert count == len(records)
+    else:
+        seq, message = want
+        with pytest.raises(ReplayError) as refused:
+            replay_records(start, records)
+        assert refused.value.seq == seq
+        assert message in str(refused.value)
+
+
+def replay_outcome(start: State, records: list[Record]) -> object:
+    try:
+        return replay_records(start, records)
+    except ReplayError as err:
+        return err.seq, str(err)
+
+
+@settings(max_examples=300, deadline=None)
+@given(journals(), st.booleans())
+def test_records_whose_events_were_decoded_as_read_replay_as_their_msgpack(
+    journal: tuple[State, list[list[Event]]], mutate: bool
+) -> None:
+    # The StateStore's recovery hands read_events to the journal; whatever it makes of a
+    # record's events, the replay's state (and indexes), or its refusal, are the same.
+    start, batches = journal
+    records = records_of(batches)
+    if mutate and records:  # an ill-shaped allocation among them
+        records[-1] = Record(records[-1].seq, 0.0, 0.0, {}, [{"kind": "ContainerAllocated"}])
+    read = [Record(r.seq, 0.0, 0.0, {}, read_events(r.events)) for r in records]
+    want, got = replay_outcome(start, records), replay_outcome(start, read)
+    assert got == want
+    if isinstance(want, tuple) and isinstance(want[0], State):
+        assert got[0].cpu.indexes == want[0].cpu.indexes  # type: ignore[index]
+
+
+ALLOCATION = ContainerAllocated(container("p1", "app", OwnCPUs.of(cpus("2-3")), quantity=1.0))
+
+
+@pytest.mark.parametrize(
+    ("events", "decoded"),
+    [
+        ([encode_event(ALLOCATION)], True),
+        ([encode_event(ALLOCATION), encode_event(ALLOCATION)], False),
+        ([encode_event(PoolSet("share", cpus("1,3-6")))], False),
+        ([{"kind": "ContainerAllocated", "entry": {"pod_uid": "p1"}}], False),
+        ([{"kind": "NoSuchEvent"}], False),
+        ([], False),
+    ],
+    ids=[
+        "one allocation is kept as its entry, even with cpusets never decoded before",
+        "two allocations stay msgpack",
+        "another event stays msgpack",
+        "an ill-shaped allocation stays msgpack, for the replay to refuse",
+        "an unknown event stays msgpack, for the replay to refuse",
+        "no event stays as it is",
+    ],
+)
+def test_read_events_keeps_a_lone_allocation_as_its_entry_and_anything_else_as_read(
+    events: list[object], decoded: bool
+) -> None:
+    codec_fast.forget_cpusets()
+    kept = read_events(events)
+    if decoded:
+        assert type(kept) is LoneAllocation and list(kept) == [ALLOCATION.entry]
+    else:
+        assert kept is events
 
 
 # -- one owner's section alone (the offline re-runs' replayer) -----------------------------------

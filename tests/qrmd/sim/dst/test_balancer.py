@@ -92,7 +92,10 @@ def test_missing_numa_samples_are_missing_never_zero() -> None:
 
 def test_runs_balance_memory_and_keep_the_balancer_invariants() -> None:
     moved, metric_faults = 0, 0
-    for seed in range(6):
+    # A seed's trace depends on the journal's bytes (segment rotation and retention sizes
+    # shift the storage faults), so which seeds end in a migration changes with the record
+    # format: enough seeds that some do.
+    for seed in range(12):
         sim = Simulation(seed)
         outcome = sim.run(400)
         assert not outcome.failures, seed

@@ -45,3 +45,24 @@ def test_it_answers_as_the_daemons_fixed_source_for_the_same_figures() -> None:
     sim.put_under_pressure(1)
     fixed = FixedNumaMetrics.quiet(range(3)).under_pressure([1])
     assert sim.sample([0, 1, 2, 5]) == fixed.sample([0, 1, 2, 5])
+
+
+def test_every_change_shows_in_the_next_read_after_reads_that_kept_the_last() -> None:
+    sim = SimulatedNumaMetrics.quiet(range(2))
+    steps = [
+        (lambda: None, NumaMetrics(40, 100)),
+        (lambda: sim.put_under_pressure(1), NumaMetrics(90, 900)),
+        (
+            lambda: sim.make_unreadable(1, "lost"),
+            NumaMetrics(MissingSample("lost"), MissingSample("lost")),
+        ),
+        (
+            lambda: sim.set_profile(1, NumaProfile(1, 2)),
+            NumaMetrics(MissingSample("lost"), MissingSample("lost")),
+        ),
+        (lambda: sim.relieve(1), NumaMetrics(40, 100)),
+    ]
+    for change, expected in steps:
+        change()
+        for _ in range(2):
+            assert sim.sample([0, 1]) == {0: NumaMetrics(40, 100), 1: expected}
