@@ -36,6 +36,7 @@ __all__ = [
     "encode_checkpoint_header",
     "encode_record",
     "encode_segment_header",
+    "new_packer",
     "pack",
     "record_seq",
     "unpack",
@@ -94,12 +95,20 @@ class CheckpointHeader:
     format_version: int = FORMAT_VERSION
 
 
-def pack(value: Any, what: str) -> bytes:
+def new_packer() -> msgpack.Packer:
+    """A msgpack packer writing as :func:`pack` does, for a writer to keep between records
+    (``packb`` builds one per call). A packer is not safe to share between threads; after a
+    failed ``pack`` it is reset and may be used again."""
+    return msgpack.Packer(use_bin_type=True)
+
+
+def pack(value: Any, what: str, packer: msgpack.Packer | None = None) -> bytes:
     """Encode ``value`` as msgpack.
 
     Args:
         value: any msgpack-able value.
         what: what it is, for the error message ("record 12", "checkpoint payload").
+        packer: a packer from :func:`new_packer` to use, or None for a new one.
 
     Returns:
         The msgpack bytes.
@@ -108,7 +117,7 @@ def pack(value: Any, what: str) -> bytes:
         UnencodableRecord: msgpack cannot encode it (names the type it choked on).
     """
     try:
-        data: bytes = msgpack.packb(value, use_bin_type=True)
+        data: bytes = (packer or new_packer()).pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise UnencodableRecord(f"{what} cannot be encoded as msgpack: {exc}") from exc
     return data
@@ -126,8 +135,13 @@ def unpack(data: bytes) -> Any:
         raise PayloadError(f"payload is not msgpack: {exc}") from exc
 
 
-def encode_record(record: Record) -> bytes:
+def encode_record(record: Record, packer: msgpack.Packer | None = None) -> bytes:
     """The payload bytes of ``record``.
+
+    Args:
+        record: the record.
+        packer: a packer from :func:`new_packer` to use (a journal keeps one for its
+            appends), or None for a new one.
 
     Raises:
         UnencodableRecord: the cause or an event is not msgpack-able.
@@ -142,6 +156,7 @@ def encode_record(record: Record) -> bytes:
             "events": record.events,
         },
         f"record {record.seq}",
+        packer,
     )
 
 

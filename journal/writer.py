@@ -56,6 +56,7 @@ from journal.records import (
     Record,
     SegmentHeader,
     encode_record,
+    new_packer,
     pack,
 )
 from journal.recovery import Recovery, recover
@@ -140,6 +141,9 @@ class Journal:
         self._failure: str | None = None
         self._closed = False
         self.stats = JournalStats(fsync=syncer.stats)
+        # One packer for every record appended, not one per record (the journal has one
+        # writer: the StateStore's core, under its lock).
+        self._packer = new_packer()
 
     @classmethod
     def open(
@@ -335,7 +339,7 @@ class Journal:
         seq = self._next_seq
         clock = self._clock
         record = Record(seq, clock.time(), clock.monotonic(), cause, events)
-        frame = encode_frame(encode_record(record))
+        frame = encode_frame(encode_record(record, self._packer))
         if (
             self._end > self._header_end
             and self._end + len(frame) > self._settings.segment_max_bytes

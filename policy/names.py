@@ -68,7 +68,7 @@ def too_long(value: str, field: str, limit: int) -> str | None:
     Returns:
         ``"pod_name is 300 bytes, more than Kubernetes allows (253)"``, or None.
     """
-    size = len(value.encode("utf-8", "surrogatepass"))
+    size = _utf8_size(value)
     if size <= limit:
         return None
     return f"{field} is {size} bytes, more than Kubernetes allows ({limit})"
@@ -77,11 +77,20 @@ def too_long(value: str, field: str, limit: int) -> str | None:
 def map_bytes(*maps: Mapping[str, str] | None) -> int:
     """UTF-8 bytes of every key and value of the maps together (``None`` counts as empty)."""
     return sum(
-        len(key.encode("utf-8", "surrogatepass")) + len(value.encode("utf-8", "surrogatepass"))
+        _utf8_size(key) + _utf8_size(value)
         for mapping in maps
         if mapping
         for key, value in mapping.items()
     )
+
+
+def _utf8_size(value: str) -> int:
+    """UTF-8 bytes of ``value``, a lone surrogate counted as the 3 bytes ``surrogatepass``
+    writes. An ASCII string (every name kubelet sends, in practice) is one byte a character:
+    its length, read without encoding it (``isascii`` reads a flag the string keeps)."""
+    if value.isascii():
+        return len(value)
+    return len(value.encode("utf-8", "surrogatepass"))
 
 
 def shown(value: str) -> str:

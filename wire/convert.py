@@ -31,8 +31,9 @@ The rules enforced here, because only the wire sees them:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from policy.cpu.allocation_listing import ResourcesAllocation
 from policy.cpu.commands import (
@@ -56,7 +57,6 @@ from policy.cpu.replies import (
     TopologyAwareReply,
 )
 from policy.cpu.request import (
-    ContainerIdentity,
     ContainerType,
     RequestError,
     ResourceRequest,
@@ -97,18 +97,35 @@ _CONTAINER_TYPES = {member.value: member for member in ContainerType}
 # -- requests ---------------------------------------------------------------------------------
 
 
-def _string_map(field: str, message_map: Mapping[str, str], who: str) -> Mapping[str, str] | None:
+def _string_map(
+    field: str, message_map: Mapping[str, str], message: pb.ResourceRequest
+) -> Mapping[str, str] | None:
     """A request's label or annotation map as a dict, ``None`` when empty; refuse giant maps."""
     if not message_map:
         return None
-    copied = dict(message_map)
+    copied = dict(message_map.items())
+    # A character is at most 4 bytes in UTF-8: a map whose characters are few enough cannot
+    # be past the limit, and needs no encoding to prove it (every pod's map, in practice).
+    chars = sum(map(len, copied)) + sum(map(len, copied.values()))
+    if chars * 4 <= MAX_MAP_BYTES:
+        return copied
     size = sum(len(key.encode()) + len(value.encode()) for key, value in copied.items())
     if size > MAX_MAP_BYTES:
         raise RequestError(
             f"{field} hold {size} bytes, more than Kubernetes allows ({MAX_MAP_BYTES})",
-            subject=who,
+            subject=_who(message),
         )
     return copied
+
+
+def _who(message: pb.ResourceRequest) -> str:
+    """The pod and container a request names, for its error message."""
+    return describe_container(
+        message.pod_uid,
+        message.container_name,
+        pod_namespace=message.pod_namespace,
+        pod_name=message.pod_name,
+    )
 
 
 def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
@@ -124,33 +141,30 @@ def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
         RequestError: ``container_type`` is not an enum value, or labels/annotations exceed
             :data:`MAX_MAP_BYTES`; the message names pod and container.
     """
-    who = describe_container(
-        message.pod_uid,
-        message.container_name,
-        pod_namespace=message.pod_namespace,
-        pod_name=message.pod_name,
-    )
     container_type = _CONTAINER_TYPES.get(message.container_type)
     if container_type is None:
-        raise RequestError(f"unknown container_type {message.container_type}", subject=who)
+        raise RequestError(
+            f"unknown container_type {message.container_type}", subject=_who(message)
+        )
     hint = None
     if message.HasField("hint"):
         hint = TopologyHint(tuple(message.hint.nodes), message.hint.preferred)
+    # Positional, in ResourceRequest's field order: every kubelet call converts one.
     return ResourceRequest(
-        pod_uid=message.pod_uid,
-        pod_namespace=message.pod_namespace,
-        pod_name=message.pod_name,
-        container_name=message.container_name,
-        container_type=container_type,
-        container_index=message.container_index,
-        resource_name=message.resource_name,
-        resource_requests=dict(message.resource_requests),
-        pod_role=message.pod_role,
-        pod_type=message.pod_type,
-        hint=hint,
-        labels=_string_map("labels", message.labels, who),
-        annotations=_string_map("annotations", message.annotations, who),
-        native_qos_class=message.native_qos_class,
+        message.pod_uid,
+        message.pod_namespace,
+        message.pod_name,
+        message.container_name,
+        container_type,
+        message.container_index,
+        message.resource_name,
+        dict(message.resource_requests.items()),
+        message.pod_role,
+        message.pod_type,
+        hint,
+        _string_map("labels", message.labels, message),
+        _string_map("annotations", message.annotations, message),
+        message.native_qos_class,
     )
 
 
@@ -208,17 +222,43 @@ def pre_start_command(message: pb.PreStartContainerRequest) -> PreStartContainer
 # -- replies ----------------------------------------------------------------------------------
 
 
-def _hint(hint: TopologyHint | None) -> pb.TopologyHint:
-    if hint is None:  # Go's nil element; see the module docstring
-        return pb.TopologyHint()
-    return pb.TopologyHint(nodes=hint.nodes, preferred=hint.preferred)
+def _hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
+    """The hints as a message; a ``None`` element is an empty hint (Go's nil element, see the
+    module docstring). Kept by value: the same container asks again with the same free NUMA
+    nodes, and every shared container echoes the same hint (``_kept``)."""
+    try:
+        # Each hint's fields as a plain tuple: hashed and compared in C, where a tuple of
+        # hints would call each hint's generated __hash__ and __eq__.
+        key: tuple[Any, ...] = tuple(map(_hint_fields, hints))
+    except AttributeError:  # a None element (Allocate's echo of a nil hint): kept by value
+        key = hints
+    return _kept(_HINT_LISTS, key, hints, _build_hint_list)
 
 
-def _hint_list(hints: Iterable[TopologyHint | None]) -> pb.ListOfTopologyHints:
-    return pb.ListOfTopologyHints(hints=[_hint(hint) for hint in hints])
+_hint_fields = operator.attrgetter("nodes", "preferred")
 
 
-def _allocation_info(allocation: CPUAllocation) -> pb.ResourceAllocationInfo:
+def _build_hint_list(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
+    message = pb.ListOfTopologyHints()
+    add = message.hints.add
+    for hint in hints:
+        if hint is None:
+            add()
+        else:
+            add(nodes=hint.nodes, preferred=hint.preferred)
+    return message
+
+
+def _resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
+    """``{"cpu": info}`` as a message, kept by value: the containers of one pool are all
+    answered the same allocation. A quantity of zero is not kept, as ``-0.0`` equals ``0.0``
+    but is written to the wire and ``0.0`` is not."""
+    if allocation.allocated_quantity == 0:
+        return _build_resource_allocation(allocation)
+    return _kept(_ALLOCATIONS, allocation, allocation, _build_resource_allocation)
+
+
+def _build_resource_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
     info = pb.ResourceAllocationInfo(
         oci_property_name=allocation.oci_property_name,
         is_node_resource=allocation.is_node_resource,
@@ -228,7 +268,37 @@ def _allocation_info(allocation: CPUAllocation) -> pb.ResourceAllocationInfo:
     )
     if allocation.resource_hints is not None:
         info.resource_hints.CopyFrom(_hint_list(allocation.resource_hints))
-    return info
+    return pb.ResourceAllocation(resource_allocation={RESOURCE_NAME: info})
+
+
+K = TypeVar("K")
+V = TypeVar("V", pb.ListOfTopologyHints, pb.ResourceAllocation)
+
+#: The most messages kept per kind; past it the memo starts afresh (a node has a few pools
+#: and a few NUMA layouts, so a handful of values repeat).
+MAX_KEPT_MESSAGES = 256
+_HINT_LISTS: dict[Any, pb.ListOfTopologyHints] = {}
+_ALLOCATIONS: dict[Any, pb.ResourceAllocation] = {}
+
+
+def _kept(memo: dict[Any, V], key: Any, value: K, build: Callable[[K], V]) -> V:
+    """``build(value)``, kept in ``memo`` under ``key``; two values' keys are equal only if
+    the values build the same message (a reply value is immutable, so is its message: every
+    caller copies it into its response, none changes it).
+
+    gRPC's threads share the memo: a lookup, an insertion and a clearing are each atomic, so
+    a thread sees a message or none, and at worst builds one twice.
+    """
+    try:
+        message = memo.get(key)
+    except TypeError:  # an unhashable value (a list where a tuple is declared): not kept
+        return build(value)
+    if message is None:
+        message = build(value)
+        if len(memo) >= MAX_KEPT_MESSAGES:
+            memo.clear()
+        memo[key] = message
+    return message
 
 
 def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationResponse:
@@ -243,13 +313,23 @@ def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationR
     """
     if reply is None:
         return pb.ResourceAllocationResponse()
-    response = pb.ResourceAllocationResponse(**_request_echo(reply))
+    identity = reply.identity
+    response = pb.ResourceAllocationResponse(
+        pod_uid=identity.pod_uid,
+        pod_namespace=identity.pod_namespace,
+        pod_name=identity.pod_name,
+        container_name=identity.container_name,
+        container_type=_wire_type(identity.container_type),
+        container_index=identity.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
     if reply.allocation is not None:
-        response.allocation_result.CopyFrom(
-            pb.ResourceAllocation(
-                resource_allocation={RESOURCE_NAME: _allocation_info(reply.allocation)}
-            )
-        )
+        response.allocation_result.CopyFrom(_resource_allocation(reply.allocation))
     return response
 
 
@@ -267,32 +347,36 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
     resource_hints: dict[str, pb.ListOfTopologyHints] = {}
     if reply.hints is not None:
         resource_hints[RESOURCE_NAME] = _hint_list(reply.hints)
-    return pb.ResourceHintsResponse(**_request_echo(reply), resource_hints=resource_hints)
+    identity = reply.identity
+    return pb.ResourceHintsResponse(
+        pod_uid=identity.pod_uid,
+        pod_namespace=identity.pod_namespace,
+        pod_name=identity.pod_name,
+        container_name=identity.container_name,
+        container_type=_wire_type(identity.container_type),
+        container_index=identity.container_index,
+        pod_role=reply.pod_role,
+        pod_type=reply.pod_type,
+        resource_name=reply.resource_name,
+        resource_hints=resource_hints,
+        labels=reply.labels or {},
+        annotations=reply.annotations or {},
+        native_qos_class=reply.native_qos_class,
+    )
 
 
-def _identity_fields(identity: ContainerIdentity) -> dict[str, Any]:
-    """A container's identity as the response fields of the same names (wire.md §4.3)."""
-    return {
-        "pod_uid": identity.pod_uid,
-        "pod_namespace": identity.pod_namespace,
-        "pod_name": identity.pod_name,
-        "container_name": identity.container_name,
-        "container_type": identity.container_type.name,
-        "container_index": identity.container_index,
-    }
+#: The wire enum's number of each container type (the same names, wire.md §4.3).
+_WIRE_TYPES: dict[ContainerType, pb.ContainerType] = {
+    member: getattr(pb, member.name) for member in ContainerType
+}
 
 
-def _request_echo(reply: AllocationReply | HintsReply) -> dict[str, Any]:
-    """The request fields both Allocate's and GetTopologyHints' responses echo back."""
-    return {
-        **_identity_fields(reply.identity),
-        "pod_role": reply.pod_role,
-        "pod_type": reply.pod_type,
-        "resource_name": reply.resource_name,
-        "labels": reply.labels or {},
-        "annotations": reply.annotations or {},
-        "native_qos_class": reply.native_qos_class,
-    }
+def _wire_type(container_type: ContainerType) -> pb.ContainerType | str:
+    """A container type as the response's enum: its number, or its name for a value that is
+    not a ``ContainerType`` (which protobuf then judges, as it always did)."""
+    if type(container_type) is ContainerType:
+        return _WIRE_TYPES[container_type]
+    return container_type.name
 
 
 def remove_pod_response(reply: None) -> pb.RemovePodResponse:

@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import operator
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Final
@@ -185,6 +186,19 @@ def cause_of(inputs: object, now: float, reply: dict[str, Any] | None = None) ->
     Raises:
         TypeError: ``inputs`` is not a dataclass, or holds a value with no plain form.
     """
+    if type(inputs) is AllocateInputs:
+        # Every Allocate commits one: its request is written field by field (_request_plain),
+        # the same map the general walk below gives, in the same order.
+        cause: dict[str, Any] = {
+            "rpc": type(inputs.call).__name__,
+            _VERSION_KEY: CAUSE_VERSION,
+            "now": now,
+            "request": _request_plain(inputs.call.request),
+            "pod": plain(inputs.pod),
+        }
+        if reply is not None:
+            cause[REPLY_KEY] = reply
+        return cause
     if isinstance(inputs, AdvisorResponse):
         return {**response_cause(inputs, now), _VERSION_KEY: CAUSE_VERSION}
     if isinstance(inputs, AdvisorSilence):
@@ -201,9 +215,9 @@ def cause_of(inputs: object, now: float, reply: dict[str, Any] | None = None) ->
         }
     elif isinstance(inputs, ResidualPods):
         rpc, fields = "RemoveResidualPods", _residual_fields(inputs)
-    elif dataclasses.is_dataclass(inputs) and not isinstance(inputs, type):
+    elif (names := _field_names(type(inputs))) is not None and not isinstance(inputs, type):
         rpc = type(inputs).__name__
-        fields = {f.name: plain(getattr(inputs, f.name)) for f in dataclasses.fields(inputs)}
+        fields = {name: plain(getattr(inputs, name)) for name in names}
     else:
         raise TypeError(f"no cause for inputs of type {type(inputs).__name__}")
     if reply is not None:
@@ -279,6 +293,62 @@ def plain(value: object) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     raise TypeError(f"no plain form for a cause value of type {type(value).__name__}")
+
+
+#: The request fields that hold text, which ``plain`` keeps as they are.
+_REQUEST_TEXTS: Final = (
+    "pod_uid",
+    "pod_namespace",
+    "pod_name",
+    "container_name",
+    "resource_name",
+    "pod_role",
+    "pod_type",
+    "native_qos_class",
+)
+_request_texts: Final = operator.attrgetter(*_REQUEST_TEXTS)
+_JUST_STR: Final = frozenset({str})
+
+
+def _request_plain(request: ResourceRequest) -> Any:
+    """``plain(request)``, written field by field for the request kubelet sends.
+
+    Anything unusual (a subclass, a field of another type than the request declares) takes
+    ``plain`` itself, so the result is always the general walk's.
+    """
+    texts = _request_texts(request)
+    if type(request) is not ResourceRequest or frozenset(map(type, texts)) != _JUST_STR:
+        return plain(request)
+    container_type = request.container_type
+    index = request.container_index
+    hint = request.hint
+    return {
+        "pod_uid": texts[0],
+        "pod_namespace": texts[1],
+        "pod_name": texts[2],
+        "container_name": texts[3],
+        "container_type": (
+            container_type.name if type(container_type) is ContainerType else plain(container_type)
+        ),
+        "container_index": index if type(index) is int else plain(index),
+        "resource_name": texts[4],
+        "resource_requests": plain(request.resource_requests),
+        "pod_role": texts[5],
+        "pod_type": texts[6],
+        "hint": _hint_plain(hint) if type(hint) is TopologyHint else plain(hint),
+        "labels": plain(request.labels),
+        "annotations": plain(request.annotations),
+        "native_qos_class": texts[7],
+    }
+
+
+def _hint_plain(hint: TopologyHint) -> dict[str, Any]:
+    """``plain(hint)`` for a ``TopologyHint``, NUMA ids kept as they are when ints."""
+    preferred = hint.preferred
+    return {
+        "nodes": [node if type(node) is int else plain(node) for node in hint.nodes],
+        "preferred": preferred if type(preferred) is bool else plain(preferred),
+    }
 
 
 #: Field names by dataclass type (``None`` for other types): every Allocate's cause walks the

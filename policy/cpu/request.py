@@ -176,18 +176,22 @@ def _check_value(resource: str, value: object) -> float:
     except OverflowError:  # an int past the float range; too long even to print safely
         bits = value.bit_length() if isinstance(value, int) else 0
         raise RequestError(f"{resource} request is absurd: a {bits}-bit integer") from None
-    text = _number_text(number)
+    # The value as people write it only for an error: every Allocate and hint checks one.
     if math.isnan(number):
-        raise RequestError(f"{resource} request {text} is not a number")
+        raise RequestError(f"{resource} request {_number_text(number)} is not a number")
     if math.isinf(number):
-        raise RequestError(f"{resource} request {text} is infinite")
+        raise RequestError(f"{resource} request {_number_text(number)} is infinite")
     if number < 0:
-        raise RequestError(f"{resource} request {text} is negative")
+        raise RequestError(f"{resource} request {_number_text(number)} is negative")
     divisor = _UNIT_DIVISORS.get(resource, 1.0)
     if resource in _CPU_RESOURCES and number / divisor > MAX_CPU_REQUEST:
-        raise RequestError(f"{resource} request {text} is absurd: more than {MAX_CPU_REQUEST} CPUs")
+        raise RequestError(
+            f"{resource} request {_number_text(number)} is absurd: more than {MAX_CPU_REQUEST} CPUs"
+        )
     if resource not in _CPU_RESOURCES and number > MAX_SCALAR_REQUEST:
-        raise RequestError(f"{resource} request {text} is absurd: more than 2**53 units")
+        raise RequestError(
+            f"{resource} request {_number_text(number)} is absurd: more than 2**53 units"
+        )
     return number + 0.0  # folds -0.0 into 0.0
 
 
@@ -217,6 +221,9 @@ def parse_quantity(resource_requests: Mapping[str, object]) -> Quantity:
 
 
 def _check_hint(hint: TopologyHint) -> None:
+    nodes = hint.nodes
+    if not nodes or (min(nodes) >= 0 and len(set(nodes)) == len(nodes)):
+        return  # every hint kubelet sends: nothing to name
     negative = sorted({node for node in hint.nodes if node < 0})
     if negative:
         raise RequestError(f"hint names negative NUMA nodes {negative}")

@@ -36,6 +36,7 @@ same result.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -156,7 +157,7 @@ def _decode_cpuset(value: object, where: str) -> CPUSet:
 
 
 def _encode_str_map(value: Mapping[str, str] | None) -> dict[str, str] | None:
-    return None if value is None else dict(value)
+    return None if value is None else dict(value.items())
 
 
 def _decode_str_map(value: object, where: str) -> immutables.Map[str, str] | None:
@@ -247,15 +248,17 @@ _ENTRY_DECODERS: Final[dict[str, Callable[[object, str], Any]]] = {
 }
 
 
+#: Every field of an entry, in field order, read in one call.
+_entry_values: Final = operator.attrgetter(*_ENTRY_FIELDS)
+
+
 def _encode_entry(entry: ContainerEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in _ENTRY_FIELDS:
-        value = getattr(entry, name)
-        if name == "placement":
-            value = _encode_placement(value)
-        elif name in ("labels", "annotations"):
-            value = _encode_str_map(value)
-        out[name] = value
+    # Every field as it is, then the three with a codec of their own replaced in place (a
+    # dict keeps a key's position when its value is replaced): one entry per Allocate.
+    out = dict(zip(_ENTRY_FIELDS, _entry_values(entry), strict=True))
+    out["placement"] = _encode_placement(out["placement"])
+    out["labels"] = _encode_str_map(out["labels"])
+    out["annotations"] = _encode_str_map(out["annotations"])
     return out
 
 
@@ -300,12 +303,28 @@ _CPU_EVENT_FIELDS: Final[dict[type[Event], tuple[tuple[str, str], ...]]] = {
     cls: _event_fields(cls) for cls in CPU_EVENT_TYPES
 }
 
+#: Field types whose values are written as they are.
+_AS_IS: Final = frozenset({"str", "float"})
+
+#: A CPU event class's fields in order: each one's name and encoder (None: written as it is).
+_FieldEncoders = tuple[tuple[str, Callable[[Any], Any] | None], ...]
+
+_CPU_EVENT_ENCODERS: Final[dict[type[Event], _FieldEncoders]] = {
+    cls: tuple((name, None if kind in _AS_IS else _FIELD_CODECS[kind][0]) for name, kind in fields)
+    for cls, fields in _CPU_EVENT_FIELDS.items()
+}
+
 
 def _encode_cpu_event(event: Event) -> dict[str, Any]:
-    return {
-        name: _FIELD_CODECS[field_type][0](getattr(event, name))
-        for name, field_type in _CPU_EVENT_FIELDS[type(event)]
-    }
+    return _write_fields({}, event, _CPU_EVENT_ENCODERS[type(event)])
+
+
+def _write_fields(out: dict[str, Any], event: Event, fields: _FieldEncoders) -> dict[str, Any]:
+    """``out`` with each of ``event``'s fields added, encoded, in order."""
+    for name, encode in fields:
+        value = getattr(event, name)
+        out[name] = value if encode is None else encode(value)
+    return out
 
 
 def _decode_cpu_event(cls: type[Event], items: Mapping[str, Any], where: str) -> Event:
@@ -446,8 +465,14 @@ def encode_event(event: Event) -> dict[str, Any]:
     Raises:
         CodecError: the event type is not registered in ``EVENT_TYPES``.
     """
-    kind = type(event).__name__
-    if EVENT_TYPES.get(kind) is not type(event):
+    cls = type(event)
+    fields = _CPU_EVENT_ENCODERS.get(cls)
+    if fields is not None:
+        # A CPU event (every kubelet call commits some): its map written in one pass, the
+        # same keys in the same order as the general path below.
+        return _write_fields({"kind": cls.__name__}, event, fields)
+    kind = cls.__name__
+    if EVENT_TYPES.get(kind) is not cls:
         raise CodecError(f"{kind} is not a registered event type")
     return {"kind": kind, **SECTION_CODECS[event.section].encode_event(event)}
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.allocator_messages import (
     Allocate,
@@ -98,9 +100,29 @@ def test_maps_beyond_kubernetes_limit_are_a_request_error(field: str) -> None:
         convert.resource_request(message)
 
 
-def test_maps_at_the_limit_pass() -> None:
-    message = resource_request("pod-big", annotations={"k": "x" * (convert.MAX_MAP_BYTES - 1)})
-    assert convert.resource_request(message).annotations is not None
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        pytest.param("x" * (convert.MAX_MAP_BYTES - 1), False, id="ascii at the limit passes"),
+        pytest.param("x" * convert.MAX_MAP_BYTES, True, id="ascii one byte past it is refused"),
+        pytest.param(
+            "é" * (convert.MAX_MAP_BYTES // 2),
+            True,
+            id="two-byte characters count as two bytes, though few enough as characters",
+        ),
+        pytest.param(
+            "é" * (convert.MAX_MAP_BYTES // 2 - 1), False, id="two-byte characters within it pass"
+        ),
+        pytest.param("😀" * 1000, False, id="a small map of four-byte characters passes"),
+    ],
+)
+def test_a_maps_limit_counts_utf8_bytes(value: str, refused: bool) -> None:
+    message = resource_request("pod-big", annotations={"k": value})
+    if refused:
+        with pytest.raises(RequestError, match="annotations hold"):
+            convert.resource_request(message)
+    else:
+        assert convert.resource_request(message).annotations == {"k": value}
 
 
 def test_commands() -> None:
@@ -279,3 +301,103 @@ def test_the_same_listing_value_gets_bytes_equal_to_a_fresh_encoding() -> None:
     assert again is first and fresh == first
     other = ResourcesAllocation({"pod-1": {"c": pool}})
     assert convert.resources_allocation_response(other) != first
+
+
+# -- replies: messages kept by value ----------------------------------------------------------
+
+
+def _fresh_hints(hints: tuple[TopologyHint | None, ...]) -> pb.ListOfTopologyHints:
+    """The hint list built afresh, element by element, as a reference."""
+    return pb.ListOfTopologyHints(
+        hints=[
+            pb.TopologyHint()
+            if h is None
+            else pb.TopologyHint(nodes=h.nodes, preferred=h.preferred)
+            for h in hints
+        ]
+    )
+
+
+def _fresh_allocation(allocation: CPUAllocation) -> pb.ResourceAllocation:
+    info = pb.ResourceAllocationInfo(
+        oci_property_name=allocation.oci_property_name,
+        is_node_resource=allocation.is_node_resource,
+        is_scalar_resource=allocation.is_scalar_resource,
+        allocated_quantity=allocation.allocated_quantity,
+        allocation_result=allocation.allocation_result,
+    )
+    if allocation.resource_hints is not None:
+        info.resource_hints.CopyFrom(_fresh_hints(allocation.resource_hints))
+    return pb.ResourceAllocation(resource_allocation={"cpu": info})
+
+
+_HINTS = st.lists(
+    st.none() | st.builds(TopologyHint, st.tuples(st.integers(0, 200)), st.booleans()),
+    max_size=3,
+).map(tuple)
+_ALLOCATIONS = st.builds(
+    CPUAllocation,
+    oci_property_name=st.sampled_from(["", "CpusetCpus"]),
+    is_node_resource=st.booleans(),
+    is_scalar_resource=st.booleans(),
+    allocated_quantity=st.sampled_from([0.0, -0.0, 1.0, 2, 252.0, 0.04]),
+    allocation_result=st.sampled_from(["", "0-3", "1-15,17-31"]),
+    resource_hints=st.none() | _HINTS,
+)
+
+
+@given(allocations=st.lists(_ALLOCATIONS, max_size=6), hints=st.lists(_HINTS, max_size=6))
+def test_replies_answer_as_messages_built_afresh(
+    allocations: list[CPUAllocation], hints: list[tuple[TopologyHint | None, ...]]
+) -> None:
+    # Lists of few distinct values: later elements meet the kept messages of earlier ones.
+    for allocation in allocations * 2:
+        got = convert.allocation_response(AllocationReply.echo(DOMAIN, None, None, allocation))
+        assert got.allocation_result.SerializeToString() == (
+            _fresh_allocation(allocation).SerializeToString()
+        )
+    for hint_list in hints * 2:
+        got_hints = convert.hints_response(hints_reply(hint_list)).resource_hints["cpu"]  # type: ignore[arg-type]
+        assert got_hints.SerializeToString() == _fresh_hints(hint_list).SerializeToString()
+
+
+def test_a_negative_zero_quantity_is_answered_apart_from_zero() -> None:
+    def quantity_bytes(quantity: float) -> bytes:
+        allocation = CPUAllocation(allocated_quantity=quantity)
+        reply = AllocationReply.echo(DOMAIN, None, None, allocation)
+        return convert.allocation_response(reply).allocation_result.SerializeToString()
+
+    zero = quantity_bytes(0.0)
+    assert quantity_bytes(-0.0) != zero  # proto3 writes -0.0 (not all-zero bits), not 0.0
+    assert quantity_bytes(0.0) == zero
+
+
+def test_an_answer_its_caller_changed_does_not_change_the_next_one() -> None:
+    allocation = CPUAllocation(
+        allocated_quantity=2.0,
+        allocation_result="0-1",
+        resource_hints=(TopologyHint((0,), True),),
+    )
+    reply = AllocationReply.echo(DOMAIN, None, None, allocation)
+    first = convert.allocation_response(reply)
+    first.allocation_result.resource_allocation["cpu"].allocation_result = "changed"
+    first.allocation_result.resource_allocation["cpu"].resource_hints.hints[0].preferred = False
+    again = convert.allocation_response(reply).allocation_result.resource_allocation["cpu"]
+    assert again.allocation_result == "0-1" and again.resource_hints.hints[0].preferred
+    hints = hints_reply((TopologyHint((1,), True),))
+    convert.hints_response(hints).resource_hints["cpu"].hints[0].preferred = False
+    assert convert.hints_response(hints).resource_hints["cpu"].hints[0].preferred
+
+
+def test_hints_given_as_a_list_convert_too() -> None:
+    reply = hints_reply([TopologyHint((1,), True)])  # type: ignore[arg-type]
+    got = convert.hints_response(reply).resource_hints["cpu"].hints
+    assert [(list(h.nodes), h.preferred) for h in got] == [([1], True)]
+
+
+def test_the_kept_messages_start_afresh_past_their_bound() -> None:
+    for quantity in range(1, convert.MAX_KEPT_MESSAGES + 2):
+        reply = AllocationReply.echo(DOMAIN, None, None, CPUAllocation(allocated_quantity=quantity))
+        info = convert.allocation_response(reply).allocation_result.resource_allocation["cpu"]
+        assert info.allocated_quantity == quantity
+    assert 0 < len(convert._ALLOCATIONS) <= convert.MAX_KEPT_MESSAGES

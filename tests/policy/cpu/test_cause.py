@@ -5,6 +5,7 @@ kept compactly beside its inputs without changing what they decode to."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -17,8 +18,10 @@ from policy.cpu.cause import (
     CAUSE_VERSION,
     CauseError,
     ResidualPods,
+    _request_plain,
     cause_of,
     decode_cause,
+    plain,
     reply_of,
     upgrade_cause,
 )
@@ -288,6 +291,27 @@ def test_any_allocate_inputs_decode_to_themselves(
     inputs = AllocateInputs(Allocate(request), pod)
     decoded = decode_cause(msgpack.unpackb(msgpack.packb(cause_of(inputs, now))))
     assert decoded.inputs == inputs and decoded.now == now
+
+
+class _Name(str):
+    """A text subclass: the general walk keeps it, as the fast path must."""
+
+
+@given(
+    request=_REQUESTS,
+    odd=st.sampled_from(["none", "subclassed name", "whole-number request", "bool NUMA id"]),
+)
+def test_an_allocate_request_packs_as_the_general_walk_packs_it(
+    request: ResourceRequest, odd: str
+) -> None:
+    if odd == "subclassed name":
+        request = replace(request, pod_name=_Name(request.pod_name))
+    elif odd == "whole-number request":
+        request = replace(request, resource_requests={"cpu": 2})
+    elif odd == "bool NUMA id":
+        request = replace(request, hint=TopologyHint((True, 3), preferred=True))
+    # msgpack bytes: the same keys in the same order, the same value types.
+    assert msgpack.packb(_request_plain(request)) == msgpack.packb(plain(request))
 
 
 _GARBAGE = st.recursive(

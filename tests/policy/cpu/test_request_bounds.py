@@ -7,6 +7,8 @@ the message quotes no more than 80 characters of the offending name.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policy import names
 from policy.cpu.request import RequestError, validate_request
@@ -88,3 +90,31 @@ def test_maps_at_their_bounds_pass() -> None:
     labels = {"k" * 317: "v" * 63}
     rest = names.MAX_MAPS_BYTES - 317 - 63 - 1
     validate_request(web_app(labels=labels, annotations={"a": "x" * rest}))
+
+
+# Any character, lone surrogates included (which ``surrogatepass`` writes as 3 bytes).
+_ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)
+
+
+@given(value=_ANY_TEXT)
+def test_a_names_size_is_its_utf8_bytes_whatever_its_characters(value: str) -> None:
+    size = len(value.encode("utf-8", "surrogatepass"))
+    assert names.too_long(value, "pod_name", size) is None
+    if size:
+        assert names.too_long(value, "pod_name", size - 1) == (
+            f"pod_name is {size} bytes, more than Kubernetes allows ({size - 1})"
+        )
+
+
+@given(maps=st.lists(st.none() | st.dictionaries(_ANY_TEXT, _ANY_TEXT, max_size=3), max_size=3))
+def test_maps_count_the_utf8_bytes_of_every_key_and_value(
+    maps: list[dict[str, str] | None],
+) -> None:
+    want = sum(
+        len(text.encode("utf-8", "surrogatepass"))
+        for mapping in maps
+        if mapping
+        for pair in mapping.items()
+        for text in pair
+    )
+    assert names.map_bytes(*maps) == want
