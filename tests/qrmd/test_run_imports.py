@@ -64,6 +64,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
             "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
         ),
         pytest.param(
+            "policy.cpu.pressure.answers", id="no CPU pressure answers while it is not enabled"
+        ),
+        pytest.param(
+            "policy.cpu.pressure.pods", id="no CPU pressure pod quantities while it is not enabled"
+        ),
+        pytest.param(
             "policy.balance.round", id="no balance round planner while the balancer is off"
         ),
         pytest.param("policy.balance.numas", id="no balance NUMA selection while it is off"),
