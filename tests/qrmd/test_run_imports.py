@@ -69,6 +69,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param(
             "policy.cpu.pressure.pods", id="no CPU pressure pod quantities while it is not enabled"
         ),
+        pytest.param("transitions", id="no transitions machine: the daemon steps tables only"),
+        pytest.param("six", id="no six, which only transitions needs"),
         pytest.param(
             "policy.balance.round", id="no balance round planner while the balancer is off"
         ),
