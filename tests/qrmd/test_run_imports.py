@@ -69,6 +69,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param(
             "policy.cpu.pressure.pods", id="no CPU pressure pod quantities while it is not enabled"
         ),
+        pytest.param(
+            "fractions", id="no fractions while no CPU quantity is parsed (--reserved-cpu-cores)"
+        ),
         pytest.param("transitions", id="no transitions machine: the daemon steps tables only"),
         pytest.param("six", id="no six, which only transitions needs"),
         pytest.param(
