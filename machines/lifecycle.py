@@ -24,21 +24,24 @@ and drives any number of models through it in one of two ways:
 
 Both :meth:`fire` and :meth:`step` return a :class:`Step` naming the events to commit and the
 actions to carry out, or ``None`` when the guards refuse. An illegal trigger raises
-:class:`InvalidTransition` (a ``transitions.core.MachineError``) and changes nothing. The
-``transitions`` machine remains what moves models (``fire``, ``add``) and what ``qrmd
-diagrams`` draws from the same table.
+:class:`InvalidTransition` and changes nothing. The ``transitions`` machine remains what moves
+models (``fire``, ``add``) and what ``qrmd diagrams`` draws from the same table.
+
+The machine is built, and ``transitions`` imported, when a model is first fired, added or
+removed: the daemon only ever takes :meth:`Lifecycle.step`, and ``transitions`` (with ``six``)
+was some 2 ms of CPU of every restart (bench/bench_startup.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
-
-from transitions import Machine
-from transitions.core import MachineError
+from typing import TYPE_CHECKING, Protocol
 
 from machines.table import MachineTable, Transition
+
+if TYPE_CHECKING:
+    from transitions.core import Machine, MachineError
 
 
 class Stateful(Protocol):
@@ -47,14 +50,18 @@ class Stateful(Protocol):
     state: str
 
 
-class InvalidTransition(MachineError):  # noqa: N818 - the name STYLE.md and callers use
+class InvalidTransition(Exception):  # noqa: N818 - the name STYLE.md and callers use
     """A trigger that is not legal in the model's current state; the model is unchanged.
+
+    It is not a ``transitions.core.MachineError`` (whose ``value`` it keeps): raising it must
+    not need ``transitions`` loaded, which :meth:`Lifecycle.step` never uses.
 
     Attributes:
         machine: the machine's name.
         trigger: the trigger that was refused.
         state: the state the model is (still) in.
         allowed: the triggers that are legal in that state.
+        value: the message.
     """
 
     def __init__(self, machine: str, trigger: str, state: str, allowed: tuple[str, ...]) -> None:
@@ -63,10 +70,8 @@ class InvalidTransition(MachineError):  # noqa: N818 - the name STYLE.md and cal
         self.state = state
         self.allowed = allowed
         legal = ", ".join(allowed) if allowed else "none, it is final"
-        super().__init__(f"{machine}: cannot {trigger!r} in state {state!r} (legal there: {legal})")
-
-    def __str__(self) -> str:
-        return str(self.value)
+        self.value = f"{machine}: cannot {trigger!r} in state {state!r} (legal there: {legal})"
+        super().__init__(self.value)
 
 
 class MissingGuardError(LookupError):
@@ -98,7 +103,19 @@ class Lifecycle:
 
     def __init__(self, table: MachineTable) -> None:
         self.table = table
-        self.machine = Machine(
+        self._machine: Machine | None = None
+
+    @property
+    def machine(self) -> Machine:
+        """The ``transitions`` machine of the table, built on first use."""
+        if self._machine is None:
+            self._machine = self._build()
+        return self._machine
+
+    def _build(self) -> Machine:
+        machine_class, _ = _transitions()
+        table = self.table
+        machine = machine_class(
             model=None,
             states=list(table.states),
             initial=table.initial,
@@ -109,13 +126,14 @@ class Lifecycle:
         )
         for record in table.transitions:
             for source in record.source:
-                self.machine.add_transition(
+                machine.add_transition(
                     record.trigger,
                     source,
                     record.dest,
                     conditions=list(record.conditions),
                     unless=list(record.unless),
                 )
+        return machine
 
     def add(self, model: object, state: str | None = None) -> None:
         """Register a long-lived model, binding the trigger methods onto it.
@@ -164,9 +182,10 @@ class Lifecycle:
             )
         # The table names the record; the machine moves the model by the same rule.
         record = self.table.select(trigger, source, lambda guard: _answer(model, guard))
+        _, machine_error = _transitions()
         try:
             taken = event.trigger(model)
-        except MachineError as exc:  # pragma: no cover - candidates() already ruled it out
+        except machine_error as exc:  # pragma: no cover - candidates() already ruled it out
             raise InvalidTransition(
                 self.table.name, trigger, source, self.table.triggers_from(source)
             ) from exc
@@ -199,8 +218,10 @@ class Lifecycle:
         """
         answers = guards or {}
         self._check_state(state)
+        # A trigger with a record from ``state`` is one of the machine's events (it is built
+        # from the same records), so the table alone decides, without the machine.
         candidates = self.table.candidates(trigger, state)
-        if trigger not in self.machine.events or not candidates:
+        if not candidates:
             raise InvalidTransition(
                 self.table.name, trigger, state, self.table.triggers_from(state)
             )
@@ -225,6 +246,13 @@ class Lifecycle:
         if state not in self.table.states:
             states = ", ".join(self.table.states)
             raise ValueError(f"{self.table.name}: {state!r} is not a state (states: {states})")
+
+
+def _transitions() -> tuple[type[Machine], type[MachineError]]:
+    """``transitions``' machine and error classes, imported when a machine is first needed."""
+    from transitions.core import Machine, MachineError  # noqa: PLC0415 (see the module doc)
+
+    return Machine, MachineError
 
 
 def _step(record: Transition, trigger: str, source: str) -> Step:

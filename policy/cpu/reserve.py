@@ -23,12 +23,15 @@ names the quantity actually used.
 from __future__ import annotations
 
 import re
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from policy.errors import ErrorKind, PolicyError
 from policy.topology.cpuset import CPUSet
 from policy.topology.model import CPUTopology
 from policy.topology.selection import SelectionError, take_ht_by_numa_balance
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = [
     "ReserveChangeRefused",
@@ -71,8 +74,11 @@ class ReserveChangeRefused(ReserveError):  # noqa: N818 (a refusal, like CommitR
 
 
 # Kubernetes quantity: sign, decimal number, then one suffix — binary SI (Ki..Ei), a decimal
-# exponent (e3, E-2) or decimal SI (n, u, m, none, k, M, G, T, P, E).
-_QUANTITY = re.compile(
+# exponent (e3, E-2) or decimal SI (n, u, m, none, k, M, G, T, P, E). Compiled (by ``re``'s
+# cache) and ``fractions`` imported at the first quantity parsed: the kubelet's reserved
+# quantities and SNB pods' aggregated requests only, never on a start with
+# --reserved-cpu-cores (bench/bench_startup.py).
+_QUANTITY = (
     r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"(?P<suffix>[KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE]?)"
 )
@@ -94,7 +100,9 @@ def parse_cpu_quantity(text: str) -> Fraction:
     Raises:
         ReserveError: the text is not a Kubernetes quantity.
     """
-    match = _QUANTITY.fullmatch(text)
+    from fractions import Fraction  # noqa: PLC0415 (lazy, see _QUANTITY)
+
+    match = re.fullmatch(_QUANTITY, text)
     if match is None:
         raise ReserveError(f"{text!r} is not a Kubernetes CPU quantity (e.g. '500m', '1.5')")
     value = Fraction(match["number"])
@@ -111,7 +119,7 @@ def parse_cpu_quantity(text: str) -> Fraction:
     return -value if match["sign"] == "-" else value
 
 
-def _ceil(value: Fraction) -> int:
+def _ceil(value: Fraction | int) -> int:
     return -((-value.numerator) // value.denominator)
 
 
@@ -128,7 +136,7 @@ def kubelet_reserved_cores(kube_reserved_cpu: str | None, system_reserved_cpu: s
     Raises:
         ReserveError: a quantity does not parse or is negative, naming which one.
     """
-    total = Fraction(0)
+    total: Fraction | int = 0
     for field, text in (
         ("kube-reserved", kube_reserved_cpu),
         ("system-reserved", system_reserved_cpu),
@@ -144,7 +152,7 @@ def kubelet_reserved_cores(kube_reserved_cpu: str | None, system_reserved_cpu: s
         total += cores
     # Kubernetes' MilliValue rounds the exact sum up to milli-CPUs; then up to whole CPUs.
     milli = _ceil(total * 1000)
-    return _ceil(Fraction(milli, 1000))
+    return -(-milli // 1000)
 
 
 def reserved_cpu_count(

@@ -31,10 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from policy.cpu import pressure
 from policy.cpu.pressure import PressureSettings, PressureSettingsError
-from policy.cpu.pressure.answers import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
-from policy.cpu.pressure.pods import PodError, parse_quantity
-from policy.cpu.pressure.settings import DEFAULT_SKIP_POOLS
+from policy.cpu.pressure.settings import (
+    DEFAULT_SKIP_POOLS,
+    EVICTION_NAME_LOAD,
+    EVICTION_NAME_SUPPRESSION,
+)
 from policy.cpu.reference import V0_5_47
 from qrmd.config_values import (
     Option,
@@ -104,9 +107,11 @@ def _resource_cpu(raw: object) -> float:
             pairs[key.strip()] = value.strip()
     if "cpu" not in pairs:
         return 0.0
+    # Through the package, which loads the pods' quantities (regexes, a table of fractions) on
+    # first use: only for a flag that has one.
     try:
-        cpu = parse_quantity(pairs["cpu"], "cpu")
-    except PodError as err:
+        cpu = pressure.parse_quantity(pairs["cpu"], "cpu")
+    except pressure.PodError as err:
         raise ValueError(str(err)) from None
     if cpu < 0:
         raise ValueError(f"cpu={pairs['cpu']} is negative")

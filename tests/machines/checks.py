@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
-from transitions.core import MachineError
 
 from machines.lifecycle import InvalidTransition, Lifecycle
 
@@ -70,7 +69,6 @@ def assert_every_illegal_trigger_raises(lifecycle: Lifecycle) -> int:
             model = Model(state, {g: True for g in table.guards})
             with pytest.raises(InvalidTransition) as caught:
                 lifecycle.fire(model, trigger)
-            assert isinstance(caught.value, MachineError)
             assert caught.value.state == state and caught.value.trigger == trigger
             assert model.state == state
             with pytest.raises(InvalidTransition):

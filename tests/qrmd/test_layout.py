@@ -17,9 +17,11 @@ MAX_ROOT_MODULES = 8
 #: config file's YAML and TOML), or code only a start-up path that is rarely taken needs (the
 #: take-over of katalyst-agent's checkpoint, importlib.metadata where no metadata directory is
 #: found), or the metrics registry and endpoint with their prometheus_client, which only
-#: ``--metrics-address`` needs (two in the daemon): a restart to serving pays for every module
-#: it imports.
-MAX_DEFERRED_IMPORTS = 9
+#: ``--metrics-address`` needs (two in the daemon), ``transitions`` for a machine that fires or
+#: registers models (the daemon only steps tables), ``fractions`` for a CPU quantity (the
+#: kubelet's reserved CPUs, an SNB pod's aggregated requests): a restart to serving pays for
+#: every module it imports.
+MAX_DEFERRED_IMPORTS = 11
 DEFERRED = re.compile(r"#\s*noqa:\s*PLC0415")
 
 

@@ -64,6 +64,17 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
             "policy.cpu.pressure.suppression", id="no suppression decision while it is not enabled"
         ),
         pytest.param(
+            "policy.cpu.pressure.answers", id="no CPU pressure answers while it is not enabled"
+        ),
+        pytest.param(
+            "policy.cpu.pressure.pods", id="no CPU pressure pod quantities while it is not enabled"
+        ),
+        pytest.param(
+            "fractions", id="no fractions while no CPU quantity is parsed (--reserved-cpu-cores)"
+        ),
+        pytest.param("transitions", id="no transitions machine: the daemon steps tables only"),
+        pytest.param("six", id="no six, which only transitions needs"),
+        pytest.param(
             "policy.balance.round", id="no balance round planner while the balancer is off"
         ),
         pytest.param("policy.balance.numas", id="no balance NUMA selection while it is off"),

@@ -19,18 +19,20 @@ What the plugins remember between calls is the ``cpu_pressure`` state section
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from policy.cpu.pressure.answers import (
+from policy.cpu.pressure.settings import (
     EVICTION_NAME_LOAD,
     EVICTION_NAME_SUPPRESSION,
-    Condition,
-    EvictPodsAnswer,
-    ThresholdMetAnswer,
-    TopEvictionAnswer,
+    PressureSettings,
+    PressureSettingsError,
 )
-from policy.cpu.pressure.pods import ActivePod, PodError
-from policy.cpu.pressure.settings import PressureSettings, PressureSettingsError
 
 if TYPE_CHECKING:
+    from policy.cpu.pressure.answers import (
+        Condition,
+        EvictPodsAnswer,
+        ThresholdMetAnswer,
+        TopEvictionAnswer,
+    )
     from policy.cpu.pressure.inputs import (
         ContainerPool,
         InputError,
@@ -45,12 +47,19 @@ if TYPE_CHECKING:
         threshold_met,
         top_eviction_pods,
     )
+    from policy.cpu.pressure.pods import ActivePod, PodError, parse_quantity
     from policy.cpu.pressure.suppression import SuppressionError, evict_pods
 
-#: The decisions and their inputs load on first use: the settings (``qrmd run`` parses them
-#: whether or not CPU pressure eviction is enabled) need only ``settings``, ``pods`` and
-#: ``answers``, and a node's restart pays for every module it imports.
+#: The decisions, their inputs and answers and the pods they read load on first use: the
+#: settings (``qrmd run`` parses them whether or not CPU pressure eviction is enabled) need
+#: only ``settings``, and a node's restart pays for every module it imports and every regex
+#: and table it builds (``pods``' quantities).
 _ON_FIRST_USE = {
+    **dict.fromkeys(
+        ("Condition", "EvictPodsAnswer", "ThresholdMetAnswer", "TopEvictionAnswer"),
+        "policy.cpu.pressure.answers",
+    ),
+    **dict.fromkeys(("ActivePod", "PodError", "parse_quantity"), "policy.cpu.pressure.pods"),
     **dict.fromkeys(
         ("ContainerPool", "InputError", "LoadInputs", "PoolMap", "SuppressionInputs", "TopInputs"),
         "policy.cpu.pressure.inputs",
@@ -93,6 +102,7 @@ __all__ = [
     "TopInputs",
     "collect_load",
     "evict_pods",
+    "parse_quantity",
     "threshold_met",
     "top_eviction_pods",
 ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from policy.balance.eviction import EvictOffer
+from policy.cpu.pressure.settings import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
 
 __all__ = [
     "CPU_PRESSURE_CONDITION",
@@ -30,10 +31,6 @@ __all__ = [
     "TopEvictionAnswer",
 ]
 
-#: The plugins' names, in ``GetInfo`` and their socket names (``EvictionNameLoad``,
-#: ``EvictionNameSuppression``).
-EVICTION_NAME_LOAD: Final = "cpu-pressure-load-plugin"
-EVICTION_NAME_SUPPRESSION: Final = "cpu-pressure-suppression-plugin"
 
 #: ``evictionConditionCPUPressure``.
 CPU_PRESSURE_CONDITION: Final = "CPUPressure"

@@ -20,6 +20,8 @@ from policy.errors import ErrorKind, PolicyError
 
 __all__ = [
     "DEFAULT_SKIP_POOLS",
+    "EVICTION_NAME_LOAD",
+    "EVICTION_NAME_SUPPRESSION",
     "EVICTION_SCOPE_LOAD",
     "PressureSettings",
     "PressureSettingsError",
@@ -27,6 +29,12 @@ __all__ = [
 
 #: ``--load-pressure-eviction-skip-pools`` default: reclaim, dedicated, fallback, reserve.
 DEFAULT_SKIP_POOLS: Final = ("reclaim", "dedicated", "fallback", "reserve")
+
+#: The plugins' names, in ``GetInfo`` and their socket names (``EvictionNameLoad``,
+#: ``EvictionNameSuppression``): here, with the settings, as ``qrmd run`` names the sockets
+#: from them whether or not the plugins are enabled (``answers`` re-exports them).
+EVICTION_NAME_LOAD: Final = "cpu-pressure-load-plugin"
+EVICTION_NAME_SUPPRESSION: Final = "cpu-pressure-suppression-plugin"
 
 #: The one metric the load plugin handles (``consts.MetricLoad1MinContainer``), also its
 #: ``EvictionScope``.
