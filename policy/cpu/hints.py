@@ -61,7 +61,7 @@ from policy.cpu.snb import (
     binding_numas,
     cpu_is_sufficient,
     non_binding_shared_requested,
-    numa_available_quantity,
+    numa_available_quantities,
 )
 from policy.cpu.snb_hints import SNBHintError, shared_hints
 from policy.cpu.system_cores import SYSTEM_CORES
@@ -327,11 +327,12 @@ def _non_binding_candidates(
         sum(m for n, m in masks.items() if n not in binding) & ~ctx.reserved.mask
     ).difference(CPUSet.from_mask(state.indexes.allocated_mask))
     requested = non_binding_shared_requested(state, ctx)
+    quantities = numa_available_quantities(state, ctx)
     kept: set[int] = set()
     for numa in sorted(masks):
         if numa in avoided:
             continue
-        quantity = numa_available_quantity(state, ctx, numa)
+        quantity = quantities[numa]
         if numa not in binding:
             if cpu_is_sufficient(requested, non_binding_cpus.size() - quantity):
                 kept.add(numa)
