@@ -266,15 +266,17 @@ def _dedicated_hints(
             nodes = tuple(sorted(info.topology_aware_assignments or {}))
             return (TopologyHint(nodes, True),)
         state = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
-    # c. The extra state file (at v0.5.47 only exclusive dedicated NUMA nodes are taken).
-    free = (
-        _numas_without_exclusive_dedicated(state, ctx)
-        if ctx.at_v0_5_47
-        else state.numas_without_numa_binding()
-    )
-    extra = _extra_state_hint(request.pod_name, extra_numa_sets, free)
-    if extra is not None:
-        return (extra,)
+    # c. The extra state file (at v0.5.47 only exclusive dedicated NUMA nodes are taken);
+    #    the free NUMA nodes are worked out only when there is such a file to read.
+    if extra_numa_sets:
+        free = (
+            _numas_without_exclusive_dedicated(state, ctx)
+            if ctx.at_v0_5_47
+            else state.numas_without_numa_binding()
+        )
+        extra = _extra_state_hint(request.pod_name, extra_numa_sets, free)
+        if extra is not None:
+            return (extra,)
     # d. Enumeration: at v0.5.47 with the allocation options (policy.cpu.dedicated_hints).
     if ctx.at_v0_5_47:
         return _hints_v0547(state, ctx, prepared)
