@@ -205,7 +205,7 @@ def _snb_containers_by_numa(
 
 def numa_allocatable(state: CPUState, ctx: PolicyContext, numa: int) -> int:
     """A NUMA's allocatable CPUs: its default cpuset minus the reserve."""
-    return state.numa_available(numa, ctx.reserved).size()
+    return state.numa_available_count(numa, ctx.reserved)
 
 
 def numa_available_quantity(
