@@ -12,6 +12,10 @@ and drives any number of models through it in one of two ways:
   up in the table (:meth:`~machines.table.MachineTable.select`), which is the same rule the
   machine applies, so no throw-away model has to be run through ``transitions`` to learn
   which row fired.
+  A lifecycle remembers each step it worked out, keyed by the state, the trigger and the
+  guard answers it was given: the table is frozen, so the same question has the same answer,
+  and a decision asks the same few questions for every container (each Allocate of a new
+  shared container asks ``allocate_shared`` from ``new`` with the same two answers).
 * :meth:`Lifecycle.add` registers a long-lived model (a link, a socket) the ``transitions`` way,
   which binds one method per trigger (``model.finish_ramp_up()``), ``is_<state>`` and
   ``may_<trigger>`` onto it. Convenient for a handful of models, not for containers: measured
@@ -101,8 +105,14 @@ class Lifecycle:
         table: the lifecycle's states and transition records.
     """
 
+    #: Distinct (state, trigger, answers) questions remembered by :meth:`step`: a table of a
+    #: dozen records and two or three boolean guards asks a few dozen; the bound only keeps
+    #: callers passing unusual guard values from growing the memo without end.
+    STEP_MEMO_SIZE = 1024
+
     def __init__(self, table: MachineTable) -> None:
         self.table = table
+        self._steps: dict[tuple[str, str, tuple[tuple[str, object], ...]], Step | None] = {}
         self._machine: Machine | None = None
 
     @property
@@ -217,6 +227,21 @@ class Lifecycle:
             ValueError: ``state`` is not a state of this machine.
         """
         answers = guards or {}
+        key = (state, trigger, tuple(answers.items()))
+        try:
+            return self._steps[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable guard value: work it out without the memo
+            return self._work_out_step(state, trigger, answers)
+        step = self._work_out_step(state, trigger, answers)
+        if len(self._steps) >= self.STEP_MEMO_SIZE:
+            self._steps.clear()
+        self._steps[key] = step
+        return step
+
+    def _work_out_step(self, state: str, trigger: str, answers: Mapping[str, bool]) -> Step | None:
+        """:meth:`step` without the memo: the table's row for the answers (or the error)."""
         self._check_state(state)
         # A trigger with a record from ``state`` is one of the machine's events (it is built
         # from the same records), so the table alone decides, without the machine.

@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import lru_cache
 
 from policy.cpu.dedicated_options import DedicatedOptions, read_options
 from policy.cpu.request import TopologyHint
@@ -235,6 +236,28 @@ def dedicated_hints_v0547(
     return out
 
 
+#: Up to this many NUMA nodes, which node sets span sockets is remembered per topology.
+_REMEMBERED_CROSSINGS_NUMAS = 8
+
+
+@lru_cache(maxsize=8)
+def _socket_crossings(topology: CPUTopology) -> dict[tuple[int, ...], bool]:
+    """The remembered ``check_numa_cross_sockets`` answers of one topology, filled as asked."""
+    del topology  # the key of the memo
+    return {}
+
+
+def _crosses_sockets(
+    topology: CPUTopology, nodes: tuple[int, ...], crossing: dict[tuple[int, ...], bool] | None
+) -> bool:
+    if crossing is None:
+        return topology.check_numa_cross_sockets(nodes)
+    answer = crossing.get(nodes)
+    if answer is None:
+        answer = crossing[nodes] = topology.check_numa_cross_sockets(nodes)
+    return answer
+
+
 def _masks(  # noqa: PLR0917 - the step's inputs, named at its one call
     topology: CPUTopology,
     request: float,
@@ -251,17 +274,22 @@ def _masks(  # noqa: PLR0917 - the step's inputs, named at its one call
     req_int = int(request)
     min_affinity = len(topology.cpu_details.numa_nodes())
     out: list[tuple[int, ...]] = []
+    # Each node's usable CPUs counted once: the capacity check adds them up for every set.
+    sizes = {n: usable[n].size() for n in numas}
+    # Whether a set of nodes spans sockets is a fact of the machine: remembered per topology
+    # up to 8 NUMA nodes (at most 255 sets), asked afresh on larger machines.
+    crossing = _socket_crossings(topology) if len(numas) <= _REMEMBERED_CROSSINGS_NUMAS else None
     for size in range(1, min(bound, len(numas)) + 1):
         if size < min_needed:
             continue
         if not exclusive and options.numa_number <= 1 and size > 1:
             break
         for nodes in itertools.combinations(numas, size):
-            if not request < sum(usable[n].size() for n in nodes) + _SLACK:
+            if not request < sum(map(sizes.__getitem__, nodes)) + _SLACK:
                 continue
             min_affinity = min(min_affinity, size)
             # a. Sockets.
-            if size <= per_socket and topology.check_numa_cross_sockets(nodes):
+            if size <= per_socket and _crosses_sockets(topology, nodes, crossing):
                 continue
             # b. align_by_socket.
             if options.align_by_socket and not can_align_by_socket(topology, nodes, req_int):

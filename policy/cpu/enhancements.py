@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from policy.cpu.request import RequestError
 
@@ -96,8 +97,32 @@ def _go_string(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+#: Enhancement texts up to this many characters are decoded once and remembered: pods of one
+#: workload carry the same few texts (``{"numa_binding": "true"}``), and every Allocate and
+#: hint decodes them. Longer ones are decoded each time, so the memo stays small.
+_REMEMBERED_TEXT_CHARS = 512
+
+
 def _decode(source: str, text: str, strict: bool, warnings: list[str]) -> dict[str, str]:
     """The string pairs of one enhancement annotation; refuses or warns about the rest."""
+    if len(text) > _REMEMBERED_TEXT_CHARS:
+        return _decode_text(source, text, strict, warnings)
+    pairs, found = _remembered_decode(source, text, strict)
+    warnings.extend(found)
+    return dict(pairs)
+
+
+@lru_cache(maxsize=256)
+def _remembered_decode(
+    source: str, text: str, strict: bool
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """:func:`_decode_text` as immutable values, remembered (a refusal raises, never kept)."""
+    warnings: list[str] = []
+    pairs = _decode_text(source, text, strict, warnings)
+    return tuple(pairs.items()), tuple(warnings)
+
+
+def _decode_text(source: str, text: str, strict: bool, warnings: list[str]) -> dict[str, str]:
 
     def problem(reason: str) -> None:
         message = f"annotation {source}: {reason}"

@@ -61,7 +61,7 @@ from policy.cpu.snb import (
     binding_numas,
     cpu_is_sufficient,
     non_binding_shared_requested,
-    numa_available_quantity,
+    numa_available_quantities,
 )
 from policy.cpu.snb_hints import SNBHintError, shared_hints
 from policy.cpu.system_cores import SYSTEM_CORES
@@ -149,7 +149,34 @@ def calculate_hints(
     Raises:
         HintError: "calculateHints failed with error: ..." with the reference's reason.
     """
-    topology = ctx.topology
+    # The answer depends on the state only through the allocated CPUs, so it is remembered
+    # for the few masks a node goes through: kubelet asks the same dedicated hints while
+    # shared pods come and go, which leave the allocated CPUs alone.
+    return _hints_for(
+        ctx.topology,
+        state.topology,
+        reserved_mask=ctx.reserved.mask,
+        allocated_mask=state.indexes.allocated_mask,
+        request=request,
+        exclusive=exclusive,
+        max_full_hint_numa_nodes=ctx.max_full_hint_numa_nodes,
+        max_hints=ctx.max_hints,
+    )
+
+
+@lru_cache(maxsize=64)
+def _hints_for(
+    topology: CPUTopology,
+    state_topology: CPUTopology,
+    *,
+    reserved_mask: int,
+    allocated_mask: int,
+    request: int,
+    exclusive: bool,
+    max_full_hint_numa_nodes: int,
+    max_hints: int,
+) -> tuple[TopologyHint, ...]:
+    """:func:`calculate_hints` from exactly what it reads (a refusal raises, never cached)."""
     try:
         try:
             min_needed = numa_count_to_fit(topology, request)
@@ -170,9 +197,8 @@ def calculate_hints(
     numas = topology.numa_nodes()
     # Each node's available CPUs (``state.numa_available``) and whether it has allocated ones
     # (``state.allocated_cpuset``), counted on the masks without building a set per node.
-    masks = state.topology.numa_masks()
-    allocated_mask = state.indexes.allocated_mask
-    free_mask = ~allocated_mask & ~ctx.reserved.mask
+    masks = state_topology.numa_masks()
+    free_mask = ~allocated_mask & ~reserved_mask
     facts = NUMAFacts(
         numas=numas,
         available={n: (masks.get(n, 0) & free_mask).bit_count() for n in numas},
@@ -183,9 +209,9 @@ def calculate_hints(
         min_needed=min_needed,
         exclusive=exclusive,
     )
-    if len(numas) <= ctx.max_full_hint_numa_nodes:
+    if len(numas) <= max_full_hint_numa_nodes:
         return full_hints(facts)
-    return smallest_size_hints(facts, ctx.max_hints)
+    return smallest_size_hints(facts, max_hints)
 
 
 def _numas_without_exclusive_dedicated(state: CPUState, ctx: PolicyContext) -> frozenset[int]:
@@ -240,15 +266,17 @@ def _dedicated_hints(
             nodes = tuple(sorted(info.topology_aware_assignments or {}))
             return (TopologyHint(nodes, True),)
         state = apply_cpu_event(state, ContainerRemoved(request.pod_uid, request.container_name))
-    # c. The extra state file (at v0.5.47 only exclusive dedicated NUMA nodes are taken).
-    free = (
-        _numas_without_exclusive_dedicated(state, ctx)
-        if ctx.at_v0_5_47
-        else state.numas_without_numa_binding()
-    )
-    extra = _extra_state_hint(request.pod_name, extra_numa_sets, free)
-    if extra is not None:
-        return (extra,)
+    # c. The extra state file (at v0.5.47 only exclusive dedicated NUMA nodes are taken);
+    #    the free NUMA nodes are worked out only when there is such a file to read.
+    if extra_numa_sets:
+        free = (
+            _numas_without_exclusive_dedicated(state, ctx)
+            if ctx.at_v0_5_47
+            else state.numas_without_numa_binding()
+        )
+        extra = _extra_state_hint(request.pod_name, extra_numa_sets, free)
+        if extra is not None:
+            return (extra,)
     # d. Enumeration: at v0.5.47 with the allocation options (policy.cpu.dedicated_hints).
     if ctx.at_v0_5_47:
         return _hints_v0547(state, ctx, prepared)
@@ -301,11 +329,12 @@ def _non_binding_candidates(
         sum(m for n, m in masks.items() if n not in binding) & ~ctx.reserved.mask
     ).difference(CPUSet.from_mask(state.indexes.allocated_mask))
     requested = non_binding_shared_requested(state, ctx)
+    quantities = numa_available_quantities(state, ctx)
     kept: set[int] = set()
     for numa in sorted(masks):
         if numa in avoided:
             continue
-        quantity = numa_available_quantity(state, ctx, numa)
+        quantity = quantities[numa]
         if numa not in binding:
             if cpu_is_sufficient(requested, non_binding_cpus.size() - quantity):
                 kept.add(numa)

@@ -232,30 +232,46 @@ def _check_hint(hint: TopologyHint) -> None:
         raise RequestError(f"hint names NUMA nodes {twice} more than once")
 
 
-#: Each bounded string field of a request and its bound (``policy.names``).
-_STRING_BOUNDS = (
-    ("pod_uid", names.MAX_POD_UID_BYTES),
-    ("pod_name", names.MAX_POD_NAME_BYTES),
-    ("pod_namespace", names.MAX_NAMESPACE_BYTES),
-    ("container_name", names.MAX_CONTAINER_NAME_BYTES),
-    ("pod_role", names.MAX_OPAQUE_NAME_BYTES),
-    ("pod_type", names.MAX_OPAQUE_NAME_BYTES),
-    ("resource_name", names.MAX_OPAQUE_NAME_BYTES),
+#: Each bounded string field of a request, its bound (``policy.names``), and the length up to
+#: which it fits whatever its characters: a character is at most 4 UTF-8 bytes, so a field
+#: that short is not measured (every name kubelet sends is far shorter than its bound).
+_STRING_BOUNDS = tuple(
+    (field, limit, limit // 4)
+    for field, limit in (
+        ("pod_uid", names.MAX_POD_UID_BYTES),
+        ("pod_name", names.MAX_POD_NAME_BYTES),
+        ("pod_namespace", names.MAX_NAMESPACE_BYTES),
+        ("container_name", names.MAX_CONTAINER_NAME_BYTES),
+        ("pod_role", names.MAX_OPAQUE_NAME_BYTES),
+        ("pod_type", names.MAX_OPAQUE_NAME_BYTES),
+        ("resource_name", names.MAX_OPAQUE_NAME_BYTES),
+    )
 )
+
+
+def _map_chars(mapping: Mapping[str, str] | None) -> int:
+    """Characters of every key and value of ``mapping`` (None counts as empty)."""
+    if not mapping:
+        return 0
+    return sum(map(len, mapping)) + sum(map(len, mapping.values()))
 
 
 def _string_too_long(request: ResourceRequest) -> str | None:
     """Why a string of the request is past Kubernetes' bounds (``policy.names``), or None."""
-    for field, limit in _STRING_BOUNDS:
-        reason = names.too_long(getattr(request, field), field, limit)
-        if reason is not None:
-            return reason
+    for field, limit, always_fits in _STRING_BOUNDS:
+        value = getattr(request, field)
+        if len(value) > always_fits:
+            reason = names.too_long(value, field, limit)
+            if reason is not None:
+                return reason
     for key, value in (request.labels or {}).items():
         reason = names.too_long(key, "labels key", names.MAX_LABEL_KEY_BYTES) or names.too_long(
             value, f"labels value of {names.shown(key)!r}", names.MAX_LABEL_VALUE_BYTES
         )
         if reason is not None:
             return reason
+    if (_map_chars(request.labels) + _map_chars(request.annotations)) * 4 <= names.MAX_MAPS_BYTES:
+        return None  # fits whatever the characters, as above
     size = names.map_bytes(request.labels, request.annotations)
     if size > names.MAX_MAPS_BYTES:
         return (

@@ -30,6 +30,7 @@ import json
 import math
 import re
 from collections.abc import Collection, Mapping
+from functools import lru_cache
 from typing import Final
 
 from policy.cpu.context import PolicyContext
@@ -68,6 +69,7 @@ __all__ = [
     "non_binding_pooled_cpus",
     "non_binding_shared_requested",
     "numa_allocatable",
+    "numa_available_quantities",
     "numa_available_quantity",
     "numa_of_pool",
     "numa_pool_name",
@@ -115,8 +117,12 @@ def numa_pool_name(annotations: Mapping[str, str] | None, numa: int) -> str:
     return f"{base}{NUMA_POOL_INFIX}{numa}"
 
 
+@lru_cache(maxsize=1024)
 def numa_of_pool(name: str) -> int | None:
-    """The NUMA of an SNB pool named ``<base>-NUMA<id>``; None for any other pool."""
+    """The NUMA of an SNB pool named ``<base>-NUMA<id>``; None for any other pool.
+
+    Remembered per name: a node has a few pools, and SNB decisions ask of each of them for
+    every NUMA node they weigh."""
     match = _NUMA_POOL.match(name)
     return None if match is None else int(match["numa"])
 
@@ -199,7 +205,7 @@ def _snb_containers_by_numa(
 
 def numa_allocatable(state: CPUState, ctx: PolicyContext, numa: int) -> int:
     """A NUMA's allocatable CPUs: its default cpuset minus the reserve."""
-    return state.numa_available(numa, ctx.reserved).size()
+    return state.numa_available_count(numa, ctx.reserved)
 
 
 def numa_available_quantity(
@@ -214,8 +220,30 @@ def numa_available_quantity(
         numa: the NUMA node.
         ignore: containers to leave out (a container being re-hinted).
     """
-    used = 0.0
     pods = _snb_containers_by_numa(state, ignore).get(numa, {})
+    return _available_quantity(state, ctx, numa, pods, ignore)
+
+
+def numa_available_quantities(
+    state: CPUState, ctx: PolicyContext, ignore: Collection[ContainerKey] = ()
+) -> dict[int, float]:
+    """:func:`numa_available_quantity` of every NUMA node of the topology, the SNB pools'
+    owners gathered once for all of them (a decision that weighs each node asks for all)."""
+    by_numa = _snb_containers_by_numa(state, ignore)
+    return {
+        numa: _available_quantity(state, ctx, numa, by_numa.get(numa, {}), ignore)
+        for numa in ctx.topology.numa_masks()
+    }
+
+
+def _available_quantity(
+    state: CPUState,
+    ctx: PolicyContext,
+    numa: int,
+    pods: Mapping[str, list[ContainerEntry]],
+    ignore: Collection[ContainerKey],
+) -> float:
+    used = 0.0
     for pod_uid in sorted(pods):
         main = state.main_container_entry(pod_uid)
         if main is None or not is_snb(main.qos_level, main.annotations) or main.key in ignore:

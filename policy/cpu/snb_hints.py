@@ -51,6 +51,7 @@ from policy.cpu.snb import (
     non_binding_pooled_cpus,
     non_binding_shared_requested,
     numa_allocatable,
+    numa_available_quantities,
     numa_available_quantity,
     numas_of,
     pod_aggregated_request,
@@ -192,11 +193,12 @@ def _candidates(
         sum(masks[n] for n in non_binding) & ~ctx.reserved.mask
     ).difference(CPUSet.from_mask(state.indexes.allocated_mask))
     non_binding_requested = non_binding_shared_requested(state, ctx)
+    quantities = numa_available_quantities(state, ctx)
     out: list[int] = []
     for numa in sorted(masks):
         if numa in avoided:
             continue
-        available = numa_available_quantity(state, ctx, numa)
+        available = quantities[numa]
         if numa not in binding:
             # taking this NUMA must leave the non-binding shared pods enough CPUs
             if cpu_is_sufficient(non_binding_requested, non_binding_cpus.size() - available):
@@ -216,11 +218,12 @@ def _canonical(
     threshold = ctx.reference.cpu_numa_hint_prefer_low_threshold
     above: list[int] = []
     below: list[int] = []
+    quantities = numa_available_quantities(state, ctx)
     for numa in numas:
         allocatable = numa_allocatable(state, ctx, numa)
         if allocatable == 0:
             continue
-        left = numa_available_quantity(state, ctx, numa) - wanted
+        left = quantities[numa] - wanted
         (above if left / allocatable >= threshold else below).append(numa)
     if not above:
         return _by_prefer_policy(state, ctx, numas, SPREADING, wanted)
@@ -232,8 +235,9 @@ def _by_prefer_policy(
     state: CPUState, ctx: PolicyContext, numas: list[int], policy: str, wanted: float
 ) -> list[TopologyHint]:
     fitting: list[tuple[int, float]] = []
+    quantities = numa_available_quantities(state, ctx)
     for numa in numas:
-        available = numa_available_quantity(state, ctx, numa)
+        available = quantities[numa]
         if cpu_is_sufficient(wanted, available):
             fitting.append((numa, available - wanted))
     if not fitting:

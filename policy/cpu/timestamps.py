@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 __all__ = [
     "format_qrm_datetime",
@@ -94,16 +95,28 @@ def format_qrm_time_ns(epoch_ns: int) -> str:
         ValueError: the instant is outside years 0–9999.
     """
     seconds, nanos = divmod(epoch_ns, _NS_PER_S)
+    whole = _whole_second(seconds)
+    if whole is None:
+        year = _civil_from_days(seconds // _S_PER_DAY)[0]
+        raise ValueError(f"instant {epoch_ns} ns is in year {year}, outside 0-9999")
+    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
+    return f"{whole}{fraction} +0000 UTC"
+
+
+@lru_cache(maxsize=64)
+def _whole_second(seconds: int) -> str | None:
+    """``YYYY-MM-DD HH:MM:SS`` of a second since the epoch, or None outside years 0–9999.
+
+    Remembered per second: every new container's ``init_timestamp`` is formatted, and the
+    calls of one second share their calendar arithmetic.
+    """
     days, second_of_day = divmod(seconds, _S_PER_DAY)
     year, month, day = _civil_from_days(days)
     if not _MIN_YEAR <= year <= _MAX_YEAR:
-        raise ValueError(f"instant {epoch_ns} ns is in year {year}, outside 0-9999")
+        return None
     hour, rest = divmod(second_of_day, 3600)
     minute, second = divmod(rest, 60)
-    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
-    return (
-        f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}{fraction} +0000 UTC"
-    )
+    return f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
 
 
 def format_qrm_time(epoch_s: float) -> str:

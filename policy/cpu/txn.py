@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from policy.state.cpu_state import CPUState
 from policy.state.events import Event
-from policy.state.sections import State, apply
+from policy.state.sections import State, apply, remember_applied
 
 __all__ = ["Txn"]
 
@@ -52,6 +52,9 @@ class Txn:
             state = apply(state, event)
         self._state = state
         self._events.extend(events)
+        # The StateStore applies the same events to the same state when it commits them:
+        # it gets this state back instead of working it out again (policy.state.sections).
+        remember_applied(self.base, tuple(self._events), state)
 
     def __len__(self) -> int:
         return len(self._events)

@@ -301,6 +301,10 @@ class CPUState:
             self._numa_mask(numa) & ~self.indexes.allocated_mask & ~reserved.mask
         )
 
+    def numa_available_count(self, numa: int, reserved: CPUSet) -> int:
+        """How many CPUs :meth:`numa_available` holds, counted on the masks."""
+        return (self._numa_mask(numa) & ~self.indexes.allocated_mask & ~reserved.mask).bit_count()
+
     def available(self, reserved: CPUSet) -> CPUSet:
         """Machine-level ``available(reserved)``: every NUMA's default cpuset minus reserved."""
         bits = self.topology.cpu_details.mask & ~self.indexes.allocated_mask

@@ -15,6 +15,7 @@ section by section.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -42,6 +43,7 @@ __all__ = [
     "apply_all",
     "apply_to_sections",
     "empty_state",
+    "remember_applied",
 ]
 
 CPU_SECTION: Final = "cpu"
@@ -134,12 +136,55 @@ def apply(state: State, event: Event) -> State:
     return state.with_section(name, section_apply(state.section(name), event))
 
 
+class _Applied:
+    """The last state a decision in progress reached: ``(base, events, result)``.
+
+    A decision applies its events as it builds them (``policy.cpu.txn``), and the StateStore
+    applies the same events to the same state again when it commits them; ``apply_all``
+    gives the remembered result when the state and every event are the very objects it was
+    computed from. States and events are immutable and applying is a pure function, so the
+    answer is the one applying again would give; anything else (another state, an equal but
+    distinct event, a replay) applies as usual. Holding the objects keeps their identities
+    from being reused while they are remembered.
+    """
+
+    __slots__ = ("entry",)
+
+    def __init__(self) -> None:
+        self.entry: tuple[State, tuple[Event, ...], State] | None = None
+
+
+_APPLIED = _Applied()
+
+
+def remember_applied(base: State, events: tuple[Event, ...], result: State) -> None:
+    """Remember that ``events`` applied in order to ``base`` give ``result``.
+
+    Only for a caller that got ``result`` by applying exactly those events to ``base`` with
+    :func:`apply` (a decision's working state, ``policy.cpu.txn``).
+    """
+    _APPLIED.entry = (base, events, result)
+
+
+def _remembered(state: State, events: tuple[Event, ...]) -> State | None:
+    entry = _APPLIED.entry
+    if entry is None or entry[0] is not state or len(entry[1]) != len(events):
+        return None
+    if all(map(operator.is_, entry[1], events)):
+        return entry[2]
+    return None
+
+
 def apply_all(state: State, events: Iterable[Event]) -> State:
     """The state after every event in order, or an error and no state (all or nothing).
 
     Raises:
         StateError: an event does not fit; the message says which one (by position).
     """
+    events = tuple(events)
+    remembered = _remembered(state, events)
+    if remembered is not None:
+        return remembered
     for position, event in enumerate(events):
         try:
             state = apply(state, event)

@@ -13,6 +13,7 @@ because the reference's checkpoint and checksum do (§1.1, §13.4).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 
 __all__ = ["MAX_CPU_ID", "NIL_JSON", "CPUSet"]
 
@@ -48,6 +49,17 @@ def _runs(bits: int) -> Iterator[tuple[int, int]]:
         last = (carry & -carry).bit_length() - 2
         yield first, last
         bits &= carry  # the run gone; the bit above it was clear in ``bits``
+
+
+@lru_cache(maxsize=256)
+def _list_format(bits: int) -> str:
+    """The list format of ``bits``, remembered per mask.
+
+    A node formats the same few sets over and over: every Allocate of a shared container
+    replies with the pooled CPUs, and every pool resize journals the pools' sets; a set is
+    a new object each time, but its mask repeats.
+    """
+    return ",".join(str(start) if start == end else f"{start}-{end}" for start, end in _runs(bits))
 
 
 def _parse_int(piece: str, text: str) -> int:
@@ -263,9 +275,7 @@ class CPUSet:
 
     def __str__(self) -> str:
         """Linux list format: ascending runs, ``a`` or ``a-b``, comma-joined (§1.1)."""
-        return ",".join(
-            str(start) if start == end else f"{start}-{end}" for start, end in _runs(self._bits)
-        )
+        return _list_format(self._bits)
 
     def to_json(self) -> str:
         """The JSON form: list format, or ``"nil"`` when uninitialized (§1.1)."""

@@ -160,3 +160,57 @@ def test_a_guard_that_changes_its_answer_mid_fire_is_reported(toy: Lifecycle) ->
 
     with pytest.raises(RuntimeError, match="the table names work: idle -> busy"):
         toy.fire(Fickle(), "work")
+
+
+@pytest.mark.parametrize(
+    ("state", "trigger", "answers", "refusal"),
+    [
+        ("idle", "work", {}, MissingGuardError),
+        ("idle", "finish", {"ready": True}, InvalidTransition),
+        ("lost", "work", {"ready": True}, ValueError),
+    ],
+    ids=[
+        "a missing guard answer is refused after the answered question was remembered",
+        "an illegal trigger is refused after a legal one was remembered",
+        "an unknown state is refused after a known one was remembered",
+    ],
+)
+def test_remembered_steps_do_not_hide_refusals(
+    toy: Lifecycle, state: str, trigger: str, answers: dict[str, bool], refusal: type[Exception]
+) -> None:
+    first = toy.step("idle", "work", {"ready": True})
+    with pytest.raises(refusal):
+        toy.step(state, trigger, answers)
+    with pytest.raises(refusal):
+        toy.step(state, trigger, answers)
+    assert toy.step("idle", "work", {"ready": True}) is first
+
+
+@pytest.mark.parametrize(
+    ("answers", "dest"),
+    [
+        ({"ready": [1]}, "busy"),
+        ({"ready": []}, "done"),
+        ({"ready": 1}, "busy"),
+        ({"ready": 0}, "done"),
+    ],
+    ids=[
+        "an unhashable truthy answer takes the conditioned row",
+        "an unhashable falsy answer takes the unless row",
+        "a truthy non-bool answer takes the conditioned row",
+        "a falsy non-bool answer takes the unless row",
+    ],
+)
+def test_step_reads_answers_by_truth_whatever_their_type(
+    toy: Lifecycle, answers: dict[str, object], dest: str
+) -> None:
+    for _ in range(2):
+        step = toy.step("idle", "work", answers)  # type: ignore[arg-type]
+        assert step is not None and step.dest == dest
+
+
+def test_the_step_memo_stays_bounded(toy: Lifecycle) -> None:
+    for i in range(Lifecycle.STEP_MEMO_SIZE * 2 + 5):
+        step = toy.step("idle", "work", {"ready": i % 3 != 0, f"unused-{i}": True})
+        assert step is not None and step.dest == ("busy" if i % 3 else "done")
+    assert len(toy._steps) <= Lifecycle.STEP_MEMO_SIZE

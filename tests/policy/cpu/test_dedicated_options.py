@@ -3,6 +3,8 @@ annotations and their errors, the hint filters and ``preferred``, and the alloca
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from policy.cpu.dedicated_allocation import (
@@ -12,6 +14,8 @@ from policy.cpu.dedicated_allocation import (
 )
 from policy.cpu.dedicated_hints import (
     DedicatedHintError,
+    _crosses_sockets,
+    _socket_crossings,
     can_align_by_socket,
     can_distribute_evenly,
     can_full_pcpus_pairing,
@@ -32,6 +36,7 @@ from policy.cpu.dedicated_options import (
 )
 from policy.cpu.request import TopologyHint
 from policy.topology.cpuset import CPUSet
+from policy.topology.synthetic import generate_dummy_cpu_topology
 from tests.topologies import SYNTH_6_1_2, SYNTH_16_2_4, cpus
 
 NUMAS = [0, 1, 2, 3]
@@ -245,3 +250,26 @@ def test_numa_binding_hint_id(
         exclusive, annotations, 4, TopologyHint((2,), True), numa_number_key=NUMBER
     )
     assert got == want
+
+
+@pytest.mark.parametrize(
+    ("cpus", "sockets", "numas"),
+    [(64, 2, 8), (64, 4, 8), (32, 1, 4), (64, 2, 16)],
+    ids=[
+        "2 sockets of 4 NUMA nodes: remembered",
+        "4 sockets of 2 NUMA nodes: remembered",
+        "1 socket: remembered",
+        "16 NUMA nodes: asked afresh",
+    ],
+)
+def test_socket_crossings_asked_again_agree_with_the_topology(
+    cpus: int, sockets: int, numas: int
+) -> None:
+    topology = generate_dummy_cpu_topology(cpus, sockets, numas)
+    nodes = topology.numa_nodes()
+    crossing = _socket_crossings(topology) if numas <= 8 else None
+    for _ in range(2):
+        for size in range(1, min(len(nodes), 4) + 1):
+            for chosen in itertools.combinations(nodes, size):
+                want = topology.check_numa_cross_sockets(chosen)
+                assert _crosses_sockets(topology, chosen, crossing) is want

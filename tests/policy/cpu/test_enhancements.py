@@ -294,3 +294,52 @@ def test_the_shared_decoder_agrees_with_json_loads_on_any_text(text: str) -> Non
         assert (pairs, warnings) == ({}, reference_warnings)
     else:
         assert not [w for w in warnings if "is not valid JSON" in w]
+
+
+@pytest.mark.parametrize(
+    ("text", "pairs", "warnings"),
+    [
+        ('{"numa_binding":"true"}', {"numa_binding": "true"}, 0),
+        ('{"numa_binding":true}', {}, 1),
+        ("[1]", {}, 1),
+        ('{"cpuset_pool":"' + "p" * 600 + '"}', {"cpuset_pool": "p" * 600}, 0),
+    ],
+    ids=[
+        "a short text gives its pairs every time",
+        "a text with a non-string value warns every time",
+        "a text that is not an object warns every time",
+        "a long text, decoded without the memo, gives its pairs every time",
+    ],
+)
+def test_a_text_decoded_again_gives_the_same_pairs_and_warnings(
+    text: str, pairs: dict[str, str], warnings: int
+) -> None:
+    for _ in range(3):
+        found = flatten_enhancements(
+            {MEMORY_ENHANCEMENT_KEY: text}, aliases={}, defaults={}, strict=False
+        )
+        assert found[0] == pairs
+        assert len(found[1]) == warnings
+
+
+def test_a_strict_refusal_is_raised_every_time() -> None:
+    for _ in range(2):
+        with pytest.raises(RequestError, match="not a string"):
+            flatten_enhancements(
+                {MEMORY_ENHANCEMENT_KEY: '{"numa_binding":true}'},
+                aliases={},
+                defaults={},
+                strict=True,
+            )
+
+
+def test_pairs_given_back_are_the_callers_to_change() -> None:
+    text = '{"numa_binding":"true"}'
+    first, _ = flatten_enhancements(
+        {MEMORY_ENHANCEMENT_KEY: text}, aliases={}, defaults={}, strict=False
+    )
+    first["numa_binding"] = "changed"
+    again, _ = flatten_enhancements(
+        {MEMORY_ENHANCEMENT_KEY: text}, aliases={}, defaults={}, strict=False
+    )
+    assert again == {"numa_binding": "true"}

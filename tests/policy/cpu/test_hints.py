@@ -372,3 +372,21 @@ def test_reduced_mode_answers_large_machines(numas: int) -> None:
     )
     whole = calculate_hints(state, ctx, numas * 8, True)
     assert whole == (TopologyHint(tuple(range(numas)), True),)
+
+
+def test_remembered_hints_follow_the_allocated_cpus_back_and_forth() -> None:
+    """Hints are remembered by the allocated CPUs they read: asking on one state, another
+    and the first again gives each state's own answer; a refusal is never remembered."""
+    fresh = [([0], True), ([1], True), ([2], True), ([3], True), ([0, 1], False), ([2, 3], False)]
+    numa_0_taken = [([1], True), ([2], True), ([3], True), ([2, 3], False), ([1, 2, 3], False)]
+    taken = with_dedicated(FRESH, "pod-x", "1,8-9")
+    for state, want in [
+        (FRESH, fresh),
+        (taken, numa_0_taken),
+        (FRESH, fresh),
+        (taken, numa_0_taken),
+    ]:
+        assert listed(hints_of(state, dedicated(cpu=2)))[: len(want)] == want  # type: ignore[index]
+    for _ in range(2):
+        with pytest.raises(HintError, match="request larger than 1 NUMA"):
+            hints_of(FRESH, dedicated(cpu=12, exclusive=False))

@@ -118,3 +118,35 @@ def test_maps_count_the_utf8_bytes_of_every_key_and_value(
         for text in pair
     )
     assert names.map_bytes(*maps) == want
+
+
+@pytest.mark.parametrize(
+    ("namespace", "refused"),
+    [
+        pytest.param("😀" * 15, False, id="15 four-byte characters (60 bytes) pass"),
+        pytest.param("😀" * 16, True, id="16 four-byte characters (64 bytes) are refused"),
+        pytest.param("é" * 31 + "x", False, id="63 bytes of two-byte characters pass"),
+    ],
+)
+def test_short_names_of_wide_characters_are_measured(namespace: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(RequestError, match="pod_namespace is 64 bytes"):
+            validate_request(web_app(pod_namespace=namespace))
+    else:
+        validate_request(web_app(pod_namespace=namespace))
+
+
+@pytest.mark.parametrize(
+    ("annotation", "refused"),
+    [
+        pytest.param("€" * (87_381 - 1), False, id="three-byte characters under 256 KiB pass"),
+        pytest.param("€" * 87_382, True, id="three-byte characters past 256 KiB are refused"),
+    ],
+)
+def test_maps_of_wide_characters_are_counted_in_bytes(annotation: str, refused: bool) -> None:
+    request = web_app(labels=None, annotations={"a": annotation})
+    if refused:
+        with pytest.raises(RequestError, match="262147 bytes together"):
+            validate_request(request)
+    else:
+        validate_request(request)

@@ -22,6 +22,8 @@ from policy.cpu.snb import (
     _Sum,
     anti_affine_numas,
     non_binding_shared_requested,
+    numa_available_quantities,
+    numa_available_quantity,
     pool_demands,
     precise_ceil,
 )
@@ -294,3 +296,13 @@ def test_a_container_whose_quantity_changes_moves_its_demand() -> None:
     state = apply_cpu_event(state, ContainerRemoved("p1", "a"))
     state = apply_cpu_event(state, ContainerAllocated(replace(entry, request_quantity=2.2)))
     assert pool_demands(state, context({})) == {"share": 3}
+
+
+@settings(max_examples=200, deadline=None)
+@given(states, lookups, ignores)
+def test_every_numas_available_quantity_at_once_equals_each_asked_alone(
+    state: CPUState, lookup: dict[tuple[str, str], float], ignore: frozenset[tuple[str, str]]
+) -> None:
+    ctx = context(lookup)
+    alone = {n: numa_available_quantity(state, ctx, n, ignore) for n in TOPO.numa_masks()}
+    assert numa_available_quantities(state, ctx, ignore) == alone

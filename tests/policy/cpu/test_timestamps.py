@@ -214,3 +214,31 @@ def test_format_agrees_with_datetime(epoch_us: int) -> None:
 @given(st.text(alphabet="0123456789-:. +,TUCSMGWAZ\n", max_size=40) | st.text(max_size=40))
 def test_garbage_never_raises(text: str) -> None:
     assert parse_qrm_time_ns(text) is None or isinstance(parse_qrm_time_ns(text), int)
+
+
+@pytest.mark.parametrize(
+    ("epoch_ns", "want"),
+    [
+        (1_715_180_685 * 10**9, "2024-05-08 15:04:45 +0000 UTC"),
+        (1_715_180_685 * 10**9 + 250_000_000, "2024-05-08 15:04:45.25 +0000 UTC"),
+        (1_715_180_685 * 10**9 + 1, "2024-05-08 15:04:45.000000001 +0000 UTC"),
+        (1_715_180_686 * 10**9 - 1, "2024-05-08 15:04:45.999999999 +0000 UTC"),
+        (1_715_180_686 * 10**9, "2024-05-08 15:04:46 +0000 UTC"),
+    ],
+    ids=[
+        "the whole second",
+        "a quarter past it shares its date and keeps its own fraction",
+        "a nanosecond past it",
+        "the last nanosecond of it",
+        "the next second has its own date text",
+    ],
+)
+def test_instants_of_one_second_keep_their_own_fractions(epoch_ns: int, want: str) -> None:
+    for _ in range(2):  # the second time from the remembered date text
+        assert format_qrm_time_ns(epoch_ns) == want
+
+
+def test_a_year_outside_the_layout_is_refused_every_time() -> None:
+    for _ in range(2):
+        with pytest.raises(ValueError, match="is in year 10000, outside 0-9999"):
+            format_qrm_time_ns(MAX_NS + 86_400 * 10**9)

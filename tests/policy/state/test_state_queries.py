@@ -135,6 +135,7 @@ def test_numa_available_is_the_hint_nodes_default_minus_reserved() -> None:
         "4-5,12-13",
         "6-7,14-15",
     ]
+    assert [state.numa_available_count(n, RESERVED) for n in range(4)] == [0, 3, 4, 4]
     assert state.numas_with_dedicated_numa_binding() == {0}
 
 

@@ -316,3 +316,17 @@ def _runs_of_members(ids: list[int]) -> str:
 @given(cpuset=st.one_of(cpu_sets, run_sets))
 def test_format_is_the_maximal_runs_of_the_members(cpuset: CPUSet) -> None:
     assert str(cpuset) == _runs_of_members(list(cpuset))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.frozensets(st.integers(min_value=0, max_value=300), max_size=80))
+def test_list_format_is_the_runs_of_the_ids_each_time(ids: frozenset[int]) -> None:
+    runs: list[list[int]] = []
+    for cpu in sorted(ids):
+        if runs and runs[-1][1] == cpu - 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    want = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    assert str(CPUSet(ids)) == want
+    assert str(CPUSet(ids)) == want  # a new set of the same CPUs: the remembered text
