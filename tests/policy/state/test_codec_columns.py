@@ -25,6 +25,7 @@ from policy.state.cpu_apply import allocate_all
 from policy.state.entries import RECLAIM_POOL, ContainerEntry, InPool
 from policy.state.events import Event
 from policy.state.sections import CPU_SECTION, State, apply_all, empty_state
+from tests.policy.state.checkpoint_fixture_state import fixture_state
 from tests.policy.state.checkpoint_forms import encode_state_as_before
 from tests.policy.state.test_cpu_indexes_bulk import TOPO, base_state, entries
 from tests.policy.state_fixtures import container
@@ -235,3 +236,11 @@ def test_decoded_maps_are_frozen_and_null_stays_null() -> None:
     assert alike is not None and null is not None
     assert isinstance(alike.annotations, immutables.Map)
     assert null.labels is None and isinstance(null.annotations, immutables.Map)
+
+
+def test_the_fixture_state_of_every_kind_decodes_alike_from_both_forms() -> None:
+    # Every placement (v0.5.47's reclaimed NUMA binding among them), a sidecar, the v0.5.47
+    # pod role and type, and an advisor section, whatever the draws above happened to cover.
+    state = fixture_state()
+    assert decode_state(through_msgpack(encode_state(state)), TOPO) == state
+    assert decode_state(through_msgpack(encode_state_as_before(state)), TOPO) == state
