@@ -55,8 +55,6 @@ COLUMN_KEYS: Final = (
     *_ENTRY_FIELDS,
 )
 
-_MapValue = dict[str, str] | None
-
 
 def _interned(values: Iterable[Any], table: dict[Any, int]) -> list[int]:
     """Each value's index in ``table``, adding the values not there yet."""
