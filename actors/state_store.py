@@ -233,7 +233,7 @@ class StateStoreCore:
             )
             try:
                 state = state_from_checkpoint(
-                    found.checkpoint_state, found.checkpoint_seq, topology
+                    found.checkpoint_state, found.checkpoint_seq, topology, found.checkpoint_path
                 )
                 state, replayed, events = replay_records(state, found.records)
             except BaseException:

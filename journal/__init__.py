@@ -78,7 +78,8 @@ to ``seq``: two frames, a header map::
     {"kind": "qrmd-journal-checkpoint", "format": 1, "node": ..., "topology": ...,
      "seq": <int>, "wall_time": <float>, "state_bytes": <length of the state payload>}
 
-then the state payload (one msgpack document, opaque to the journal), and nothing after. Written
+then the state payload (one msgpack document, opaque to the journal; ``policy.state.codec``
+describes it), and nothing after. Written
 to ``<name>.tmp``, fsynced, renamed, directory fsynced. Recovery uses the newest valid checkpoint
 and falls back to an older one (replaying more records) when it is damaged.
 

@@ -9,10 +9,13 @@ The format, schema version ``SCHEMA_VERSION``:
   ``{}`` are different, §5.1);
 * a placement is ``{"kind": "in_pool", "pool": P}``, ``{"kind": "ramping"}`` or
   ``{"kind": "own", "result": CPUSET, "original": CPUSET}``;
-* a container entry is a dict of every ``ContainerEntry`` field, by field name;
+* a container entry (in an event) is a dict of every ``ContainerEntry`` field, by field name;
 * a state is ``{"schema": N, "topology": fingerprint, "sections": {name: section}}``; the CPU
-  section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": [entry]}``.
-  Derived indexes are never encoded: decoding rebuilds them by applying the entries;
+  section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": COLUMNS}``
+  where COLUMNS holds the entries by field, sorted by key, repeated values written once
+  (``policy.state.codec_columns``); checkpoints written before hold ``"containers": [entry]``
+  instead, and still decode to the same state. Derived indexes are never encoded: decoding
+  rebuilds them by applying the entries;
 * the balance section and its events are described in ``policy.balance.codec``, the advisor
   section and its events in ``policy.state.advisor_section``, the ``cpu_pressure`` section
   and its events in ``policy.state.pressure.codec``. A section added after a checkpoint was
@@ -61,6 +64,7 @@ from policy.state.advisor_section import (
     encode_advisor_event,
     encode_advisor_section,
 )
+from policy.state.codec_columns import decode_columns, encode_columns
 from policy.state.codec_fast import fast_cpu_event, fast_entry, known_cpuset, remember_cpuset
 from policy.state.cpu_apply import allocate_all, apply_cpu_event
 from policy.state.cpu_state import CPUState
@@ -342,9 +346,9 @@ def _encode_cpu_section(state: CPUState) -> dict[str, Any]:
     return {
         "pools": {name: _encode_cpuset(cpus) for name, cpus in sorted(state.pools.items())},
         "ramp_cpus": None if state.ramp_cpus is None else _encode_cpuset(state.ramp_cpus),
-        "containers": [
-            _encode_entry(entry) for entry in sorted(state.entries(), key=lambda e: e.key)
-        ],
+        "containers": encode_columns(
+            sorted(state.entries(), key=lambda e: e.key), _encode_placement
+        ),
     }
 
 
@@ -361,17 +365,7 @@ def _decode_cpu_section(data: object, topology: CPUTopology) -> CPUState:
         if items["ramp_cpus"] is not None:
             ramp = _decode_cpuset(items["ramp_cpus"], f"{where}.ramp_cpus")
             state = apply_cpu_event(state, RampCPUsSet(ramp))
-        containers = items["containers"]
-        if not isinstance(containers, list):
-            raise CodecError(f"{where}.containers: expected a list")
-        entries = []
-        keys: set[tuple[str, str]] = set()
-        for i, raw in enumerate(containers):
-            entry = _decode_entry(raw, f"{where}.containers[{i}]")
-            if entry.key in keys:
-                raise CodecError(f"{where}.containers[{i}]: {entry.key} appears twice")
-            keys.add(entry.key)
-            entries.append(entry)
+        entries = _decode_containers(items["containers"], f"{where}.containers")
         # What ContainerAllocated of each entry gives, in one pass (cpu_apply.allocate_all).
         state = allocate_all(state, entries)
     except CodecError:
@@ -379,6 +373,25 @@ def _decode_cpu_section(data: object, topology: CPUTopology) -> CPUState:
     except StateError as err:
         raise CodecError(f"{where}: {err}") from None
     return state
+
+
+def _decode_containers(containers: object, where: str) -> list[ContainerEntry]:
+    """The CPU section's entries: a columns map (``policy.state.codec_columns``), or the list
+    of entry maps checkpoints held before it; each container at most once."""
+    if isinstance(containers, dict):
+        entries = decode_columns(containers, where, _decode_placement, _decode_str_map)
+    elif isinstance(containers, list):
+        entries = [_decode_entry(raw, f"{where}[{i}]") for i, raw in enumerate(containers)]
+    else:
+        raise CodecError(f"{where}: expected a map of columns, got {type(containers).__name__}")
+    keys = [entry.key for entry in entries]
+    if len(set(keys)) != len(keys):
+        seen: set[tuple[str, str]] = set()
+        for i, key in enumerate(keys):
+            if key in seen:
+                raise CodecError(f"{where}[{i}]: {key} appears twice")
+            seen.add(key)
+    return entries
 
 
 @dataclass(frozen=True, slots=True)

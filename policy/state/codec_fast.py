@@ -1,7 +1,8 @@
 """Well-formed CPU events and container entries decoded in one pass (the codec's fast path).
 
-Replay decodes every event the journal holds, and a restart decodes every container of a
-checkpoint; nearly all of them are exactly what ``policy.state.codec`` encoded. The checked
+Replay decodes every event the journal holds, and a restart from a checkpoint written before
+the columnar containers (``policy.state.codec_columns``) every container of it; nearly all of
+them are exactly what ``policy.state.codec`` encoded. The checked
 decoder builds an error context (``ContainerAllocated.entry.placement.result``) for every
 field it visits, whether or not anything is wrong, and that bookkeeping was most of the cost
 of decoding (bench/bench_wire.py, the replay rows). Here the shape is tested with exact

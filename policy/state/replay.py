@@ -143,13 +143,16 @@ def decode_events(record: JournaledEvents) -> list[Event]:
     return events
 
 
-def state_from_checkpoint(payload: Any, seq: int | None, topology: CPUTopology) -> State:
+def state_from_checkpoint(
+    payload: Any, seq: int | None, topology: CPUTopology, path: str | None = None
+) -> State:
     """The state a checkpoint payload holds, or the empty state when there is no checkpoint.
 
     Args:
         payload: the checkpoint's state payload (``Recovery.checkpoint_state``), or None.
         seq: the seq the checkpoint covers (for the error message), or None.
         topology: this node's topology; the checkpoint must have been written for it.
+        path: the checkpoint file (``Recovery.checkpoint_path``), named in the error message.
 
     Returns:
         The decoded state, its indexes rebuilt.
@@ -162,11 +165,9 @@ def state_from_checkpoint(payload: Any, seq: int | None, topology: CPUTopology) 
     try:
         return decode_state(payload, topology)
     except StateError as err:
-        raise ReplayError(
-            seq or 0,
-            f"checkpoint at seq {seq} cannot be decoded: {err}. Run `qrmd journal verify` "
-            f"on the journal directory",
-        ) from err
+        named = f"checkpoint at seq {seq}" if path is None else f"checkpoint at seq {seq} ({path})"
+        verify = "Run `qrmd journal verify` on the journal directory"
+        raise ReplayError(seq or 0, f"{named} cannot be decoded: {err}. {verify}") from err
 
 
 def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[State, int, int]:

@@ -192,7 +192,10 @@ def import_checkpoint(
         try:
             with collector_paused():  # a long journal (journal.recovery.collector_paused)
                 state = state_from_checkpoint(
-                    recovery.checkpoint_state, recovery.checkpoint_seq, topology
+                    recovery.checkpoint_state,
+                    recovery.checkpoint_seq,
+                    topology,
+                    recovery.checkpoint_path,
                 )
                 state, _, _ = replay_records(state, recovery.records)
         except ReplayError as err:

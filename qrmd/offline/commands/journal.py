@@ -213,7 +213,7 @@ def _compare_checkpoint(
 ) -> str | None:
     path = os.path.join(directory, checkpoint_name(seq))
     try:
-        saved = state_from_checkpoint(load_checkpoint(fs, path).state, seq, topology)
+        saved = state_from_checkpoint(load_checkpoint(fs, path).state, seq, topology, path)
     except (JournalError, ReplayError) as err:
         return str(err)
     if saved == state:

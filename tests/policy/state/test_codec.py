@@ -42,6 +42,7 @@ from policy.state.events import (
 from policy.state.sections import apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from policy.topology.synthetic import generate_dummy_cpu_topology
+from tests.policy.state.checkpoint_forms import encode_state_as_before
 from tests.policy.state_fixtures import SYNTH_16_2_4, container, cpus
 
 SIDECAR = ContainerEntry(
@@ -129,8 +130,10 @@ def test_state_round_trip_rebuilds_indexes() -> None:
 
 
 def encoded_state() -> dict[str, Any]:
+    """A state in the form checkpoints had before the columnar containers: still read, and
+    damage to it still refused naming the field."""
     state = apply_all(empty_state(SYNTH_16_2_4), ONE_OF_EACH[:6])
-    return msgpack.unpackb(msgpack.packb(encode_state(state)))
+    return msgpack.unpackb(msgpack.packb(encode_state_as_before(state)))
 
 
 def _set(path: tuple[Any, ...], value: Any):  # type: ignore[no-untyped-def]
@@ -183,7 +186,11 @@ _FIRST = (*_CPU, "containers", 0)
         pytest.param(
             _set((*_CPU, "containers", 1), None), "containers[1]: expected a map", id="null entry"
         ),
-        pytest.param(_set((*_CPU, "containers"), {}), "expected a list", id="containers map"),
+        pytest.param(
+            _set((*_CPU, "containers"), 7),
+            "sections.cpu.containers: expected a map of columns, got int",
+            id="containers neither columns nor a list",
+        ),
         pytest.param(_set(("sections", "cpu"), _DELETE), "missing cpu", id="no cpu section"),
     ],
 )

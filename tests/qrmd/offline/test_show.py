@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -320,6 +321,23 @@ def test_verify_and_repair_print_one_json_document(
     code, out, _ = run(capsys, "repair", str(scenario.directory), "--json")
     document = json.loads(out)
     assert code == 0 and document["damage"] == "" and document["applied"] is False
+
+
+def test_verify_replays_to_a_checkpoint_written_before_the_columnar_containers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # journal-ac84ea9's checkpoint holds its containers as a list of entry maps; the journal
+    # written on top of it by today's store holds columns; verify compares both to the replay.
+    shutil.copytree(Path(__file__).parents[2] / "fixtures" / "journal-ac84ea9", tmp_path / "j")
+    config = StoreConfig(str(tmp_path / "j"), "fixture-node", durability="none")
+    store = StateStoreCore.open(config, SYNTH_16_2_4)
+    store.commit((share_pool("4-7"),), {"rpc": "test"})
+    store.close()
+    topology = "synthetic:cpus=16,sockets=2,numas=4"
+    code, out, _ = run(capsys, "verify", str(tmp_path / "j"), "--topology", topology, "--json")
+    document = json.loads(out)
+    assert document["checkpoints"] == [9, 10]
+    assert code == 0 and document["ok"] is True and document["replay_problems"] == []
 
 
 def test_show_pod_finds_the_balance_rounds_that_offer_it_for_eviction(
