@@ -199,8 +199,6 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
     empty, _, _ = start(empty_server, base_socket, env=with_writes)
     empty.kill()
     empty.wait()
-    for tree in trees[1:]:  # its bytecode too
-        stop(start(daemon, socket, with_writes, tree)[0], signal.SIGTERM)
     # Each restart is measured with the metrics and health endpoint off (the figure's
     # traditional row) and on, as a default ``qrmd run`` on a real node serves it.
     metrics_on = [*python, "-m", "qrmd.cli", *qrmd_run_args(directory, METRICS_ON)[0]]
@@ -208,6 +206,10 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
         "metrics off": daemon,
         "metrics on (the default)": [*metrics_on, "--durability", "always"],
     }
+    for tree in trees:  # the bytecode of every tree's modules, the metrics stack's too
+        for argv in variants.values():
+            if tree != trees[0] or argv is not daemon:
+                stop(start(argv, socket, with_writes, tree)[0], signal.SIGTERM)
     keys = [(variant, tree) for variant in variants for tree in trees]
     kill_s: dict[tuple[str, Path], list[float]] = {key: [] for key in keys}
     term_s: dict[tuple[str, Path], list[float]] = {key: [] for key in keys}

@@ -532,6 +532,10 @@ def bench_daemon(pods: int, repeats: int) -> None:
         rss = float("nan")
         base_socket = f"{directory}/empty.sock"
         empty, _, _ = start([*python, "-c", EMPTY_SERVER, base_socket], base_socket, with_writes)
+        # The bytecode of the metrics stack too (filling the journal ran with metrics off).
+        process, _, _ = start(metrics_on, socket, with_writes)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
         empty.kill()
         empty.wait()
         for _ in range(repeats):

@@ -31,8 +31,8 @@ Start, in order:
    rounds and eviction plugin, the CPU pressure collections and plugins, the pod list fetch
    and the checkers, the advisor's silence ticker and its checkpoint watchdog. kubelet is
    served whatever the advisor does (beyond the reference, which refuses to start without
-   it). The gRPC servers tell a relay about each call
-   (``qrmd.status.observer``) until the registry exists;
+   it). The gRPC servers tell a relay (``qrmd.status.observer``) about each call until the
+   registry exists;
 7. with ``--metrics-address``, the metrics registry with each subsystem's collectors (the
    relay replays the calls answered since step 6 into it) and the endpoint's HTTP server on
    the port bound in step 4: prometheus_client and http.server load after kubelet is
