@@ -4,7 +4,8 @@ Run: ``PYTHONPATH=. python bench/bench_startup.py [--pods N] [--repeats N] [--im
 
 The figure is ``bench/bench_wire.py``'s restart row: ``qrmd run`` from exec to its first answered
 GetResourcePluginOptions, with ``--pods`` shared pods in its journal, after SIGKILL and after
-SIGTERM, durability ``always``, vs a Python process that imports grpc and serves an empty
+SIGTERM, durability ``always``, with the metrics and health endpoint off and on (the default,
+here on a port the kernel picks), vs a Python process that imports grpc and serves an empty
 servicer on a unix socket. Every repeat measures the daemon and the baseline back to back, and
 only the medians' ratios are meant to be compared between runs (the machine is shared).
 
@@ -43,6 +44,7 @@ from typing import Any
 
 from daemon_process import (  # type: ignore[import-not-found]
     EMPTY_SERVER,
+    METRICS_ON,
     ROOT,
     fill_journal,
     qrmd_run_args,
@@ -197,24 +199,35 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
     empty, _, _ = start(empty_server, base_socket, env=with_writes)
     empty.kill()
     empty.wait()
-    for tree in trees[1:]:  # its bytecode too
-        stop(start(daemon, socket, with_writes, tree)[0], signal.SIGTERM)
-    kill_s: dict[Path, list[float]] = {tree: [] for tree in trees}
-    term_s: dict[Path, list[float]] = {tree: [] for tree in trees}
-    cpu_s: dict[Path, list[float]] = {tree: [] for tree in trees}
+    # Each restart is measured with the metrics and health endpoint off (the figure's
+    # traditional row) and on, as a default ``qrmd run`` on a real node serves it.
+    metrics_on = [*python, "-m", "qrmd.cli", *qrmd_run_args(directory, METRICS_ON)[0]]
+    variants = {
+        "metrics off": daemon,
+        "metrics on (the default)": [*metrics_on, "--durability", "always"],
+    }
+    for tree in trees:  # the bytecode of every tree's modules, the metrics stack's too
+        for argv in variants.values():
+            if tree != trees[0] or argv is not daemon:
+                stop(start(argv, socket, with_writes, tree)[0], signal.SIGTERM)
+    keys = [(variant, tree) for variant in variants for tree in trees]
+    kill_s: dict[tuple[str, Path], list[float]] = {key: [] for key in keys}
+    term_s: dict[tuple[str, Path], list[float]] = {key: [] for key in keys}
+    cpu_s: dict[tuple[str, Path], list[float]] = {key: [] for key in keys}
     base_s: list[float] = []
     bare_s: list[float] = []
     for _ in range(repeats):
-        for tree in trees:
-            process, _, _ = start(daemon, socket, cwd=tree)
+        for key in keys:
+            argv, tree = variants[key[0]], key[1]
+            process, _, _ = start(argv, socket, cwd=tree)
             stop(process, signal.SIGKILL)
-            process, _, seconds = start(daemon, socket, cwd=tree)
-            kill_s[tree].append(seconds)
-            cpu_s[tree].append(cpu_seconds(process.pid))
+            process, _, seconds = start(argv, socket, cwd=tree)
+            kill_s[key].append(seconds)
+            cpu_s[key].append(cpu_seconds(process.pid))
             stop(process, signal.SIGTERM)
-            process, _, seconds = start(daemon, socket, cwd=tree)
-            term_s[tree].append(seconds)
-            cpu_s[tree].append(cpu_seconds(process.pid))
+            process, _, seconds = start(argv, socket, cwd=tree)
+            term_s[key].append(seconds)
+            cpu_s[key].append(cpu_seconds(process.pid))
             stop(process, signal.SIGTERM)
         empty, _, seconds = start(empty_server, base_socket)
         base_s.append(seconds)
@@ -226,19 +239,19 @@ def run(directory: str, python: list[str], pods: int, repeats: int, trees: list[
     base = median(base_s)
     cache = "compiled bytecode cached" if len(python) > 1 else "no bytecode cache"
     print(f"qrmd run, {pods} pods journalled, durability always, {cache}; medians of {repeats}:")
-    for tree in trees:
-        print(f"  qrmd of {tree}:")
-        for label, values in (("after SIGKILL", kill_s[tree]), ("after SIGTERM", term_s[tree])):
-            figure = median(values)
+    for variant, tree in keys:
+        print(f"  qrmd of {tree}, {variant}:")
+        for label, values in (("after SIGKILL", kill_s), ("after SIGTERM", term_s)):
+            figure = median(values[variant, tree])
             against = ""
             if tree != trees[0]:
-                mine = median((kill_s if "KILL" in label else term_s)[trees[0]])
+                mine = median(values[variant, trees[0]])
                 against = f"; {trees[0].name} takes {mine / figure:.2f}x of this"
             print(
                 f"    restart to serving {label}: {figure:.3f} s vs empty grpc server {base:.3f} s"
                 f" = {figure / base:.2f}x (target <= 2x){against}"
             )
-        print(f"    CPU time used until serving (both kinds): {median(cpu_s[tree]):.3f} s")
+        print(f"    CPU time used until serving (both kinds): {median(cpu_s[variant, tree]):.3f} s")
     print(f"  (a bare interpreter, python -c pass: {median(bare_s):.3f} s)")
     marks_path = f"{directory}/marks.json"
     probe = str(ROOT / "bench" / "startup_probe.py")

@@ -16,9 +16,11 @@ only ratios are meant to be compared between runs.
 * **GetResourcesAllocation p50, 5,000 containers** vs an empty servicer sending the very reply
   qrmd gave, re-serialised by protobuf per call.
 * **Restart to serving** (exec → first answered GetResourcePluginOptions) of ``qrmd run`` with
-  5,000 pods in its journal, after SIGKILL and after SIGTERM, vs a Python process that imports
-  grpc and serves an empty servicer on a unix socket; both read compiled bytecode, as an
-  installed wheel does (``bench/bench_startup.py`` has the step-by-step breakdown).
+  5,000 pods in its journal, after SIGKILL and after SIGTERM, with ``--metrics-address off``
+  and with the metrics and health endpoint on as by default (on a port the kernel picks), vs a
+  Python process that imports grpc and serves an empty servicer on a unix socket; both read
+  compiled bytecode, as an installed wheel does (``bench/bench_startup.py`` has the
+  step-by-step breakdown).
 * **Journal replay** of the daemon's own journal (``read_records``, and a full StateStore
   recovery) in records/s vs raw ``msgpack.Unpacker`` over the same record payloads.
 * **16 concurrent clients** (Allocate / GetTopologyHints / RemovePod mix) p99 vs one client's p99
@@ -77,7 +79,7 @@ from bench_grpc import (
     start_allocator,
     stub,
 )
-from daemon_process import EMPTY_SERVER, fill_journal, qrmd_run_args, start
+from daemon_process import EMPTY_SERVER, METRICS_ON, fill_journal, qrmd_run_args, start
 
 from actors.allocator_messages import Allocate, GetResourcesAllocation
 from actors.state_store import StateStoreCore, StoreConfig
@@ -517,14 +519,23 @@ def bench_daemon(pods: int, repeats: int) -> None:
     with_writes.pop("PYTHONDONTWRITEBYTECODE", None)
     qrmd_run, socket = qrmd_run_args(directory)
     argv = [*python, "-m", "qrmd.cli", *qrmd_run]
+    # The default qrmd run also serves /metrics and /healthz (here on a port the kernel picks).
+    metrics_on = [*python, "-m", "qrmd.cli", *qrmd_run_args(directory, METRICS_ON)[0]]
+    metrics_on += ["--durability", "always"]
     try:
         fill_journal(argv, socket, pods, with_writes)
         kill_t: list[float] = []
         term_t: list[float] = []
+        kill_on_t: list[float] = []
+        term_on_t: list[float] = []
         base_t: list[float] = []
         rss = float("nan")
         base_socket = f"{directory}/empty.sock"
         empty, _, _ = start([*python, "-c", EMPTY_SERVER, base_socket], base_socket, with_writes)
+        # The bytecode of the metrics stack too (filling the journal ran with metrics off).
+        process, _, _ = start(metrics_on, socket, with_writes)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
         empty.kill()
         empty.wait()
         for _ in range(repeats):
@@ -539,6 +550,14 @@ def bench_daemon(pods: int, repeats: int) -> None:
             process.wait(timeout=60)
             process, _, seconds = start([*argv, "--durability", "always"], socket)
             term_t.append(seconds)  # after SIGTERM
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+            process, _, seconds = start(metrics_on, socket)
+            kill_on_t.append(seconds)  # after SIGKILL, metrics on
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+            process, _, seconds = start(metrics_on, socket)
+            term_on_t.append(seconds)  # after SIGTERM, metrics on
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
             empty, _, seconds = start([*python, "-c", EMPTY_SERVER, base_socket], base_socket)
@@ -557,6 +576,20 @@ def bench_daemon(pods: int, repeats: int) -> None:
         row(
             "restart to serving after SIGTERM vs empty grpc server",
             sorted(term_t)[len(term_t) // 2],
+            base,
+            "<= 2x",
+            "s",
+        )
+        row(
+            "restart to serving after SIGKILL, metrics on (default)",
+            sorted(kill_on_t)[len(kill_on_t) // 2],
+            base,
+            "<= 2x",
+            "s",
+        )
+        row(
+            "restart to serving after SIGTERM, metrics on (default)",
+            sorted(term_on_t)[len(term_on_t) // 2],
             base,
             "<= 2x",
             "s",

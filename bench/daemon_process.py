@@ -38,10 +38,17 @@ server.wait_for_termination()
 """
 
 
-def qrmd_run_args(directory: str) -> tuple[list[str], str]:
+#: ``--metrics-address`` of a restart with the default metrics and health endpoint on (a
+#: real node's), on a port the kernel picks: the same work as the default 127.0.0.1:9316
+#: without meeting whatever else listens there.
+METRICS_ON = "127.0.0.1:0"
+
+
+def qrmd_run_args(directory: str, metrics: str = "off") -> tuple[list[str], str]:
     """``qrmd``'s arguments for ``run`` (``run ...``, without ``--durability``; a command line
     is ``[python, "-m", "qrmd.cli", *args]``) with its state, sockets and registration under
-    ``directory``, and the path of the socket it serves; the socket directory is made here."""
+    ``directory``, and the path of the socket it serves; the socket directory is made here.
+    ``metrics`` is its ``--metrics-address`` (``off``, or ``METRICS_ON``)."""
     sockets = f"{directory}/sock"
     os.makedirs(sockets, exist_ok=True)
     args = [
@@ -51,7 +58,7 @@ def qrmd_run_args(directory: str) -> tuple[list[str], str]:
         "--reserved-cpu-cores", "4",
         "--socket-dir", sockets,
         "--plugin-registration-dir", f"{directory}/reg",
-        "--metrics-address", "off",
+        "--metrics-address", metrics,
         "--node-name", "bench",
     ]  # fmt: skip
     return args, f"{sockets}/qrm_cpu_plugin_dynamic.sock"

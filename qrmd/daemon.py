@@ -21,17 +21,22 @@ Start, in order:
 3. the Supervisor of every subsystem's children, in list order: the StateStore, the
    Allocator, the MemoryBalancer, the CPU pressure actor, the checkers, the AdvisorLink (the
    link last, so rest-for-one restarts it with the Allocator); the health sources of each;
-4. with ``--metrics-address``, the metrics registry with each subsystem's collectors and the
-   metrics/health endpoint's socket (bound now, so a taken port fails before recovery);
+4. with ``--metrics-address``, the metrics/health endpoint's port (bound now, so a taken or
+   invalid address fails before recovery; nothing answers on it until step 7);
 5. the Supervisor starts the actors: the StateStore recovers, then the Allocator starts from
    its snapshot (cpu-policy §6.2 steps 4–6), then the others;
-6. the endpoint answers; then, in list order, each subsystem's ``start`` and ``serve``: the
-   store's checkpoint ticker and the start record, the kubelet sockets (only now, with the
-   state recovered and the actors ready, does a socket appear for kubelet to dial: wire.md
-   §8.1), the balancer's rounds and eviction plugin, the CPU pressure collections and
-   plugins, the pod list fetch and the checkers, the advisor's silence ticker and its
-   checkpoint watchdog. kubelet is served whatever the advisor does (beyond the reference,
-   which refuses to start without it).
+6. in list order, each subsystem's ``start`` and ``serve``: the store's checkpoint ticker
+   and the start record, the kubelet sockets (only now, with the state recovered and the
+   actors ready, does a socket appear for kubelet to dial: wire.md §8.1), the balancer's
+   rounds and eviction plugin, the CPU pressure collections and plugins, the pod list fetch
+   and the checkers, the advisor's silence ticker and its checkpoint watchdog. kubelet is
+   served whatever the advisor does (beyond the reference, which refuses to start without
+   it). The gRPC servers tell a relay (``qrmd.status.observer``) about each call until the
+   registry exists;
+7. with ``--metrics-address``, the metrics registry with each subsystem's collectors (the
+   relay replays the calls answered since step 6 into it) and the endpoint's HTTP server on
+   the port bound in step 4: prometheus_client and http.server load after kubelet is
+   served, and a probe that connected earlier is answered now, when everything is up.
 
 The simulation (``qrmd sim``) builds the same list with ``assemble``, on its own ``Runtime``
 and ``Host`` (``qrmd.subsystem``), supervises the children in the same order under the same
@@ -51,6 +56,7 @@ import gc
 import importlib
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -77,6 +83,8 @@ from qrmd.cpu_plugin.settings import CpuPluginSettings
 from qrmd.cpu_pressure.settings import CPUPressureSettings
 from qrmd.pods.settings import PodsSettings
 from qrmd.status.health import HealthRegistry
+from qrmd.status.listener import listen
+from qrmd.status.observer import ObserverRelay
 from qrmd.store.settings import StoreSettings
 from qrmd.subsystem import DaemonError, Running, Shared, Subsystem
 from qrmd.version import VERSION
@@ -200,6 +208,7 @@ class Daemon:
         self.metrics: DaemonMetrics | None = None
         self.health = HealthRegistry(clock.monotonic)
         self.endpoint: StatusEndpoint | None = None
+        self._listener: socket.socket | None = None
 
     def find(self, kind: type[_T]) -> _T | None:
         """The running subsystem of this type, or None (tests reach its parts this way)."""
@@ -237,37 +246,15 @@ class Daemon:
         )
         self.supervisor = supervisor
         watch_health(self.health, supervisor, parts)
-        # 4. Metrics and the endpoint's socket, before recovery: a taken port fails fast.
-        # Without an address nothing would read them: no registry, no collectors, no
-        # prometheus_client (a restart pays for every module it imports).
+        # 4. The metrics/health endpoint's port, bound before recovery: a taken port fails
+        # fast. Its registry, collectors and HTTP server come once kubelet is served (step
+        # 7): prometheus_client and http.server are some sixty modules a restart would load
+        # before kubelet's socket appears. Without an address nothing would read them: no
+        # port, no registry, no prometheus_client.
+        observer: ObserverRelay | None = None
         if config.metrics_address is not None:
-            from qrmd.status.endpoint import StatusEndpoint  # noqa: PLC0415 (only with metrics)
-            from qrmd.status.metrics import (  # noqa: PLC0415 (only with metrics)
-                DaemonMetrics,
-                MetricSources,
-            )
-
-            self.metrics = DaemonMetrics(
-                MetricSources(
-                    store=shared.ports.store_status,
-                    snapshot=shared.ports.latest,
-                    supervisor=supervisor.status,
-                    health=self.health,
-                )
-            )
-            for part in parts:
-                for collector in part.collectors():
-                    self.metrics.registry.register(collector)
-            readiness = [source for part in parts for source in part.readiness_sources()]
-            host, port = config.metrics_address
-            self.endpoint = StatusEndpoint(
-                host,
-                port,
-                self.metrics,
-                self.health,
-                liveness=lambda: supervisor.status().problems(),
-                readiness=lambda: [problem for source in readiness for problem in source()],
-            )
+            self._listener = listen(*config.metrics_address)
+            observer = ObserverRelay()
         # 5. The actors: the StateStore recovers, then the Allocator starts from its snapshot.
         try:
             supervisor.start()
@@ -280,14 +267,56 @@ class Daemon:
                     f"--topology {config.topology} --node-name {config.node_name}"
                 )
             raise DaemonError(f"{err} ({where})") from err
-        # 6. The endpoint answers; each subsystem starts what runs beside its actors.
-        if self.endpoint is not None:
-            self.endpoint.start()
-        running = Running(supervisor, self.metrics)
+        # 6. Each subsystem starts what runs beside its actors, then serves; the gRPC servers
+        # tell the relay about every call until the registry is built.
+        running = Running(supervisor, observer)
         for part in parts:
             part.start(running)
             part.serve(running)
+        # 7. The registry with every subsystem's collectors (the calls answered since step 6
+        # replayed into it), and the endpoint answering on the port bound in step 4.
+        if observer is not None:
+            self._serve_status(shared, supervisor, parts, observer)
         _log.info(self._serving_line())
+
+    def _serve_status(
+        self,
+        shared: Shared,
+        supervisor: Supervisor,
+        parts: list[Subsystem],
+        observer: ObserverRelay,
+    ) -> None:
+        """Start step 7: build the metrics registry and the endpoint on the bound port."""
+        from qrmd.status.endpoint import StatusEndpoint  # noqa: PLC0415 (only with metrics)
+        from qrmd.status.metrics import DaemonMetrics, MetricSources  # noqa: PLC0415 (idem)
+
+        assert self._listener is not None and self.config.metrics_address is not None
+        metrics = DaemonMetrics(
+            MetricSources(
+                store=shared.ports.store_status,
+                snapshot=shared.ports.latest,
+                supervisor=supervisor.status,
+                health=self.health,
+            )
+        )
+        for part in parts:
+            for collector in part.collectors():
+                metrics.registry.register(collector)
+        self.metrics = metrics
+        observer.attach(metrics)
+        readiness = [source for part in parts for source in part.readiness_sources()]
+        host, port = self.config.metrics_address
+        self.endpoint = StatusEndpoint(
+            host,
+            port,
+            metrics,
+            self.health,
+            liveness=lambda: supervisor.status().problems(),
+            readiness=lambda: [problem for source in readiness for problem in source()],
+            listener=self._listener,
+        )
+        self._listener = None  # the endpoint's now: its stop closes it
+        self.endpoint.start()
 
     def stop(self) -> None:
         """Stop each subsystem in reverse, then the actors, then what outlives them, then the
@@ -308,6 +337,9 @@ class Daemon:
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
+        if self._listener is not None:  # bound, but the start failed before the endpoint
+            self._listener.close()
+            self._listener = None
         for ref in pykka.ActorRegistry.get_all():
             _log.error("bug: actor %s is still alive after shutdown", ref)
 

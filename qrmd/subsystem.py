@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from journal.fileops import FileOps
     from policy.cpu.context import PolicyContext
     from qrmd.status.health import HealthRegistry, ProblemSource
-    from qrmd.status.metrics import DaemonMetrics
+    from wire.rpc import RpcObserver
 
 __all__ = [
     "ALLOCATOR_CHILD",
@@ -263,12 +263,14 @@ class Running:
 
     Attributes:
         supervisor: the running supervision tree (``ref`` a child by name).
-        metrics: the metrics registry, also the gRPC servers' observer; None without
-            ``--metrics-address`` (nothing would read it).
+        metrics: the gRPC servers' call observer, which the metrics registry reads (a relay
+            that holds the calls answered before the registry is built, right after every
+            subsystem serves: ``qrmd.status.observer``); None without ``--metrics-address``
+            (nothing would read it).
     """
 
     supervisor: Supervisor
-    metrics: DaemonMetrics | None
+    metrics: RpcObserver | None
 
 
 class Subsystem(Protocol):

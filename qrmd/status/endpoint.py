@@ -19,6 +19,7 @@ journal that refuses commits. ``HEAD`` answers every path as ``GET`` does, witho
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from qrmd.status.health import HealthRegistry, ProblemSource
+from qrmd.status.listener import listen
 from qrmd.status.metrics import DaemonMetrics
 
 __all__ = ["StatusEndpoint"]
@@ -44,6 +46,9 @@ class StatusEndpoint:
         health: the health checks (``/healthz``).
         liveness: reasons the process is not alive (``/livez``); none by default.
         readiness: reasons it is not ready (``/readyz``); none by default.
+        listener: the socket already bound to ``host:port`` and listening
+            (``qrmd.status.listener.listen``: the daemon binds it before recovery and builds
+            the endpoint once kubelet is served); None: bind it now.
     """
 
     def __init__(
@@ -55,20 +60,20 @@ class StatusEndpoint:
         *,
         liveness: ProblemSource = tuple,
         readiness: ProblemSource = tuple,
+        listener: socket.socket | None = None,
     ):
         probes = {"/healthz": lambda: health.check().reasons, "/livez": liveness}
         probes["/readyz"] = readiness
         handler = _handler_class(metrics, probes)
-        if ":" in host:  # an IPv6 literal
-            server_class = type("_Server6", (ThreadingHTTPServer,), {"address_family": 10})
-        else:
-            server_class = ThreadingHTTPServer
-        try:
-            self._server = server_class((host, port), handler)
-        except OSError as err:
-            raise OSError(
-                err.errno, f"cannot listen on --metrics-address {host}:{port}: {err.strerror}"
-            ) from err
+        if listener is None:
+            listener = listen(host, port)
+        # The server is given the bound socket instead of binding its own (which would also
+        # ask the resolver for the host's full name, which nothing here reads).
+        self._server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
+        self._server.socket.close()
+        self._server.socket = listener
+        self._server.server_address = listener.getsockname()
+        self._server.server_name, self._server.server_port = host, self.address[1]
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="status-endpoint", daemon=True

@@ -5,6 +5,7 @@ reverse. The real process over real gRPC is in ``tests/integration``."""
 from __future__ import annotations
 
 import functools
+import socket
 import tempfile
 import time
 import urllib.error
@@ -269,12 +270,71 @@ def test_metrics_off_opens_no_port_and_keeps_no_registry(harness: Harness) -> No
         daemon.stop()
 
 
-def test_metrics_on_the_registry_observes_the_kubelet_servers(harness: Harness) -> None:
-    daemon = harness.daemon()
+def test_metrics_on_calls_answered_before_the_registry_exists_are_counted(
+    harness: Harness,
+) -> None:
+    """The kubelet servers are handed a relay when they serve, before the registry is built
+    (start step 7): what they answer in between is replayed into it, not lost."""
+
+    def answer_at_serve(*args: Any) -> FakeServer:
+        server = harness.factory(*args)
+        assert server.observer is not None
+        server.observer.observe("Allocate", 0.002, "OK")
+        server.observer.observe(
+            "/resourceplugin.v1alpha1.ResourcePlugin/Allocate", 0.001, "INTERNAL"
+        )
+        return server
+
+    builders = {"cpu_plugin": functools.partial(cpu_plugin.build, server_factory=answer_at_serve)}
+    daemon = Daemon(harness.config(), builders=builders)
     daemon.start()
     try:
         assert daemon.metrics is not None
-        assert harness.servers[0].observer is daemon.metrics
+        observer = harness.servers[0].observer
+        assert observer is not None
+        observer.observe("Allocate", 0.003, "OK")  # answered after the start: straight in
+        exposition = http(daemon, "/metrics")[1]
+        assert 'qrmd_rpc_duration_seconds_count{code="OK",rpc="Allocate"} 2.0' in exposition
+        assert 'qrmd_rpc_duration_seconds_count{code="INTERNAL",rpc="Allocate"} 1.0' in exposition
+        assert 'alloc_failed{policy="dynamic"} 1.0' in exposition
+    finally:
+        daemon.stop()
+
+
+def test_a_probe_that_connects_before_the_endpoint_is_built_waits_for_the_truth(
+    harness: Harness,
+) -> None:
+    """The endpoint's port is bound before recovery, its HTTP server built after kubelet is
+    served: a /healthz sent while the kubelet server starts waits in the backlog and is
+    answered once everything is up, never earlier."""
+    with socket.socket() as probe_port:
+        probe_port.bind(("127.0.0.1", 0))
+        port = probe_port.getsockname()[1]
+    probes: list[socket.socket] = []
+
+    def probe_at_serve(*args: Any) -> FakeServer:
+        server = harness.factory(*args)
+        assert (daemon.metrics, daemon.endpoint) == (None, None), "built after kubelet's socket"
+        probe = socket.create_connection(("127.0.0.1", port), timeout=5)
+        probe.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        probe.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing answers it yet
+            probe.recv(1)
+        probes.append(probe)
+        return server
+
+    builders = {"cpu_plugin": functools.partial(cpu_plugin.build, server_factory=probe_at_serve)}
+    daemon = Daemon(harness.config(**{"metrics-address": f"127.0.0.1:{port}"}), builders=builders)
+    daemon.start()
+    try:
+        (probe,) = probes
+        probe.settimeout(5)
+        answer = b""
+        while chunk := probe.recv(4096):
+            answer += chunk
+        probe.close()
+        assert answer.startswith(b"HTTP/1.0 200 ")
+        assert answer.endswith(b"\r\n\r\nok\n")
     finally:
         daemon.stop()
 

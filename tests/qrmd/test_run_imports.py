@@ -103,3 +103,77 @@ def test_the_start_loads_what_serving_needs(loaded: list[str]) -> None:
         "policy.state.codec",
         "policy.balance.section",
     } <= set(loaded)
+
+
+#: A default ``qrmd run`` (metrics on, here on a port the kernel picks) started in-process on
+#: the real gRPC server: the modules loaded once the CPU plugin has served kubelet's socket,
+#: and once the start has returned.
+_METRICS_ON = """
+import json, os, sys
+from qrmd.config import load_config
+from qrmd.cpu_plugin import subsystem as cpu_plugin
+from qrmd.daemon import Daemon
+
+root = sys.argv[1]
+loaded = {}
+
+class Watched:
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def serve(self, running):
+        self._inner.serve(running)
+        assert os.listdir(root + "/sock"), "kubelet's socket is served"
+        loaded["served"] = sorted(sys.modules)
+
+config = load_config({
+    "topology": "synthetic:cpus=8,sockets=1,numas=1",
+    "reserved-cpu-cores": "1",
+    "state-dir": root + "/state",
+    "socket-dir": [root + "/sock"],
+    "plugin-registration-dir": root + "/reg",
+    "metrics-address": "127.0.0.1:0",
+    "durability": "none",
+})
+watched = {"cpu_plugin": lambda settings, shared: Watched(cpu_plugin.build(settings, shared))}
+daemon = Daemon(config, builders=watched)
+daemon.start()
+loaded["started"] = sorted(sys.modules)
+daemon.stop()
+print(json.dumps(loaded))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded_with_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    root = tmp_path_factory.mktemp("metrics-on")
+    for directory in ("sock", "reg"):
+        (root / directory).mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _METRICS_ON, str(root)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules: dict[str, list[str]] = json.loads(done.stdout.splitlines()[-1])
+    return modules
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        pytest.param("prometheus_client", id="no prometheus client until kubelet is served"),
+        pytest.param("http.server", id="no HTTP server until kubelet is served"),
+        pytest.param("qrmd.status.metrics", id="no metrics registry until kubelet is served"),
+        pytest.param("qrmd.status.endpoint", id="no endpoint handler until kubelet is served"),
+    ],
+)
+def test_with_metrics_on_the_metrics_stack_loads_after_kubelet_is_served(
+    loaded_with_metrics: dict[str, list[str]], module: str
+) -> None:
+    assert module not in loaded_with_metrics["served"]
+    assert module in loaded_with_metrics["started"]
