@@ -164,9 +164,9 @@ def uninstall() -> None:
         vars(dataclasses).pop("exec", None)
 
 
-#: What ``qrmd run`` may import before it serves, whichever subsystems are enabled: the
-#: command, kubelet's server, each subsystem's wiring (``qrmd.daemon.SUBSYSTEMS``) and the
-#: metrics endpoint.
+#: What ``qrmd run`` may import at its start, whichever subsystems are enabled: the command,
+#: kubelet's server, each subsystem's wiring (``qrmd.daemon.SUBSYSTEMS``) and the metrics
+#: endpoint (built right after kubelet's socket is served, so kept here too).
 _RUN_MODULES = ("qrmd.cli", "qrmd.commands.run", "wire.plugin_server", "qrmd.daemon")
 _METRICS_MODULES = ("qrmd.status.metrics", "qrmd.status.endpoint")
 
