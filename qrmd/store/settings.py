@@ -174,9 +174,10 @@ STORE_OPTIONS: tuple[Option, ...] = (
            "none (the reference rewrites its state file on every change)", "N"),
     Option("checkpoint-form", "checkpoint_form", choice(*CHECKPOINT_FORMS),
            DEFAULT_CHECKPOINT_FORM,
-           "how checkpoints hold the containers: 'columns', or 'entries' (one map per "
-           "container, the form qrmd releases before the columns form read; run with it and "
-           "stop with SIGTERM, which writes a checkpoint, before rolling back)",
+           "'entries' before a rollback, else 'columns': how checkpoints hold the containers; "
+           "'entries' is one map per container, the form qrmd releases before the columns form "
+           "read (run with it and stop with SIGTERM, which writes a checkpoint, before rolling "
+           "back; docs/running.md)",
            "none (the reference rewrites a state file)", "|".join(CHECKPOINT_FORMS)),
     Option("checkpoint-every", "checkpoint_every_s", _checkpoint_interval, "5m",
            "write a checkpoint this long after the last one once a record is not in one, "
