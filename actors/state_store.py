@@ -93,6 +93,7 @@ from journal import (
 )
 from journal.recovery import collector_paused
 from policy.errors import StateError
+from policy.state.checkpoint_form import DEFAULT_CHECKPOINT_FORM, CheckpointForm
 from policy.state.codec import encode_event, encode_state
 from policy.state.events import Event
 from policy.state.replay import read_events, replay_records, state_from_checkpoint
@@ -130,6 +131,9 @@ class StoreConfig:
         checkpoint_every_s: ...or this many seconds since the last one, whichever first
             (checked on each commit and on each ``CheckpointIfDue`` tick).
         retention: limits on forensic history (default ``journal.Retention()``).
+        checkpoint_form: how checkpoints write the CPU section's containers: ``columns``, or
+            ``entries`` for a rollback to a release before the columns
+            (``policy.state.checkpoint_form``).
     """
 
     directory: str
@@ -139,6 +143,7 @@ class StoreConfig:
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     retention: Retention | None = None
+    checkpoint_form: CheckpointForm = DEFAULT_CHECKPOINT_FORM
 
 
 class StateStoreCore:
@@ -159,9 +164,11 @@ class StateStoreCore:
         *,
         clock: Clock,
         fs: FileOps,
+        checkpoint_form: CheckpointForm = DEFAULT_CHECKPOINT_FORM,
     ) -> None:
         """Internal: use ``StateStoreCore.open``."""
         self._journal = journal
+        self._checkpoint_form = checkpoint_form
         self._fs = fs
         # Re-entrant: a commit writes its due checkpoint under the lock it holds.
         self._lock = threading.RLock()
@@ -261,7 +268,14 @@ class StateStoreCore:
         _log.log(logging.WARNING if report.bytes_truncated else logging.INFO, report.summary())
         for skipped in report.skipped_checkpoints:
             _log.warning("state store skipped a damaged checkpoint: %s", skipped)
-        return cls(journal, Snapshot(state, report.last_seq), report, clock=clock, fs=fs)
+        return cls(
+            journal,
+            Snapshot(state, report.last_seq),
+            report,
+            clock=clock,
+            fs=fs,
+            checkpoint_form=config.checkpoint_form,
+        )
 
     @property
     def snapshot(self) -> Snapshot:
@@ -533,7 +547,9 @@ class StateStoreCore:
         if self._closed or snapshot.seq <= self._journal.checkpoint_seq:
             return None
         try:
-            path = self._journal.write_checkpoint(snapshot.seq, encode_state(snapshot.state))
+            path = self._journal.write_checkpoint(
+                snapshot.seq, encode_state(snapshot.state, self._checkpoint_form)
+            )
         except (JournalError, StateError) as err:
             # The records are durable; recovery replays them from the older checkpoint.
             self._set_status(self._status.with_checkpoint_failure())

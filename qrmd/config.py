@@ -59,6 +59,7 @@ from policy.cpu.reserve import (
     require_cpus_outside_reserve,
     reserved_cpus,
 )
+from policy.state.checkpoint_form import DEFAULT_CHECKPOINT_FORM, CheckpointForm
 from policy.topology.model import CPUTopology
 from qrmd.advisor.settings import (
     ADVISOR_OPTIONS,
@@ -167,6 +168,8 @@ class DaemonConfig:
         durability: ``always`` (fsync before acknowledging) or ``none``.
         checkpoint_every_records: a checkpoint after this many journal records...
         checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        checkpoint_form: how checkpoints hold the containers (``columns``, or ``entries`` for
+            a rollback; ``policy.state.checkpoint_form``).
         journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
         journal_retention_max_age_s: forensic history older than this is deleted; None: never.
         metrics_address: (host, port) of the metrics/health endpoint, or None (``off``).
@@ -211,6 +214,7 @@ class DaemonConfig:
     durability: Durability = DEFAULT_DURABILITY
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    checkpoint_form: CheckpointForm = DEFAULT_CHECKPOINT_FORM
     journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
     journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
     metrics_address: tuple[str, int] | None = ("127.0.0.1", 9316)

@@ -10,7 +10,9 @@
 * ``pool_pods``: the pods in the pools and each pool's NUMA list, the memory balancer's
   view of the CPU section (memory-balancer §4.5);
 * ``codec``: events and states as msgpack-able primitives (journal records, checkpoints);
-  ``codec_fast``: its one-pass decoding of well-formed CPU events and entries (replay).
+  ``codec_fast``: its one-pass decoding of well-formed CPU events and entries (replay);
+  ``checkpoint_form``: how a checkpoint writes the containers (columns, or entry maps for a
+  rollback).
 
 Imports ``policy.topology`` and ``policy.balance`` (for the balance section it holds), never
 ``policy.cpu``: the state knows nothing of how decisions are made.

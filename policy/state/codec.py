@@ -14,8 +14,9 @@ The format, schema version ``SCHEMA_VERSION``:
   section is ``{"pools": {name: CPUSET}, "ramp_cpus": CPUSET or None, "containers": COLUMNS}``
   where COLUMNS holds the entries by field, sorted by key, repeated values written once
   (``policy.state.codec_columns``); checkpoints written before hold ``"containers": [entry]``
-  instead, and still decode to the same state. Derived indexes are never encoded: decoding
-  rebuilds them by applying the entries;
+  instead, and still decode to the same state. ``encode_state(state, form="entries")`` writes
+  that list (``policy.state.checkpoint_form``: for rolling back to a release before the
+  columns). Derived indexes are never encoded: decoding rebuilds them by applying the entries;
 * the balance section and its events are described in ``policy.balance.codec``, the advisor
   section and its events in ``policy.state.advisor_section``, the ``cpu_pressure`` section
   and its events in ``policy.state.pressure.codec``. A section added after a checkpoint was
@@ -41,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -64,6 +65,7 @@ from policy.state.advisor_section import (
     encode_advisor_event,
     encode_advisor_section,
 )
+from policy.state.checkpoint_form import CHECKPOINT_FORMS, DEFAULT_CHECKPOINT_FORM, CheckpointForm
 from policy.state.codec_columns import decode_columns, encode_columns
 from policy.state.codec_fast import fast_cpu_event, fast_entry, known_cpuset, remember_cpuset
 from policy.state.cpu_apply import allocate_all, apply_cpu_event
@@ -90,6 +92,7 @@ __all__ = [
     "SectionCodec",
     "decode_event",
     "decode_state",
+    "encode_entry_maps",
     "encode_event",
     "encode_state",
 ]
@@ -342,14 +345,26 @@ def _decode_cpu_event(cls: type[Event], items: Mapping[str, Any], where: str) ->
 # -- states -------------------------------------------------------------------------------
 
 
-def _encode_cpu_section(state: CPUState) -> dict[str, Any]:
+def _encode_cpu_section(
+    state: CPUState, form: CheckpointForm = DEFAULT_CHECKPOINT_FORM
+) -> dict[str, Any]:
+    entries = sorted(state.entries(), key=lambda e: e.key)
     return {
         "pools": {name: _encode_cpuset(cpus) for name, cpus in sorted(state.pools.items())},
         "ramp_cpus": None if state.ramp_cpus is None else _encode_cpuset(state.ramp_cpus),
-        "containers": encode_columns(
-            sorted(state.entries(), key=lambda e: e.key), _encode_placement
+        "containers": (
+            encode_columns(entries, _encode_placement)
+            if form == "columns"
+            else encode_entry_maps(entries)
         ),
     }
+
+
+def encode_entry_maps(entries: Sequence[ContainerEntry]) -> list[dict[str, Any]]:
+    """``entries`` (in the order given) as the CPU section's ``containers`` of the
+    ``entries`` form: one map per container by field name, as an event's entry is written
+    (what qrmd releases before the columns form read)."""
+    return [_encode_entry(entry) for entry in entries]
 
 
 def _decode_cpu_section(data: object, topology: CPUTopology) -> CPUState:
@@ -513,18 +528,31 @@ def _decode_event_checked(data: object) -> Event:
     return SECTION_CODECS[cls.section].decode_event(cls, items, kind)
 
 
-def encode_state(state: State) -> dict[str, Any]:
+def encode_state(state: State, form: CheckpointForm = DEFAULT_CHECKPOINT_FORM) -> dict[str, Any]:
     """A state as a dict of primitives (for checkpoints).
+
+    Args:
+        state: the state.
+        form: how the CPU section's containers are written (``policy.state.checkpoint_form``):
+            ``columns``, or ``entries`` for a release before the columns to read.
 
     Raises:
         CodecError: a section has no codec.
+        ValueError: ``form`` is not one of ``CHECKPOINT_FORMS``.
     """
+    if form not in CHECKPOINT_FORMS:
+        raise ValueError(f"checkpoint form {form!r} is not one of {', '.join(CHECKPOINT_FORMS)}")
     sections: dict[str, Any] = {}
     for name, value in state.sections.items():
         codec = SECTION_CODECS.get(name)
         if codec is None:
             raise CodecError(f"state section {name!r} has no codec")
-        sections[name] = codec.encode_section(value)
+        # Only the CPU section has two forms; every other section is written one way.
+        sections[name] = (
+            _encode_cpu_section(state.cpu, form)
+            if name == CPU_SECTION
+            else codec.encode_section(value)
+        )
     return {
         "schema": SCHEMA_VERSION,
         "topology": state.cpu.topology.fingerprint(),

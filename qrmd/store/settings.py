@@ -30,6 +30,11 @@ from journal import (
     Durability,
     Retention,
 )
+from policy.state.checkpoint_form import (
+    CHECKPOINT_FORMS,
+    DEFAULT_CHECKPOINT_FORM,
+    CheckpointForm,
+)
 from qrmd.config_values import (
     Option,
     Socket,
@@ -167,6 +172,13 @@ STORE_OPTIONS: tuple[Option, ...] = (
            "write a checkpoint (the whole state) after this many journal records, or after "
            "--checkpoint-every, whichever comes first",
            "none (the reference rewrites its state file on every change)", "N"),
+    Option("checkpoint-form", "checkpoint_form", choice(*CHECKPOINT_FORMS),
+           DEFAULT_CHECKPOINT_FORM,
+           "'entries' before a rollback, else 'columns': how checkpoints hold the containers; "
+           "'entries' is one map per container, the form qrmd releases before the columns form "
+           "read (run with it and stop with SIGTERM, which writes a checkpoint, before rolling "
+           "back; docs/running.md)",
+           "none (the reference rewrites a state file)", "|".join(CHECKPOINT_FORMS)),
     Option("checkpoint-every", "checkpoint_every_s", _checkpoint_interval, "5m",
            "write a checkpoint this long after the last one once a record is not in one, "
            "even on an idle node (at least 1s)",
@@ -189,6 +201,8 @@ class StoreSettings:
         durability: ``always`` (fsync before acknowledging) or ``none``.
         checkpoint_every_records: a checkpoint after this many journal records...
         checkpoint_every_s: ...or this many seconds, whichever first (ticked on an idle node).
+        checkpoint_form: how checkpoints hold the containers (``columns``, or ``entries`` for
+            a rollback; ``policy.state.checkpoint_form``).
         journal_retention_max_bytes: forensic history kept, in bytes; None: no limit.
         journal_retention_max_age_s: forensic history older than this is deleted; None: never.
         takeover: what to do with katalyst-agent's checkpoint.
@@ -199,6 +213,7 @@ class StoreSettings:
     durability: Durability = DEFAULT_DURABILITY
     checkpoint_every_records: int = DEFAULT_CHECKPOINT_EVERY_RECORDS
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
+    checkpoint_form: CheckpointForm = DEFAULT_CHECKPOINT_FORM
     journal_retention_max_bytes: int | None = DEFAULT_RETENTION_MAX_BYTES
     journal_retention_max_age_s: float | None = DEFAULT_RETENTION_MAX_AGE_S
     takeover: TakeoverSettings = field(default_factory=TakeoverSettings)

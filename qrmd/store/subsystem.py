@@ -113,6 +113,7 @@ def build(settings: StoreSettings, shared: Shared) -> StoreWiring:
         checkpoint_every_records=settings.checkpoint_every_records,
         checkpoint_every_s=settings.checkpoint_every_s,
         retention=settings.retention(),
+        checkpoint_form=settings.checkpoint_form,
     )
     if storage is not None and storage.segment_max_bytes is not None:
         config = dataclasses.replace(config, segment_max_bytes=storage.segment_max_bytes)

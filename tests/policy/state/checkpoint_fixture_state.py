@@ -13,7 +13,7 @@ from policy.state.advisor_section import (
     NUMAHeadroomSet,
 )
 from policy.state.entries import RAMPING, InPool, OwnCPUs
-from policy.state.events import ContainerAllocated, PoolSet, RampCPUsSet
+from policy.state.events import ContainerAllocated, Event, PoolSet, RampCPUsSet
 from policy.state.sections import State, apply_all, empty_state
 from policy.topology.cpuset import CPUSet
 from tests.policy.state_fixtures import container
@@ -21,6 +21,12 @@ from tests.topologies import SYNTH_16_2_4
 
 
 def fixture_state() -> State:
+    return apply_all(empty_state(SYNTH_16_2_4), fixture_events())
+
+
+def fixture_events() -> list[Event]:
+    """The events that make ``fixture_state`` from the empty state, in order."""
+
     def cpus(text: str) -> CPUSet:
         return CPUSet.parse(text)
 
@@ -30,45 +36,42 @@ def fixture_state() -> State:
         annotations=None,
         container_index=1,
     )
-    return apply_all(
-        empty_state(SYNTH_16_2_4),
-        [
-            PoolSet("share", cpus("1,3-6")),
-            PoolSet("reclaim", cpus("7,10-11")),
-            RampCPUsSet(cpus("1,3-7")),
-            ContainerAllocated(container("pod-a", "app", InPool("share"), owner="share")),
-            ContainerAllocated(
-                replace(
-                    container("pod-b", "app", InPool("share"), owner="share", quantity=2.5),
-                    pod_role="role-x",
-                    pod_type="type-y",
-                )
-            ),
-            ContainerAllocated(
-                container(
-                    "pod-r",
-                    "app",
-                    InPool("reclaim", frozenset({1})),
-                    qos="reclaimed_cores",
-                    owner="reclaim",
-                    numa_binding=True,
-                )
-            ),
-            ContainerAllocated(container("pod-c", "app", RAMPING, ramp_up=True)),
-            ContainerAllocated(
-                container(
-                    "pod-d",
-                    "app",
-                    OwnCPUs(cpus("8-9"), cpus("8-9")),
-                    qos="dedicated_cores",
-                    owner="dedicated",
-                    numa_binding=True,
-                    numa_exclusive=True,
-                )
-            ),
-            ContainerAllocated(sidecar),
-            AdvisorResponseApplied("fingerprint-1"),
-            AdvisorOverlapAllowed(True),
-            NUMAHeadroomSet(((0, 1.5), (1, 0.0))),
-        ],
-    )
+    return [
+        PoolSet("share", cpus("1,3-6")),
+        PoolSet("reclaim", cpus("7,10-11")),
+        RampCPUsSet(cpus("1,3-7")),
+        ContainerAllocated(container("pod-a", "app", InPool("share"), owner="share")),
+        ContainerAllocated(
+            replace(
+                container("pod-b", "app", InPool("share"), owner="share", quantity=2.5),
+                pod_role="role-x",
+                pod_type="type-y",
+            )
+        ),
+        ContainerAllocated(
+            container(
+                "pod-r",
+                "app",
+                InPool("reclaim", frozenset({1})),
+                qos="reclaimed_cores",
+                owner="reclaim",
+                numa_binding=True,
+            )
+        ),
+        ContainerAllocated(container("pod-c", "app", RAMPING, ramp_up=True)),
+        ContainerAllocated(
+            container(
+                "pod-d",
+                "app",
+                OwnCPUs(cpus("8-9"), cpus("8-9")),
+                qos="dedicated_cores",
+                owner="dedicated",
+                numa_binding=True,
+                numa_exclusive=True,
+            )
+        ),
+        ContainerAllocated(sidecar),
+        AdvisorResponseApplied("fingerprint-1"),
+        AdvisorOverlapAllowed(True),
+        NUMAHeadroomSet(((0, 1.5), (1, 0.0))),
+    ]
