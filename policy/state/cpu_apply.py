@@ -141,7 +141,8 @@ def _check_cpus(state: CPUState, cpus: CPUSet, what: str) -> None:
 
 
 def _check_identity(state: CPUState, entry: ContainerEntry) -> None:
-    """The checks of ``_check_entry`` that do not look at the placement, in its order."""
+    """The checks of an entry that do not look at its placement (``_check_entry`` runs them
+    first)."""
     if not entry.pod_uid or not entry.container_name:
         raise StateError(
             f"a container entry needs a pod uid and a container name, got "
@@ -154,15 +155,7 @@ def _check_identity(state: CPUState, entry: ContainerEntry) -> None:
 
 
 def _check_entry(state: CPUState, entry: ContainerEntry) -> None:
-    if not entry.pod_uid or not entry.container_name:
-        raise StateError(
-            f"a container entry needs a pod uid and a container name, got "
-            f"pod_uid={entry.pod_uid!r}, container_name={entry.container_name!r}"
-        )
-    if entry.pod_uid in state.pools:
-        raise StateError(f"{_who(entry)}: pod uid is the name of a pool")
-    if not math.isfinite(entry.request_quantity):
-        raise StateError(f"{_who(entry)}: request_quantity {entry.request_quantity} is not finite")
+    _check_identity(state, entry)
     placement = entry.placement
     if isinstance(placement, InPool):
         if placement.pool_name not in state.pools:
