@@ -93,8 +93,19 @@ def allocate_all(state: CPUState, entries: Sequence[ContainerEntry]) -> CPUState
             container already has an entry.
     """
     added: dict[str, Any] = {}
+    # The entries of a node share a handful of placement values (codec_fast decodes each
+    # distinct one once): the placement's part of the check, which depends only on the
+    # placement and this state, runs once per distinct placement object.
+    # (Own CPUs also pass the dedicated_cores check whatever the entry's QoS.)
+    fitting: dict[int, OwnCPUs] = {}
     for entry in entries:
-        _check_entry(state, entry)
+        placement = entry.placement
+        if id(placement) in fitting:
+            _check_identity(state, entry)
+        else:
+            _check_entry(state, entry)
+            if type(placement) is OwnCPUs:
+                fitting[id(placement)] = placement  # held: its id stays its own
         containers = added.get(entry.pod_uid)
         if containers is None:
             containers = added[entry.pod_uid] = state.pods.get(
@@ -129,7 +140,9 @@ def _check_cpus(state: CPUState, cpus: CPUSet, what: str) -> None:
         )
 
 
-def _check_entry(state: CPUState, entry: ContainerEntry) -> None:
+def _check_identity(state: CPUState, entry: ContainerEntry) -> None:
+    """The checks of an entry that do not look at its placement (``_check_entry`` runs them
+    first)."""
     if not entry.pod_uid or not entry.container_name:
         raise StateError(
             f"a container entry needs a pod uid and a container name, got "
@@ -139,6 +152,10 @@ def _check_entry(state: CPUState, entry: ContainerEntry) -> None:
         raise StateError(f"{_who(entry)}: pod uid is the name of a pool")
     if not math.isfinite(entry.request_quantity):
         raise StateError(f"{_who(entry)}: request_quantity {entry.request_quantity} is not finite")
+
+
+def _check_entry(state: CPUState, entry: ContainerEntry) -> None:
+    _check_identity(state, entry)
     placement = entry.placement
     if isinstance(placement, InPool):
         if placement.pool_name not in state.pools:

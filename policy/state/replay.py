@@ -318,7 +318,11 @@ class _NewEntries:
         """Whether ``record``, whose one event allocates ``entry``, joined the batch: as
         ``took(record, [ContainerAllocated(entry)], cpu)``."""
         key = (entry.pod_uid, entry.container_name)
-        if key in self._keys or not isinstance(cpu, CPUState) or cpu.entry(*key) is not None:
+        if key in self._keys or not isinstance(cpu, CPUState):
+            return False
+        # cpu.entry(*key), without its calls: most batched entries are a new pod's.
+        containers = cpu.pods.get(key[0])
+        if containers is not None and key[1] in containers:
             return False
         self._keys.add(key)
         self._entries.append(entry)

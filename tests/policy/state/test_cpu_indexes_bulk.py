@@ -139,6 +139,21 @@ def base_state() -> CPUState:
 def test_allocating_in_bulk_equals_one_event_per_entry_or_refuses_alike(
     added: list[ContainerEntry],
 ) -> None:
+    assert_bulk_allocation_as_one_by_one(added)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(entries(), entries(fit=True)), placements)
+def test_entries_sharing_one_placement_object_allocate_in_bulk_as_one_by_one(
+    drawn: list[ContainerEntry], placement: Placement
+) -> None:
+    # allocate_all checks a placement object it has seen fit once; entries that share it
+    # (as the decoders make them) but differ in pod, level or quantity are each still
+    # checked, and a placement that does not fit refuses at the first entry holding it.
+    assert_bulk_allocation_as_one_by_one([replace(e, placement=placement) for e in drawn])
+
+
+def assert_bulk_allocation_as_one_by_one(added: list[ContainerEntry]) -> None:
     state = base_state()
     refusal = None
     try:
