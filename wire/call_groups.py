@@ -62,8 +62,9 @@ class _Waiting:
 
     def wake(self) -> None:
         """Wake the caller: its outcome, or the lead, is set. Each happens once per caller
-        (a caller handed the lead took its wake-up in ``wait``), so the lock is never
-        released twice; the leader's own wake-up is simply never waited for."""
+        (a caller handed the lead took its wake-up in ``wait``, or just after a ``wait`` that
+        gave up: ``CallGrouper.ask``), so the lock is never released twice; the leader's own
+        wake-up is simply never waited for."""
         self.woken.release()
 
 
@@ -104,6 +105,13 @@ class CallGrouper:
                         self._waiting.remove(me)  # never sent: withdrawn, never decided
                     # Else its group is in flight: answered as a timed-out ask is.
                     raise pykka.Timeout(f"{type(call).__name__}: no answer within {timeout} s")
+                if me.lead:
+                    # Handed the lead (under this lock) just as its wait gave up: take the
+                    # wake-up it missed, so that its own group's wake-up of it releases a
+                    # held lock. Left released, that second release raised in ``_lead``
+                    # before the lead was handed on, and every later call waited for a
+                    # leader that never came (a SIGSTOP expires every deadline at once).
+                    me.woken.acquire()
         if me.outcome is None:  # handed the lead (or led from the start)
             self._lead(timeout)
         assert me.outcome is not None

@@ -18,6 +18,7 @@ from actors.allocator_messages import (
     RemovePod,
 )
 from tests.policy.decision_fixtures import request
+from wire import call_groups
 from wire.call_groups import CallGrouper
 
 
@@ -115,3 +116,33 @@ def test_a_call_whose_deadline_passes_before_its_group_is_sent_is_never_decided(
     allocator.release.set()
     first["thread"].join(10)
     assert allocator.asked == [Allocate(request("pod-a"))]
+
+
+class WokenAsItGivesUp(call_groups._Waiting):
+    """A caller whose wait gives up at the very moment it is woken: it waits for the wake-up,
+    leaves the lock released as a timed-out wait would, and reports that it timed out."""
+
+    def wait(self, timeout: float | None) -> bool:
+        self.woken.acquire()
+        self.woken.release()
+        return False
+
+
+def test_a_caller_handed_the_lead_as_its_wait_gives_up_leads_and_hands_the_lead_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allocator = HeldAllocator()
+    grouper = CallGrouper(allocator)  # type: ignore[arg-type]
+    first = in_thread(grouper, Allocate(request("pod-a")))
+    assert allocator.first_asked.wait(10)
+    monkeypatch.setattr(call_groups, "_Waiting", WokenAsItGivesUp)
+    late = in_thread(grouper, Allocate(request("pod-late")))
+    wait_until_queued(grouper, 1)
+    allocator.release.set()
+    for result in (first, late):
+        result["thread"].join(10)
+    # It led its own group, though its wait had given up ...
+    assert late == {"reply": ("reply", Allocate(request("pod-late"))), "thread": late["thread"]}
+    # ... and handed the lead on: a later call is served, not left waiting for a leader.
+    monkeypatch.undo()
+    assert grouper.ask(Allocate(request("pod-next")), 1) == ("reply", Allocate(request("pod-next")))
