@@ -12,7 +12,10 @@ Rules:
   ``PluginServer`` per distinct socket directory (one per inode; missing directories are
   created 0755), each accepting at most ``--max-connections`` connections
   (``qrmd.cpu_plugin.connection_cap``).
-* ``/readyz`` fails until every socket is served and registered with kubelet.
+* ``/readyz`` fails until every socket is served and registered with kubelet. ``/healthz``
+  fails while kubelet's calls go unanswered for more than 5 s, ``/livez`` past 60 s
+  (``wire.call_watch``, shared by every socket's call grouper), with the gauge
+  ``qrmd_kubelet_calls_unanswered_seconds``.
 * Stopping stops the servers first (no new calls; in-flight calls get ``SERVER_GRACE_S``;
   their sockets are removed), before the actors stop.
 """
@@ -23,7 +26,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pykka
 
@@ -50,8 +53,12 @@ from qrmd.subsystem import (
     Shared,
     SubsystemParts,
 )
+from wire.call_watch import KubeletCallWatch
 from wire.plugin_server import PluginServer, distinct_socket_dirs
 from wire.rpc import RpcObserver
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
 
 __all__ = [
     "ALLOCATOR_CHILD",
@@ -96,6 +103,7 @@ def wire_plugin_server(
     observer: RpcObserver | None,
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    call_watch: KubeletCallWatch | None = None,
 ) -> PluginServing:
     """The gRPC ``PluginServer`` of one socket directory."""
     return PluginServer(
@@ -106,6 +114,7 @@ def wire_plugin_server(
         ready=ready,
         observer=observer,
         max_connections=max_connections,
+        call_watch=call_watch,
     )
 
 
@@ -120,23 +129,30 @@ def build(
         server_factory: builds each socket's server (default: the gRPC one with the
             connection cap; tests inject one).
     """
+    call_watch = KubeletCallWatch(shared.clock.monotonic)
     factory = server_factory or functools.partial(
-        wire_plugin_server, max_connections=settings.max_connections
+        wire_plugin_server, max_connections=settings.max_connections, call_watch=call_watch
     )
-    return CpuPluginWiring(settings, shared, factory)
+    return CpuPluginWiring(settings, shared, factory, call_watch)
 
 
 class CpuPluginWiring(SubsystemParts):
     """The Allocator's child spec and the kubelet servers (module docstring)."""
 
     def __init__(
-        self, settings: CpuPluginSettings, shared: Shared, server_factory: ServerFactory
+        self,
+        settings: CpuPluginSettings,
+        shared: Shared,
+        server_factory: ServerFactory,
+        call_watch: KubeletCallWatch,
     ) -> None:
         self.settings = settings
         self._shared = shared
         self._server_factory = server_factory
         self.servers: list[PluginServing] = []
         self.socket_dirs: tuple[str, ...] = ()
+        self.call_watch = call_watch
+        shared.health.add_liveness_source(call_watch.liveness_problems)
 
     def children(self) -> Sequence[ChildSpec]:
         """The Allocator, started from the store's snapshot, then sent ``StartPolicy``."""
@@ -148,6 +164,16 @@ class CpuPluginWiring(SubsystemParts):
                 unavailable=AllocatorUnavailable,
             ),
         )
+
+    def health_sources(self) -> Sequence[ProblemSource]:
+        """kubelet's calls are answered (``wire.call_watch``)."""
+        return (self.call_watch.health_problems,)
+
+    def collectors(self) -> Sequence[Collector]:
+        """The call path's gauge (prometheus_client loads only with the endpoint)."""
+        from qrmd.cpu_plugin.call_metrics import KubeletCallCollector  # noqa: PLC0415
+
+        return (KubeletCallCollector(self.call_watch),)
 
     def readiness_sources(self) -> Sequence[ProblemSource]:
         """Whether kubelet can use qrmd: every socket served and registered."""

@@ -13,6 +13,11 @@ The daemon is healthy when all of these hold, and otherwise unhealthy with one r
   reference registers each handler with timeout = tolerance = 3 × its period, NotReady at
   first; ``HandlerHealth.for_period`` does the same.
 
+Beside them, the registry holds liveness sources: what fails ``/livez`` as well (the
+supervisor's status is given to the endpoint directly). Only a fault inside the process
+belongs there, as a restart must cure it: the kubelet call path wedged for a minute
+(``wire.call_watch``).
+
 Time is an argument (a monotonic clock), so the rules are tested without sleeping.
 """
 
@@ -114,12 +119,25 @@ class HealthRegistry:
         self._monotonic = monotonic
         self._sources: list[ProblemSource] = []
         self._handlers: list[HandlerHealth] = []
+        self._liveness: list[ProblemSource] = []
         self._lock = threading.Lock()
 
     def add_source(self, source: ProblemSource) -> None:
         """Ask ``source`` for problems at each check."""
         with self._lock:
             self._sources.append(source)
+
+    def add_liveness_source(self, source: ProblemSource) -> None:
+        """Ask ``source`` at each ``/livez`` check (a fault inside the process only)."""
+        with self._lock:
+            self._liveness.append(source)
+
+    def liveness(self) -> tuple[str, ...]:
+        """Every reason ``/livez`` fails from the liveness sources (one that raises is a
+        reason too)."""
+        with self._lock:
+            sources = list(self._liveness)
+        return tuple(_problems(sources))
 
     def register_handler(self, name: str, period_s: float) -> HandlerHealth:
         """Register a periodic handler's check (timeout = tolerance = 3 periods).
@@ -137,14 +155,20 @@ class HealthRegistry:
         now = self._monotonic()
         with self._lock:
             sources, handlers = list(self._sources), list(self._handlers)
-        reasons: list[str] = []
-        for source in sources:
-            try:
-                reasons.extend(source())
-            except Exception as err:
-                reasons.append(f"health source failed: {err!r}")
+        reasons = _problems(sources)
         for handler in handlers:
             why = handler.failing(now)
             if why is not None:
                 reasons.append(why)
         return HealthReport(tuple(reasons))
+
+
+def _problems(sources: Iterable[ProblemSource]) -> list[str]:
+    """What ``sources`` say; a source that raises is itself a reason."""
+    reasons: list[str] = []
+    for source in sources:
+        try:
+            reasons.extend(source())
+        except Exception as err:
+            reasons.append(f"health source failed: {err!r}")
+    return reasons
