@@ -93,3 +93,21 @@ def test_a_source_that_raises_is_a_reason_not_a_crash() -> None:
 
     registry.add_source(broken)
     assert registry.check().reasons == ("health source failed: RuntimeError('no status')",)
+
+
+def test_liveness_sources_fail_livez_alone_and_a_raising_one_is_a_reason() -> None:
+    registry = HealthRegistry(FakeClock())
+    wedged: list[str] = []
+
+    def broken() -> list[str]:
+        raise RuntimeError("no status")
+
+    registry.add_liveness_source(lambda: wedged)
+    assert registry.liveness() == ()
+    wedged.append("kubelet calls: none answered by the allocator for 61 s (limit 60 s)")
+    registry.add_liveness_source(broken)
+    assert registry.liveness() == (
+        "kubelet calls: none answered by the allocator for 61 s (limit 60 s)",
+        "health source failed: RuntimeError('no status')",
+    )
+    assert registry.check().healthy  # /healthz asks its own sources, not these
