@@ -14,8 +14,7 @@ Rules:
   (``qrmd.cpu_plugin.connection_cap``).
 * ``/readyz`` fails until every socket is served and registered with kubelet. ``/healthz``
   fails while kubelet's calls go unanswered for more than 5 s, ``/livez`` past 60 s
-  (``wire.call_watch``, shared by every socket's call grouper), with the gauge
-  ``qrmd_kubelet_calls_unanswered_seconds``.
+  (``qrmd.cpu_plugin.call_health``: one watch that every socket's call grouper joins).
 * Stopping stops the servers first (no new calls; in-flight calls get ``SERVER_GRACE_S``;
   their sockets are removed), before the actors stop.
 """
@@ -26,7 +25,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pykka
 
@@ -38,6 +37,7 @@ from actors.supervisor import ChildSpec, SupervisedRef
 from machines.registration import REGISTERED
 from policy.cpu.reserve import ReserveError
 from qrmd.config_values import ConfigError
+from qrmd.cpu_plugin.call_health import watch_kubelet_calls
 from qrmd.cpu_plugin.settings import (
     DEFAULT_MAX_CONNECTIONS,
     PLUGIN_NAME,
@@ -56,9 +56,6 @@ from qrmd.subsystem import (
 from wire.call_watch import KubeletCallWatch
 from wire.plugin_server import PluginServer, distinct_socket_dirs
 from wire.rpc import RpcObserver
-
-if TYPE_CHECKING:
-    from prometheus_client.registry import Collector
 
 __all__ = [
     "ALLOCATOR_CHILD",
@@ -129,7 +126,7 @@ def build(
         server_factory: builds each socket's server (default: the gRPC one with the
             connection cap; tests inject one).
     """
-    call_watch = KubeletCallWatch(shared.clock.monotonic)
+    call_watch = watch_kubelet_calls(shared.health, shared.clock.monotonic)
     factory = server_factory or functools.partial(
         wire_plugin_server, max_connections=settings.max_connections, call_watch=call_watch
     )
@@ -152,7 +149,6 @@ class CpuPluginWiring(SubsystemParts):
         self.servers: list[PluginServing] = []
         self.socket_dirs: tuple[str, ...] = ()
         self.call_watch = call_watch
-        shared.health.add_liveness_source(call_watch.liveness_problems)
 
     def children(self) -> Sequence[ChildSpec]:
         """The Allocator, started from the store's snapshot, then sent ``StartPolicy``."""
@@ -164,16 +160,6 @@ class CpuPluginWiring(SubsystemParts):
                 unavailable=AllocatorUnavailable,
             ),
         )
-
-    def health_sources(self) -> Sequence[ProblemSource]:
-        """kubelet's calls are answered (``wire.call_watch``)."""
-        return (self.call_watch.health_problems,)
-
-    def collectors(self) -> Sequence[Collector]:
-        """The call path's gauge (prometheus_client loads only with the endpoint)."""
-        from qrmd.cpu_plugin.call_metrics import KubeletCallCollector  # noqa: PLC0415
-
-        return (KubeletCallCollector(self.call_watch),)
 
     def readiness_sources(self) -> Sequence[ProblemSource]:
         """Whether kubelet can use qrmd: every socket served and registered."""

@@ -16,7 +16,9 @@ The daemon is healthy when all of these hold, and otherwise unhealthy with one r
 Beside them, the registry holds liveness sources: what fails ``/livez`` as well (the
 supervisor's status is given to the endpoint directly). Only a fault inside the process
 belongs there, as a restart must cure it: the kubelet call path wedged for a minute
-(``wire.call_watch``).
+(``wire.call_watch``). It also holds the gauges behind its checks (``HealthGauge``), which the
+metrics collector reads at each scrape, so that a check's figure reaches ``/metrics`` without
+its subsystem loading prometheus_client.
 
 Time is an argument (a monotonic clock), so the rules are tested without sleeping.
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 __all__ = [
     "HEALTH_TOLERATION_MULTIPLIER",
     "HandlerHealth",
+    "HealthGauge",
     "HealthRegistry",
     "HealthReport",
 ]
@@ -108,6 +111,21 @@ class HealthReport:
 ProblemSource = Callable[[], Iterable[str]]
 
 
+@dataclass(frozen=True, slots=True)
+class HealthGauge:
+    """A figure behind a health check, exported as a Prometheus gauge.
+
+    Attributes:
+        name: the metric's name (``qrmd_...``).
+        doc: its help text.
+        read: its value now.
+    """
+
+    name: str
+    doc: str
+    read: Callable[[], float]
+
+
 class HealthRegistry:
     """Collects problem sources and handler checks into one ``HealthReport``.
 
@@ -120,6 +138,7 @@ class HealthRegistry:
         self._sources: list[ProblemSource] = []
         self._handlers: list[HandlerHealth] = []
         self._liveness: list[ProblemSource] = []
+        self._gauges: list[HealthGauge] = []
         self._lock = threading.Lock()
 
     def add_source(self, source: ProblemSource) -> None:
@@ -138,6 +157,16 @@ class HealthRegistry:
         with self._lock:
             sources = list(self._liveness)
         return tuple(_problems(sources))
+
+    def add_gauge(self, gauge: HealthGauge) -> None:
+        """Export ``gauge`` with the daemon's metrics (read at each scrape)."""
+        with self._lock:
+            self._gauges.append(gauge)
+
+    def gauges(self) -> tuple[HealthGauge, ...]:
+        """The gauges added so far."""
+        with self._lock:
+            return tuple(self._gauges)
 
     def register_handler(self, name: str, period_s: float) -> HandlerHealth:
         """Register a periodic handler's check (timeout = tolerance = 3 periods).
