@@ -245,22 +245,46 @@ def test_with_an_allocator_that_cannot_be_asked_an_idle_grouper_leaves_it_to_the
     assert grouper.unanswered_since() is None
 
 
-def test_a_call_queued_behind_a_group_counts_from_the_groups_arrival_until_both_are_answered() -> (
-    None
-):
-    allocator = HeldAllocator()
+class TurnByTurnAllocator:
+    """Holds every ask until the test lets one through (``turns.release()``)."""
+
+    def __init__(self) -> None:
+        self.turns = threading.Semaphore(0)
+        self.asked: list[Any] = []
+
+    def ask(self, message: Any, *, block: bool = True, timeout: float | None = None) -> Any:
+        self.asked.append(message)
+        assert self.turns.acquire(timeout=10)
+        return ("reply", message)
+
+
+def wait_until_asked(allocator: TurnByTurnAllocator, count: int) -> None:
+    for _ in range(10_000):
+        if len(allocator.asked) == count:
+            return
+        threading.Event().wait(0.001)
+    pytest.fail(f"the allocator was never asked {count} times")
+
+
+def test_a_call_queued_behind_an_answered_group_counts_from_that_answer() -> None:
+    allocator = TurnByTurnAllocator()
     clock = Clock()
     grouper = CallGrouper(allocator, watch=KubeletCallWatch(clock))  # type: ignore[arg-type]
-    first = in_thread(grouper, Allocate(request("pod-a")))
-    assert allocator.first_asked.wait(10)
+    first = in_thread(grouper, RemovePod("pod-a"))
+    wait_until_asked(allocator, 1)
     clock.now = 103.0
-    queued = in_thread(grouper, Allocate(request("pod-b")))
+    queued = in_thread(grouper, RemovePod("pod-b"))
     wait_until_queued(grouper, 1)
+    # The first call's arrival began the stretch; the queued one joined it.
     assert (grouper.unanswered_since(), grouper.queued()) == (100.0, 1)
-    allocator.release.set()
-    first["thread"].join(10)
-    queued["thread"].join(10)
-    assert queued["reply"] == ("reply", Allocate(request("pod-b")))
+    clock.now = 107.0
+    allocator.turns.release()  # the first group is answered at 107, pod-b still waiting
+    wait_until_asked(allocator, 2)
+    assert grouper.unanswered_since() == 107.0
+    allocator.turns.release()
+    for result in (first, queued):
+        result["thread"].join(10)
+    assert queued["reply"] == ("reply", RemovePod("pod-b"))
     assert grouper.unanswered_since() is None
 
 
