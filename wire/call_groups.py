@@ -19,9 +19,9 @@ and every kubelet call is idempotent).
 
 A grouper also says since when its calls have gone without an answer from the Allocator
 (``unanswered_since``, read by ``wire.call_watch``): a few attribute writes under the lock it
-takes anyway, one clock read per call that finds the path answered and one per group. A
-group that got no answer in time leaves the stretch running; if no call waits then, the
-grouper asks the Allocator a read (``GetResourcePluginOptions``) without waiting, whose
+takes anyway, one clock read per call that finds no stretch running and at most one per
+group. A group that got no answer in time leaves the stretch running; if no call waits then,
+the grouper asks the Allocator a read (``GetResourcePluginOptions``) without waiting, whose
 answer, queued behind the unanswered group, says that the Allocator got past it: the stretch
 ends there, or at the next group answered, whichever comes first.
 """
