@@ -8,8 +8,9 @@ on ``--metrics-address``, loopback by default: it is the only TCP port qrmd open
 Two probes sit beside ``/healthz`` for an orchestrator, answered the same way:
 
 * ``/livez``: the process answers, its actors are up and the liveness sources of the health
-  registry pass (the kubelet call path is not wedged: ``wire.call_watch``). Nothing outside
-  the process can fail it — a kubelet or sys-advisor outage must not make Kubernetes restart
+  registry pass (the kubelet call path answered within a minute: ``wire.call_watch``; only a
+  disk that holds an fsync that long fails it from outside, when qrmd cannot serve anyway).
+  No peer can fail it — a kubelet or sys-advisor outage must not make Kubernetes restart
   qrmd in a loop, which would take the node's CPU plugin away exactly when it is needed.
 * ``/readyz``: every plugin socket is serving and registered with kubelet.
 
