@@ -44,6 +44,7 @@ from wire.advisor_convert import (
     response_from_bytes,
 )
 from wire.gen import advisorsvc_pb2 as svc_pb
+from wire.sockets import dial
 
 __all__ = ["SICK_CODES", "GrpcAdvisorClient", "GrpcResponseStream", "call_error"]
 
@@ -120,13 +121,15 @@ class GrpcAdvisorClient:
         Raises:
             AdvisorSick: not within ``timeout_s``.
         """
-        try:
-            grpc.channel_ready_future(self._open()).result(timeout=timeout_s)
-        except grpc.FutureTimeoutError:
-            self.close()  # a fresh channel next time, not one stuck in back-off
+        # A fresh channel each attempt, as the reference dials a new connection: an old one
+        # may sit in gRPC's reconnect back-off and fail the first call although the
+        # advisor is back.
+        self.close()
+        if not dial(self.socket_path, timeout_s):
             raise AdvisorSick(
                 "dial", "TIMEOUT", f"no connection to {self.socket_path} within {timeout_s} s"
-            ) from None
+            )
+        self._open()
 
     def _unary(self, method: str, request: Any, reply_type: Any, timeout_s: float) -> Any:
         call = self._open().unary_unary(

@@ -32,6 +32,7 @@ from wire.kubelet_convert import (
     PodAllocations,
     TopologyAwareResource,
 )
+from wire.sockets import dial
 
 __all__ = [
     "DIAL_TIMEOUT_S",
@@ -79,14 +80,12 @@ class PluginConnection:
 
     def __init__(self, socket_path: str, dial_timeout_s: float = DIAL_TIMEOUT_S) -> None:
         self.socket_path = socket_path
-        self._channel = grpc.insecure_channel(f"unix://{socket_path}")
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=dial_timeout_s)
-        except grpc.FutureTimeoutError:
-            self._channel.close()
+        # A plain blocking dial, not ``grpc.channel_ready_future``: see ``wire.sockets.dial``.
+        if not dial(socket_path, dial_timeout_s):
             raise PluginCallError(
                 "dial", "DEADLINE_EXCEEDED", f"{socket_path} not ready in {dial_timeout_s:g} s"
-            ) from None
+            )
+        self._channel = grpc.insecure_channel(f"unix://{socket_path}")
         self._registration = reg_grpc.RegistrationStub(self._channel)  # type: ignore[no-untyped-call]
         self._plugin = rp_grpc.ResourcePluginStub(self._channel)  # type: ignore[no-untyped-call]
 

@@ -31,7 +31,8 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ __all__ = [
     "answers",
     "bind_owner_only",
     "check_socket_path",
+    "dial",
     "distinct_socket_dirs",
     "remove_socket",
 ]
@@ -60,6 +62,9 @@ DIRECTORY_MODE = 0o755
 SOCKET_MODE = 0o600
 #: How long dialling a socket file to see whether it is live may take.
 DIAL_TIMEOUT_S = 1.0
+#: ``dial``'s pause between attempts: first, and at most (doubling in between).
+DIAL_RETRY_FIRST_S = 0.02
+DIAL_RETRY_MAX_S = 0.2
 
 
 class SocketPathError(OSError, ValueError):
@@ -218,6 +223,51 @@ def answers(path: Path) -> bool:
     finally:
         probe.close()
     return True
+
+
+def dial(
+    path: str,
+    timeout_s: float,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Wait until a server accepts a connection on the unix socket at ``path`` (a blocking dial).
+
+    The clients dial this way rather than with ``grpc.channel_ready_future``: that future
+    subscribes to the channel's connectivity, which grpcio polls on a thread of its own for
+    up to 0.2 s after the future is done, and a channel closed in that window makes the
+    thread die with "ValueError: Cannot invoke RPC: Channel closed!" and a traceback on
+    stderr (grpc/grpc#29848 is the same race). A plain connect has no thread; the gRPC
+    channel then connects on its first call, and fails that call if the server went away
+    in between, which every caller already handles. Attempts start 20 ms apart and back off
+    to 200 ms, where gRPC's own reconnect back-off starts at 1 s.
+
+    Args:
+        path: the socket file.
+        timeout_s: how long to keep trying; one attempt is made even at 0.
+        monotonic, sleep: the clock and the pause (injected by tests).
+
+    Returns:
+        Whether a connection was accepted within ``timeout_s``.
+    """
+    deadline = monotonic() + timeout_s
+    pause = DIAL_RETRY_FIRST_S
+    while True:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(max(min(deadline - monotonic(), DIAL_TIMEOUT_S), 0.001))
+            probe.connect(path)
+            return True
+        except OSError:  # no file yet, nobody listening, full backlog, not allowed: retry
+            pass
+        finally:
+            probe.close()
+        left = deadline - monotonic()
+        if left <= 0:
+            return False
+        sleep(min(pause, left))
+        pause = min(pause * 2, DIAL_RETRY_MAX_S)
 
 
 def _clear_stale(path: Path) -> None:

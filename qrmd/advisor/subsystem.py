@@ -30,10 +30,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pykka
-from prometheus_client.registry import Collector
 
 from actors.advisor_link import AdvisorLinkActor, AdvisorLinkCore, LinkStats, Spawn, Timers
 from actors.advisor_messages import CheckAdvisorSilence
@@ -45,7 +44,6 @@ from actors.supervisor import ChildSpec, Supervisor
 from actors.threads import THREADS
 from actors.ticker import Ticker
 from qrmd.advisor.health import register_advisor_health
-from qrmd.advisor.metrics import AdvisorLinkCollector
 from qrmd.advisor.settings import AdvisorLinkConfig, AdvisorSettings
 from qrmd.status.health import HandlerHealth, HealthRegistry
 from qrmd.subsystem import (
@@ -59,6 +57,11 @@ from qrmd.subsystem import (
 )
 from wire.advisor_checkpoint import CheckpointServer, GrpcCheckpointProbe, is_served
 from wire.advisor_client import GrpcAdvisorClient
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
+    from qrmd.advisor.metrics import AdvisorLinkCollector
 
 __all__ = [
     "ADVISOR_CHILD",
@@ -302,7 +305,10 @@ class AdvisorWiring(SubsystemParts):
         self.client.close()
 
     def collector(self) -> AdvisorLinkCollector:
-        """The link's metrics."""
+        """The link's metrics (``qrmd.advisor.metrics``)."""
+        # The daemon asks once kubelet is served: prometheus_client loads then, not at start.
+        from qrmd.advisor.metrics import AdvisorLinkCollector  # noqa: PLC0415 (after serving)
+
         return AdvisorLinkCollector(self.stats, self._clock.monotonic, self._sizing)
 
     def _sizing(self) -> str | None:

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pykka
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from actors.cpu_pressure import CPUPressureActor, CPUPressureCore, PressurePorts
 from actors.cpu_pressure_messages import (
@@ -47,7 +45,6 @@ from actors.threads import THREADS
 from actors.ticker import Ticker
 from policy.cpu.context import PolicyContext
 from policy.cpu.pressure import EVICTION_NAME_LOAD, EVICTION_NAME_SUPPRESSION
-from policy.cpu.pressure.settings import EVICTION_SCOPE_LOAD
 from policy.cpu.pressure.suppression_numa import numa_reclaim_cgroups
 from policy.cpu.qos import QoSConfig
 from policy.topology.cpuset import CPUSet
@@ -59,7 +56,10 @@ from wire.cpu_pressure_rpcs import LOAD_PLUGIN_RPCS, SUPPRESSION_PLUGIN_RPCS
 from wire.eviction_server import EVICTION_PLUGIN_TYPE, EvictionPluginRpc, EvictionPluginServer
 from wire.rpc import RpcObserver
 
-__all__ = ["CPU_PRESSURE_CHILD", "CPUPressureCollector", "CPUPressureWiring", "build"]
+if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
+__all__ = ["CPU_PRESSURE_CHILD", "CPUPressureWiring", "build"]
 
 _log = logging.getLogger("qrmd.cpu_pressure")
 
@@ -333,78 +333,12 @@ class CPUPressureWiring(SubsystemParts):
         return reply if isinstance(reply, PressureView) else None
 
     def collector(self) -> Collector:
-        """The metrics, read at scrape time (``CPUPressureCollector``)."""
+        """The metrics, read at scrape time (``qrmd.cpu_pressure.metrics``)."""
+        # The daemon asks once kubelet is served: prometheus_client loads then, not at start.
+        from qrmd.cpu_pressure.metrics import CPUPressureCollector  # noqa: PLC0415 (after serving)
+
         return CPUPressureCollector(self.view, lambda: dict(self.plugin_start_failures))
 
 
 def _wait_ready(ref: pykka.ActorRef[Any]) -> None:
     ref.ask(GetPressureState(), timeout=READY_TIMEOUT_S)
-
-
-class CPUPressureCollector(Collector):
-    """The CPU pressure plugins' metrics.
-
-    * ``load_pressure_threshold_met_count{pool_name, metric_name, threshold_type}``: met
-      answers since start (the reference emits 1 per met ``ThresholdMet``; pulled, a count);
-    * ``pool_metric_value_raw{pool_name, metric_name}`` and ``pool_metric_bound_raw{pool_name,
-      metric_name, bound_type}``: each pool's newest sample and its upper and lower bounds, as
-      the reference emits them at each push;
-    * ``qrmd_cpu_pressure_plugin_start_failed{pluginName, pluginType}``: failed starts of
-      each plugin (the reference's ``plugin_start_failed``, renamed: the balancer's has it);
-    * ``qrmd_cpu_pressure_<counter>``: collections, failures, calls, offers, commit failures.
-    """
-
-    def __init__(
-        self,
-        view: Callable[[], PressureView | None],
-        plugin_failures: Callable[[], dict[str, int]],
-    ) -> None:
-        self._view = view
-        self._plugin_failures = plugin_failures
-
-    def collect(self) -> Iterator[Metric]:
-        # Not the balancer's ``plugin_start_failed``: one registry cannot hold a name twice.
-        failed = GaugeMetricFamily(
-            "qrmd_cpu_pressure_plugin_start_failed",
-            "Failed starts of each CPU pressure eviction plugin since start.",
-            labels=["pluginName", "pluginType"],
-        )
-        for name, count in sorted(self._plugin_failures().items()):
-            failed.add_metric([name, EVICTION_PLUGIN_TYPE], count)
-        yield failed
-        view = self._view()
-        if view is None:
-            return
-        met = GaugeMetricFamily(
-            "load_pressure_threshold_met_count",
-            "Met ThresholdMet answers of the load plugin since start.",
-            labels=["pool_name", "metric_name", "threshold_type"],
-        )
-        for (pool, kind), count in sorted(view.threshold_met.items()):
-            met.add_metric([pool, EVICTION_SCOPE_LOAD, kind], count)
-        yield met
-        newest = GaugeMetricFamily(
-            "pool_metric_value_raw",
-            "The newest load sample of each pool's ring.",
-            labels=["pool_name", "metric_name"],
-        )
-        bound = GaugeMetricFamily(
-            "pool_metric_bound_raw",
-            "The bounds the newest load sample of each pool was judged by.",
-            labels=["pool_name", "metric_name", "bound_type"],
-        )
-        for pool, ring in sorted(view.history.pool_rings.items()):
-            sample = ring.latest
-            if sample is None:
-                continue
-            newest.add_metric([pool, EVICTION_SCOPE_LOAD], sample.value)
-            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "upper"], sample.upper_bound)
-            bound.add_metric([pool, EVICTION_SCOPE_LOAD, "lower"], sample.lower_bound)
-        yield newest
-        yield bound
-        for name, value in sorted(view.counters.items()):
-            yield CounterMetricFamily(
-                f"qrmd_cpu_pressure_{name.removesuffix('_total')}",
-                f"CPU pressure eviction: {name.removesuffix('_total').replace('_', ' ')}.",
-                value=value,
-            )

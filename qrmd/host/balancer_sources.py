@@ -16,7 +16,6 @@ from actors.ports.balancer import NumaMetricSource
 from qrmd.host.metric_sources import SplitNumaMetrics, Staleness
 from qrmd.host.metrics_file import MetricsFile
 from qrmd.host.metrics_fixed import FixedNumaMetrics
-from qrmd.host.metrics_prometheus import PrometheusNumaMetrics
 from qrmd.host.metrics_resctrl import ResctrlBandwidth
 from qrmd.host.numa_stat import CgroupAnonMemoryReader
 from qrmd.host.source_settings import (
@@ -77,6 +76,10 @@ def build_numa_metric_source(
                 clock=clock,
             )
         if kind is SourceKind.PROMETHEUS:
+            # Its HTTP client and prometheus_client's parser (and with it the whole package)
+            # load only for this source: a restart of another node is served without them.
+            from qrmd.host.metrics_prometheus import PrometheusNumaMetrics  # noqa: PLC0415
+
             return PrometheusNumaMetrics(
                 settings.prometheus_url,
                 latency_metric=settings.prometheus_latency_metric

@@ -46,8 +46,6 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from actors.ports.cpu_load import ContainerKey, ContainerLoadSource, MissingLoad
 
 __all__ = [
@@ -159,6 +157,10 @@ class PrometheusContainerLoads:
             if promised is not None and promised.isdigit() and int(promised) != len(body):
                 cut = f"body cut short, {len(body)} of {promised} bytes came"
                 return _all_missing(containers, f"scrape of {self.url} failed: {cut}")
+            # prometheus_client (the whole package comes with its parser) loads at the first
+            # scrape, not while the daemon starts.
+            from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
             found: dict[ContainerKey, list[float]] = {}
             for family in text_string_to_metric_families(body.decode("utf-8", "replace")):
                 for s in family.samples:

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from policy.balance import MemoryAdvice, MigrateContainer
-from qrmd.balancer.subsystem import BalancerCollector
+from qrmd.balancer.metrics import BalancerCollector
 from qrmd.host.kube_cgroups import CgroupDriver
 from qrmd.host.migrate import CgroupMigrator
 from qrmd.host.numa_stat import CgroupAnonMemoryReader

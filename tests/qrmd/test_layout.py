@@ -19,9 +19,12 @@ MAX_ROOT_MODULES = 8
 #: found), or the metrics registry and endpoint with their prometheus_client, which only
 #: ``--metrics-address`` needs (two in the daemon), ``transitions`` for a machine that fires or
 #: registers models (the daemon only steps tables), ``fractions`` for a CPU quantity (the
-#: kubelet's reserved CPUs, an SNB pod's aggregated requests): a restart to serving pays for
-#: every module it imports.
-MAX_DEFERRED_IMPORTS = 11
+#: kubelet's reserved CPUs, an SNB pod's aggregated requests), the collectors of the balancer,
+#: CPU pressure eviction and the advisor link (prometheus_client, asked for once kubelet is
+#: served), prometheus_client's text parser and the HTTP client of the two scraping sources
+#: (only a ``prometheus`` source needs them): a restart to serving pays for every module it
+#: imports.
+MAX_DEFERRED_IMPORTS = 16
 DEFERRED = re.compile(r"#\s*noqa:\s*PLC0415")
 
 

@@ -3,7 +3,9 @@ bench/bench_wire.py): the modules of every enabled subsystem and of the CPU plug
 path, and none of the tools it does not use on the way — katalyst-agent's checkpoint import
 where no such file is, ``importlib.metadata`` for its version, the config file parsers
 without ``--config``, the metrics registry and prometheus_client without
-``--metrics-address``, the balance round planner while the balancer is off, the Allocator's
+``--metrics-address`` (and, with it, until kubelet is served, also on a node that enables the
+balancer, CPU pressure eviction or the advisor link), the balance round planner while the
+balancer is off, the Allocator's
 calls to sys-advisor while the link is off, the offline tools or the simulators.
 
 The imports are checked in a fresh interpreter: this test process has long loaded everything.
@@ -177,3 +179,39 @@ def test_with_metrics_on_the_metrics_stack_loads_after_kubelet_is_served(
 ) -> None:
     assert module not in loaded_with_metrics["served"]
     assert module in loaded_with_metrics["started"]
+
+
+#: The wiring modules of the optional subsystems, imported as ``qrmd run`` builds them when
+#: they are enabled (on top of the default start's modules).
+_OPTIONAL = """
+import json, sys
+import qrmd.cli, qrmd.commands.run, wire.plugin_server
+from qrmd.daemon import SUBSYSTEMS, _builder
+for entry in SUBSYSTEMS:
+    if entry.name in sys.argv[1:] or entry.name in ("store", "cpu_plugin"):
+        _builder(entry)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "subsystem",
+    [
+        pytest.param("balancer", id="the memory balancer builds without prometheus_client"),
+        pytest.param("cpu_pressure", id="CPU pressure eviction builds without prometheus_client"),
+        pytest.param("advisor", id="the advisor link builds without prometheus_client"),
+    ],
+)
+def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
+    subsystem: str,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _OPTIONAL, subsystem],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = json.loads(done.stdout)
+    assert f"qrmd.{subsystem}.subsystem" in loaded
+    assert [name for name in loaded if name.startswith(("prometheus_client", "http.server"))] == []
