@@ -16,18 +16,35 @@ retried calls are answered from what it recovers (every kubelet call is idempote
 A call whose deadline passes before its group was sent is withdrawn and never decided; one
 whose group was sent answers UNAVAILABLE as any timed-out ask does (the group may still land,
 and every kubelet call is idempotent).
+
+A grouper also says since when its calls have gone without an answer from the Allocator
+(``unanswered_since``, read by ``wire.call_watch``): a few attribute writes under the lock it
+takes anyway, one clock read per call that finds no stretch running and at most one per
+group. A group that got no answer in time leaves the stretch running; if no call waits then,
+the grouper asks the Allocator a read (``GetResourcePluginOptions``) without waiting, whose
+answer, queued behind the unanswered group, says that the Allocator got past it: the stretch
+ends there, or at the next group answered, whichever comes first.
 """
 
 from __future__ import annotations
 
 import _thread
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pykka
 
 from actors.allocator_messages import CommandGroup, GroupOutcome
-from policy.cpu.commands import Allocate, GetTopologyHints, PluginCall, RemovePod
+from policy.cpu.commands import (
+    Allocate,
+    GetResourcePluginOptions,
+    GetTopologyHints,
+    PluginCall,
+    RemovePod,
+)
+from wire.call_watch import KubeletCallWatch
 from wire.rpc import ActorRef
 
 __all__ = ["MAX_GROUP", "CallGrouper"]
@@ -74,9 +91,17 @@ class CallGrouper:
     Args:
         allocator: the Allocator actor's ref.
         max_group: the most calls in one group.
+        watch: the watch of the kubelet call path this grouper joins (its clock is the
+            grouper's); None: none watches it (the monotonic clock then).
     """
 
-    def __init__(self, allocator: ActorRef, max_group: int = MAX_GROUP) -> None:
+    def __init__(
+        self,
+        allocator: ActorRef,
+        max_group: int = MAX_GROUP,
+        *,
+        watch: KubeletCallWatch | None = None,
+    ) -> None:
         if max_group < 1:
             raise ValueError(f"a group holds at least one call, got {max_group}")
         self._allocator = allocator
@@ -84,6 +109,31 @@ class CallGrouper:
         self._lock = threading.Lock()
         self._waiting: list[_Waiting] = []
         self._leading = False
+        self._watch = watch
+        self._clock: Callable[[], float] = time.monotonic if watch is None else watch.monotonic
+        # When the current stretch of calls without an answer from the Allocator began, or
+        # None: every call so far was answered, or none waits (``wire.call_watch``).
+        self._unanswered_since: float | None = None
+        # The future of the read sent behind a group that got no answer (module docstring).
+        self._catch_up: Any = None
+        if watch is not None:
+            watch.add(self)
+
+    def queued(self) -> int:
+        """Calls waiting to be sent to the Allocator now."""
+        return len(self._waiting)
+
+    def unanswered_since(self) -> float | None:
+        """When the current stretch of calls without an answer began (the clock's time), or
+        None: none is running (every call was answered, or none waits)."""
+        with self._lock:
+            since, catch_up, idle = self._unanswered_since, self._catch_up, not self._leading
+        if since is None or catch_up is None or not idle or not _has_answered(catch_up):
+            return since
+        with self._lock:  # the Allocator got past the unanswered group, and nothing waits
+            if self._catch_up is catch_up and not self._leading:
+                self._unanswered_since = self._catch_up = None
+            return self._unanswered_since
 
     def ask(self, call: PluginCall[Any], timeout: float | None) -> Any:
         """Serve ``call`` in a group and return its reply (what an ask would).
@@ -96,22 +146,28 @@ class CallGrouper:
         me = _Waiting(call)
         with self._lock:
             self._waiting.append(me)
+            if self._unanswered_since is None:
+                self._unanswered_since = self._clock()
             lead = not self._leading
             self._leading = True
         if not lead and not me.wait(timeout):
             with self._lock:
-                if me.outcome is None and not me.lead:
+                gave_up = me.outcome is None and not me.lead
+                if gave_up:
                     if me in self._waiting:
                         self._waiting.remove(me)  # never sent: withdrawn, never decided
                     # Else its group is in flight: answered as a timed-out ask is.
-                    raise pykka.Timeout(f"{type(call).__name__}: no answer within {timeout} s")
-                if me.lead:
+                elif me.lead:
                     # Handed the lead (under this lock) just as its wait gave up: take the
                     # wake-up it missed, so that its own group's wake-up of it releases a
                     # held lock. Left released, that second release raised in ``_lead``
                     # before the lead was handed on, and every later call waited for a
                     # leader that never came (a SIGSTOP expires every deadline at once).
                     me.woken.acquire()
+            if gave_up:
+                if self._watch is not None:
+                    self._watch.check()  # logs the path stuck without waiting for a probe
+                raise pykka.Timeout(f"{type(call).__name__}: no answer within {timeout} s")
         if me.outcome is None:  # handed the lead (or led from the start)
             self._lead(timeout)
         assert me.outcome is not None
@@ -124,28 +180,58 @@ class CallGrouper:
         then hand the lead to the oldest call still waiting."""
         with self._lock:
             group, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
+        answered = True
         try:
             if len(group) == 1:
-                outcomes: tuple[GroupOutcome, ...] = (self._ask_one(group[0].call, timeout),)
+                reply = self._allocator.ask(group[0].call, timeout=timeout)
+                outcomes: tuple[GroupOutcome, ...] = (GroupOutcome(reply=reply),)
             else:
                 commands = tuple(waiting.call for waiting in group)
                 answer = self._allocator.ask(CommandGroup(commands), timeout=timeout)
                 outcomes = tuple(answer)
-        except Exception as err:  # no answer for the whole group: each caller gets the error
+        except Exception as err:  # the whole group's error: each caller gets it
             outcomes = tuple(GroupOutcome(error=err) for _ in group)
+            # An error the Allocator raised (or its supervisor's "unavailable") is an answer;
+            # only a timeout leaves the stretch without one running (wire.call_watch).
+            answered = not isinstance(err, pykka.Timeout)
         for waiting, outcome in zip(group, outcomes, strict=True):
             waiting.outcome = outcome
             waiting.wake()
+        catch_up = None if answered or self._catch_up is not None else self._ask_catch_up()
         with self._lock:
+            if answered:
+                self._catch_up = None
+            elif catch_up is not None and self._catch_up is None:
+                self._catch_up = catch_up
             if self._waiting:
                 successor = self._waiting[0]
                 successor.lead = True
                 successor.wake()
+                if answered:  # the calls still waiting start a stretch of their own
+                    self._unanswered_since = self._clock()
             else:
                 self._leading = False
+                if self._catch_up is None:  # idle, and nothing left unanswered
+                    self._unanswered_since = None
+        if self._watch is not None and self._watch.stuck:
+            self._watch.check()  # logs the path answered again without waiting for a probe
 
-    def _ask_one(self, call: Grouped, timeout: float | None) -> GroupOutcome:
+    def _ask_catch_up(self) -> Any:
+        """The future of a read queued behind the group that got no answer, or None when the
+        Allocator cannot be asked now (the supervisor's status says why)."""
         try:
-            return GroupOutcome(reply=self._allocator.ask(call, timeout=timeout))
-        except Exception as err:
-            return GroupOutcome(error=err)
+            return self._allocator.ask(GetResourcePluginOptions(), block=False)
+        except Exception:
+            return None
+
+
+def _has_answered(future: Any) -> bool:
+    """Whether the Allocator answered ``future``'s message (a reply or an error; a stopped
+    actor's ``ActorDeadError`` too: the supervisor reports that)."""
+    try:
+        future.get(timeout=0)
+    except pykka.Timeout:
+        return False
+    except Exception:
+        return True
+    return True

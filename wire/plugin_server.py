@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wire import resource_plugin
+from wire.call_watch import KubeletCallWatch
 from wire.plugin_socket import DEFAULT_MAX_CONNECTIONS, PluginIdentity, PluginSocket
 from wire.rpc import ActorRef, RpcObserver
 from wire.sockets import (
@@ -99,6 +100,8 @@ class PluginServer:
         max_workers: gRPC handler threads; calls beyond them wait in grpcio's queue.
         max_connections: the most connections accepted at once (``--max-connections``;
             ``wire.plugin_socket.MAX_CONNECTIONS_ARG`` enforces it), or ``None`` for no cap.
+        call_watch: watches whether kubelet's calls are answered (``wire.call_watch``), or
+            ``None``.
     """
 
     def __init__(
@@ -112,6 +115,7 @@ class PluginServer:
         observer: RpcObserver | None = None,
         max_workers: int = 4,
         max_connections: int | None = DEFAULT_MAX_CONNECTIONS,
+        call_watch: KubeletCallWatch | None = None,
     ) -> None:
         self.socket_dir = os.path.abspath(socket_dir)
         self.name = name
@@ -121,7 +125,7 @@ class PluginServer:
             PluginIdentity(
                 type=PLUGIN_TYPE, name=resource_name, supported_versions=SUPPORTED_VERSIONS
             ),
-            (resource_plugin.handler(allocator_ref, ready, observer),),
+            (resource_plugin.handler(allocator_ref, ready, observer, call_watch),),
             actors_ready=ready,
             observer=observer,
             max_workers=max_workers,

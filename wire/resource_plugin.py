@@ -33,6 +33,7 @@ from policy.cpu.commands import PluginCall
 from policy.errors import describe_container
 from wire import convert
 from wire.call_groups import CallGrouper
+from wire.call_watch import KubeletCallWatch
 from wire.errors import NotReady
 from wire.gen import resourceplugin_pb2 as pb
 from wire.listing_bytes import ListingEncoder
@@ -191,7 +192,10 @@ def _method(
 
 
 def handler(
-    allocator: ActorRef, ready: Callable[[], bool], observer: RpcObserver | None
+    allocator: ActorRef,
+    ready: Callable[[], bool],
+    observer: RpcObserver | None,
+    call_watch: KubeletCallWatch | None = None,
 ) -> grpc.GenericRpcHandler:
     """The ResourcePlugin service, every method asking ``allocator``.
 
@@ -199,6 +203,7 @@ def handler(
         allocator: the Allocator actor's ref.
         ready: whether qrmd may serve; ``False`` answers UNAVAILABLE.
         observer: told about every call, or ``None``.
+        call_watch: watches whether the grouped calls are answered (``/healthz``), or None.
 
     Returns:
         The generic handler to add to a ``grpc.Server``.
@@ -207,6 +212,6 @@ def handler(
     rows: tuple[ResourcePluginRpc[Any, Any], ...] = _with_listing_encoder(RESOURCE_PLUGIN_RPCS)
     # Allocate, RemovePod and GetTopologyHints that arrive together share one fsync
     # (wire.call_groups); the other calls are asked one by one.
-    grouper = CallGrouper(allocator)
+    grouper = CallGrouper(allocator, watch=call_watch)
     methods = {rpc.name: _method(rpc, allocator, ready, observer, grouper) for rpc in rows}
     return grpc.method_handlers_generic_handler(SERVICE, methods)

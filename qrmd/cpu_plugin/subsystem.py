@@ -12,7 +12,9 @@ Rules:
   ``PluginServer`` per distinct socket directory (one per inode; missing directories are
   created 0755), each accepting at most ``--max-connections`` connections
   (``qrmd.cpu_plugin.connection_cap``).
-* ``/readyz`` fails until every socket is served and registered with kubelet.
+* ``/readyz`` fails until every socket is served and registered with kubelet. ``/healthz``
+  fails while kubelet's calls go unanswered for more than 5 s, ``/livez`` past 60 s
+  (``qrmd.cpu_plugin.call_health``: one watch that every socket's call grouper joins).
 * Stopping stops the servers first (no new calls; in-flight calls get ``SERVER_GRACE_S``;
   their sockets are removed), before the actors stop.
 """
@@ -35,6 +37,7 @@ from actors.supervisor import ChildSpec, SupervisedRef
 from machines.registration import REGISTERED
 from policy.cpu.reserve import ReserveError
 from qrmd.config_values import ConfigError
+from qrmd.cpu_plugin.call_health import watch_kubelet_calls
 from qrmd.cpu_plugin.settings import (
     DEFAULT_MAX_CONNECTIONS,
     PLUGIN_NAME,
@@ -50,6 +53,7 @@ from qrmd.subsystem import (
     Shared,
     SubsystemParts,
 )
+from wire.call_watch import KubeletCallWatch
 from wire.plugin_server import PluginServer, distinct_socket_dirs
 from wire.rpc import RpcObserver
 
@@ -96,6 +100,7 @@ def wire_plugin_server(
     observer: RpcObserver | None,
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    call_watch: KubeletCallWatch | None = None,
 ) -> PluginServing:
     """The gRPC ``PluginServer`` of one socket directory."""
     return PluginServer(
@@ -106,6 +111,7 @@ def wire_plugin_server(
         ready=ready,
         observer=observer,
         max_connections=max_connections,
+        call_watch=call_watch,
     )
 
 
@@ -120,23 +126,29 @@ def build(
         server_factory: builds each socket's server (default: the gRPC one with the
             connection cap; tests inject one).
     """
+    call_watch = watch_kubelet_calls(shared.health, shared.clock.monotonic)
     factory = server_factory or functools.partial(
-        wire_plugin_server, max_connections=settings.max_connections
+        wire_plugin_server, max_connections=settings.max_connections, call_watch=call_watch
     )
-    return CpuPluginWiring(settings, shared, factory)
+    return CpuPluginWiring(settings, shared, factory, call_watch)
 
 
 class CpuPluginWiring(SubsystemParts):
     """The Allocator's child spec and the kubelet servers (module docstring)."""
 
     def __init__(
-        self, settings: CpuPluginSettings, shared: Shared, server_factory: ServerFactory
+        self,
+        settings: CpuPluginSettings,
+        shared: Shared,
+        server_factory: ServerFactory,
+        call_watch: KubeletCallWatch,
     ) -> None:
         self.settings = settings
         self._shared = shared
         self._server_factory = server_factory
         self.servers: list[PluginServing] = []
         self.socket_dirs: tuple[str, ...] = ()
+        self.call_watch = call_watch
 
     def children(self) -> Sequence[ChildSpec]:
         """The Allocator, started from the store's snapshot, then sent ``StartPolicy``."""

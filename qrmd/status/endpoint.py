@@ -7,9 +7,11 @@ on ``--metrics-address``, loopback by default: it is the only TCP port qrmd open
 
 Two probes sit beside ``/healthz`` for an orchestrator, answered the same way:
 
-* ``/livez``: the process answers and its actors are up. Nothing outside the process can fail
-  it — a kubelet or sys-advisor outage must not make Kubernetes restart qrmd in a loop, which
-  would take the node's CPU plugin away exactly when it is needed.
+* ``/livez``: the process answers, its actors are up and the liveness sources of the health
+  registry pass (the kubelet call path answered within a minute: ``wire.call_watch``; only a
+  disk that holds an fsync that long fails it from outside, when qrmd cannot serve anyway).
+  No peer can fail it — a kubelet or sys-advisor outage must not make Kubernetes restart
+  qrmd in a loop, which would take the node's CPU plugin away exactly when it is needed.
 * ``/readyz``: every plugin socket is serving and registered with kubelet.
 
 ``/healthz`` stays the alerting signal: it also fails on a handler that stopped running or a
@@ -62,8 +64,11 @@ class StatusEndpoint:
         readiness: ProblemSource = tuple,
         listener: socket.socket | None = None,
     ):
-        probes = {"/healthz": lambda: health.check().reasons, "/livez": liveness}
-        probes["/readyz"] = readiness
+        probes: dict[str, ProblemSource] = {
+            "/healthz": lambda: health.check().reasons,
+            "/livez": lambda: [*liveness(), *health.liveness()],
+            "/readyz": readiness,
+        }
         handler = _handler_class(metrics, probes)
         if listener is None:
             listener = listen(host, port)

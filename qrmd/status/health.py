@@ -13,6 +13,13 @@ The daemon is healthy when all of these hold, and otherwise unhealthy with one r
   reference registers each handler with timeout = tolerance = 3 × its period, NotReady at
   first; ``HandlerHealth.for_period`` does the same.
 
+Beside them, the registry holds liveness sources: what fails ``/livez`` as well (the
+supervisor's status is given to the endpoint directly). Only a fault inside the process
+belongs there, as a restart must cure it: the kubelet call path wedged for a minute
+(``wire.call_watch``). It also holds the gauges behind its checks (``HealthGauge``), which the
+metrics collector reads at each scrape, so that a check's figure reaches ``/metrics`` without
+its subsystem loading prometheus_client.
+
 Time is an argument (a monotonic clock), so the rules are tested without sleeping.
 """
 
@@ -25,6 +32,7 @@ from dataclasses import dataclass
 __all__ = [
     "HEALTH_TOLERATION_MULTIPLIER",
     "HandlerHealth",
+    "HealthGauge",
     "HealthRegistry",
     "HealthReport",
 ]
@@ -103,6 +111,21 @@ class HealthReport:
 ProblemSource = Callable[[], Iterable[str]]
 
 
+@dataclass(frozen=True, slots=True)
+class HealthGauge:
+    """A figure behind a health check, exported as a Prometheus gauge.
+
+    Attributes:
+        name: the metric's name (``qrmd_...``).
+        doc: its help text.
+        read: its value now.
+    """
+
+    name: str
+    doc: str
+    read: Callable[[], float]
+
+
 class HealthRegistry:
     """Collects problem sources and handler checks into one ``HealthReport``.
 
@@ -114,12 +137,36 @@ class HealthRegistry:
         self._monotonic = monotonic
         self._sources: list[ProblemSource] = []
         self._handlers: list[HandlerHealth] = []
+        self._liveness: list[ProblemSource] = []
+        self._gauges: list[HealthGauge] = []
         self._lock = threading.Lock()
 
     def add_source(self, source: ProblemSource) -> None:
         """Ask ``source`` for problems at each check."""
         with self._lock:
             self._sources.append(source)
+
+    def add_liveness_source(self, source: ProblemSource) -> None:
+        """Ask ``source`` at each ``/livez`` check (a fault inside the process only)."""
+        with self._lock:
+            self._liveness.append(source)
+
+    def liveness(self) -> tuple[str, ...]:
+        """Every reason ``/livez`` fails from the liveness sources (one that raises is a
+        reason too)."""
+        with self._lock:
+            sources = list(self._liveness)
+        return tuple(_problems(sources))
+
+    def add_gauge(self, gauge: HealthGauge) -> None:
+        """Export ``gauge`` with the daemon's metrics (read at each scrape)."""
+        with self._lock:
+            self._gauges.append(gauge)
+
+    def gauges(self) -> tuple[HealthGauge, ...]:
+        """The gauges added so far."""
+        with self._lock:
+            return tuple(self._gauges)
 
     def register_handler(self, name: str, period_s: float) -> HandlerHealth:
         """Register a periodic handler's check (timeout = tolerance = 3 periods).
@@ -137,14 +184,20 @@ class HealthRegistry:
         now = self._monotonic()
         with self._lock:
             sources, handlers = list(self._sources), list(self._handlers)
-        reasons: list[str] = []
-        for source in sources:
-            try:
-                reasons.extend(source())
-            except Exception as err:
-                reasons.append(f"health source failed: {err!r}")
+        reasons = _problems(sources)
         for handler in handlers:
             why = handler.failing(now)
             if why is not None:
                 reasons.append(why)
         return HealthReport(tuple(reasons))
+
+
+def _problems(sources: Iterable[ProblemSource]) -> list[str]:
+    """What ``sources`` say; a source that raises is itself a reason."""
+    reasons: list[str] = []
+    for source in sources:
+        try:
+            reasons.extend(source())
+        except Exception as err:
+            reasons.append(f"health source failed: {err!r}")
+    return reasons

@@ -162,6 +162,8 @@ class _ScrapeCollector(Collector):
             healthy = GaugeMetricFamily("qrmd_healthy", "1 when /healthz answers 200.")
             healthy.add_metric([], 1 if self._sources.health.check().healthy else 0)
             yield healthy
+            for gauge in self._sources.health.gauges():  # the figures behind its checks
+                yield _gauge(gauge.name, gauge.doc, gauge.read())
 
     def _reference(self) -> Iterator[Metric]:
         heartbeat = GaugeMetricFamily("heartbeat", "1 while the plugin runs.", labels=["policy"])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from qrmd.status.health import HandlerHealth, HealthRegistry
+from qrmd.status.health import HandlerHealth, HealthGauge, HealthRegistry
+from qrmd.status.metrics import DaemonMetrics, MetricSources
 
 PERIOD = 10.0  # checkCPUSet's period: timeout = tolerance = 30 s
 
@@ -93,3 +94,30 @@ def test_a_source_that_raises_is_a_reason_not_a_crash() -> None:
 
     registry.add_source(broken)
     assert registry.check().reasons == ("health source failed: RuntimeError('no status')",)
+
+
+def test_liveness_sources_fail_livez_alone_and_a_raising_one_is_a_reason() -> None:
+    registry = HealthRegistry(FakeClock())
+    wedged: list[str] = []
+
+    def broken() -> list[str]:
+        raise RuntimeError("no status")
+
+    registry.add_liveness_source(lambda: wedged)
+    assert registry.liveness() == ()
+    wedged.append("kubelet calls: none answered by the allocator for 61 s (limit 60 s)")
+    registry.add_liveness_source(broken)
+    assert registry.liveness() == (
+        "kubelet calls: none answered by the allocator for 61 s (limit 60 s)",
+        "health source failed: RuntimeError('no status')",
+    )
+    assert registry.check().healthy  # /healthz asks its own sources, not these
+
+
+def test_a_gauge_added_to_the_registry_is_exported_at_each_scrape() -> None:
+    registry = HealthRegistry(FakeClock())
+    value = [0.0]
+    registry.add_gauge(HealthGauge("qrmd_test_seconds", "A test figure.", lambda: value[0]))
+    metrics = DaemonMetrics(MetricSources(health=registry))
+    value[0] = 12.5
+    assert b"\nqrmd_test_seconds 12.5\n" in metrics.exposition()
