@@ -41,18 +41,35 @@ class BalancerMetrics:
     migrations_planned_total: int = 0
     migrations_dropped_total: int = 0
     round_metric: dict[RoundTags, int] = field(default_factory=dict)
+    #: The tag set of each round's tag values seen so far, at most ``_TAG_SETS_KEPT``: a node
+    #: counts the same few outcomes round after round, each made into its labels once.
+    _tag_sets: dict[tuple[str, ...], RoundTags] = field(default_factory=dict, repr=False)
 
     def count_round(self, record: BalanceInfo) -> None:
         """Emit ``numa_memory_balance`` for a computed round (§12)."""
-        tags = tuple(
-            (name, failed_reason_label(value) if name == "failed_reason" else value)
-            for name, value in record.metric_tags().items()
-        )
+        values = record.metric_tags()
+        key = tuple(values.values())
+        tags = self._tag_sets.get(key)
+        if tags is None:
+            tags = tuple(
+                (name, failed_reason_label(value) if name == "failed_reason" else value)
+                for name, value in values.items()
+            )
+            if len(self._tag_sets) < _TAG_SETS_KEPT:
+                self._tag_sets[key] = tags
         self.round_metric[tags] = self.round_metric.get(tags, 0) + 1
 
     def counters(self) -> dict[str, int]:
         """Every plain counter by name (the round metric is in ``round_metric``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "round_metric"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_COUNTERS}
+
+
+#: Fields of ``BalancerMetrics`` that are not plain counters.
+_NOT_COUNTERS = frozenset({"round_metric", "_tag_sets"})
+
+#: How many tag sets ``BalancerMetrics`` keeps made: free-text failed reasons (one label, but
+#: a key each) must not grow it without bound.
+_TAG_SETS_KEPT = 64
 
 
 def failed_reason_label(reason: str) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import is_
 from types import MappingProxyType
 from typing import Any
 
@@ -74,6 +75,9 @@ _Bounds = Mapping[int, tuple[float, float, float, float]]
 
 _NO_RANGE = (math.inf, -math.inf)
 
+#: A live round's samples: its NUMA ids and their ``NumaMetrics``, in the same order.
+_Checked = tuple[tuple[int, ...], tuple[NumaMetrics, ...]]
+
 
 @dataclass(frozen=True, slots=True)
 class QuietStretch:
@@ -89,6 +93,12 @@ class QuietStretch:
         metrics: the range of each NUMA node's metrics over the coalesced rounds.
         bounds: ``metrics`` as one flat tuple per NUMA node, for the check every coalesced
             round makes (``_Bounds``); made from ``metrics`` when not given.
+        checked: the last live round's samples, ``(NUMA ids, NumaMetrics)`` in its order, all
+            of them within ``metrics`` (None when unknown). A ``NumaMetrics`` is immutable and
+            ranges only ever widen, so a later round that reads the very same sample objects
+            for the same nodes lies within without its values being compared: a source that
+            answers each node's sample made once (``qrmd.host.metrics_fixed``) costs one
+            identity test per node instead of four comparisons.
     """
 
     outcome: OutcomeKey | None
@@ -98,6 +108,7 @@ class QuietStretch:
     last_time: float | None = None
     metrics: MetricRanges = field(default_factory=lambda: MappingProxyType({}))
     bounds: _Bounds | None = field(default=None, compare=False, repr=False)
+    checked: _Checked | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.bounds is None:
@@ -115,12 +126,15 @@ class QuietStretch:
 
     def with_round(self, now: float, inputs: Mapping[str, Any]) -> QuietStretch:
         """The stretch with one more coalesced round at ``now`` that read ``inputs``."""
-        metrics, bounds = self.metrics, self.bounds
+        metrics, bounds, checked = self.metrics, self.bounds, None
         if type(inputs) is PlainInputs:
             # A live round's: its samples are read from the inputs the form would be made
             # of, checked against the flat bounds without listing them first.
             sampled = inputs.inputs.numa_metrics
-            if bounds is None or not _live_within(bounds, sampled):
+            checked = (tuple(sampled), tuple(sampled.values()))
+            if not _same_samples(self.checked, checked) and (
+                bounds is None or not _live_within(bounds, sampled)
+            ):
                 metrics, bounds = _widened(metrics, _samples_of(sampled)), None
         else:
             samples = _samples(inputs)
@@ -134,7 +148,19 @@ class QuietStretch:
             now,
             metrics,
             bounds,
+            checked,
         )
+
+
+def _same_samples(before: _Checked | None, now: _Checked) -> bool:
+    """Whether a round read the very sample objects ``before`` holds, node for node
+    (``QuietStretch.checked``): then they lie within the ranges already."""
+    return (
+        before is not None
+        and before[0] == now[0]
+        and len(before[1]) == len(now[1])
+        and all(map(is_, before[1], now[1]))
+    )
 
 
 def _bounds_of(metrics: MetricRanges) -> _Bounds:

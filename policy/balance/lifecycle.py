@@ -9,8 +9,7 @@ the machines resume after a restart, with nothing extra to journal.
 from __future__ import annotations
 
 from machines import balance_round as machine
-from policy.balance.gojson import to_nanos
-from policy.balance.numas import in_ping_pong_window
+from policy.balance.numas import in_ping_pong_window, nanos
 from policy.balance.record import BalanceInfo
 from policy.balance.round import in_cool_down
 
@@ -26,7 +25,7 @@ def balancer_window(last: BalanceInfo | None, now: float) -> str:
     if last is None:
         return machine.OPEN
     guards = {
-        "ping_pong_window_passed": not in_ping_pong_window(last, to_nanos(now)),
+        "ping_pong_window_passed": not in_ping_pong_window(last, nanos(now)),
         "balance_interval_passed": not in_cool_down(last, now),
     }
     step = machine.windows_lifecycle().step(machine.COOLING_DOWN, "tick", guards)

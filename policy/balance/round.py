@@ -37,7 +37,6 @@ from policy.balance.advice import MemoryAdvice, advice_for
 from policy.balance.config import ResolvedConfig
 from policy.balance.constants import BALANCE_INTERVAL_NS, NO_DEST_NUMA, NOTHING_TO_DO
 from policy.balance.errors import BalanceError, RoundFailed
-from policy.balance.gojson import to_nanos
 from policy.balance.inputs import RoundInputs
 from policy.balance.numas import (
     bandwidth_level,
@@ -47,6 +46,7 @@ from policy.balance.numas import (
     latency_pressure,
     max_bandwidth_numa,
     max_latency_numa,
+    nanos,
     numa_latency_info,
     regulated_candidates,
 )
@@ -112,7 +112,7 @@ def in_cool_down(last: BalanceInfo | None, now: float) -> bool:
 
     A clock that stepped back (``now`` before the last round) also skips, as in the reference.
     """
-    return last is not None and to_nanos(now) - to_nanos(last.detect_time) < BALANCE_INTERVAL_NS
+    return last is not None and nanos(now) - nanos(last.detect_time) < BALANCE_INTERVAL_NS
 
 
 def plan_round(inputs: RoundInputs) -> RoundOutcome:
@@ -238,7 +238,7 @@ def _run_steps(inputs: RoundInputs, cfg: ResolvedConfig, d: _Draft) -> None:
         bandwidth_pressure=d.bandwidth_pressure,
         cfg=cfg,
         last=inputs.last,
-        now_ns=to_nanos(inputs.now),
+        now_ns=nanos(inputs.now),
     )
     if d.dest_numas:
         dest_ids = frozenset(n.numa_id for n in d.dest_numas)

@@ -757,6 +757,29 @@ def test_the_fixed_source_answers_every_read_as_its_first(
         assert fixed.sample(numa_ids) == FixedNumaMetrics(profiles, unreadable).sample(numa_ids)
 
 
+@pytest.mark.parametrize(
+    "requests",
+    [
+        pytest.param([[0, 1], [0, 1], [0, 1]], id="the same nodes every round get the same answer"),
+        pytest.param([[0, 1], [1], [0, 1], [0, 1, 2]],
+                     id="other nodes are answered for those nodes, then the first ones again"),
+        pytest.param([[1, 0], [0, 1]], id="the same nodes in another order are another request"),
+    ],
+)  # fmt: skip
+def test_the_fixed_source_answers_each_request_as_a_fresh_source_would(
+    requests: list[list[int]],
+) -> None:
+    # The answer to a request is kept for the next identical one; any other is made anew.
+    profiles = {0: NumaProfile(60, 100), 1: NumaProfile(50, 90)}
+    fixed = FixedNumaMetrics(profiles, {})
+    for numa_ids in requests:
+        answer = fixed.sample(numa_ids)
+        assert answer == FixedNumaMetrics(profiles, {}).sample(numa_ids)
+        assert list(answer) == list(dict.fromkeys(numa_ids))
+        # A caller that changes its answer does not change the next one.
+        answer[0] = NumaMetrics(1, 1)  # type: ignore[index]
+
+
 def test_a_fixed_profile_the_inputs_refuse_fails_every_read_not_only_the_first() -> None:
     fixed = FixedNumaMetrics({0: NumaProfile(True, 100)})  # type: ignore[arg-type]
     for _ in range(2):

@@ -222,3 +222,49 @@ def test_any_live_rounds_stretch_is_the_stretch_of_its_journaled_form(inputs: Ro
     assert stretch.with_round(NOW + 5, inputs.plain()) == stretch.with_round(
         NOW + 5, inputs.to_json()
     )
+
+
+# Samples made once and answered again (as ``qrmd.host.metrics_fixed`` does), one object shared
+# by several nodes, and rounds that read fewer or other nodes: the identity shortcut must
+# give the stretch the journaled forms give.
+_MADE_ONCE = [NumaMetrics(1.0, 2.0), NumaMetrics(3.0, 1.0), NumaMetrics(MissingSample(), 5.0)]
+_REUSED_METRICS = st.dictionaries(
+    st.integers(0, 3), st.sampled_from(_MADE_ONCE), min_size=1, max_size=4
+)
+
+
+@given(st.lists(_REUSED_METRICS, min_size=1, max_size=10))
+def test_a_live_round_reading_samples_made_once_stretches_as_its_journaled_form(
+    rounds: list[dict[int, NumaMetrics]],
+) -> None:
+    live = plain = QuietStretch(("stored",), since=NOW)
+    for t, metrics in enumerate(rounds):
+        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
+        live = live.with_round(NOW + t, inputs.plain())
+        plain = plain.with_round(NOW + t, inputs.to_json())
+        assert live == plain
+
+
+@pytest.mark.parametrize(
+    ("second", "widens"),
+    [
+        pytest.param({0: _MADE_ONCE[0], 1: _MADE_ONCE[1]}, False,
+                     id="the same sample objects for the same nodes lie within"),
+        pytest.param({0: _MADE_ONCE[1], 1: _MADE_ONCE[0]}, True,
+                     id="the same objects read for other nodes are compared and widen"),
+        pytest.param({0: _MADE_ONCE[0], 1: NumaMetrics(3.0, 1.0)}, False,
+                     id="an equal sample made anew is compared and lies within"),
+        pytest.param({0: _MADE_ONCE[0], 1: NumaMetrics(4.0, 1.0)}, True,
+                     id="a new sample outside the range widens it"),
+    ],
+)  # fmt: skip
+def test_a_second_live_round_widens_only_for_samples_outside(
+    second: dict[int, NumaMetrics], widens: bool
+) -> None:
+    first = {0: _MADE_ONCE[0], 1: _MADE_ONCE[1]}
+    stretch = QuietStretch(("stored",), since=NOW)
+    for t, metrics in enumerate((first, second)):
+        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
+        before = stretch.metrics
+        stretch = stretch.with_round(NOW + t, inputs.plain())
+    assert (stretch.metrics != before) == widens

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policy.balance import BalanceLevel, BalancerConfig, BandwidthLevel
 from policy.balance.gojson import to_nanos
@@ -14,6 +18,7 @@ from policy.balance.numas import (
     latency_pressure,
     max_bandwidth_numa,
     max_latency_numa,
+    nanos,
 )
 from tests.policy.balance.examples import NOW, D, N, distances, last_round
 
@@ -129,3 +134,39 @@ def test_ping_pong_needs_the_exact_reverse() -> None:
         now_ns=to_nanos(NOW),
     )
     assert [n.numa_id for n in kept] == [1], "source 2 was not a destination of the last round"
+
+
+# Times converted over and over (a round's and the last emitted round's), interleaved with
+# others, of both number types the inputs may carry.
+_TIMES = st.lists(
+    st.one_of(
+        st.floats(min_value=0, max_value=253_402_300_799, allow_nan=False),
+        st.integers(min_value=0, max_value=253_402_300_799),
+        st.sampled_from([NOW, NOW + 5.0, 1.0, 1, 0.0, -0.0]),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(_TIMES)
+def test_remembered_nanoseconds_are_to_nanos_own(times: list[float]) -> None:
+    for time_s in times:
+        assert nanos(time_s) == to_nanos(time_s)
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        pytest.param(math.nan, id="not a number is refused every time"),
+        pytest.param(math.inf, id="infinity is refused every time"),
+        pytest.param(True, id="a bool after the number 1 is refused, not taken for 1"),
+    ],
+)
+def test_a_time_to_nanos_refuses_is_refused_again_not_remembered(refused: float) -> None:
+    nanos(1)
+    for _ in range(2):
+        with pytest.raises((ValueError, OverflowError, ArithmeticError)):
+            to_nanos(refused)
+        with pytest.raises((ValueError, OverflowError, ArithmeticError)):
+            nanos(refused)
