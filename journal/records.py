@@ -35,6 +35,7 @@ __all__ = [
     "decode_segment_header",
     "encode_checkpoint_header",
     "encode_record",
+    "encode_record_fields",
     "encode_segment_header",
     "new_packer",
     "pack",
@@ -146,18 +147,44 @@ def encode_record(record: Record, packer: msgpack.Packer | None = None) -> bytes
     Raises:
         UnencodableRecord: the cause or an event is not msgpack-able.
     """
-    return pack(
-        {
-            "schema": record.schema_version,
-            "seq": record.seq,
-            "wall_time": record.wall_time,
-            "monotonic_time": record.monotonic_time,
-            "cause": record.cause,
-            "events": record.events,
-        },
-        f"record {record.seq}",
-        packer,
+    return encode_record_fields(
+        record.seq,
+        record.wall_time,
+        record.monotonic_time,
+        record.cause,
+        record.events,
+        packer=packer,
+        schema_version=record.schema_version,
     )
+
+
+def encode_record_fields(
+    seq: int,
+    wall_time: float,
+    monotonic_time: float,
+    cause: dict[Any, Any],
+    events: list[Any],
+    *,
+    packer: msgpack.Packer | None = None,
+    schema_version: int = RECORD_SCHEMA_VERSION,
+) -> bytes:
+    """:func:`encode_record` of the record these fields make, without building the
+    ``Record``: the journal's append encodes one per commit (a frozen ``Record`` costs
+    2 µs of its 20). Same arguments and errors as ``Record`` and :func:`encode_record`."""
+    try:
+        data: bytes = (packer or new_packer()).pack(
+            {
+                "schema": schema_version,
+                "seq": seq,
+                "wall_time": wall_time,
+                "monotonic_time": monotonic_time,
+                "cause": cause,
+                "events": events,
+            }
+        )
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UnencodableRecord(f"record {seq} cannot be encoded as msgpack: {exc}") from exc
+    return data
 
 
 def decode_record(payload: bytes) -> Record:

@@ -53,9 +53,8 @@ from journal.lock import lock_directory
 from journal.records import (
     CheckpointHeader,
     EventsReader,
-    Record,
     SegmentHeader,
-    encode_record,
+    encode_record_fields,
     new_packer,
     pack,
 )
@@ -330,7 +329,8 @@ class Journal:
                 segment was left behind (nothing of this record was written).
             JournalError: the journal is read-only or closed.
         """
-        self._check_writable()
+        if self._failure is not None or self._closed or self._read_only:
+            self._check_writable()  # raises
         if not isinstance(cause, dict) or not isinstance(events, list):
             raise UnencodableRecord(
                 f"a record needs a cause map and an event list, got {type(cause).__name__} "
@@ -338,8 +338,11 @@ class Journal:
             )
         seq = self._next_seq
         clock = self._clock
-        record = Record(seq, clock.time(), clock.monotonic(), cause, events)
-        frame = encode_frame(encode_record(record, self._packer))
+        frame = encode_frame(
+            encode_record_fields(
+                seq, clock.time(), clock.monotonic(), cause, events, packer=self._packer
+            )
+        )
         if (
             self._end > self._header_end
             and self._end + len(frame) > self._settings.segment_max_bytes
@@ -435,14 +438,15 @@ class Journal:
             ``checkpoint_every_records`` records or ``checkpoint_every_s`` seconds (on the
             journal's clock) have passed since the last checkpoint (or since open).
         """
-        pending = self.last_seq - self._checkpoint_seq
+        # ``last_seq`` spelled out, and the clock read only when the count does not decide:
+        # the store asks after every commit.
+        pending = self._next_seq - 1 - self._unsynced - self._checkpoint_seq
         if pending <= 0:
             return False
-        elapsed = self._clock.monotonic() - self._checkpoint_mono
-        return (
-            pending >= self._settings.checkpoint_every_records
-            or elapsed >= self._settings.checkpoint_every_s
-        )
+        settings = self._settings
+        if pending >= settings.checkpoint_every_records:
+            return True
+        return self._clock.monotonic() - self._checkpoint_mono >= settings.checkpoint_every_s
 
     def write_checkpoint(self, seq: int, payload: Any) -> str:
         """Write a checkpoint: the full state after applying every record up to ``seq``.

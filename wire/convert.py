@@ -11,8 +11,8 @@ The rules enforced here, because only the wire sees them:
 
 * **No NUMA preference leaves the key out** (wire.md §1.1). ``HintsReply.hints is None`` is sent
   as a ``resource_hints`` map without the ``cpu`` key; an empty tuple is sent as the key with an
-  empty ``ListOfTopologyHints`` (nothing fits). The map is never indexed with ``[...]``, which
-  would create the key: it is built whole from a dict.
+  empty ``ListOfTopologyHints`` (nothing fits). Indexing the map with ``[...]`` creates the
+  key, so it is indexed in one place only, once the reply's hints are known not to be None.
 * **A message is not a request until it converts.** proto3 has open enums, so
   ``container_type`` may hold any int: an unknown value is a ``RequestError``. So are
   annotations or labels past Kubernetes' own limit (256 KiB in total, apimachinery
@@ -93,6 +93,8 @@ MAX_MAP_BYTES = 256 * 1024
 
 _CONTAINER_TYPES = {member.value: member for member in ContainerType}
 
+V_ = TypeVar("V_")
+
 
 # -- requests ---------------------------------------------------------------------------------
 
@@ -103,7 +105,7 @@ def _string_map(
     """A request's label or annotation map as a dict, ``None`` when empty; refuse giant maps."""
     if not message_map:
         return None
-    copied = dict(message_map.items())
+    copied = _copied(message_map)
     # A character is at most 4 bytes in UTF-8: a map whose characters are few enough cannot
     # be past the limit, and needs no encoding to prove it (every pod's map, in practice).
     chars = sum(map(len, copied)) + sum(map(len, copied.values()))
@@ -116,6 +118,13 @@ def _string_map(
             subject=_who(message),
         )
     return copied
+
+
+def _copied(message_map: Mapping[str, V_]) -> dict[str, V_]:
+    """A protobuf map as a dict, in the map's own order: iterating it and indexing it are
+    protobuf's own (C) methods, where ``dict(message_map.items())`` runs the Python of
+    ``collections.abc``'s items view (0.7 µs against 1.2 µs per map, three maps a request)."""
+    return {key: message_map[key] for key in message_map}
 
 
 def _who(message: pb.ResourceRequest) -> str:
@@ -158,7 +167,7 @@ def resource_request(message: pb.ResourceRequest) -> ResourceRequest:
         container_type,
         message.container_index,
         message.resource_name,
-        dict(message.resource_requests.items()),
+        _copied(message.resource_requests),
         message.pod_role,
         message.pod_type,
         hint,
@@ -324,10 +333,9 @@ def allocation_response(reply: AllocationReply | None) -> pb.ResourceAllocationR
         pod_role=reply.pod_role,
         pod_type=reply.pod_type,
         resource_name=reply.resource_name,
-        labels=reply.labels or {},
-        annotations=reply.annotations or {},
         native_qos_class=reply.native_qos_class,
     )
+    _fill_maps(response, reply.labels, reply.annotations)
     if reply.allocation is not None:
         response.allocation_result.CopyFrom(_resource_allocation(reply.allocation))
     return response
@@ -344,11 +352,8 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
         ``reply.hints is None`` (no preference), else ``{"cpu": [hints...]}`` (possibly empty:
         nothing fits).
     """
-    resource_hints: dict[str, pb.ListOfTopologyHints] = {}
-    if reply.hints is not None:
-        resource_hints[RESOURCE_NAME] = _hint_list(reply.hints)
     identity = reply.identity
-    return pb.ResourceHintsResponse(
+    response = pb.ResourceHintsResponse(
         pod_uid=identity.pod_uid,
         pod_namespace=identity.pod_namespace,
         pod_name=identity.pod_name,
@@ -358,11 +363,34 @@ def hints_response(reply: HintsReply) -> pb.ResourceHintsResponse:
         pod_role=reply.pod_role,
         pod_type=reply.pod_type,
         resource_name=reply.resource_name,
-        resource_hints=resource_hints,
-        labels=reply.labels or {},
-        annotations=reply.annotations or {},
         native_qos_class=reply.native_qos_class,
     )
+    if reply.hints is not None:
+        # Indexing creates the key: only here, where the key is due (module docstring).
+        response.resource_hints[RESOURCE_NAME].CopyFrom(_hint_list(reply.hints))
+    _fill_maps(response, reply.labels, reply.annotations)
+    return response
+
+
+def _fill_maps(
+    response: pb.ResourceAllocationResponse | pb.ResourceHintsResponse,
+    labels: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+) -> None:
+    """Copy a reply's labels and annotations into ``response``, key by key, in their order.
+
+    Not as constructor arguments: protobuf fills a map argument through
+    ``collections.abc``'s Python ``update`` (2 µs per map, even an empty one), where a
+    protobuf map's own item assignment is C.
+    """
+    if labels:
+        response_labels = response.labels
+        for key, value in labels.items():
+            response_labels[key] = value
+    if annotations:
+        response_annotations = response.annotations
+        for key, value in annotations.items():
+            response_annotations[key] = value
 
 
 #: The wire enum's number of each container type (the same names, wire.md §4.3).

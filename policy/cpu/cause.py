@@ -308,6 +308,8 @@ _REQUEST_TEXTS: Final = (
 )
 _request_texts: Final = operator.attrgetter(*_REQUEST_TEXTS)
 _JUST_STR: Final = frozenset({str})
+#: ``plain`` of each container type (its name), looked up: the enum's ``name`` is a property.
+_TYPE_NAMES: Final = {member: member.name for member in ContainerType}
 
 
 def _request_plain(request: ResourceRequest) -> Any:
@@ -328,7 +330,9 @@ def _request_plain(request: ResourceRequest) -> Any:
         "pod_name": texts[2],
         "container_name": texts[3],
         "container_type": (
-            container_type.name if type(container_type) is ContainerType else plain(container_type)
+            _TYPE_NAMES[container_type]
+            if type(container_type) is ContainerType
+            else plain(container_type)
         ),
         "container_index": index if type(index) is int else plain(index),
         "resource_name": texts[4],

@@ -63,6 +63,9 @@ class PolicyContext:
         reclaim_relative_root_cgroup_path: the reclaimed pods' root cgroup
             (``--reclaim-relative-root-cgroup-path``); the v0.5.47 suppression eviction
             samples it and its per-NUMA ``<root>-<numa>`` siblings.
+        at_v0_5_47: whether the v0.5.47 rules apply (spec cpu-policy-v0.5.47), derived from
+            ``reference_version``. Kept as a value, not a property: a kubelet call's
+            decision asks it a dozen times, and each property call was two Python calls.
     """
 
     topology: CPUTopology
@@ -78,8 +81,8 @@ class PolicyContext:
     reference_version: str = DEFAULT_REFERENCE_VERSION
     reference: ReferenceOptions = field(default_factory=ReferenceOptions)
     reclaim_relative_root_cgroup_path: str = "/kubepods/besteffort"
+    at_v0_5_47: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def at_v0_5_47(self) -> bool:
-        """Whether the v0.5.47 rules apply (spec cpu-policy-v0.5.47)."""
-        return is_v0_5_47(self.reference_version)
+    def __post_init__(self) -> None:
+        # Derived once (``dataclasses.replace`` runs this again with the new version).
+        object.__setattr__(self, "at_v0_5_47", is_v0_5_47(self.reference_version))

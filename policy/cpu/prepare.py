@@ -37,6 +37,10 @@ from policy.state.entries import ContainerEntry, Placement
 
 __all__ = ["PreparedRequest", "prepare_request"]
 
+#: Each container type's name, as entries store it (§5.1): a lookup, where the enum's
+#: ``name`` is a Python property.
+_TYPE_NAMES: dict[ContainerType, str] = {member: member.name for member in ContainerType}
+
 
 @dataclass(frozen=True, slots=True)
 class PreparedRequest:
@@ -84,8 +88,20 @@ class PreparedRequest:
         annotations (``annotations`` when a handler adds its own, as SNB's ``numa_hint``),
         level and exact request, created ``now``."""
         request = self.request
+        # ``request.identity.stored()``, field by field: one Allocate builds one entry, and
+        # the identity value and the enum's ``name`` property were six Python calls.
+        container_type = request.container_type
         return ContainerEntry(
-            **request.identity.stored(),
+            pod_uid=request.pod_uid,
+            pod_namespace=request.pod_namespace,
+            pod_name=request.pod_name,
+            container_name=request.container_name,
+            container_type=(
+                _TYPE_NAMES[container_type]
+                if type(container_type) is ContainerType
+                else container_type.name
+            ),
+            container_index=request.container_index,
             ramp_up=ramp_up,
             owner_pool_name=owner,
             pod_role=request.pod_role,

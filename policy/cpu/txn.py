@@ -20,12 +20,15 @@ __all__ = ["Txn"]
 class Txn:
     """Working state plus the events emitted so far; discard it to abandon the decision."""
 
-    __slots__ = ("_events", "_state", "base")
+    __slots__ = ("_cpu", "_events", "_state", "base")
 
     def __init__(self, state: State) -> None:
         self.base = state
         self._state = state
         self._events: list[Event] = []
+        # The working state's CPU section, looked up once per state (a decision asks for it
+        # at every step; the lookup is three Python calls).
+        self._cpu: CPUState | None = None
 
     @property
     def state(self) -> State:
@@ -34,7 +37,10 @@ class Txn:
     @property
     def cpu(self) -> CPUState:
         """The CPU section of the working state."""
-        return self._state.cpu
+        cpu = self._cpu
+        if cpu is None:
+            cpu = self._cpu = self._state.cpu
+        return cpu
 
     @property
     def events(self) -> tuple[Event, ...]:
@@ -51,6 +57,7 @@ class Txn:
         for event in events:
             state = apply(state, event)
         self._state = state
+        self._cpu = None
         self._events.extend(events)
         # The StateStore applies the same events to the same state when it commits them:
         # it gets this state back instead of working it out again (policy.state.sections).

@@ -401,3 +401,80 @@ def test_the_kept_messages_start_afresh_past_their_bound() -> None:
         info = convert.allocation_response(reply).allocation_result.resource_allocation["cpu"]
         assert info.allocated_quantity == quantity
     assert 0 < len(convert._ALLOCATIONS) <= convert.MAX_KEPT_MESSAGES
+
+
+# -- replies: maps copied key by key ----------------------------------------------------------
+
+_MAPS = st.none() | st.dictionaries(
+    st.text(min_size=1, max_size=8), st.text(max_size=8), max_size=4
+)
+
+
+def _fresh_response_fields(
+    reply: AllocationReply | HintsReply,
+) -> dict[str, object]:
+    """The echo fields as constructor arguments, maps included (the reference way)."""
+    identity = reply.identity
+    return {
+        "pod_uid": identity.pod_uid,
+        "pod_namespace": identity.pod_namespace,
+        "pod_name": identity.pod_name,
+        "container_name": identity.container_name,
+        "container_type": identity.container_type.value,
+        "container_index": identity.container_index,
+        "pod_role": reply.pod_role,
+        "pod_type": reply.pod_type,
+        "resource_name": reply.resource_name,
+        "labels": reply.labels or {},
+        "annotations": reply.annotations or {},
+        "native_qos_class": reply.native_qos_class,
+    }
+
+
+@given(
+    labels=_MAPS,
+    annotations=_MAPS,
+    allocation=st.none() | _ALLOCATIONS,
+    hints=st.none() | _HINTS.map(lambda hs: tuple(h for h in hs if h is not None)),
+)
+def test_replies_equal_responses_built_with_their_maps_as_arguments(
+    labels: dict[str, str] | None,
+    annotations: dict[str, str] | None,
+    allocation: CPUAllocation | None,
+    hints: tuple[TopologyHint, ...] | None,
+) -> None:
+    allocated = AllocationReply.echo(DOMAIN, labels, annotations, allocation)
+    want = pb.ResourceAllocationResponse(**_fresh_response_fields(allocated))  # type: ignore[arg-type]
+    if allocation is not None:
+        want.allocation_result.CopyFrom(_fresh_allocation(allocation))
+    got = convert.allocation_response(allocated)
+    assert got == want
+    assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    hinted = HintsReply.echo(DOMAIN, labels, annotations, hints)
+    resource_hints = {} if hints is None else {"cpu": _fresh_hints(hints)}
+    fresh = pb.ResourceHintsResponse(
+        resource_hints=resource_hints,
+        **_fresh_response_fields(hinted),  # type: ignore[arg-type]
+    )
+    got_hints = convert.hints_response(hinted)
+    assert got_hints == fresh
+    assert ("cpu" in got_hints.resource_hints) is (hints is not None)
+    assert got_hints.SerializeToString(deterministic=True) == fresh.SerializeToString(
+        deterministic=True
+    )
+
+
+@given(labels=_MAPS, annotations=_MAPS)
+def test_request_maps_copy_in_the_messages_order(
+    labels: dict[str, str] | None, annotations: dict[str, str] | None
+) -> None:
+    message = resource_request("pod-a", annotations=annotations or {})
+    for key, value in (labels or {}).items():
+        message.labels[key] = value
+    converted = convert.resource_request(message)
+    for field, got in (("labels", converted.labels), ("annotations", converted.annotations)):
+        source = getattr(message, field)
+        want = dict(source.items()) or None
+        assert got == want
+        assert list(got or ()) == list(want or ())
+    assert list(converted.resource_requests.items()) == list(message.resource_requests.items())
