@@ -23,6 +23,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "find_next_frame",
+    "intact_frame_end",
 ]
 
 #: First four bytes of every frame.
@@ -108,6 +109,37 @@ def decode_frame(buf: bytes | memoryview, offset: int = 0) -> tuple[bytes, int]:
             incomplete=False,
         )
     return payload, end
+
+
+def intact_frame_end(buf: bytes, view: memoryview, offset: int) -> int | None:
+    """Where the frame at ``offset`` ends if it is intact, else None: the checks of
+    ``decode_frame`` (magic, header checksum, length, payload checksum), without copying the
+    payload out.
+
+    A reader walking a whole segment checks every frame this way and reads each payload where
+    it lies (``view[offset + FRAME_HEADER_SIZE : end]``); the copy, and the exception machinery
+    of ``decode_frame``, were most of what checking a frame cost. On None the reader calls
+    ``decode_frame``, whose ``FrameError`` says what is wrong: the two agree on which frames are
+    intact (a property in ``tests/journal/test_framing.py``).
+
+    Args:
+        buf: bytes holding zero or more frames.
+        view: ``memoryview(buf)``, made once by the caller for all its frames.
+        offset: where the frame starts.
+    """
+    if len(buf) - offset < FRAME_HEADER_SIZE:
+        return None
+    magic, length, payload_crc, header_crc = _HEADER.unpack_from(buf, offset)
+    start = offset + FRAME_HEADER_SIZE
+    end: int = start + length
+    if (
+        magic != FRAME_MAGIC
+        or end > len(buf)
+        or zlib.crc32(view[offset : offset + _CHECKED_PREFIX]) != header_crc
+        or zlib.crc32(view[start:end]) != payload_crc
+    ):
+        return None
+    return end
 
 
 def find_next_frame(buf: bytes, start: int) -> int | None:
