@@ -25,6 +25,7 @@ from journal.framing import (
     encode_frame,
     find_next_frame,
     intact_frame_end,
+    intact_frames,
 )
 from journal.records import (
     EventsReader,
@@ -256,6 +257,8 @@ class SegmentReader:
         view = memoryview(data)
         in_place = self._events is not None
         payload: bytes | memoryview
+        if expected < from_seq:
+            offset, expected = self._pass_over(view, offset, expected)
         while offset < size:
             frame_end = intact_frame_end(data, view, offset)
             if frame_end is None:
@@ -306,6 +309,22 @@ class SegmentReader:
                 yield record, offset
             expected = record.seq + 1
             offset = frame_end
+
+    def _pass_over(self, view: memoryview, offset: int, expected: int) -> tuple[int, int]:
+        """Pass over the records before ``from_seq`` from ``offset`` on that are intact and in
+        place, as the frame-by-frame reading does (``__init__``, ``from_seq``), in one loop
+        over the frames (``journal.framing.intact_frames``); returns where it stopped and the
+        seq that belongs there, for the frame-by-frame reading to go on from (and judge
+        whatever stopped it)."""
+        data, from_seq = self._data, self._from_seq
+        for start, frame_end in intact_frames(data, view, offset):
+            if expected >= from_seq or record_seq_at(data, start, frame_end) != expected:
+                break
+            self.end = frame_end
+            self.passed_seq = expected
+            expected += 1
+            offset = frame_end
+        return offset, expected
 
 
 def scan_segment(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import FrameError, decode_frame, encode_frame
-from journal.framing import FRAME_HEADER_SIZE, find_next_frame, intact_frame_end
+from journal.framing import FRAME_HEADER_SIZE, find_next_frame, intact_frame_end, intact_frames
 
 
 def test_layout_is_the_documented_one() -> None:
@@ -151,3 +151,26 @@ def test_intact_frame_end_agrees_with_decode_frame_on_any_bytes(
         data = data[:at] + bytes([data[at] ^ flip]) + data[at + 1 :]
     offset = min(offset, len(data))
     assert intact_frame_end(data, memoryview(data), offset) == _decoded_end(data, offset)
+
+
+@given(
+    st.lists(
+        st.binary(max_size=60).map(encode_frame) | st.binary(max_size=40), min_size=1, max_size=5
+    ),
+    st.integers(min_value=0, max_value=255),
+)
+@settings(max_examples=300)
+def test_intact_frames_are_the_frames_read_one_by_one_up_to_the_first_not_intact(
+    pieces: list[bytes], flip: int
+) -> None:
+    data = b"".join(pieces)
+    if data and flip:
+        at = flip * 7 % len(data)
+        data = data[:at] + bytes([data[at] ^ flip]) + data[at + 1 :]
+    view = memoryview(data)
+    one_by_one = []
+    offset = 0
+    while (end := intact_frame_end(data, view, offset)) is not None:
+        one_by_one.append((offset + FRAME_HEADER_SIZE, end))
+        offset = end
+    assert list(intact_frames(data, view, 0)) == one_by_one
