@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 from journal.errors import FrameError
 
@@ -23,6 +24,8 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "find_next_frame",
+    "intact_frame_end",
+    "intact_frames",
 ]
 
 #: First four bytes of every frame.
@@ -108,6 +111,62 @@ def decode_frame(buf: bytes | memoryview, offset: int = 0) -> tuple[bytes, int]:
             incomplete=False,
         )
     return payload, end
+
+
+def intact_frame_end(buf: bytes, view: memoryview, offset: int) -> int | None:
+    """Where the frame at ``offset`` ends if it is intact, else None: the checks of
+    ``decode_frame`` (magic, header checksum, length, payload checksum), without copying the
+    payload out.
+
+    A reader walking a whole segment checks every frame this way and reads each payload where
+    it lies (``view[offset + FRAME_HEADER_SIZE : end]``); the copy, and the exception machinery
+    of ``decode_frame``, were most of what checking a frame cost. On None the reader calls
+    ``decode_frame``, whose ``FrameError`` says what is wrong: the two agree on which frames are
+    intact (a property in ``tests/journal/test_framing.py``).
+
+    Args:
+        buf: bytes holding zero or more frames.
+        view: ``memoryview(buf)``, made once by the caller for all its frames.
+        offset: where the frame starts.
+    """
+    if len(buf) - offset < FRAME_HEADER_SIZE:
+        return None
+    magic, length, payload_crc, header_crc = _HEADER.unpack_from(buf, offset)
+    start = offset + FRAME_HEADER_SIZE
+    end: int = start + length
+    if (
+        magic != FRAME_MAGIC
+        or end > len(buf)
+        or zlib.crc32(view[offset : offset + _CHECKED_PREFIX]) != header_crc
+        or zlib.crc32(view[start:end]) != payload_crc
+    ):
+        return None
+    return end
+
+
+def intact_frames(buf: bytes, view: memoryview, offset: int) -> Iterator[tuple[int, int]]:
+    """``(payload start, frame end)`` of each frame from ``offset`` on, in order, up to the
+    first that is not intact (``intact_frame_end``'s checks, made in one loop).
+
+    Recovery passes over the thousands of records a checkpoint covers this way: checking them
+    frame after frame without a call per frame (``journal.segments.SegmentReader``). Where it
+    stops, the caller reads on frame by frame, which names the damage.
+    """
+    size = len(buf)
+    unpack, crc32 = _HEADER.unpack_from, zlib.crc32
+    while size - offset >= FRAME_HEADER_SIZE:
+        magic, length, payload_crc, header_crc = unpack(buf, offset)
+        start = offset + FRAME_HEADER_SIZE
+        end = start + length
+        if (
+            magic != FRAME_MAGIC
+            or end > size
+            or crc32(view[offset : offset + _CHECKED_PREFIX]) != header_crc
+            or crc32(view[start:end]) != payload_crc
+        ):
+            return
+        yield start, end
+        offset = end
 
 
 def find_next_frame(buf: bytes, start: int) -> int | None:

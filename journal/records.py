@@ -40,6 +40,7 @@ __all__ = [
     "new_packer",
     "pack",
     "record_seq",
+    "record_seq_at",
     "unpack",
 ]
 
@@ -234,16 +235,22 @@ def record_seq(payload: bytes) -> int | None:
     Recovery reads the records a checkpoint covers this way: it needs no more of them than
     their frames' checksums and seqs (``journal.segments.SegmentReader``).
     """
-    if not payload.startswith(_RECORD_PREFIX) or len(payload) <= _SEQ_AT:
+    return record_seq_at(payload, 0, len(payload))
+
+
+def record_seq_at(buf: bytes, start: int, end: int) -> int | None:
+    """``record_seq(buf[start:end])``, read where the payload lies in ``buf`` (a segment's
+    bytes) instead of from a copy of it."""
+    if end - start <= _SEQ_AT or not buf.startswith(_RECORD_PREFIX, start, end):
         return None
-    tag = payload[_SEQ_AT]
+    at = start + _SEQ_AT
+    tag = buf[at]
     if tag < 0x80:  # a positive fixint is its own value
         return tag
     width = _UINT_WIDTHS.get(tag)
-    end = _SEQ_AT + 1 + (width or 0)
-    if width is None or len(payload) < end:
+    if width is None or end < at + 1 + width:
         return None
-    return int.from_bytes(payload[_SEQ_AT + 1 : end], "big")
+    return int.from_bytes(buf[at + 1 : at + 1 + width], "big")
 
 
 # The first byte of a msgpack map: a fixmap (0x80-0x8f), a map16 or a map32.
@@ -289,8 +296,12 @@ class RecordEventsDecoder:
         self._events = events
         self._unpacker: msgpack.Unpacker | None = None
 
-    def decode(self, payload: bytes) -> Record:
+    def decode(self, payload: bytes | memoryview) -> Record:
         """``decode_record_events(payload, events)``.
+
+        ``payload`` may be a view of the segment's bytes (``journal.segments.SegmentReader``):
+        a record laid out as written is read in place, anything else from a copy, as
+        ``decode_record`` reads it.
 
         Raises:
             PayloadError: as ``decode_record``.
@@ -298,6 +309,7 @@ class RecordEventsDecoder:
         record = self._as_written(payload)
         if record is not None:
             return record
+        payload = bytes(payload)
         unpacker = self._unpacker
         if unpacker is None:
             unpacker = self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
@@ -330,7 +342,7 @@ class RecordEventsDecoder:
             full.seq, full.wall_time, full.monotonic_time, {}, full.events, full.schema_version
         )
 
-    def _as_written(self, payload: bytes) -> Record | None:
+    def _as_written(self, payload: bytes | memoryview) -> Record | None:
         """The record of a payload laid out field by field as ``encode_record`` writes it
         (its six fields in their order, the cause a map), read in that order; None for any
         other payload, which ``decode`` then reads field by field, keys in any order.
@@ -365,7 +377,7 @@ class RecordEventsDecoder:
 
 
 def _fields_as_written(
-    unpacker: msgpack.Unpacker, payload: bytes, base: int
+    unpacker: msgpack.Unpacker, payload: bytes | memoryview, base: int
 ) -> tuple[int, float, float, list[Any], int] | None:
     """``(seq, wall_time, monotonic_time, events, schema)`` of a payload laid out as
     ``encode_record`` writes it, its cause stepped over; None at the first difference.

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 
 from journal.errors import FrameError, PayloadError
 from journal.fileops import TEMP_SUFFIX, FileOps, close_quietly, remove_quietly, write_all
-from journal.framing import decode_frame, encode_frame, find_next_frame
+from journal.framing import (
+    FRAME_HEADER_SIZE,
+    decode_frame,
+    encode_frame,
+    find_next_frame,
+    intact_frame_end,
+    intact_frames,
+)
 from journal.records import (
     EventsReader,
     Record,
@@ -28,7 +35,7 @@ from journal.records import (
     decode_record,
     decode_segment_header,
     encode_segment_header,
-    record_seq,
+    record_seq_at,
 )
 from journal.syncer import Syncer
 
@@ -244,18 +251,33 @@ class SegmentReader:
         offset = self.header_end
         expected = self.header.first_seq
         skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
+        # Each frame is checked in place (intact_frame_end) and its payload read where it lies
+        # when the records' events are decoded by this reader's one unpacker; a frame that is
+        # not intact goes through decode_frame, whose error is the damage's reason.
+        view = memoryview(data)
+        in_place = self._events is not None
+        payload: bytes | memoryview
+        if expected < from_seq:
+            offset, expected = self._pass_over(view, offset, expected)
         while offset < size:
-            try:
-                payload, frame_end = decode_frame(data, offset)
-            except FrameError as exc:
-                resumes = find_next_frame(data, offset + 1)
-                self.damage.append(Damage(offset, expected, exc.reason, True, resumes))
-                if not resync or resumes is None:
-                    return
-                offset = resumes
-                skipped_damage = True
-                continue
-            if expected < from_seq and not skipped_damage and record_seq(payload) == expected:
+            frame_end = intact_frame_end(data, view, offset)
+            if frame_end is None:
+                try:
+                    _, frame_end = decode_frame(data, offset)  # raises: the frame is damaged
+                except FrameError as exc:
+                    resumes = find_next_frame(data, offset + 1)
+                    self.damage.append(Damage(offset, expected, exc.reason, True, resumes))
+                    if not resync or resumes is None:
+                        return
+                    offset = resumes
+                    skipped_damage = True
+                    continue
+            start = offset + FRAME_HEADER_SIZE
+            if (
+                expected < from_seq
+                and not skipped_damage
+                and record_seq_at(data, start, frame_end) == expected
+            ):
                 # Not needed by the caller, and in its place: passed over (``from_seq``).
                 if not self.damage:
                     self.end = frame_end
@@ -263,6 +285,7 @@ class SegmentReader:
                 expected += 1
                 offset = frame_end
                 continue
+            payload = view[start:frame_end] if in_place else data[start:frame_end]
             problem, record = _record_problem(
                 payload,
                 expected,
@@ -286,6 +309,22 @@ class SegmentReader:
                 yield record, offset
             expected = record.seq + 1
             offset = frame_end
+
+    def _pass_over(self, view: memoryview, offset: int, expected: int) -> tuple[int, int]:
+        """Pass over the records before ``from_seq`` from ``offset`` on that are intact and in
+        place, as the frame-by-frame reading does (``__init__``, ``from_seq``), in one loop
+        over the frames (``journal.framing.intact_frames``); returns where it stopped and the
+        seq that belongs there, for the frame-by-frame reading to go on from (and judge
+        whatever stopped it)."""
+        data, from_seq = self._data, self._from_seq
+        for start, frame_end in intact_frames(data, view, offset):
+            if expected >= from_seq or record_seq_at(data, start, frame_end) != expected:
+                break
+            self.end = frame_end
+            self.passed_seq = expected
+            expected += 1
+            offset = frame_end
+        return offset, expected
 
 
 def scan_segment(
@@ -332,10 +371,14 @@ def scan_segment(
 
 
 def _record_problem(
-    payload: bytes, expected: int, *, after_damage: bool, events: RecordEventsDecoder | None
+    payload: bytes | memoryview,
+    expected: int,
+    *,
+    after_damage: bool,
+    events: RecordEventsDecoder | None,
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(payload) if events is None else events.decode(payload)
+        record = decode_record(bytes(payload)) if events is None else events.decode(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:

@@ -69,6 +69,8 @@ def forget_cpusets() -> None:
     _DECODED_CPUSETS.clear()
     _OWN_PLACEMENTS.clear()
     _FROZEN_MAPS.clear()
+    for memo in _MEMOS:
+        memo.forget()
 
 
 def decoded_cpuset(value: object) -> CPUSet | None:
@@ -151,6 +153,59 @@ def fast_placement(value: object) -> Placement | None:
     return None
 
 
+_UNUSABLE: Final = object()
+
+
+class _LastMap:
+    """The value the last usable map decoded to, kept with a copy of that map.
+
+    Consecutive entries of a journal or a checkpoint nearly always carry an equal placement,
+    equal labels and equal annotations: comparing a map with the last one (one C-level
+    ``==`` of a few short strings) is a fraction of looking it up in the caches above, which
+    first builds and hashes a key of its items. Equality stands for the lookup on the same
+    grounds as the caches': the map kept holds exact strs (``decode`` accepted it), and only
+    exact strs equal them as msgpack builds values. The pair is one attribute, replaced
+    whole, so a reader in another thread never sees one map with another's value.
+
+    ``fast_entry`` compares with ``last`` itself (a call per map was most of the gain) and
+    calls ``decode`` on a miss.
+    """
+
+    __slots__ = ("_decode", "last")
+
+    def __init__(self, decode: Callable[[object], object]) -> None:
+        self._decode = decode
+        self.last: tuple[dict[object, object] | None, object] = (None, _UNUSABLE)
+
+    def decode(self, value: object) -> object:
+        """What the decoder gives for ``value`` (``_UNUSABLE`` where nothing usable), kept
+        as the last map when usable."""
+        decoded = self._decode(value)
+        if decoded is not _UNUSABLE and type(value) is dict:
+            # A copy: the caller's map may change after this call, the one kept must not.
+            self.last = (dict(value), decoded)
+        return decoded
+
+    def forget(self) -> None:
+        """Drop the map kept (``forget_cpusets``)."""
+        self.last = (None, _UNUSABLE)
+
+
+def _placement_or_unusable(value: object) -> object:
+    placement = fast_placement(value)
+    return _UNUSABLE if placement is None else placement
+
+
+def _str_map_or_unusable(value: object) -> object:
+    ok, frozen = _str_map(value)
+    return frozen if ok else _UNUSABLE
+
+
+_LAST_PLACEMENT: Final = _LastMap(_placement_or_unusable)
+_LAST_LABELS: Final = _LastMap(_str_map_or_unusable)
+_LAST_ANNOTATIONS: Final = _LastMap(_str_map_or_unusable)
+_MEMOS: Final = (_LAST_PLACEMENT, _LAST_LABELS, _LAST_ANNOTATIONS)
+
 _ENTRY_FIELDS: Final = tuple(f.name for f in dataclasses.fields(ContainerEntry))
 _ENTRY_KEYS: Final = frozenset(_ENTRY_FIELDS)
 # The fields fast_entry checks and decodes itself; every other one the codec writes as a
@@ -194,12 +249,17 @@ def fast_entry(value: object) -> ContainerEntry | None:
     quantity = value[_ENTRY_FLOAT]
     if type(ramp_up) is not bool or type(quantity) is not float:
         return None
-    placement = fast_placement(value["placement"])
-    if placement is None:
-        return None
-    labels_ok, labels = _str_map(value["labels"])
-    annotations_ok, annotations = _str_map(value["annotations"])
-    if not (labels_ok and annotations_ok):
+    # Each map equal to the last one decoded gives that one's value (_LastMap).
+    raw = value["placement"]
+    last = _LAST_PLACEMENT.last
+    placement = last[1] if type(raw) is dict and raw == last[0] else _LAST_PLACEMENT.decode(raw)
+    raw = value["labels"]
+    last = _LAST_LABELS.last
+    labels = last[1] if type(raw) is dict and raw == last[0] else _LAST_LABELS.decode(raw)
+    raw = value["annotations"]
+    last = _LAST_ANNOTATIONS.last
+    annotations = last[1] if type(raw) is dict and raw == last[0] else _LAST_ANNOTATIONS.decode(raw)
+    if placement is _UNUSABLE or labels is _UNUSABLE or annotations is _UNUSABLE:
         return None
     entry: ContainerEntry = _new_object(ContainerEntry)
     for name, set_slot in _ENTRY_STR_SLOTS:

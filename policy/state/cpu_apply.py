@@ -98,22 +98,22 @@ def allocate_all(state: CPUState, entries: Sequence[ContainerEntry]) -> CPUState
     # placement and this state, runs once per distinct placement object.
     # (Own CPUs also pass the dedicated_cores check whatever the entry's QoS.)
     fitting: dict[int, OwnCPUs] = {}
+    pools, pods_before, isfinite = state.pools, state.pods, math.isfinite
     for entry in entries:
         placement = entry.placement
-        if id(placement) in fitting:
-            _check_identity(state, entry)
-        else:
+        pod_uid, name = entry.pod_uid, entry.container_name
+        if id(placement) not in fitting:
             _check_entry(state, entry)
             if type(placement) is OwnCPUs:
                 fitting[id(placement)] = placement  # held: its id stays its own
-        containers = added.get(entry.pod_uid)
+        elif not (pod_uid and name and pod_uid not in pools and isfinite(entry.request_quantity)):
+            _check_identity(state, entry)  # its checks, inlined above: raises, naming which
+        containers = added.get(pod_uid)
         if containers is None:
-            containers = added[entry.pod_uid] = state.pods.get(
-                entry.pod_uid, immutables.Map()
-            ).mutate()
-        if entry.container_name in containers:
+            containers = added[pod_uid] = pods_before.get(pod_uid, _NO_CONTAINERS).mutate()
+        if name in containers:
             raise StateError(f"{_who(entry)}: the container already has an entry")
-        containers[entry.container_name] = entry
+        containers[name] = entry
     pods = state.pods.mutate()
     for pod_uid, containers in added.items():
         pods[pod_uid] = containers.finish()
@@ -122,6 +122,9 @@ def allocate_all(state: CPUState, entries: Sequence[ContainerEntry]) -> CPUState
         pods=pods.finish(),
         indexes=state.indexes.with_entries(entries, state.topology.numa_masks()),
     )
+
+
+_NO_CONTAINERS: immutables.Map[str, ContainerEntry] = immutables.Map()
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ that replay a long journal do (``journal.recovery.collector_paused``, the why).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import immutables
@@ -196,9 +196,11 @@ def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[St
     # replaying many records pauses the cyclic collector around this call (the StateStore's
     # recovery, journal.walk), or its collections walk all of them again and again.
     remaining = iter(records)
+    pending: JournaledEvents | None = None  # read, and not taken by a run of allocations
     while True:
         try:
-            record = next(remaining, None)
+            record = pending if pending is not None else next(remaining, None)
+            pending = None
             if record is None:
                 break
             # Most records are one allocation of a new container: its entry is decoded
@@ -206,12 +208,19 @@ def replay_records(state: State, records: Iterable[JournaledEvents]) -> tuple[St
             # (the event decode_events gives holds this very entry). Anything else takes the
             # checked path below, in the same order.
             raw = record.events
+            cpu = sections.get(CPU_SECTION)
+            if type(raw) is LoneAllocation and isinstance(cpu, CPUState):
+                # Decoded as it was read (read_events): it and the run that follows it.
+                taken, pending = batch.took_allocations(record, remaining, cpu)
+                if taken:
+                    count += taken
+                    events_applied += taken
+                    continue
             entry = None
-            if type(raw) is LoneAllocation:  # decoded as it was read (read_events)
+            if type(raw) is LoneAllocation:
                 entry = raw[0]
             elif type(raw) is list and len(raw) == 1:
                 entry = fast_allocated_entry(raw[0])
-            cpu = sections.get(CPU_SECTION)
             if entry is not None and batch.took_entry(record, entry, cpu):
                 count += 1
                 events_applied += 1
@@ -328,6 +337,39 @@ class _NewEntries:
         self._entries.append(entry)
         self._records.append((record, None))
         return True
+
+    def took_allocations(
+        self, record: JournaledEvents, remaining: Iterator[JournaledEvents], cpu: CPUState
+    ) -> tuple[int, JournaledEvents | None]:
+        """``took_entry`` for ``record``, whose events are a :class:`LoneAllocation`, then for
+        each record of ``remaining`` after it that is one too, in one loop: a journal is mostly
+        runs of them.
+
+        Returns:
+            How many records joined the batch, and the record read after them that did not
+            (None at the end of ``remaining``); ``(0, None)`` when ``record`` itself did not.
+        """
+        keys, entries, batched = self._keys, self._entries, self._records
+        pods = cpu.pods
+        taken = 0
+        while True:
+            entry = record.events[0]
+            pod_uid, name = entry.pod_uid, entry.container_name
+            key = (pod_uid, name)
+            if key in keys:
+                break
+            containers = pods.get(pod_uid)
+            if containers is not None and name in containers:
+                break
+            keys.add(key)
+            entries.append(entry)
+            batched.append((record, None))
+            taken += 1
+            following = next(remaining, None)
+            if following is None or type(following.events) is not LoneAllocation:
+                return taken, following
+            record = following
+        return taken, record if taken else None
 
     def took(self, record: JournaledEvents, events: list[Event], cpu: object) -> bool:
         """Whether ``record`` joined the batch: every event allocates a container that

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from journal import FrameError, decode_frame, encode_frame
-from journal.framing import FRAME_HEADER_SIZE, find_next_frame
+from journal.framing import FRAME_HEADER_SIZE, find_next_frame, intact_frame_end, intact_frames
 
 
 def test_layout_is_the_documented_one() -> None:
@@ -100,3 +100,77 @@ def test_garbage_raises_only_frame_error(garbage: bytes, offset: int) -> None:
 )
 def test_find_next_frame(data: bytes, start: int, want: int | None) -> None:
     assert find_next_frame(data, start) == want
+
+
+def _decoded_end(data: bytes, offset: int) -> int | None:
+    try:
+        return decode_frame(data, offset)[1]
+    except FrameError:
+        return None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(GOOD, id="an intact frame ends where decode_frame says"),
+        pytest.param(GOOD[:7], id="a short header is not intact"),
+        pytest.param(GOOD[:-1], id="a payload cut by one byte is not intact"),
+        pytest.param(b"XRJF" + GOOD[4:], id="a wrong magic is not intact"),
+        pytest.param(_flip(GOOD, 5), id="a flipped length is not intact"),
+        pytest.param(_flip(GOOD, 14), id="a flipped header CRC is not intact"),
+        pytest.param(_flip(GOOD, len(GOOD) - 1), id="a flipped payload byte is not intact"),
+        pytest.param(b"", id="no bytes are not intact"),
+    ],
+)
+def test_intact_frame_end_agrees_with_decode_frame(data: bytes) -> None:
+    assert intact_frame_end(data, memoryview(data), 0) == _decoded_end(data, 0)
+
+
+def test_intact_frame_end_refuses_every_single_bit_flip() -> None:
+    for index in range(len(GOOD)):
+        for bit in range(8):
+            damaged = GOOD[:index] + bytes([GOOD[index] ^ (1 << bit)]) + GOOD[index + 1 :]
+            assert intact_frame_end(damaged, memoryview(damaged), 0) is None
+
+
+@given(
+    st.lists(
+        st.binary(max_size=60).map(encode_frame) | st.binary(max_size=40), min_size=1, max_size=4
+    ),
+    st.integers(min_value=0, max_value=400),
+    st.integers(min_value=0, max_value=255),
+)
+@settings(max_examples=300)
+def test_intact_frame_end_agrees_with_decode_frame_on_any_bytes(
+    pieces: list[bytes], offset: int, flip: int
+) -> None:
+    data = b"".join(pieces)
+    if data and flip:
+        # One byte changed somewhere, the frames around it intact or not.
+        at = flip * 7 % len(data)
+        data = data[:at] + bytes([data[at] ^ flip]) + data[at + 1 :]
+    offset = min(offset, len(data))
+    assert intact_frame_end(data, memoryview(data), offset) == _decoded_end(data, offset)
+
+
+@given(
+    st.lists(
+        st.binary(max_size=60).map(encode_frame) | st.binary(max_size=40), min_size=1, max_size=5
+    ),
+    st.integers(min_value=0, max_value=255),
+)
+@settings(max_examples=300)
+def test_intact_frames_are_the_frames_read_one_by_one_up_to_the_first_not_intact(
+    pieces: list[bytes], flip: int
+) -> None:
+    data = b"".join(pieces)
+    if data and flip:
+        at = flip * 7 % len(data)
+        data = data[:at] + bytes([data[at] ^ flip]) + data[at + 1 :]
+    view = memoryview(data)
+    one_by_one = []
+    offset = 0
+    while (end := intact_frame_end(data, view, offset)) is not None:
+        one_by_one.append((offset + FRAME_HEADER_SIZE, end))
+        offset = end
+    assert list(intact_frames(data, view, 0)) == one_by_one

@@ -24,6 +24,7 @@ from journal.records import (
     encode_record_fields,
     encode_segment_header,
     record_seq,
+    record_seq_at,
 )
 
 GOOD: dict[str, Any] = {
@@ -171,6 +172,26 @@ def test_record_seq_agrees_with_decode_record_on_every_seq(seq: int) -> None:
     assert record_seq(payload) == decode_record(payload).seq
 
 
+@given(
+    st.integers(0, 2**64 - 1) | st.binary(max_size=40),
+    st.binary(max_size=8),
+    st.binary(max_size=8),
+    st.integers(0, 40),
+)
+def test_record_seq_at_reads_a_payload_where_it_lies_as_record_seq_reads_a_copy(
+    seq_or_bytes: int | bytes, before: bytes, after: bytes, cut: int
+) -> None:
+    # A payload inside a segment's bytes, whole or cut short, between other bytes.
+    payload = (
+        encode_record(Record(seq_or_bytes, 1.7e9, 12.5, {}, []))
+        if isinstance(seq_or_bytes, int)
+        else seq_or_bytes
+    )
+    payload = payload[: len(payload) - min(cut, len(payload))] if cut % 2 else payload
+    buf = before + payload + after
+    assert record_seq_at(buf, len(before), len(before) + len(payload)) == record_seq(payload)
+
+
 def _read(decode: Any, payload: bytes) -> tuple[str, Any]:
     """What ``decode`` makes of ``payload``: its record (cause aside) or its error's message."""
     try:
@@ -239,6 +260,29 @@ def test_one_decoder_reads_a_run_of_payloads_as_each_read_alone(payloads: list[b
     decoder = RecordEventsDecoder()
     for payload in payloads:
         assert _read(decoder.decode, payload) == _read(decode_record, payload)
+
+
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
+            lambda value: msgpack.packb({**GOOD, **value})
+        )
+        | st.binary(max_size=120)
+        | st.sampled_from([_with() + b"\x00", _with()[:-1], _with(), b"\x86"]),
+        max_size=6,
+    )
+)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_payloads_read_in_place_read_as_their_copies(payloads: list[bytes]) -> None:
+    # The segment reader hands the decoder views of the segment's bytes, not copies.
+    decoder = RecordEventsDecoder()
+    segment = b"".join(payloads)
+    view = memoryview(segment)
+    start = 0
+    for payload in payloads:
+        in_place = view[start : start + len(payload)]
+        assert _read(decoder.decode, in_place) == _read(decode_record, payload)
+        start += len(payload)
 
 
 def test_a_record_left_behind_in_a_payload_is_not_read_as_the_next_one() -> None:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -219,6 +220,15 @@ def test_streamed_reading_equals_whole_segment_scans_on_damaged_journals(
                 want.offsets,
             )
             assert [replace(r, cause={}) for r in want.records] == events_only.records
+            # Both at once, as the StateStore recovers after a checkpoint.
+            recovered = scan_segment(content, path, resync=resync, from_seq=needed, causes=False)
+            assert (recovered.end, recovered.damage, recovered.offsets) == (
+                passed.end,
+                passed.damage,
+                passed.offsets,
+            )
+            assert [replace(r, cause={}) for r in passed.records] == recovered.records
+            assert recovered.next_seq == passed.next_seq
 
     low = data.draw(st.integers(0, count + 2), label="from_seq")
     high = data.draw(st.none() | st.integers(0, count + 2), label="to_seq")
@@ -243,3 +253,44 @@ def test_a_reader_yields_each_record_before_reading_the_next_frame(tmp_path: Pat
 
 def _frame_end(data: bytes, offset: int) -> int:
     return decode_frame(data, offset)[1]
+
+
+def _record_frames(data: bytes, header_end: int) -> list[bytes]:
+    frames, offset = [], header_end
+    while offset < len(data):
+        _, end = decode_frame(data, offset)
+        frames.append(data[offset:end])
+        offset = end
+    return frames
+
+
+@pytest.mark.parametrize(
+    ("misplaced", "reason"),
+    [
+        pytest.param(lambda f: [*f[:3], f[2], *f[3:]], "seq 3 where seq 4", id="a record twice"),
+        pytest.param(lambda f: [*f[:3], *f[4:]], "seq 5 where seq 4", id="a record missing"),
+        pytest.param(
+            lambda f: [*f[:2], f[3], f[2], *f[4:]], "seq 4 where seq 3", id="two records swapped"
+        ),
+    ],
+)
+@pytest.mark.parametrize("from_seq", [4, 6, 7], ids=lambda s: f"checkpoint covering {s - 1}")
+def test_an_intact_frame_out_of_place_among_covered_records_is_damage_all_the_same(
+    tmp_path: Path, misplaced: Any, reason: str, from_seq: int
+) -> None:
+    # Every checksum is right: only the seqs show that the records are not in place, and the
+    # records a checkpoint covers are passed over by their frames and seqs only.
+    journal, _ = open_journal(tmp_path)
+    with journal:
+        for n in range(1, 8):
+            journal.append(cause_of(n), events_of(n))
+    (path,) = (p for _, p in list_segments(OsFileOps(), str(tmp_path)))
+    original = Path(path).read_bytes()
+    header_end = SegmentReader(original, path).header_end
+    frames = _record_frames(original, header_end)
+    data = original[:header_end] + b"".join(misplaced(frames))
+    whole = scan_segment(data, path)
+    passed = scan_segment(data, path, from_seq=from_seq, causes=False)
+    assert reason in whole.damage[0].reason
+    assert (passed.end, passed.damage) == (whole.end, whole.damage)
+    assert [r.seq for r in passed.records] == [r.seq for r in whole.records if r.seq >= from_seq]

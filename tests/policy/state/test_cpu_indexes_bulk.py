@@ -4,9 +4,11 @@ Journal: replay is deterministic and equals the live state)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import immutables
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -183,3 +185,30 @@ def test_allocating_in_bulk_refuses_a_container_already_in_state() -> None:
         assert "pod: p1, container: a: the container already has an entry" in str(err)
     else:
         raise AssertionError("a second entry for the same container was taken")
+
+
+_SHARED_OWN = OwnCPUs(cpus("3-4"), cpus("3-4"))
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(replace(container("p2", "a", _SHARED_OWN), pod_uid=""), id="no pod uid"),
+        pytest.param(container("p2", "", _SHARED_OWN), id="no container name"),
+        pytest.param(container("share", "a", _SHARED_OWN), id="a pod uid naming a pool"),
+        pytest.param(
+            replace(container("p2", "a", _SHARED_OWN), request_quantity=math.inf),
+            id="an infinite quantity",
+        ),
+        pytest.param(
+            replace(container("p2", "a", _SHARED_OWN), request_quantity=math.nan),
+            id="a quantity that is not a number",
+        ),
+        pytest.param(container("p2", "a", _SHARED_OWN), id="a fitting entry"),
+    ],
+)
+def test_an_entry_sharing_a_placement_already_checked_is_still_checked_itself(
+    second: ContainerEntry,
+) -> None:
+    # The placement's checks run once per placement object; the entry's own run for each.
+    assert_bulk_allocation_as_one_by_one([container("p1", "a", _SHARED_OWN), second])

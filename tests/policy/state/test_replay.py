@@ -299,3 +299,41 @@ def test_a_checkpoint_without_the_section(name: str, empty: object) -> None:
             section_from_checkpoint(payload, name, 7)
     else:
         assert section_from_checkpoint(payload, name, 7) == empty
+
+
+_P1 = ContainerAllocated(container("p1", "app", RAMPING, ramp_up=True))
+_P2 = ContainerAllocated(container("p2", "app", InPool("share"), owner="share"))
+_P3 = ContainerAllocated(container("p3", "app", RAMPING, ramp_up=True))
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        pytest.param([[_P1], [_P2], [_P3]], id="a run of allocations"),
+        pytest.param([[_P1], [_P2], [_P1], [_P3]], id="a container allocated twice in a run"),
+        pytest.param(
+            [[_P1], [ContainerRemoved("p1", "app")], [_P1], [_P2]],
+            id="a container removed and allocated again",
+        ),
+        pytest.param(
+            [[_P1], [PoolSet("share", cpus("1,3-5"))], [_P2], [_P3]],
+            id="a run broken by a pool resize",
+        ),
+        pytest.param([[_P1], [_P2, _P3], [_P3]], id="a record of two allocations in a run"),
+    ],
+)
+def test_a_run_of_allocations_decoded_as_read_replays_as_one_record_at_a_time(
+    batches: list[list[Event]],
+) -> None:
+    records = records_of(batches)
+    read = [Record(r.seq, 0.0, 0.0, {}, read_events(r.events)) for r in records]
+    want = one_record_at_a_time(START, batches)
+    if isinstance(want, State):
+        state, count, applied = replay_records(START, read)
+        assert state == want and state.cpu.indexes == want.cpu.indexes
+        assert (count, applied) == (len(batches), sum(len(b) for b in batches))
+    else:
+        seq, message = want
+        with pytest.raises(ReplayError) as refused:
+            replay_records(START, read)
+        assert refused.value.seq == seq and message in str(refused.value)
