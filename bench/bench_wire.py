@@ -623,39 +623,63 @@ def bench_replay(state_dir: str) -> None:
     # A fair baseline: the very bytes of the journal's record payloads, only the frames gone.
     assert Path(raw).read_bytes() == journal_payloads(journal)
     del records
-    runs = 3
-    journal_s = raw_s = open_s = 0.0
+    # CPU of this thread, median of interleaved runs, with the collector off as it is while
+    # `qrmd run` recovers (qrmd.cli): wall-clock sums of three runs swung 0.32-0.72x for the
+    # same code on a loaded machine, and the bench process's own heap (the in-process nodes)
+    # made collections during a run cost what the daemon never pays.
+    runs = 7
+    journal_cpu: list[float] = []
+    raw_cpu: list[float] = []
+    open_cpu: list[float] = []
+    open_wall: list[float] = []
+    count = unpacked = 0
     for _ in range(runs):  # interleaved
-        started = time.perf_counter()
-        count = sum(1 for _ in read_records(journal))
-        journal_s += time.perf_counter() - started
-        started = time.perf_counter()
-        with open(raw, "rb") as handle:
-            unpacked = sum(1 for _ in msgpack.Unpacker(handle, raw=False, strict_map_key=False))
-        raw_s += time.perf_counter() - started
         copy = f"{state_dir}/copy"
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(journal, copy, ignore=shutil.ignore_patterns("*.ckpt", "checkpoint*"))
         config = StoreConfig(directory=copy, node_name="bench", durability="none")
-        started = time.perf_counter()
-        core = StateStoreCore.open(config, TOPOLOGY)
-        open_s += time.perf_counter() - started
-        core.close(checkpoint=False)
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.thread_time()
+            count = sum(1 for _ in read_records(journal))
+            journal_cpu.append(time.thread_time() - started)
+            started = time.thread_time()
+            with open(raw, "rb") as handle:
+                unpacker = msgpack.Unpacker(handle, raw=False, strict_map_key=False)
+                unpacked = sum(1 for _ in unpacker)
+            raw_cpu.append(time.thread_time() - started)
+            started, wall = time.thread_time(), time.perf_counter()
+            core = StateStoreCore.open(config, TOPOLOGY)
+            open_cpu.append(time.thread_time() - started)
+            open_wall.append(time.perf_counter() - wall)
+            core.close(checkpoint=False)
+            del core
+        finally:
+            gc.enable()
     assert count == unpacked
-    print(f"journal replay, {count} records (higher is better):")
+    raw_s = statistics.median(raw_cpu)
+    print(
+        f"journal replay, {count} records (higher is better; CPU, median of {runs} runs, "
+        "collector off as in qrmd run):"
+    )
     row(
         "read_records records/s vs raw msgpack.Unpacker",
-        count * runs / journal_s,
-        count * runs / raw_s,
+        count / statistics.median(journal_cpu),
+        count / raw_s,
         ">= 0.5x",
         "rec/s",
     )
     row(
         "StateStore recovery records/s vs raw msgpack.Unpacker",
-        count * runs / open_s,
-        count * runs / raw_s,
+        count / statistics.median(open_cpu),
+        count / raw_s,
         ">= 0.5x",
         "rec/s",
+    )
+    print(
+        f"    (recovery wall {statistics.median(open_wall) * 1000:.1f} ms, "
+        f"CPU {statistics.median(open_cpu) * 1000:.1f} ms; raw unpacker CPU {raw_s * 1000:.1f} ms)"
     )
 
 
