@@ -26,15 +26,16 @@ pod source lists it), absent when the figure came from the pod's cgroup.
 fail any step that lists that pool, as in the reference (O17).
 
 Construction normalises for determinism (O12): pods are kept in UID order, each UID once (O22);
-container order is pod-spec order and is kept, since it is part of the output (§5.4).
+container order is pod-spec order and is kept, since it is part of the output (§5.4). The pods
+are held as columns (``policy.balance.pod_table``), read as the sequence of ``Pod`` values
+they stand for.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from types import MappingProxyType
 from typing import Any
 
@@ -59,6 +60,7 @@ from policy.balance.decode import (
 from policy.balance.distances import DistanceLists, NumaDistance, distance_lists_from_rows
 from policy.balance.errors import BalanceError, within
 from policy.balance.gojson import check_time, parse_time
+from policy.balance.pod_table import PodTable
 from policy.balance.record import BalanceInfo
 
 __all__ = [
@@ -212,7 +214,8 @@ class UnresolvedPod:
 
 @dataclass(frozen=True, slots=True)
 class RoundInputs:
-    """Everything one round reads. Validated and normalised on construction.
+    """Everything one round reads. Validated and normalised on construction; ``pods``, given
+    as any sequence of pods, is then a ``PodTable`` (module docstring).
 
     Raises:
         BalanceError: a value is out of range, a pod UID repeats, or the distances hold no node.
@@ -222,7 +225,7 @@ class RoundInputs:
     numa_metrics: Mapping[int, NumaMetrics]
     distances: Mapping[int, tuple[NumaDistance, ...]]
     pools: Mapping[str, tuple[int, ...]]
-    pods: tuple[Pod, ...]
+    pods: Sequence[Pod]
     config: BalancerConfig = field(default_factory=BalancerConfig)
     cpu_vendor: str = ""
     unresolved_pods: tuple[UnresolvedPod, ...] = ()
@@ -241,11 +244,9 @@ class RoundInputs:
                 {name: tuple(sorted(set(numas))) for name, numas in sorted(self.pools.items())}
             ),
         )
-        pods = tuple(sorted(self.pods, key=lambda p: p.uid))
-        for before, after in pairwise(pods):
-            if before.uid == after.uid:
-                raise BalanceError(f"pods: pod {before.uid!r} is listed twice")
-        set_(self, "pods", pods)
+        # Held as columns in UID order (``policy.balance.pod_table``): a round's gatherer
+        # gives them so, other callers give pods.
+        set_(self, "pods", PodTable.of(self.pods))
         set_(
             self,
             "unresolved_pods",
@@ -306,7 +307,10 @@ class RoundInputs:
     def to_journal(self) -> dict[str, object]:
         """The form a round's event journals: ``to_json`` with the pods as ``podColumns``
         (``policy.balance.columns``); ``from_json(to_journal())`` equals the original."""
-        return self._form("podColumns", pod_columns(self.pods))
+        pods = self.pods
+        return self._form(
+            "podColumns", pods.columns if isinstance(pods, PodTable) else pod_columns(pods)
+        )
 
     def to_json(self) -> dict[str, object]:
         """The plain-dict form; ``from_json(to_json())`` equals the original."""
