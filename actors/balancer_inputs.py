@@ -28,11 +28,16 @@ found pressure to act on (the reference, too, lists pods only from step 7 on).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
+from actors.ports.balancer import (
+    AnonMemoryUnavailable,
+    BatchedContainerMemoryReader,
+    ContainerMemoryReader,
+    NumaMetricSource,
+)
 from actors.ports.commit import Committer
 from actors.ports.pod_source import PodListSnapshot
 from policy.balance import (
@@ -209,19 +214,17 @@ def with_pods(
         BalanceError: the reader gave a value the inputs refuse (a negative amount).
     """
     used_pools = {POOL_RECLAIM, *inputs.config.supported_pools}
+    wanted = [pod for pod in pods.pods if pod.pool in used_pools and pod.containers]
     read: list[PoolPod] = []
-    figures: list[list[Mapping[int, float]]] = []
+    figures: list[Sequence[Mapping[int, float]]] = []
     ids: list[tuple[str, ...]] = []
     unreadable = 0
     failure: Exception | None = None
-    for pod in pods.pods:
-        if pod.pool not in used_pools or not pod.containers:
-            continue
-        try:
-            pod_figures, pod_ids, readable = _figures(pod, memory)
-        except Exception as err:  # raised after the pods before it are checked, as it was
-            failure = err
+    for pod, answer in zip(wanted, _read(wanted, memory), strict=False):
+        if isinstance(answer, Exception):  # raised after the pods before it are checked
+            failure = answer
             break
+        pod_figures, pod_ids, readable = answer
         read.append(pod)
         figures.append(pod_figures)
         ids.append(pod_ids)
@@ -260,9 +263,39 @@ def _pod(pod: PoolPod, ids: Sequence[str], figures: Sequence[Mapping[int, float]
 _NO_SAMPLE: Mapping[int, float] = MappingProxyType({})
 
 
-def _figures(
-    pod: PoolPod, memory: ContainerMemoryReader
-) -> tuple[list[Mapping[int, float]], tuple[str, ...], bool]:
+#: A pod's read: its containers' figures, the IDs they were read by ("" for none), and
+#: whether it could be read.
+_Read = tuple[Sequence[Mapping[int, float]], tuple[str, ...], bool]
+
+
+def _read(pods: list[PoolPod], memory: ContainerMemoryReader) -> list[_Read | Exception]:
+    """Each pod's read, in order: the pods with container IDs in one call to a reader that
+    reads them so (``BatchedContainerMemoryReader``), the others one by one. The list ends
+    early, with the exception, at a pod whose read raised anything but the port's
+    ``AnonMemoryUnavailable`` (the round fails on it, after the pods before it)."""
+    batched: Iterator[tuple[Mapping[int, float], ...] | AnonMemoryUnavailable] | None = None
+    if isinstance(memory, BatchedContainerMemoryReader):
+        listed = [(p.uid, p.container_ids) for p in pods if p.container_ids is not None]
+        batched = iter(memory.containers_anon_by_numa(listed))
+    reads: list[_Read | Exception] = []
+    for pod in pods:
+        if batched is not None and pod.container_ids is not None:
+            answer = next(batched)
+            if isinstance(answer, AnonMemoryUnavailable):
+                _log.info("balance round skips pod %s: %s", pod.uid, answer)
+                reads.append(([_NO_SAMPLE] * len(pod.containers), pod.container_ids, False))
+            else:
+                reads.append((answer, pod.container_ids, True))
+            continue
+        try:
+            reads.append(_figures(pod, memory))
+        except Exception as err:
+            reads.append(err)
+            break
+    return reads
+
+
+def _figures(pod: PoolPod, memory: ContainerMemoryReader) -> _Read:
     """A pod's containers' anon per NUMA and the IDs they were read by ("" for none), and
     whether the pod could be read."""
     ids = pod.container_ids or ("",) * len(pod.containers)

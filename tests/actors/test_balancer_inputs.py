@@ -305,3 +305,40 @@ def test_a_negative_figure_is_refused_naming_the_container() -> None:
     memory.pods["p"][container_id("p", "b")] = {0: -5}
     with pytest.raises(BalanceError, match=r"container 'b' anon\[0\]: -5 is outside"):
         _gather(PodsInPools({"share": (0, 1)}, (_listed("p"),)), memory)
+
+
+class _PodByPod:
+    """A reader with ``anon_by_numa`` alone: a round reads it pod by pod."""
+
+    def __init__(self, memory: SimulatedContainerMemory) -> None:
+        self.anon_by_numa = memory.anon_by_numa
+
+
+def _simulated(*uids: str) -> SimulatedContainerMemory:
+    memory = SimulatedContainerMemory()
+    for uid in uids:
+        memory.set_container(uid, container_id(uid, "a"), {0: 2 * GiB, 1: GiB})
+        memory.set_container(uid, container_id(uid, "b"), {1: GiB, 0: 3})
+    return memory
+
+
+@pytest.mark.parametrize(
+    ("listed", "memory"),
+    [
+        pytest.param((_listed("p"), _listed("q")), _simulated("p", "q"),
+                     id="pods read by their container IDs"),
+        pytest.param((_listed("p"), _listed("q", container_ids=None), _listed("r")),
+                     _simulated("p", "q", "r"), id="pods with and without IDs between them"),
+        pytest.param((_listed("p"), _listed("gone")), _simulated("p"), id="a pod not found"),
+        pytest.param((_listed("p", container_ids=(container_id("p", "a"), "containerd://z")),),
+                     _simulated("p"), id="a container not found"),
+    ],
+)  # fmt: skip
+def test_a_batched_read_makes_the_inputs_reads_pod_by_pod_make(
+    listed: tuple[PoolPod, ...], memory: SimulatedContainerMemory
+) -> None:
+    pods = PodsInPools({"share": (0, 1)}, listed)
+    batched, unreadable = _gather(pods, memory)  # type: ignore[arg-type]
+    by_pod, unreadable_by_pod = _gather(pods, _PodByPod(memory))  # type: ignore[arg-type]
+    assert batched == by_pod and unreadable == unreadable_by_pod
+    assert batched.to_journal() == by_pod.to_journal()
