@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from policy.balance.config import POOL_RECLAIM, ResolvedConfig
 from policy.balance.errors import RoundFailed
@@ -86,10 +87,10 @@ def pod_to_evict(listing: PoolListing, source_numa: int) -> EvictPod | None:
     return EvictPod(table.namespace(best), table.name(best), table.uid(best))
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A pod that may be migrated: its row in the round's pods, its anon on the source NUMA
-    and its pool's NUMA list."""
+    and its pool's NUMA list. A tuple: a round makes one per pod of a pool's qualifying
+    thousands, and picks a few dozen."""
 
     table: PodTable
     row: int
@@ -181,8 +182,8 @@ def balance_pods(
             dest_ids=dest_ids,
             bounds=(cfg.balanced_pod_source_numa_rss_min, cfg.balanced_pod_source_numa_rss_max),
         )
-    reclaimed.sort(key=lambda c: c.anon)
-    shared.sort(key=lambda c: c.anon)
+    reclaimed.sort(key=_BY_ANON)
+    shared.sort(key=_BY_ANON)
 
     # Go compares float64 totals with the caps converted to float64; so do we.
     reclaimed_cap = float(cfg.balanced_reclaimed_pods_source_numa_total_rss_max)
@@ -203,6 +204,9 @@ def balance_pods(
             chosen.append(c)
             total += c.anon
     return tuple(_balance_pod(c) for c in chosen), total
+
+
+_BY_ANON = attrgetter("anon")
 
 
 def _balance_pod(c: Candidate) -> BalancePod:
