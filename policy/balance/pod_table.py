@@ -26,15 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, chain, islice, pairwise, repeat
 from operator import lt
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import Any, Final, overload
 
 from policy import names as k8s_names
 from policy.balance.amounts import NumaAmounts, NumaIndex, amounts_of, index_of, numa_index
 from policy.balance.decode import amounts_in_bulk
 from policy.balance.errors import BalanceError
-
-if TYPE_CHECKING:
-    from policy.balance.inputs import Pod
+from policy.balance.pod_values import Container, Pod
 
 __all__ = ["PodTable"]
 
@@ -44,7 +42,7 @@ _NAME_MAX: Final = k8s_names.MAX_POD_NAME_BYTES
 _CONTAINER_NAME_MAX: Final = k8s_names.MAX_CONTAINER_NAME_BYTES
 
 
-class PodTable(Sequence["Pod"]):
+class PodTable(Sequence[Pod]):
     """A round's pods as columns, in UID order, each UID once (module docstring).
 
     Made by ``PodTable.gathered`` from a round's reads or by ``PodTable.of`` from pods; never
@@ -221,9 +219,6 @@ class PodTable(Sequence["Pod"]):
         return pods
 
     def _pod(self, row: int) -> Pod:
-        # Deferred: ``inputs`` holds this table, and a round makes no Pod at all.
-        from policy.balance.inputs import Container, Pod  # noqa: PLC0415
-
         indexes, set_of, parts = self._indexes, self._set_of, self._parts
         names, ids = self._container_names, self._container_ids
         return Pod(
