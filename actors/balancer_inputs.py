@@ -28,10 +28,16 @@ found pressure to act on (the reference, too, lists pods only from step 7 on).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
-from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, NumaMetricSource
+from actors.ports.balancer import (
+    AnonMemoryUnavailable,
+    BatchedContainerMemoryReader,
+    ContainerMemoryReader,
+    NumaMetricSource,
+)
 from actors.ports.commit import Committer
 from actors.ports.pod_source import PodListSnapshot
 from policy.balance import (
@@ -46,6 +52,7 @@ from policy.balance import (
 from policy.balance.amounts import NumaAmounts
 from policy.balance.config import POOL_RECLAIM
 from policy.balance.distances import DistanceLists
+from policy.balance.pod_table import PodTable
 from policy.state.cpu_state import CPUState
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
 
@@ -194,7 +201,11 @@ def with_pods(
     """``inputs`` with the pools and the pods a round can use, their memory read now.
 
     Only pods of ``reclaim`` and the supported pools are read (no other pool is listed by
-    a round, §7.8, §7.10).
+    a round, §7.8, §7.10). Every pod is read first, then the values go into the round's
+    columns at once (``PodTable.gathered``, checked in bulk). When something needs a closer
+    look (a long name, an amount the bulk check refuses), each pod is made a ``Pod`` in
+    turn, whose checks refuse the first bad one naming it, as they did pod by pod; the reads
+    of the pods after it were then made for nothing (only their "skips pod" lines show it).
 
     Returns:
         The inputs, and how many pods' memory could not be read (they have no samples).
@@ -203,48 +214,112 @@ def with_pods(
         BalanceError: the reader gave a value the inputs refuse (a negative amount).
     """
     used_pools = {POOL_RECLAIM, *inputs.config.supported_pools}
-    listed: list[Pod] = []
+    wanted = [pod for pod in pods.pods if pod.pool in used_pools and pod.containers]
+    read: list[PoolPod] = []
+    figures: list[Sequence[Mapping[int, float]]] = []
+    ids: list[tuple[str, ...]] = []
     unreadable = 0
-    for pod in pods.pods:
-        if pod.pool not in used_pools or not pod.containers:
-            continue
-        containers, readable = _containers(pod, memory)
+    failure: Exception | None = None
+    for pod, answer in zip(wanted, _read(wanted, memory), strict=False):
+        if isinstance(answer, Exception):  # raised after the pods before it are checked
+            failure = answer
+            break
+        pod_figures, pod_ids, readable = answer
+        read.append(pod)
+        figures.append(pod_figures)
+        ids.append(pod_ids)
         unreadable += not readable
-        listed.append(Pod(pod.uid, pod.namespace, pod.name, pod.pool, containers))
-    return replace(inputs, pools=pods.pools, pods=tuple(listed)), unreadable
+    table = None
+    if failure is None:
+        columns = (
+            [p.uid for p in read],
+            [p.namespace for p in read],
+            [p.name for p in read],
+            [p.pool for p in read],
+        )
+        table = PodTable.gathered(columns, [p.containers for p in read], ids, figures)
+    if table is None:
+        made = tuple(map(_pod, read, ids, figures))
+        if failure is not None:
+            raise failure
+        return replace(inputs, pools=pods.pools, pods=made), unreadable
+    return replace(inputs, pools=pods.pools, pods=table), unreadable
 
 
-def _containers(pod: PoolPod, memory: ContainerMemoryReader) -> tuple[tuple[Container, ...], bool]:
-    """A pod's containers with their anon per NUMA, and whether it could be read."""
+def _pod(pod: PoolPod, ids: Sequence[str], figures: Sequence[Mapping[int, float]]) -> Pod:
+    """A pod read, made with the checks of ``Pod`` and ``Container`` one by one.
+
+    Raises:
+        BalanceError: a value they refuse, naming the pod or the container.
+    """
+    containers = tuple(
+        Container(name, figure, cid)
+        for name, figure, cid in zip(pod.containers, figures, ids, strict=True)
+    )
+    return Pod(pod.uid, pod.namespace, pod.name, pod.pool, containers)
+
+
+#: The figure of a container that has no sample on any node.
+_NO_SAMPLE: Mapping[int, float] = MappingProxyType({})
+
+
+#: A pod's read: its containers' figures, the IDs they were read by ("" for none), and
+#: whether it could be read.
+_Read = tuple[Sequence[Mapping[int, float]], tuple[str, ...], bool]
+
+
+def _read(pods: list[PoolPod], memory: ContainerMemoryReader) -> list[_Read | Exception]:
+    """Each pod's read, in order: the pods with container IDs in one call to a reader that
+    reads them so (``BatchedContainerMemoryReader``), the others one by one. The list ends
+    early, with the exception, at a pod whose read raised anything but the port's
+    ``AnonMemoryUnavailable`` (the round fails on it, after the pods before it)."""
+    batched: Iterator[tuple[Mapping[int, float], ...] | AnonMemoryUnavailable] | None = None
+    if isinstance(memory, BatchedContainerMemoryReader):
+        listed = [(p.uid, p.container_ids) for p in pods if p.container_ids is not None]
+        batched = iter(memory.containers_anon_by_numa(listed))
+    reads: list[_Read | Exception] = []
+    for pod in pods:
+        if batched is not None and pod.container_ids is not None:
+            answer = next(batched)
+            if isinstance(answer, AnonMemoryUnavailable):
+                _log.info("balance round skips pod %s: %s", pod.uid, answer)
+                reads.append(([_NO_SAMPLE] * len(pod.containers), pod.container_ids, False))
+            else:
+                reads.append((answer, pod.container_ids, True))
+            continue
+        try:
+            reads.append(_figures(pod, memory))
+        except Exception as err:
+            reads.append(err)
+            break
+    return reads
+
+
+def _figures(pod: PoolPod, memory: ContainerMemoryReader) -> _Read:
+    """A pod's containers' anon per NUMA and the IDs they were read by ("" for none), and
+    whether the pod could be read."""
     ids = pod.container_ids or ("",) * len(pod.containers)
     try:
         read = memory.anon_by_numa(pod.uid, pod.container_ids)
     except AnonMemoryUnavailable as err:
         _log.info("balance round skips pod %s: %s", pod.uid, err)
-        return tuple(
-            Container(name, {}, cid) for name, cid in zip(pod.containers, ids, strict=True)
-        ), False
+        return [_NO_SAMPLE] * len(pod.containers), ids, False
     if pod.container_ids is not None:
         by_id = read.containers
-        return tuple(
-            Container(name, by_id.get(cid, {}), cid)
-            for name, cid in zip(pod.containers, pod.container_ids, strict=True)
-        ), True
-    first, *others = pod.containers
+        return [by_id.get(cid, _NO_SAMPLE) for cid in ids], ids, True
+    others = len(pod.containers) - 1
     figure = read.pod
     if type(figure) is NumaAmounts:  # checked when it was made (``PodAnonMemory``)
-        zero = NumaAmounts(figure.index, (0.0,) * len(figure))
-        return (Container(first, figure), *(Container(name, zero) for name in others)), True
+        return [figure, *[NumaAmounts(figure.index, (0.0,) * len(figure))] * others], ids, True
     zeros = dict.fromkeys(figure, 0.0)
-    return (
-        Container(first, {n: float(v) for n, v in figure.items()}),
-        *(Container(name, zeros) for name in others),
-    ), True
+    return [{n: float(v) for n, v in figure.items()}, *[zeros] * others], ids, True
 
 
 def container_ids_of(pods: Sequence[Pod]) -> dict[tuple[str, str], str]:
     """``(pod UID, container name)`` → container ID, from a round's inputs: the IDs the round
     read its figures by, so the executor migrates the cgroups the journal names."""
+    if isinstance(pods, PodTable):  # a round's pods are (``RoundInputs``)
+        return pods.container_ids()
     return {
         (pod.uid, c.name): c.container_id for pod in pods for c in pod.containers if c.container_id
     }

@@ -30,9 +30,10 @@ timed from the caller.
   full inputs are journaled (the pods as columns, ``policy.balance.columns``) and fsynced,
   then the advice is taken (a second record, the migration plan in its cause). Ticks are
   31 s apart, past the cool-down. The simulated memory source hands each figure over as
-  checked when it was set (``PodAnonMemory`` keeps a ``NumaAmounts`` as it is); on a host,
-  the cgroup reader opens, parses and checks some 6,000 ``memory.numa_stat`` files per
-  round, which this row does not count. Baseline: ``msgpack.packb`` of the round's inputs in their
+  checked when it was set (``PodAnonMemory`` keeps a ``NumaAmounts`` as it is), every pod's
+  in one call (``containers_anon_by_numa``); on a host, the cgroup reader opens, parses and
+  checks some 6,000 ``memory.numa_stat`` files per round, pod by pod, which this row does
+  not count. Baseline: ``msgpack.packb`` of the round's inputs in their
   plain-dict form (``RoundInputs.to_json``, as the journal held them before the columns), once.
 
 The machine is shared and noisy: figure and baseline are measured in interleaved blocks, and
@@ -416,8 +417,12 @@ class Steps:
 
 
 def read_every_pod(memory: SimulatedContainerMemory, pods: PodsInPools) -> None:
+    """Every pod's memory, as a round reads it: in one call for the pods with IDs."""
+    listed = [(p.uid, p.container_ids) for p in pods.pods if p.container_ids is not None]
+    memory.containers_anon_by_numa(listed)
     for pod in pods.pods:
-        memory.anon_by_numa(pod.uid, pod.container_ids)
+        if pod.container_ids is None:
+            memory.anon_by_numa(pod.uid, None)
 
 
 def pressured_stages(samples: int) -> None:

@@ -33,6 +33,7 @@ from policy.errors import ErrorKind
 
 __all__ = [
     "AnonMemoryUnavailable",
+    "BatchedContainerMemoryReader",
     "ContainerMemoryReader",
     "MissingSample",
     "NumaDistanceSource",
@@ -154,5 +155,31 @@ class ContainerMemoryReader(Protocol):
         Raises:
             AnonMemoryUnavailable: the pod's cgroup or a listed container's cgroup is not
                 found, or its ``memory.numa_stat`` is unreadable or malformed.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchedContainerMemoryReader(ContainerMemoryReader, Protocol):
+    """A ``ContainerMemoryReader`` that also reads the listed containers of many pods at once.
+
+    A round reads every pod of the balanced pools (§4.2): a source whose figures are at hand
+    (the simulator) answers them all in one call rather than one call per pod. The round uses
+    it for the pods whose container IDs it knows, and ``anon_by_numa`` for the others; a
+    reader without it (the cgroup reader, whose cost is its files) is read pod by pod.
+    """
+
+    def containers_anon_by_numa(
+        self, pods: Sequence[tuple[str, Sequence[str]]]
+    ) -> list[tuple[Mapping[int, float], ...] | AnonMemoryUnavailable]:
+        """Read the listed containers' anonymous memory per NUMA node of every pod now.
+
+        Args:
+            pods: per pod, its UID and its regular containers' IDs, as for ``anon_by_numa``.
+
+        Returns:
+            Per pod, in order: each listed container's figure, in the order of its IDs
+            (``anon_by_numa(uid, ids).containers[id]``, as that figure is given); or, for a
+            pod ``anon_by_numa`` would refuse, the ``AnonMemoryUnavailable`` it would raise.
         """
         ...

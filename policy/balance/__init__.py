@@ -9,6 +9,8 @@ Modules, one job each:
 
 * ``inputs``: what a round reads (``RoundInputs``), with its JSON form; ``distances``: the
   NUMA distance lists (§4.4), checked once for every round (``DistanceLists``);
+  ``pod_values``: a pod and its containers (``Pod``, ``Container``); ``pod_table``: a round's
+  pods held as columns, from the read to the journal (``PodTable``);
 * ``config``: options, defaults and vendor-aware values (§3);
 * ``record``: the balance record and its JSON form (§5);
 * ``numas``: source and destination NUMA selection (§7.1–§7.9);

@@ -26,19 +26,19 @@ pod source lists it), absent when the figure came from the pod's cgroup.
 fail any step that lists that pool, as in the reference (O17).
 
 Construction normalises for determinism (O12): pods are kept in UID order, each UID once (O22);
-container order is pod-spec order and is kept, since it is part of the output (§5.4).
+container order is pod-spec order and is kept, since it is part of the output (§5.4). The pods
+are held as columns (``policy.balance.pod_table``), read as the sequence of ``Pod`` values
+they stand for.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from types import MappingProxyType
 from typing import Any
 
-from policy import names as k8s_names
 from policy.balance.amounts import NumaAmounts, numa_index
 from policy.balance.columns import JournaledInputs, PodColumns, pod_columns
 from policy.balance.config import BalancerConfig
@@ -51,7 +51,6 @@ from policy.balance.decode import (
     as_list,
     as_object,
     as_str,
-    in_numa_order,
     int_key,
     reject_unknown,
     required,
@@ -59,6 +58,8 @@ from policy.balance.decode import (
 from policy.balance.distances import DistanceLists, NumaDistance, distance_lists_from_rows
 from policy.balance.errors import BalanceError, within
 from policy.balance.gojson import check_time, parse_time
+from policy.balance.pod_table import PodTable
+from policy.balance.pod_values import Container, Pod
 from policy.balance.record import BalanceInfo
 
 __all__ = [
@@ -108,99 +109,6 @@ class NumaMetrics:
             object.__setattr__(self, "read_write_bandwidth", checked)
 
 
-def _bounded(value: str, where: str, limit: int) -> None:
-    """Kubernetes' bound on a name (``policy.names``): no pod carries a longer one."""
-    if len(value) * 4 <= limit:  # no code point takes more than 4 bytes in UTF-8
-        return
-    reason = k8s_names.too_long(value, where, limit)
-    if reason is not None:
-        raise BalanceError(reason)
-
-
-@dataclass(frozen=True, slots=True)
-class Container:
-    """A regular container of a pod: its name and anonymous memory per NUMA, in bytes (§4.2).
-
-    ``container_id`` is the runtime ID the pod source listed (``containerd://...``) when the
-    figure is the container's own cgroup's; "" when there was no pod source and the figure
-    comes from the pod's cgroup. An input, not state: it changes on every container restart.
-    """
-
-    name: str
-    anon: Mapping[int, float]
-    container_id: str = ""
-
-    def __post_init__(self) -> None:
-        # Thousands of containers per round: each message's path is built only on a refusal.
-        as_str(self.name, "container name", non_empty=True)
-        _bounded(self.name, "container name", k8s_names.MAX_CONTAINER_NAME_BYTES)
-        if not isinstance(self.container_id, str):
-            as_str(self.container_id, f"container {self.name!r} id")
-        # Held columnar (``policy.balance.amounts``), in NUMA order. The bulk check gives
-        # that order; only the per-value path, which names a refused value, is ordered here.
-        if type(self.anon) is NumaAmounts:
-            return  # checked and ordered when it was made, and read-only
-        bulk = amounts_in_bulk(self.anon)
-        if bulk is None:
-            checked = in_numa_order(anon_by_numa(self.anon, f"container {self.name!r} anon"))
-            bulk = tuple(checked), tuple(checked.values())
-        object.__setattr__(self, "anon", NumaAmounts(numa_index(bulk[0]), bulk[1]))
-
-
-@dataclass(frozen=True, slots=True)
-class Pod:
-    """A pod listed in a pool through its main container (§4.5)."""
-
-    uid: str
-    namespace: str
-    name: str
-    pool: str
-    containers: tuple[Container, ...]
-
-    def __post_init__(self) -> None:
-        # Thousands of pods per round: the common case is checked without building the
-        # messages, each naming the pod, that only the per-field checks below need.
-        uid, namespace, name = self.uid, self.namespace, self.name
-        if not (
-            type(uid) is str
-            and type(namespace) is str
-            and type(name) is str
-            and type(self.pool) is str
-            and uid
-            and len(uid) * 4 <= k8s_names.MAX_POD_UID_BYTES
-            and len(namespace) * 4 <= k8s_names.MAX_NAMESPACE_BYTES
-            and len(name) * 4 <= k8s_names.MAX_POD_NAME_BYTES
-        ):
-            self._check_names()
-        object.__setattr__(self, "containers", tuple(self.containers))
-        if not self.containers:
-            raise BalanceError(f"pod {self.uid!r} has no containers")
-        names = [c.name for c in self.containers]
-        if len(set(names)) != len(names):
-            raise BalanceError(f"pod {self.uid!r} names a container twice: {names}")
-
-    def _check_names(self) -> None:
-        """The per-field checks, each refusal naming the pod and the field."""
-        as_str(self.uid, "pod uid", non_empty=True)
-        _bounded(self.uid, "pod uid", k8s_names.MAX_POD_UID_BYTES)
-        as_str(self.namespace, f"pod {self.uid!r} namespace")
-        _bounded(self.namespace, f"pod {self.uid!r} namespace", k8s_names.MAX_NAMESPACE_BYTES)
-        as_str(self.name, f"pod {self.uid!r} name")
-        _bounded(self.name, f"pod {self.uid!r} name", k8s_names.MAX_POD_NAME_BYTES)
-        as_str(self.pool, f"pod {self.uid!r} pool")
-
-    def anon_on(self, numa_id: int) -> float | None:
-        """Pod-level anon on a NUMA node: the sum over its containers in pod-spec order, or None
-        when any container has no sample there (§4.2; the caller then skips the pod)."""
-        total = 0.0
-        for container in self.containers:
-            value = container.anon.get(numa_id)
-            if value is None:
-                return None
-            total += value
-        return total
-
-
 @dataclass(frozen=True, slots=True)
 class UnresolvedPod:
     """A main container in a pool whose pod could not be looked up (§4.5, O17)."""
@@ -212,7 +120,8 @@ class UnresolvedPod:
 
 @dataclass(frozen=True, slots=True)
 class RoundInputs:
-    """Everything one round reads. Validated and normalised on construction.
+    """Everything one round reads. Validated and normalised on construction; ``pods``, given
+    as any sequence of pods, is then a ``PodTable`` (module docstring).
 
     Raises:
         BalanceError: a value is out of range, a pod UID repeats, or the distances hold no node.
@@ -222,7 +131,7 @@ class RoundInputs:
     numa_metrics: Mapping[int, NumaMetrics]
     distances: Mapping[int, tuple[NumaDistance, ...]]
     pools: Mapping[str, tuple[int, ...]]
-    pods: tuple[Pod, ...]
+    pods: Sequence[Pod]
     config: BalancerConfig = field(default_factory=BalancerConfig)
     cpu_vendor: str = ""
     unresolved_pods: tuple[UnresolvedPod, ...] = ()
@@ -241,11 +150,9 @@ class RoundInputs:
                 {name: tuple(sorted(set(numas))) for name, numas in sorted(self.pools.items())}
             ),
         )
-        pods = tuple(sorted(self.pods, key=lambda p: p.uid))
-        for before, after in pairwise(pods):
-            if before.uid == after.uid:
-                raise BalanceError(f"pods: pod {before.uid!r} is listed twice")
-        set_(self, "pods", pods)
+        # Held as columns in UID order (``policy.balance.pod_table``): a round's gatherer
+        # gives them so, other callers give pods.
+        set_(self, "pods", PodTable.of(self.pods))
         set_(
             self,
             "unresolved_pods",
@@ -306,7 +213,10 @@ class RoundInputs:
     def to_journal(self) -> dict[str, object]:
         """The form a round's event journals: ``to_json`` with the pods as ``podColumns``
         (``policy.balance.columns``); ``from_json(to_journal())`` equals the original."""
-        return self._form("podColumns", pod_columns(self.pods))
+        pods = self.pods
+        return self._form(
+            "podColumns", pods.columns if isinstance(pods, PodTable) else pod_columns(pods)
+        )
 
     def to_json(self) -> dict[str, object]:
         """The plain-dict form; ``from_json(to_json())`` equals the original."""

@@ -14,33 +14,38 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from policy.balance.config import POOL_RECLAIM, ResolvedConfig
 from policy.balance.errors import RoundFailed
 from policy.balance.inputs import Pod, UnresolvedPod
+from policy.balance.pod_table import PodTable
 from policy.balance.record import BalancePod, EvictPod
 
 __all__ = ["Candidate", "PoolListing", "balance_pods", "collect_candidates", "pod_to_evict"]
 
 
 class PoolListing:
-    """The pods of each pool, as the meta cache lists them (§4.5)."""
+    """The pods of each pool, as the meta cache lists them (§4.5).
 
-    __slots__ = ("_failures", "_pods")
+    Read from the round's ``PodTable`` (``policy.balance.pod_table``): a pool's pods are rows
+    of its columns, and a pod's anonymous memory on a node is read from them for every pod at
+    once; a ``Pod`` is made only for a pod the round picks.
+    """
+
+    __slots__ = ("_failures", "table")
 
     def __init__(self, pods: Sequence[Pod], unresolved: Sequence[UnresolvedPod]) -> None:
-        by_pool: dict[str, list[Pod]] = {}
-        for pod in pods:  # already in UID order
-            by_pool.setdefault(pod.pool, []).append(pod)
-        self._pods = {pool: tuple(members) for pool, members in by_pool.items()}
+        #: The pods, in UID order.
+        self.table = PodTable.of(pods)
         failures: dict[str, list[str]] = {}
         for u in unresolved:
             failures.setdefault(u.pool, []).append(u.reason)
         self._failures = failures
 
-    def pods(self, pool: str) -> tuple[Pod, ...]:
-        """The pods in ``pool``, by UID.
+    def rows(self, pool: str) -> list[int]:
+        """The rows of ``table`` holding the pods in ``pool``, by UID.
 
         Raises:
             RoundFailed: a pod of the pool could not be looked up; the message aggregates the
@@ -50,7 +55,15 @@ class PoolListing:
         if reasons:
             distinct = list(dict.fromkeys(reasons))
             raise RoundFailed(distinct[0] if len(distinct) == 1 else f"[{', '.join(distinct)}]")
-        return self._pods.get(pool, ())
+        return self.table.rows_in(pool)
+
+    def pods(self, pool: str) -> tuple[Pod, ...]:
+        """The pods in ``pool``, by UID.
+
+        Raises:
+            RoundFailed: as ``rows``.
+        """
+        return tuple(self.table[row] for row in self.rows(pool))
 
 
 def pod_to_evict(listing: PoolListing, source_numa: int) -> EvictPod | None:
@@ -59,23 +72,35 @@ def pod_to_evict(listing: PoolListing, source_numa: int) -> EvictPod | None:
     Raises:
         RoundFailed: listing the reclaim pool failed.
     """
-    best: Pod | None = None
+    table = listing.table
+    rows = listing.rows(POOL_RECLAIM)
+    anon_on = table.anon_on(source_numa)
+    best: int | None = None
     best_anon = 0.0
-    for pod in listing.pods(POOL_RECLAIM):
-        anon = pod.anon_on(source_numa)
+    for row in rows:
+        anon = anon_on[row]
         # Strictly greater: pods come in UID order, so equal maxima keep the lowest UID.
         if anon is not None and (best is None or anon > best_anon):
-            best, best_anon = pod, anon
-    return None if best is None else EvictPod(best.namespace, best.name, best.uid)
+            best, best_anon = row, anon
+    if best is None:
+        return None
+    return EvictPod(table.namespace(best), table.name(best), table.uid(best))
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A pod that may be migrated: its anon on the source NUMA and its pool's NUMA list."""
+class Candidate(NamedTuple):
+    """A pod that may be migrated: its row in the round's pods, its anon on the source NUMA
+    and its pool's NUMA list. A tuple: a round makes one per pod of a pool's qualifying
+    thousands, and picks a few dozen."""
 
-    pod: Pod
+    table: PodTable
+    row: int
     anon: float
     pool_numas: tuple[int, ...]
+
+    @property
+    def pod(self) -> Pod:
+        """The pod itself."""
+        return self.table[self.row]
 
 
 def collect_candidates(
@@ -103,16 +128,18 @@ def collect_candidates(
     numas = pool_numas.get(pool)
     if numas is None:
         return []
-    pods = listing.pods(pool)
+    rows = listing.rows(pool)
     if dest_ids.isdisjoint(numas):
         return []
     lo, hi = bounds
+    table = listing.table
+    anon_on = table.anon_on(source_numa)
     found: list[Candidate] = []
-    for pod in pods:
-        anon = pod.anon_on(source_numa)
+    for row in rows:
+        anon = anon_on[row]
         # int() truncates toward zero like Go's int64(anon); anon is finite and non-negative.
         if anon is not None and lo < int(anon) < hi:
-            found.append(Candidate(pod, anon, numas))
+            found.append(Candidate(table, row, anon, numas))
     return found
 
 
@@ -155,8 +182,8 @@ def balance_pods(
             dest_ids=dest_ids,
             bounds=(cfg.balanced_pod_source_numa_rss_min, cfg.balanced_pod_source_numa_rss_max),
         )
-    reclaimed.sort(key=lambda c: c.anon)
-    shared.sort(key=lambda c: c.anon)
+    reclaimed.sort(key=_BY_ANON)
+    shared.sort(key=_BY_ANON)
 
     # Go compares float64 totals with the caps converted to float64; so do we.
     reclaimed_cap = float(cfg.balanced_reclaimed_pods_source_numa_total_rss_max)
@@ -179,12 +206,16 @@ def balance_pods(
     return tuple(_balance_pod(c) for c in chosen), total
 
 
+_BY_ANON = attrgetter("anon")
+
+
 def _balance_pod(c: Candidate) -> BalancePod:
+    table, row = c.table, c.row
     return BalancePod(
-        namespace=c.pod.namespace,
-        name=c.pod.name,
-        uid=c.pod.uid,
-        containers=tuple(container.name for container in c.pod.containers),
+        namespace=table.namespace(row),
+        name=table.name(row),
+        uid=table.uid(row),
+        containers=table.container_names(row),
         rss_on_source_numa=c.anon,
         dest_numas=c.pool_numas,
     )

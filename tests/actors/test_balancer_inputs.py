@@ -15,9 +15,12 @@ from actors.balancer_inputs import (
     with_container_ids,
     with_pods,
 )
+from actors.ports.balancer import AnonMemoryUnavailable
 from actors.ports.pod_source import PodListing, PodListSnapshot
-from policy.balance import BalanceInfo, BalancerConfig, RoundInputs
+from policy.balance import BalanceInfo, BalancerConfig, Container, Pod, RoundInputs
+from policy.balance.errors import BalanceError
 from policy.balance.events import BalanceRoundRecorded
+from policy.balance.pod_table import PodTable
 from policy.state.entries import InPool
 from policy.state.events import ContainerAllocated, PoolSet
 from policy.state.pool_pods import PodsInPools, PoolPod, pods_in_pools
@@ -204,3 +207,138 @@ def test_container_ids_are_filled_again_only_when_the_pods_or_the_listing_change
     moved = PodsInPools({"share": (0,)}, (_S4,))
     assert memo(moved, restarted).pools == moved.pools
     assert memo(moved, None) is moved
+
+
+# -- the pods as columns (policy.balance.pod_table) --------------------------------------------
+
+
+def _listed(uid: str, **fields: Any) -> PoolPod:
+    pod_fields: dict[str, Any] = {
+        "uid": uid,
+        "namespace": "default",
+        "name": uid,
+        "pool": "share",
+        "containers": ("a", "b"),
+        "container_ids": (container_id(uid, "a"), container_id(uid, "b")),
+    }
+    pod_fields.update(fields)
+    return PoolPod(**pod_fields)
+
+
+def _read_one_by_one(pods: PodsInPools, memory: FakeMemory) -> RoundInputs:
+    """What a round read before the columns: each pod made a ``Pod`` as it was read."""
+    inputs, _ = _gather(PodsInPools(pods.pools, ()), memory)
+    made = []
+    for listed in pods.pods:
+        try:
+            read = memory.anon_by_numa(listed.uid, listed.container_ids)
+        except AnonMemoryUnavailable:
+            figures: list[Any] = [{}] * len(listed.containers)
+        else:
+            figures = (
+                [read.containers[cid] for cid in listed.container_ids]
+                if listed.container_ids is not None
+                else [read.pod, *[dict.fromkeys(read.pod, 0.0)] * (len(listed.containers) - 1)]
+            )
+        ids = listed.container_ids or ("",) * len(listed.containers)
+        containers = tuple(
+            Container(name, figure, cid)
+            for name, figure, cid in zip(listed.containers, figures, ids, strict=True)
+        )
+        made.append(Pod(listed.uid, listed.namespace, listed.name, listed.pool, containers))
+    return RoundInputs(
+        now=inputs.now,
+        numa_metrics=inputs.numa_metrics,
+        distances=inputs.distances,
+        pools=pods.pools,
+        pods=tuple(made),
+        config=inputs.config,
+        cpu_vendor=inputs.cpu_vendor,
+    )
+
+
+_TWO = [pod(u, "share", containers=[("a", {0: 2 * GiB, 1: GiB}), ("b", {0: GiB})]) for u in "pq"]
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        pytest.param((_listed("p"), _listed("q")), id="pods read by their container IDs"),
+        pytest.param((_listed("p", container_ids=None), _listed("q", container_ids=None)),
+                     id="pods read by their pod cgroups"),
+        pytest.param((_listed("p"), _listed("gone")), id="a pod that cannot be read"),
+        pytest.param((_listed("q"), _listed("p")), id="pods listed out of UID order"),
+        pytest.param((_listed("p", name="é" * 100), _listed("q")),
+                     id="a long non-ASCII name within its bound, taken by the pod's check"),
+    ],
+)  # fmt: skip
+def test_the_columns_hold_what_pods_made_one_by_one_hold(listed: tuple[PoolPod, ...]) -> None:
+    pods = PodsInPools({"share": (0, 1)}, listed)
+    got, _ = _gather(pods, FakeMemory(_TWO))
+    want = _read_one_by_one(pods, FakeMemory(_TWO))
+    assert got == want and got.to_journal() == want.to_journal()
+    assert isinstance(got.pods, PodTable) and container_ids_of(got.pods) == {
+        (p.uid, c.name): c.container_id for p in want.pods for c in p.containers if c.container_id
+    }
+
+
+@pytest.mark.parametrize(
+    ("listed", "refused"),
+    [
+        pytest.param((_listed("p", name="é" * 127), _listed("q", namespace="x" * 64)),
+                     "pod 'p' name is 254 bytes", id="the first pod the checks refuse is named"),
+        pytest.param((_listed("p"), _listed("p")), "pod 'p' is listed twice",
+                     id="a pod listed twice"),
+        pytest.param((_listed("p", containers=("a", "a")),), "names a container twice",
+                     id="a container named twice"),
+    ],
+)  # fmt: skip
+def test_what_the_columns_leave_to_the_pods_checks_is_refused_as_it_was(
+    listed: tuple[PoolPod, ...], refused: str
+) -> None:
+    with pytest.raises(BalanceError, match=refused):
+        _gather(PodsInPools({"share": (0, 1)}, listed), FakeMemory(_TWO))
+
+
+def test_a_negative_figure_is_refused_naming_the_container() -> None:
+    memory = FakeMemory(_TWO)
+    memory.pods["p"][container_id("p", "b")] = {0: -5}
+    with pytest.raises(BalanceError, match=r"container 'b' anon\[0\]: -5 is outside"):
+        _gather(PodsInPools({"share": (0, 1)}, (_listed("p"),)), memory)
+
+
+class _PodByPod:
+    """A reader with ``anon_by_numa`` alone: a round reads it pod by pod."""
+
+    def __init__(self, memory: SimulatedContainerMemory) -> None:
+        self.anon_by_numa = memory.anon_by_numa
+
+
+def _simulated(*uids: str) -> SimulatedContainerMemory:
+    memory = SimulatedContainerMemory()
+    for uid in uids:
+        memory.set_container(uid, container_id(uid, "a"), {0: 2 * GiB, 1: GiB})
+        memory.set_container(uid, container_id(uid, "b"), {1: GiB, 0: 3})
+    return memory
+
+
+@pytest.mark.parametrize(
+    ("listed", "memory"),
+    [
+        pytest.param((_listed("p"), _listed("q")), _simulated("p", "q"),
+                     id="pods read by their container IDs"),
+        pytest.param((_listed("p"), _listed("q", container_ids=None), _listed("r")),
+                     _simulated("p", "q", "r"), id="pods with and without IDs between them"),
+        pytest.param((_listed("p"), _listed("gone")), _simulated("p"), id="a pod not found"),
+        pytest.param((_listed("p", container_ids=(container_id("p", "a"), "containerd://z")),),
+                     _simulated("p"), id="a container not found"),
+    ],
+)  # fmt: skip
+def test_a_batched_read_makes_the_inputs_reads_pod_by_pod_make(
+    listed: tuple[PoolPod, ...], memory: SimulatedContainerMemory
+) -> None:
+    pods = PodsInPools({"share": (0, 1)}, listed)
+    batched, unreadable = _gather(pods, memory)  # type: ignore[arg-type]
+    by_pod, unreadable_by_pod = _gather(pods, _PodByPod(memory))  # type: ignore[arg-type]
+    assert batched == by_pod and unreadable == unreadable_by_pod
+    assert batched.to_journal() == by_pod.to_journal()

@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.balancer_inputs import metric_inputs, with_pods
 from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, PodAnonMemory
+from policy.balance import BalancerConfig, NumaDistance
+from policy.state.pool_pods import PodsInPools, PoolPod
 from qrmd.host.kube_cgroups import CgroupDriver
 from qrmd.host.numa_stat import (
     CgroupAnonMemoryReader,
@@ -20,6 +23,8 @@ from qrmd.host.numa_stat import (
     parse_numa_stat,
     read_numa_stat,
 )
+from qrmd.sim.host.memory import SimulatedContainerMemory
+from qrmd.sim.host.metrics import SimulatedNumaMetrics
 from tests.host.cgroup_tree import PAGE, numa_stat_text, put_cgroup
 
 GiB = 1 << 30
@@ -360,3 +365,43 @@ def test_this_hosts_own_memory_cgroup_parses() -> None:
 def test_a_read_holds_its_figures_in_numa_order_whatever_order_they_came_in() -> None:
     read = PodAnonMemory(pod={2: 5, 0: 7}, containers={"c": {1: 3, 0: 4}})
     assert list(read.pod) == [0, 2] and list(read.containers["c"]) == [0, 1]
+
+
+# -- a round's reads from the cgroup tree ------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("with_ids", [True, False], ids=["by container IDs", "by pod cgroups"])
+def test_a_round_reads_the_cgroup_tree_as_the_same_figures_simulated(
+    tmp_path: Path, version: int, with_ids: bool
+) -> None:
+    """The cgroup reader is read pod by pod (its cost is its files), the simulator in one
+    call: the round's inputs from both, the same figures, are the same."""
+    simulated = SimulatedContainerMemory()
+    listed = []
+    for i, uid in enumerate([UID, UID.replace("a", "d")]):
+        app, sidecar = f"containerd://{APP[:-1]}{i}", f"containerd://{SIDECAR[:-1]}{i}"
+        app_anon = {0: (i + 1) * GiB, 1: 512 * MiB}
+        # v1: the pod runs no process of its own; its hierarchical counter sums the subtree.
+        subtree = {0: (i + 1) * GiB + 64 * MiB, 1: 512 * MiB}
+        own = {0: 0, 1: 0} if version == 1 else subtree
+        pod = put_cgroup(tmp_path / f"kubepods/pod{uid}", version, own, subtree)
+        put_cgroup(pod / app.removeprefix("containerd://"), version, app_anon)
+        put_cgroup(pod / sidecar.removeprefix("containerd://"), version, {0: 64 * MiB})
+        simulated.set_container(uid, app, app_anon)
+        simulated.set_container(uid, sidecar, {0: 64 * MiB})
+        listed.append(PoolPod(uid, "default", f"pod-{i}", "share", ("app", "sidecar"),
+                              (app, sidecar) if with_ids else None))  # fmt: skip
+    pods = PodsInPools({"share": (0, 1)}, tuple(listed))
+    inputs = metric_inputs(
+        now=1_795_994_721.5,
+        distances={0: (NumaDistance(1, 11),), 1: (NumaDistance(0, 11),)},
+        metrics=SimulatedNumaMetrics.quiet(range(2)),
+        config=BalancerConfig(),
+        cpu_vendor="",
+        last=None,
+    )
+    from_files, unreadable = with_pods(inputs, pods, CgroupAnonMemoryReader(tmp_path))
+    assert unreadable == 0
+    assert from_files == with_pods(inputs, pods, simulated)[0]
+    assert [p.anon_on(0) for p in from_files.pods] == [GiB + 64 * MiB, 2 * GiB + 64 * MiB]

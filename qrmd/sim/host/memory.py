@@ -76,13 +76,38 @@ class SimulatedContainerMemory:
         every = figures.read
         if container_ids is None:
             return PodAnonMemory(pod=figures.pod, containers=every)
-        unknown = [cid for cid in container_ids if cid not in every]
-        if unknown:
-            raise AnonMemoryUnavailable(
-                f"pod {pod_uid}: container {unknown[0]} is not simulated "
-                f"(have {', '.join(sorted(every))})"
-            )
+        if any(cid not in every for cid in container_ids):
+            raise _unknown_container(pod_uid, container_ids, every)
         return PodAnonMemory(pod=figures.pod, containers={cid: every[cid] for cid in container_ids})
+
+    def containers_anon_by_numa(
+        self, pods: Sequence[tuple[str, Sequence[str]]]
+    ) -> list[tuple[Mapping[int, float], ...] | AnonMemoryUnavailable]:
+        """Every pod's listed containers' figures in one call (``BatchedContainerMemoryReader``):
+        what ``anon_by_numa`` gives of each, read under the lock once, as of one instant."""
+        answers: list[tuple[Mapping[int, float], ...] | AnonMemoryUnavailable] = []
+        with self._lock:
+            known = self._pods
+            for pod_uid, container_ids in pods:
+                figures = known.get(pod_uid)
+                if figures is None:
+                    answers.append(AnonMemoryUnavailable(f"pod {pod_uid}: not simulated"))
+                    continue
+                every = figures.read
+                try:
+                    answers.append(tuple(map(every.__getitem__, container_ids)))
+                except KeyError:
+                    answers.append(_unknown_container(pod_uid, container_ids, every))
+        return answers
+
+
+def _unknown_container(
+    pod_uid: str, container_ids: Sequence[str], every: Mapping[str, object]
+) -> AnonMemoryUnavailable:
+    unknown = next(cid for cid in container_ids if cid not in every)
+    return AnonMemoryUnavailable(
+        f"pod {pod_uid}: container {unknown} is not simulated (have {', '.join(sorted(every))})"
+    )
 
 
 def _checked(figures: dict[int, int]) -> Mapping[int, float]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from actors.ports.balancer import AnonMemoryUnavailable, ContainerMemoryReader, PodAnonMemory
+from actors.ports.balancer import (
+    AnonMemoryUnavailable,
+    BatchedContainerMemoryReader,
+    ContainerMemoryReader,
+    PodAnonMemory,
+)
 from policy.balance.amounts import NumaAmounts, numa_index
 from qrmd.sim.host.memory import SimulatedContainerMemory
 
@@ -89,3 +94,29 @@ def test_the_port_keeps_checked_amounts_and_copies_any_other_map() -> None:
     assert anon.containers["b"] == plain and list(anon.containers["b"]) == [0, 1]
     plain[0] = 7
     assert anon.containers["b"][0] == 2, "a plain map is copied"
+
+
+@pytest.mark.parametrize(
+    ("uid", "ids"),
+    [
+        pytest.param("p", ["b", "a"], id="every container, in the order of the IDs asked"),
+        pytest.param("p", ["a"], id="some of its containers"),
+        pytest.param("p", [], id="no container"),
+        pytest.param("q", ["a"], id="a pod not simulated"),
+        pytest.param("p", ["a", "z"], id="a container not simulated"),
+    ],
+)
+def test_a_batched_read_answers_what_reads_pod_by_pod_answer(uid: str, ids: list[str]) -> None:
+    memory = SimulatedContainerMemory()
+    assert isinstance(memory, BatchedContainerMemoryReader)
+    memory.set_container("p", "a", {1: GiB, 0: 2 * GiB})
+    memory.set_container("p", "b", {0: 2**64})
+    memory.set_container("r", "a", {0: GiB})
+    answers = memory.containers_anon_by_numa([("r", ["a"]), (uid, ids)])
+    assert answers[0] == (memory.anon_by_numa("r", ["a"]).containers["a"],)
+    try:
+        one = memory.anon_by_numa(uid, ids)
+    except AnonMemoryUnavailable as err:
+        assert isinstance(answers[1], AnonMemoryUnavailable) and str(answers[1]) == str(err)
+    else:
+        assert answers[1] == tuple(one.containers[cid] for cid in ids)
