@@ -200,6 +200,7 @@ print(json.dumps(sorted(sys.modules)))
         pytest.param("balancer", id="the memory balancer builds without prometheus_client"),
         pytest.param("cpu_pressure", id="CPU pressure eviction builds without prometheus_client"),
         pytest.param("advisor", id="the advisor link builds without prometheus_client"),
+        pytest.param("pods", id="the pod source and checkers build without prometheus_client"),
     ],
 )
 def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
@@ -215,3 +216,24 @@ def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
     loaded = json.loads(done.stdout)
     assert f"qrmd.{subsystem}.subsystem" in loaded
     assert [name for name in loaded if name.startswith(("prometheus_client", "http.server"))] == []
+
+
+#: The pod source's publisher built, fetching nothing yet (the pods wiring builds one).
+_PUBLISHER = """
+import json, sys, time
+from qrmd.host.pod_publisher import PodListPublisher
+PodListPublisher(lambda: None, wall=time.time, monotonic=time.monotonic)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_pod_publisher_makes_its_histogram_only_once_it_fetches_or_is_scraped() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PUBLISHER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = json.loads(done.stdout)
+    assert [name for name in loaded if name.startswith("prometheus_client")] == []
