@@ -66,7 +66,6 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
-from policy.cpu.advisor.decision import SilenceCheck, response_cause, silence_cause
 from policy.cpu.advisor.refusal import AddContainerRefused
 from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.allocation_listing import ResourcesAllocation
@@ -199,14 +198,8 @@ def cause_of(inputs: object, now: float, reply: dict[str, Any] | None = None) ->
         if reply is not None:
             cause[REPLY_KEY] = reply
         return cause
-    if isinstance(inputs, AdvisorResponse):
-        return {**response_cause(inputs, now), _VERSION_KEY: CAUSE_VERSION}
-    if isinstance(inputs, AdvisorSilence):
-        return {
-            **silence_cause(SilenceCheck(inputs.silent_since), now),
-            _VERSION_KEY: CAUSE_VERSION,
-            "unhealthy_after_s": inputs.unhealthy_after_s,
-        }
+    if isinstance(inputs, AdvisorResponse | AdvisorSilence):
+        return _advisor_cause(inputs, now)
     if isinstance(inputs, AllocateInputs):
         rpc = type(inputs.call).__name__
         fields: dict[str, Any] = {
@@ -223,6 +216,20 @@ def cause_of(inputs: object, now: float, reply: dict[str, Any] | None = None) ->
     if reply is not None:
         fields[REPLY_KEY] = reply
     return {"rpc": rpc, _VERSION_KEY: CAUSE_VERSION, "now": now, **fields}
+
+
+def _advisor_cause(inputs: AdvisorResponse | AdvisorSilence, now: float) -> dict[str, Any]:
+    """The cause of an advisor decision, in the words of the advisor's decision module."""
+    # Only a node with sys-advisor decides on its answers: a restart pays for every module.
+    from policy.cpu.advisor import decision  # noqa: PLC0415 (with the first advisor decision)
+
+    if isinstance(inputs, AdvisorResponse):
+        return {**decision.response_cause(inputs, now), _VERSION_KEY: CAUSE_VERSION}
+    return {
+        **decision.silence_cause(decision.SilenceCheck(inputs.silent_since), now),
+        _VERSION_KEY: CAUSE_VERSION,
+        "unhealthy_after_s": inputs.unhealthy_after_s,
+    }
 
 
 def reply_of(inputs: object, decision: Decision[Any]) -> dict[str, Any] | None:

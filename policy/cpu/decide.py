@@ -11,13 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from policy.cpu import facade as cpu_policy
-from policy.cpu.advisor.decision import (
-    AdvisorSettings,
-    SilenceCheck,
-    apply_advice,
-    fall_back_when_silent,
-    sizing_context,
-)
 from policy.cpu.advisor.refusal import AddContainerRefused, undo_allocate
 from policy.cpu.advisor.response import AdvisorResponse
 from policy.cpu.allocation_listing import ResourcesAllocation
@@ -38,6 +31,9 @@ from policy.decision import Decision
 from policy.state.sections import State
 
 __all__ = ["decide"]
+
+#: The inputs only the advisor's decision module decides.
+_ADVISOR_INPUTS = (AdvisorResponse, AdvisorSilence)
 
 
 def decide(
@@ -69,13 +65,20 @@ def decide(
         PolicyError: the policy refused (see ``policy.cpu.facade``); nothing to commit.
         TypeError: ``inputs`` is not one of the Allocator's decision inputs.
     """
-    settings = sizing_context(state, settings)
+    if settings.advisor_enabled or isinstance(inputs, _ADVISOR_INPUTS):
+        # Without sys-advisor sizing_context gives the context itself and no advisor input
+        # comes: its decision code loads with a node's first decision that needs it.
+        from policy.cpu.advisor import decision  # noqa: PLC0415 (only with sys-advisor)
+
+        settings = decision.sizing_context(state, settings)
+        match inputs:
+            case AdvisorResponse():
+                return decision.apply_advice(state, inputs, decision.AdvisorSettings(settings), now)
+            case AdvisorSilence(silent_since, unhealthy_after_s):
+                advisor = decision.AdvisorSettings(settings, unhealthy_after_s)
+                check = decision.SilenceCheck(silent_since)
+                return decision.fall_back_when_silent(state, check, advisor, now)
     match inputs:
-        case AdvisorResponse():
-            return apply_advice(state, inputs, AdvisorSettings(settings), now)
-        case AdvisorSilence(silent_since, unhealthy_after_s):
-            advisor = AdvisorSettings(settings, unhealthy_after_s)
-            return fall_back_when_silent(state, SilenceCheck(silent_since), advisor, now)
         case AddContainerRefused():
             return undo_allocate(state, inputs, settings, now)
         case AllocateInputs():

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from policy.cpu.advisor.decision import DEFAULT_UNHEALTHY_AFTER_S
 from policy.cpu.reference import V0_5_47
 from qrmd.config_values import Option, Socket, positive_duration, socket_file, switch
 
@@ -37,6 +36,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT_S",
     "DEFAULT_CPU_ADVISOR_SOCKET",
     "DEFAULT_CPU_PLUGIN_SOCKET",
+    "DEFAULT_UNHEALTHY_AFTER_S",
     "AdvisorLinkConfig",
     "AdvisorSettings",
     "advisor_values",
@@ -45,6 +45,10 @@ __all__ = [
 #: cpu-policy §14: ``cpu-advisor-sock-abs-path`` / ``cpu-plugin-sock-abs-path``.
 DEFAULT_CPU_ADVISOR_SOCKET: Final = "/var/lib/katalyst/qrm_advisor/cpu_advisor.sock"
 DEFAULT_CPU_PLUGIN_SOCKET: Final = "/var/lib/katalyst/qrm_advisor/cpu_plugin.sock"
+#: ``--cpu-advisor-unhealthy-after`` default: 5 minutes, as Katalyst v0.5.4's fallback; the
+#: same value as ``policy.cpu.advisor.decision.DEFAULT_UNHEALTHY_AFTER_S`` (a test holds them
+#: equal), written here so the settings do not load the advisor's decision code.
+DEFAULT_UNHEALTHY_AFTER_S: Final = 300.0
 #: How long an AddContainer or RemovePod may hold kubelet's call (issue: never longer).
 DEFAULT_CALL_TIMEOUT_S: Final = 2.0
 #: Katalyst v0.5.47's ``--cpu-resource-plugin-advisor-interval`` default

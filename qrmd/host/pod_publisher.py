@@ -27,14 +27,16 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from prometheus_client import Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import CollectorRegistry
+from typing import TYPE_CHECKING
 
 from actors.ports.pod_source import PodListSnapshot
 from qrmd.host.kubelet_pods import PodListError
 from qrmd.status.health import HandlerHealth
+
+if TYPE_CHECKING:
+    from prometheus_client import Histogram
+    from prometheus_client.core import Metric
+    from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["FETCH_HANDLER", "FetchOutcome", "PodListPublisher"]
 
@@ -79,7 +81,8 @@ class PodListPublisher:
         wall: wall clock (outcomes, snapshot age).
         monotonic: monotonic clock (latency, the health check).
         health: the check to report each fetch to, or ``None``.
-        registry: where the latency histogram is registered (``None``: a private one).
+        registry: where the latency histogram is registered (``None``: a private one, made
+            at the first fetch or scrape, so a node's start does not load prometheus_client).
     """
 
     def __init__(
@@ -101,12 +104,11 @@ class PodListPublisher:
         self._seq = 0
         self._ok = 0
         self._failed = 0
-        self._latency = Histogram(
-            "qrmd_pod_source_fetch_seconds",
-            "Time to fetch and parse kubelet's pod list.",
-            buckets=_LATENCY_BUCKETS,
-            registry=registry if registry is not None else CollectorRegistry(),
-        )
+        self._registry = registry
+        self._latency: Histogram | None = None
+        if registry is not None:
+            # A caller's registry (which loaded prometheus_client) lists the histogram now.
+            self._latency_histogram()
 
     def latest(self) -> PodListSnapshot | None:
         """The newest successful listing, or ``None`` before the first (never raises)."""
@@ -147,7 +149,7 @@ class PodListPublisher:
                 self._ok += 1
             else:
                 self._failed += 1
-        self._latency.observe(latency)
+        self._latency_histogram().observe(latency)
         if self._health is not None:
             self._health.update(error, finished)
         if error is not None and not was_failing:
@@ -159,8 +161,34 @@ class PodListPublisher:
             )
         return outcome
 
+    def _latency_histogram(self) -> Histogram:
+        """The latency histogram, made at the first fetch or scrape (both after kubelet is
+        served), under the lock so the ticker thread and a scrape make one."""
+        with self._lock:
+            if self._latency is None:
+                # prometheus_client loads after kubelet is served: a start pays for every module.
+                from prometheus_client import (  # noqa: PLC0415 (after serving)
+                    CollectorRegistry,
+                    Histogram,
+                )
+
+                registry = self._registry if self._registry is not None else CollectorRegistry()
+                self._latency = Histogram(
+                    "qrmd_pod_source_fetch_seconds",
+                    "Time to fetch and parse kubelet's pod list.",
+                    buckets=_LATENCY_BUCKETS,
+                    registry=registry,
+                )
+            return self._latency
+
     def collect(self) -> Iterator[Metric]:
         """The pod source's metrics (a prometheus ``Collector``)."""
+        from prometheus_client.core import (  # noqa: PLC0415 (scraped after serving)
+            CounterMetricFamily,
+            GaugeMetricFamily,
+        )
+
+        latency = self._latency_histogram()
         with self._lock:
             ok, failed, snapshot = self._ok, self._failed, self._snapshot
         fetches = CounterMetricFamily(
@@ -169,7 +197,7 @@ class PodListPublisher:
         fetches.add_metric(["ok"], ok)
         fetches.add_metric(["failed"], failed)
         yield fetches
-        yield from self._latency.collect()
+        yield from latency.collect()
         if snapshot is not None:
             yield GaugeMetricFamily(
                 "qrmd_pod_source_pods", "Pods in the latest pod list.", value=len(snapshot.pods)

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from actors.checkers import (
     CHECK_CPUSET,
@@ -69,6 +67,10 @@ from qrmd.subsystem import (
     Shared,
     SubsystemParts,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+    from prometheus_client.registry import Collector
 
 __all__ = [
     "CHECKERS_CHILD",
@@ -320,6 +322,11 @@ class CheckersWiring(SubsystemParts):
 
     def collect(self) -> Iterator[Metric]:
         """The pod source's and the checkers' metrics (a prometheus ``Collector``)."""
+        from prometheus_client.core import (  # noqa: PLC0415 (scraped after serving)
+            CounterMetricFamily,
+            GaugeMetricFamily,
+        )
+
         yield from self.publisher.collect()
         view = self.view()
         if view is None:

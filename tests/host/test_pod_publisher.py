@@ -3,6 +3,8 @@ kept across failures, the health rules of cpu-policy §12.3 and the metrics."""
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client import CollectorRegistry, generate_latest
 
 from actors.ports.pod_source import PodListing, PodListSnapshot
@@ -99,3 +101,42 @@ def test_an_unexpected_error_is_a_failed_fetch_not_a_dead_ticker() -> None:
     clock = Clock()
     outcome = PodListPublisher(broken, wall=clock, monotonic=clock).refresh()
     assert outcome.error is not None and "KeyError" in outcome.error
+
+
+def test_scraped_before_any_fetch_the_latency_histogram_is_there_and_empty() -> None:
+    clock = Clock()
+    publisher = PodListPublisher(ScriptedKubelet(), wall=clock, monotonic=clock)
+    registry = CollectorRegistry()
+    registry.register(publisher)
+    text = generate_latest(registry).decode()
+    assert "qrmd_pod_source_fetch_seconds_count 0.0" in text
+    assert 'qrmd_pod_source_fetches_total{outcome="ok"} 0.0' in text
+
+
+def test_fetches_and_scrapes_racing_for_the_first_histogram_record_every_fetch() -> None:
+    """The histogram is made on first use, from the ticker's thread or a scrape's: one is
+    made, so no fetch's latency lands in a histogram that is dropped."""
+    clock = Clock()
+    threads = 8
+    publisher = PodListPublisher(
+        ScriptedKubelet(*[_snapshot(1000, "a")] * threads), wall=clock, monotonic=clock
+    )
+    start = threading.Barrier(threads + 1)
+
+    def fetch() -> None:
+        start.wait()
+        publisher.refresh()
+
+    def scrape() -> None:
+        start.wait()
+        list(publisher.collect())
+
+    workers = [threading.Thread(target=fetch) for _ in range(threads)]
+    workers.append(threading.Thread(target=scrape))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    registry = CollectorRegistry()
+    registry.register(publisher)
+    assert f"qrmd_pod_source_fetch_seconds_count {threads}.0" in generate_latest(registry).decode()

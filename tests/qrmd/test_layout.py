@@ -22,9 +22,12 @@ MAX_ROOT_MODULES = 8
 #: kubelet's reserved CPUs, an SNB pod's aggregated requests), the collectors of the balancer,
 #: CPU pressure eviction and the advisor link (prometheus_client, asked for once kubelet is
 #: served), prometheus_client's text parser and the HTTP client of the two scraping sources
-#: (only a ``prometheus`` source needs them): a restart to serving pays for every module it
-#: imports.
-MAX_DEFERRED_IMPORTS = 16
+#: (only a ``prometheus`` source needs them), the pod source's latency histogram and the
+#: metric families of the pod source and the checkers (prometheus_client, at the first fetch
+#: or scrape, after kubelet is served), the advisor's decision code in the decision table and
+#: the journal cause (only a node with sys-advisor decides on its answers): a restart to
+#: serving pays for every module it imports.
+MAX_DEFERRED_IMPORTS = 21
 DEFERRED = re.compile(r"#\s*noqa:\s*PLC0415")
 
 

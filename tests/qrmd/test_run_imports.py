@@ -86,6 +86,16 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         pytest.param("actors.ports.advisor", id="no advisor client while sys-advisor is off"),
         pytest.param("machines.advisor_link", id="no advisor link machine while it is off"),
         pytest.param("policy.cpu.advisor.push", id="no advisor push while sys-advisor is off"),
+        pytest.param(
+            "policy.cpu.advisor.decision", id="no advisor decisions while sys-advisor is off"
+        ),
+        pytest.param(
+            "policy.cpu.advisor.application", id="no advisor block application while it is off"
+        ),
+        pytest.param("policy.cpu.advisor.blocks", id="no advisor block cpusets while it is off"),
+        pytest.param(
+            "policy.cpu.advisor.validation", id="no advisor response checks while it is off"
+        ),
         pytest.param("prometheus_client", id="no prometheus client while metrics are off"),
         pytest.param("qrmd.status.metrics", id="no metrics registry while metrics are off"),
         pytest.param("qrmd.status.endpoint", id="no metrics endpoint while metrics are off"),
@@ -200,6 +210,7 @@ print(json.dumps(sorted(sys.modules)))
         pytest.param("balancer", id="the memory balancer builds without prometheus_client"),
         pytest.param("cpu_pressure", id="CPU pressure eviction builds without prometheus_client"),
         pytest.param("advisor", id="the advisor link builds without prometheus_client"),
+        pytest.param("pods", id="the pod source and checkers build without prometheus_client"),
     ],
 )
 def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
@@ -215,3 +226,54 @@ def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
     loaded = json.loads(done.stdout)
     assert f"qrmd.{subsystem}.subsystem" in loaded
     assert [name for name in loaded if name.startswith(("prometheus_client", "http.server"))] == []
+
+
+#: The pod source's publisher built, fetching nothing yet (the pods wiring builds one).
+_PUBLISHER = """
+import json, sys, time
+from qrmd.host.pod_publisher import PodListPublisher
+PodListPublisher(lambda: None, wall=time.time, monotonic=time.monotonic)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_pod_publisher_makes_its_histogram_only_once_it_fetches_or_is_scraped() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _PUBLISHER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = json.loads(done.stdout)
+    assert [name for name in loaded if name.startswith("prometheus_client")] == []
+
+
+#: The journal cause of an advisor decision, in an interpreter that has not loaded the
+#: advisor's decision code: writing it loads that code.
+_ADVISOR_CAUSE = """
+import json, sys
+from policy.cpu.cause import AdvisorSilence, cause_of
+loaded = "policy.cpu.advisor.decision" in sys.modules
+cause = cause_of(AdvisorSilence(10.0, 300.0), 20.0)
+print(json.dumps([loaded, list(cause.items()), "policy.cpu.advisor.decision" in sys.modules]))
+"""
+
+
+def test_an_advisor_cause_loads_the_advisor_decision_code_when_it_is_written() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _ADVISOR_CAUSE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    before, cause, after = json.loads(done.stdout)
+    assert (before, after) == (False, True)
+    assert cause == [
+        ["rpc", "AdvisorSilence"],
+        ["now", 20.0],
+        ["silent_since", 10.0],
+        ["cause_version", 3],
+        ["unhealthy_after_s", 300.0],
+    ]

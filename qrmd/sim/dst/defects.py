@@ -65,8 +65,8 @@ from typing import Any
 import actors.checkers
 import actors.cpu_pressure
 import policy.cpu.advisor.blocks
+import policy.cpu.advisor.decision
 import policy.cpu.allocate
-import policy.cpu.decide
 import policy.cpu.numa_pools
 import policy.cpu.pool_apply
 import policy.cpu.remove
@@ -216,7 +216,7 @@ def _remove_main_only() -> tuple[Any, str, Any]:
 
 
 def _resume_on_refusal() -> tuple[Any, str, Any]:
-    original = apply_advice  # the function policy.cpu.decide calls
+    original = apply_advice  # the function policy.cpu.decide calls, through its module
 
     def apply(state: State, response: Any, settings: Any, now: float) -> Any:
         decision = original(state, response, settings, now)
@@ -228,7 +228,7 @@ def _resume_on_refusal() -> tuple[Any, str, Any]:
             return Decision(events, outcome, error=decision.error, warnings=decision.warnings)
         return decision
 
-    return policy.cpu.decide, "apply_advice", apply
+    return policy.cpu.advisor.decision, "apply_advice", apply
 
 
 def _accept_stale_stream() -> tuple[Any, str, Any]:

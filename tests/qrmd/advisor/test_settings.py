@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from policy.cpu.advisor import decision
 from qrmd.advisor.settings import (
     ADVISOR_LINK_WIRED,
     DEFAULT_CPU_ADVISOR_SOCKET,
     DEFAULT_CPU_PLUGIN_SOCKET,
+    DEFAULT_UNHEALTHY_AFTER_S,
     AdvisorLinkConfig,
 )
 from qrmd.config import ConfigError, load_config
@@ -20,6 +22,11 @@ def test_the_defaults_are_the_references():
     assert config.plugin_socket == DEFAULT_CPU_PLUGIN_SOCKET
     assert (config.unhealthy_after_s, config.call_timeout_s) == (300.0, 2.0)
     assert not config.enabled
+
+
+def test_the_unhealthy_after_default_is_the_one_the_advisor_decisions_use():
+    assert DEFAULT_UNHEALTHY_AFTER_S == decision.DEFAULT_UNHEALTHY_AFTER_S
+    assert AdvisorLinkConfig().unhealthy_after_s == DEFAULT_UNHEALTHY_AFTER_S
 
 
 def test_the_flags_set_the_link():
