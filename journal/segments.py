@@ -30,9 +30,9 @@ from journal.framing import (
 from journal.records import (
     EventsReader,
     Record,
+    RecordDecoder,
     RecordEventsDecoder,
     SegmentHeader,
-    decode_record,
     decode_segment_header,
     encode_segment_header,
     record_seq_at,
@@ -183,7 +183,7 @@ class SegmentReader:
 
     __slots__ = (
         "_data",
-        "_events",
+        "_decoder",
         "_from_seq",
         "_resync",
         "damage",
@@ -238,7 +238,8 @@ class SegmentReader:
         self._data = data
         self._resync = resync
         self._from_seq = from_seq
-        self._events = RecordEventsDecoder(events) if not causes else None
+        # One decoder, and its one msgpack unpacker, for the whole segment's records.
+        self._decoder = RecordDecoder() if causes else RecordEventsDecoder(events)
 
     def records(self) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, offset of its frame)`` in file order; call it once.
@@ -252,11 +253,10 @@ class SegmentReader:
         expected = self.header.first_seq
         skipped_damage = False  # stepped over a damaged frame: how many records it held is unknown
         # Each frame is checked in place (intact_frame_end) and its payload read where it lies
-        # when the records' events are decoded by this reader's one unpacker; a frame that is
-        # not intact goes through decode_frame, whose error is the damage's reason.
+        # by this reader's one decoder; a frame that is not intact goes through decode_frame,
+        # whose error is the damage's reason.
         view = memoryview(data)
-        in_place = self._events is not None
-        payload: bytes | memoryview
+        decoder = self._decoder
         if expected < from_seq:
             offset, expected = self._pass_over(view, offset, expected)
         while offset < size:
@@ -285,12 +285,8 @@ class SegmentReader:
                 expected += 1
                 offset = frame_end
                 continue
-            payload = view[start:frame_end] if in_place else data[start:frame_end]
             problem, record = _record_problem(
-                payload,
-                expected,
-                after_damage=skipped_damage,
-                events=self._events,
+                view[start:frame_end], expected, after_damage=skipped_damage, decoder=decoder
             )
             skipped_damage = False
             if problem:
@@ -375,10 +371,10 @@ def _record_problem(
     expected: int,
     *,
     after_damage: bool,
-    events: RecordEventsDecoder | None,
+    decoder: RecordDecoder | RecordEventsDecoder,
 ) -> tuple[str, Record | None]:
     try:
-        record = decode_record(bytes(payload)) if events is None else events.decode(payload)
+        record = decoder.decode(payload)
     except PayloadError as exc:
         return str(exc), None
     if after_damage and record.seq > expected:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from journal import PayloadError, Record, UnencodableRecord
 from journal.records import (
     CheckpointHeader,
+    RecordDecoder,
     RecordEventsDecoder,
     SegmentHeader,
     decode_checkpoint_header,
@@ -292,3 +293,65 @@ def test_a_record_left_behind_in_a_payload_is_not_read_as_the_next_one() -> None
     with pytest.raises(PayloadError):
         decoder.decode(_with(seq=8) + _with(seq=9))
     assert decoder.decode(_with(seq=10)).seq == 10
+
+
+def _read_whole(decode: Any, payload: bytes | memoryview) -> tuple[str, Any]:
+    """What ``decode`` makes of ``payload``: its whole record, or its error's message."""
+    try:
+        return "read", decode(payload)
+    except PayloadError as exc:
+        return "refused", str(exc)
+
+
+_RUNS_OF_PAYLOADS = st.lists(
+    st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
+        lambda value: msgpack.packb({**GOOD, **value})
+    )
+    | st.binary(max_size=120)
+    | st.sampled_from(
+        [_with() + b"\x00", _with()[:-1], _with(), b"\x86", _with(cause={1: [2], "a": {}})]
+    ),
+    max_size=6,
+)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            encode_record(Record(7, 1.7e9, 12.5, GOOD["cause"], GOOD["events"])), id="a record"
+        ),
+        pytest.param(_with(seq=2**64 - 1), id="a record whose seq takes eight bytes"),
+        pytest.param(_with(cause={}), id="a record whose cause is empty"),
+        pytest.param(_with(cause=[1]), id="a cause that is not a map"),
+        pytest.param(_with(cause={(1,): 2}), id="a cause keyed by a list"),
+        pytest.param(_with(cause=...), id="a record without a cause"),
+        pytest.param(_with(events={}), id="events that are not a list"),
+        pytest.param(_with(schema=2), id="a record from a newer schema"),
+        pytest.param(_with(wall_time=1_700_000_000), id="an integer time"),
+        pytest.param(_with() + b"\x00", id="a byte after the record"),
+        pytest.param(_with()[:-1], id="a record cut short"),
+        pytest.param(msgpack.packb({**GOOD, "extra": 1}), id="a seventh field"),
+        pytest.param(msgpack.packb(dict(reversed(GOOD.items()))), id="fields in another order"),
+        pytest.param(msgpack.packb([1, 2]), id="a list where the record map belongs"),
+        pytest.param(b"", id="no bytes"),
+    ],
+)
+def test_the_segment_decoder_reads_and_refuses_as_decode_record(payload: bytes) -> None:
+    assert _read_whole(RecordDecoder().decode, payload) == _read_whole(decode_record, payload)
+
+
+@given(_RUNS_OF_PAYLOADS)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_the_segment_decoder_reads_a_run_of_payloads_in_place_as_decode_record(
+    payloads: list[bytes],
+) -> None:
+    # One decoder (and its unpacker) reads a segment's records from views of its bytes;
+    # whatever a payload leaves behind must not change how the next one reads.
+    decoder = RecordDecoder()
+    view = memoryview(b"".join(payloads))
+    start = 0
+    for payload in payloads:
+        in_place = view[start : start + len(payload)]
+        assert _read_whole(decoder.decode, in_place) == _read_whole(decode_record, payload)
+        start += len(payload)
