@@ -244,16 +244,19 @@ def test_reading_the_events_only_agrees_with_decode_record_on_any_payload(value:
     assert _read(decode_record_events, payload) == _read(decode_record, payload)
 
 
-@given(
-    st.lists(
-        st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
-            lambda value: msgpack.packb({**GOOD, **value})
-        )
-        | st.binary(max_size=120)
-        | st.sampled_from([_with() + b"\x00", _with()[:-1], _with(), b"\x86"]),
-        max_size=6,
+#: Runs of payloads one segment may hold: records of any fields, random bytes, and records with a
+#: byte too many, cut short, whole, or only a map's first byte.
+_PAYLOAD_RUNS = st.lists(
+    st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
+        lambda value: msgpack.packb({**GOOD, **value})
     )
+    | st.binary(max_size=120)
+    | st.sampled_from([_with() + b"\x00", _with()[:-1], _with(), b"\x86"]),
+    max_size=6,
 )
+
+
+@given(_PAYLOAD_RUNS)
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 def test_one_decoder_reads_a_run_of_payloads_as_each_read_alone(payloads: list[bytes]) -> None:
     # A segment's records share one decoder (and its unpacker); whatever a payload leaves
@@ -263,16 +266,7 @@ def test_one_decoder_reads_a_run_of_payloads_as_each_read_alone(payloads: list[b
         assert _read(decoder.decode, payload) == _read(decode_record, payload)
 
 
-@given(
-    st.lists(
-        st.dictionaries(st.sampled_from(sorted(GOOD)), _PLAIN).map(
-            lambda value: msgpack.packb({**GOOD, **value})
-        )
-        | st.binary(max_size=120)
-        | st.sampled_from([_with() + b"\x00", _with()[:-1], _with(), b"\x86"]),
-        max_size=6,
-    )
-)
+@given(_PAYLOAD_RUNS)
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 def test_payloads_read_in_place_read_as_their_copies(payloads: list[bytes]) -> None:
     # The segment reader hands the decoder views of the segment's bytes, not copies.

@@ -3,7 +3,7 @@ with which summary, and what the summary counts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import pytest
@@ -200,6 +200,20 @@ _ROUND_METRICS = st.lists(st.builds(NumaMetrics, _FEW, _FEW), min_size=4, max_si
 )
 
 
+def _live_stretches_equal_to_journaled(
+    rounds: list[dict[int, NumaMetrics]],
+) -> Iterator[QuietStretch]:
+    """Each round's stretch from its live inputs, checked equal to the one its journaled form
+    (what a journal holds) gives."""
+    live = plain = QuietStretch(("stored",), since=NOW)
+    for t, metrics in enumerate(rounds):
+        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
+        live = live.with_round(NOW + t, inputs.plain())
+        plain = plain.with_round(NOW + t, inputs.to_json())
+        assert live == plain
+        yield live
+
+
 @given(st.lists(_ROUND_METRICS, min_size=1, max_size=10))
 def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(
     rounds: list[dict[int, NumaMetrics]],
@@ -207,12 +221,7 @@ def test_a_live_rounds_stretch_is_the_stretch_of_its_journaled_form(
     # A live round's inputs are checked against the stretch's flat bounds without making
     # their form; round after round, the stretch must be the one the forms (what a journal
     # holds) give, and its bounds those of its ranges.
-    live = plain = QuietStretch(("stored",), since=NOW)
-    for t, metrics in enumerate(rounds):
-        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
-        live = live.with_round(NOW + t, inputs.plain())
-        plain = plain.with_round(NOW + t, inputs.to_json())
-        assert live == plain
+    for live in _live_stretches_equal_to_journaled(rounds):
         assert live.bounds == QuietStretch(("stored",), since=NOW, metrics=live.metrics).bounds
 
 
@@ -237,12 +246,7 @@ _REUSED_METRICS = st.dictionaries(
 def test_a_live_round_reading_samples_made_once_stretches_as_its_journaled_form(
     rounds: list[dict[int, NumaMetrics]],
 ) -> None:
-    live = plain = QuietStretch(("stored",), since=NOW)
-    for t, metrics in enumerate(rounds):
-        inputs = replace(make_inputs(*QUIET, now=NOW + t), numa_metrics=metrics)
-        live = live.with_round(NOW + t, inputs.plain())
-        plain = plain.with_round(NOW + t, inputs.to_json())
-        assert live == plain
+    assert len(list(_live_stretches_equal_to_journaled(rounds))) == len(rounds)
 
 
 @pytest.mark.parametrize(
