@@ -170,8 +170,9 @@ class StoreStatus:
         """After an acknowledged commit of ``events`` events as record ``seq``, with the
         journal's figures after it when given (one new value where ``with_journal`` would
         make a second)."""
-        # Built field by field, as ``with_journal``: these two run for every commit, and
-        # ``dataclasses.replace`` walks the fields' metadata each time (3.9 µs vs 1.3 µs).
+        # Built field by field: this runs for every commit (the journal's figures handed in,
+        # not added by ``with_journal``), and ``dataclasses.replace`` walks the fields'
+        # metadata each time (3.9 µs vs 1.3 µs).
         return StoreStatus(
             recovery=self.recovery,
             health=self.health,
@@ -221,19 +222,4 @@ class StoreStatus:
 
     def with_journal(self, figures: JournalFigures) -> StoreStatus:
         """With the journal's figures as they are now."""
-        return StoreStatus(
-            recovery=self.recovery,
-            health=self.health,
-            last_seq=self.last_seq,
-            commits_total=self.commits_total,
-            events_committed_total=self.events_committed_total,
-            commits_refused_total=self.commits_refused_total,
-            commit_failures_total=self.commit_failures_total,
-            commits_unavailable_total=self.commits_unavailable_total,
-            commits_outcome_unknown_total=self.commits_outcome_unknown_total,
-            commit_seconds_total=self.commit_seconds_total,
-            checkpoints_total=self.checkpoints_total,
-            checkpoint_failures_total=self.checkpoint_failures_total,
-            checkpoint_seq=self.checkpoint_seq,
-            journal=figures,
-        )
+        return replace(self, journal=figures)

@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,17 +38,22 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    state = tmp_path_factory.mktemp("state")
+def _printed_json(script: str, *args: str) -> Any:
+    """What ``script`` prints last as JSON, run in a fresh interpreter at the project's root."""
     done = subprocess.run(
-        [sys.executable, "-c", _START, str(state), str(state / "cpu_plugin_state")],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     )
-    modules: list[str] = json.loads(done.stdout)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    state = tmp_path_factory.mktemp("state")
+    modules: list[str] = _printed_json(_START, str(state), str(state / "cpu_plugin_state"))
     return modules
 
 
@@ -164,14 +170,7 @@ def loaded_with_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, l
     root = tmp_path_factory.mktemp("metrics-on")
     for directory in ("sock", "reg"):
         (root / directory).mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", _METRICS_ON, str(root)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    modules: dict[str, list[str]] = json.loads(done.stdout.splitlines()[-1])
+    modules: dict[str, list[str]] = _printed_json(_METRICS_ON, str(root))
     return modules
 
 
@@ -216,14 +215,7 @@ print(json.dumps(sorted(sys.modules)))
 def test_an_enabled_subsystem_loads_its_collector_only_once_kubelet_is_served(
     subsystem: str,
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _OPTIONAL, subsystem],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded = json.loads(done.stdout)
+    loaded = _printed_json(_OPTIONAL, subsystem)
     assert f"qrmd.{subsystem}.subsystem" in loaded
     assert [name for name in loaded if name.startswith(("prometheus_client", "http.server"))] == []
 
@@ -238,14 +230,7 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def test_the_pod_publisher_makes_its_histogram_only_once_it_fetches_or_is_scraped() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PUBLISHER],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded = json.loads(done.stdout)
+    loaded = _printed_json(_PUBLISHER)
     assert [name for name in loaded if name.startswith("prometheus_client")] == []
 
 
@@ -261,14 +246,7 @@ print(json.dumps([loaded, list(cause.items()), "policy.cpu.advisor.decision" in 
 
 
 def test_an_advisor_cause_loads_the_advisor_decision_code_when_it_is_written() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _ADVISOR_CAUSE],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    before, cause, after = json.loads(done.stdout)
+    before, cause, after = _printed_json(_ADVISOR_CAUSE)
     assert (before, after) == (False, True)
     assert cause == [
         ["rpc", "AdvisorSilence"],
